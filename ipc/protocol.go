@@ -1,0 +1,349 @@
+// Package ipc owns vramscope's wire protocol (docs/protocol.md) and the Unix
+// socket server that receives it from the Python hook. It imports only the
+// standard library.
+package ipc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// Version is the protocol major version this build speaks.
+const Version = 1
+
+// MaxMessageBytes is the hard limit of one message line, newline included.
+const MaxMessageBytes = 64 << 10
+
+const (
+	maxString  = 4096
+	maxName    = 64
+	maxArgv    = 32
+	maxInteger = 1 << 53
+)
+
+// Message types.
+const (
+	TypeHello   = "hello"
+	TypePhase   = "phase"
+	TypeMark    = "mark"
+	TypeSample  = "sample"
+	TypeAnatomy = "anatomy"
+	TypeStats   = "stats"
+	TypeGoodbye = "goodbye"
+)
+
+// Phase edges.
+const (
+	EdgeBegin = "begin"
+	EdgeEnd   = "end"
+)
+
+// Message is one decoded protocol message. Fields that a type does not use
+// stay at their zero value. Raw keeps the line it was decoded from, so a
+// recorder can store it byte for byte.
+type Message struct {
+	V    int     `json:"v"`
+	Type string  `json:"type"`
+	Seq  uint64  `json:"seq"`
+	T    float64 `json:"t"`
+
+	// hello
+	Session   string      `json:"session,omitempty"`
+	PID       int         `json:"pid,omitempty"`
+	NSpid     []int       `json:"nspid,omitempty"`
+	Host      string      `json:"host,omitempty"`
+	Argv      []string    `json:"argv,omitempty"`
+	Rank      *int        `json:"rank,omitempty"`
+	LocalRank *int        `json:"local_rank,omitempty"`
+	WorldSize *int        `json:"world_size,omitempty"`
+	Torch     string      `json:"torch,omitempty"`
+	CUDA      *CUDADevice `json:"cuda,omitempty"`
+	Clock     *Clock      `json:"clock,omitempty"`
+	Hook      *HookConfig `json:"hook,omitempty"`
+
+	// phase, mark
+	Name  string `json:"name,omitempty"`
+	Step  int    `json:"step,omitempty"`
+	Micro int    `json:"micro,omitempty"`
+	Edge  string `json:"edge,omitempty"`
+	User  bool   `json:"user,omitempty"`
+
+	// phase, mark, sample
+	Mem *Mem `json:"mem,omitempty"`
+
+	// anatomy
+	Weights     int64  `json:"weights,omitempty"`
+	Gradients   int64  `json:"gradients,omitempty"`
+	Optimizer   int64  `json:"optimizer,omitempty"`
+	Activations *int64 `json:"activations,omitempty"`
+	BatchSize   *int64 `json:"batch_size,omitempty"`
+	Params      int64  `json:"params,omitempty"`
+	Device      string `json:"device,omitempty"`
+
+	// stats, goodbye
+	Stats  *Stats `json:"stats,omitempty"`
+	Reason string `json:"reason,omitempty"`
+
+	Raw json.RawMessage `json:"-"`
+}
+
+// Mem is one allocator snapshot, read from torch.cuda.memory_stats().
+type Mem struct {
+	Allocated    int64 `json:"allocated"`
+	MaxAllocated int64 `json:"max_allocated"`
+	Reserved     int64 `json:"reserved"`
+	MaxReserved  int64 `json:"max_reserved"`
+	AllocRetries int64 `json:"alloc_retries,omitempty"`
+	OOMs         int64 `json:"ooms,omitempty"`
+}
+
+// CUDADevice describes the hook's current CUDA device.
+type CUDADevice struct {
+	Index int    `json:"index"`
+	UUID  string `json:"uuid,omitempty"`
+	Name  string `json:"name"`
+	Total int64  `json:"total"`
+}
+
+// Clock pairs the sender's monotonic and wall clocks, read together.
+type Clock struct {
+	Mono float64 `json:"mono"`
+	Wall float64 `json:"wall"`
+}
+
+// HookConfig is how the hook is configured.
+type HookConfig struct {
+	Version          string  `json:"version"`
+	SampleHz         float64 `json:"sample_hz"`
+	ResetPeaks       bool    `json:"reset_peaks"`
+	ActivationsEvery int     `json:"activations_every"`
+}
+
+// Stats are the hook's own health counters.
+type Stats struct {
+	Created    uint64 `json:"created"`
+	Dropped    uint64 `json:"dropped"`
+	Evicted    uint64 `json:"evicted"`
+	SendErrors uint64 `json:"send_errors"`
+	Connects   uint64 `json:"connects"`
+}
+
+// ErrTooLong reports a line over MaxMessageBytes.
+var ErrTooLong = fmt.Errorf("line longer than %d bytes", MaxMessageBytes)
+
+// Decode parses and validates one message line (without its newline).
+// The returned error is one line, fit to log as it is.
+func Decode(line []byte) (*Message, error) {
+	if len(line) >= MaxMessageBytes {
+		return nil, ErrTooLong
+	}
+	line = bytes.TrimRight(line, "\r\n")
+	var m Message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, fmt.Errorf("not JSON: %s", oneLine(err))
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	m.Raw = append(json.RawMessage(nil), line...)
+	return &m, nil
+}
+
+// Validate checks a message against docs/protocol.md.
+func (m *Message) Validate() error {
+	if m.V != Version {
+		return fmt.Errorf("unsupported protocol version %d (this vramscope speaks %d)", m.V, Version)
+	}
+	if err := finite("t", m.T); err != nil {
+		return err
+	}
+	switch m.Type {
+	case TypeHello:
+		return m.validateHello()
+	case TypePhase:
+		if m.Edge != EdgeBegin && m.Edge != EdgeEnd {
+			return fmt.Errorf("field edge: %q is neither %q nor %q", m.Edge, EdgeBegin, EdgeEnd)
+		}
+		return m.validateMarker()
+	case TypeMark:
+		return m.validateMarker()
+	case TypeSample:
+		if m.Mem == nil {
+			return errors.New("field mem: missing")
+		}
+		return m.Mem.validate()
+	case TypeAnatomy:
+		return m.validateAnatomy()
+	case TypeStats:
+		if m.Stats == nil {
+			return errors.New("field stats: missing")
+		}
+		return nil
+	case TypeGoodbye:
+		return nil
+	case "":
+		return errors.New("field type: missing")
+	default:
+		return fmt.Errorf("unknown message type %q", clip(m.Type))
+	}
+}
+
+func (m *Message) validateHello() error {
+	if m.Session == "" || len(m.Session) > maxName {
+		return errors.New("field session: missing or longer than 64 bytes")
+	}
+	for _, r := range m.Session {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("field session: character %q not allowed", r)
+		}
+	}
+	if m.PID <= 0 {
+		return errors.New("field pid: missing or not positive")
+	}
+	if m.Clock == nil {
+		return errors.New("field clock: missing")
+	}
+	if err := finite("clock.mono", m.Clock.Mono); err != nil {
+		return err
+	}
+	if err := finite("clock.wall", m.Clock.Wall); err != nil {
+		return err
+	}
+	if len(m.Argv) > maxArgv {
+		return fmt.Errorf("field argv: more than %d entries", maxArgv)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"rank", m.Rank}, {"local_rank", m.LocalRank}, {"world_size", m.WorldSize}} {
+		if f.v != nil && *f.v < 0 {
+			return fmt.Errorf("field %s: negative", f.name)
+		}
+	}
+	for _, p := range m.NSpid {
+		if p <= 0 {
+			return errors.New("field nspid: not positive")
+		}
+	}
+	if c := m.CUDA; c != nil {
+		if c.Index < 0 {
+			return errors.New("field cuda.index: negative")
+		}
+		if err := size("cuda.total", c.Total); err != nil {
+			return err
+		}
+	}
+	if h := m.Hook; h != nil {
+		if err := finite("hook.sample_hz", h.SampleHz); err != nil {
+			return err
+		}
+	}
+	return m.validateStrings()
+}
+
+func (m *Message) validateMarker() error {
+	if m.Name == "" || len(m.Name) > maxName {
+		return errors.New("field name: missing or longer than 64 bytes")
+	}
+	if m.Step < 0 {
+		return errors.New("field step: negative")
+	}
+	if m.Micro < 0 {
+		return errors.New("field micro: negative")
+	}
+	if !utf8.ValidString(m.Name) {
+		return errors.New("field name: not UTF-8")
+	}
+	if m.Mem != nil {
+		return m.Mem.validate()
+	}
+	return nil
+}
+
+func (m *Message) validateAnatomy() error {
+	if m.Step < 0 {
+		return errors.New("field step: negative")
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"weights", m.Weights}, {"gradients", m.Gradients}, {"optimizer", m.Optimizer}, {"params", m.Params}} {
+		if err := size(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if m.Activations != nil {
+		if err := size("activations", *m.Activations); err != nil {
+			return err
+		}
+	}
+	if m.BatchSize != nil {
+		if err := size("batch_size", *m.BatchSize); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Message) validateStrings() error {
+	if len(m.Host) > maxString || len(m.Torch) > maxString {
+		return errors.New("field host or torch: longer than 4096 bytes")
+	}
+	for _, a := range m.Argv {
+		if len(a) > maxString {
+			return errors.New("field argv: entry longer than 4096 bytes")
+		}
+	}
+	return nil
+}
+
+func (mem *Mem) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"mem.allocated", mem.Allocated}, {"mem.max_allocated", mem.MaxAllocated},
+		{"mem.reserved", mem.Reserved}, {"mem.max_reserved", mem.MaxReserved},
+		{"mem.alloc_retries", mem.AllocRetries}, {"mem.ooms", mem.OOMs},
+	} {
+		if err := size(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func size(field string, v int64) error {
+	if v < 0 {
+		return fmt.Errorf("field %s: negative (%d)", field, v)
+	}
+	if v >= maxInteger {
+		return fmt.Errorf("field %s: larger than 2^53", field)
+	}
+	return nil
+}
+
+func finite(field string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("field %s: not finite", field)
+	}
+	if v < 0 {
+		return fmt.Errorf("field %s: negative (%g)", field, v)
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > maxName {
+		return s[:maxName] + "…"
+	}
+	return s
+}
+
+func oneLine(err error) string {
+	return string(bytes.ReplaceAll([]byte(err.Error()), []byte("\n"), []byte(" ")))
+}
