@@ -1,0 +1,44 @@
+// Package session is vramscope's timeline store. It turns the events of
+// every source (hook messages, NVML samples, connection notes), live or
+// replayed, into per-process series, phase spans, steps, anatomy and a
+// diagnosis. It does no I/O: its callers feed it.
+package session
+
+import (
+	"time"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/probe"
+)
+
+// Event is one thing that happened. Exactly one of Msg, GPU and Note is set.
+type Event struct {
+	// At is when the monitor received the event (wall clock).
+	At time.Time
+	// Conn identifies the hook connection a message or note came from; 0 for
+	// events that come from no connection (NVML samples).
+	Conn uint64
+	// Msg is a decoded, validated hook message.
+	Msg *ipc.Message
+	// GPU is one NVML sample of one device.
+	GPU *probe.Sample
+	// Note is a connection event or a problem worth keeping.
+	Note *Note
+}
+
+// NoteKind says what a Note is about.
+type NoteKind string
+
+// Note kinds.
+const (
+	NoteConnect    NoteKind = "connect"    // a hook connected
+	NoteDisconnect NoteKind = "disconnect" // a hook's connection ended
+	NoteError      NoteKind = "error"      // a bad message was skipped
+	NoteInfo       NoteKind = "info"       // anything else worth a line
+)
+
+// Note is a connection event or a one-line problem report.
+type Note struct {
+	Kind NoteKind `json:"kind"`
+	Text string   `json:"text"`
+}
