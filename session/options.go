@@ -1,0 +1,46 @@
+package session
+
+import "time"
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithRawWindow sets how long series keep every point before folding older
+// ones into buckets (default 10 minutes).
+func WithRawWindow(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.limits.window = d
+		}
+	}
+}
+
+// WithBucket sets the width of the buckets older points are folded into
+// (default 1 s). Memory per series is about 32 bytes per bucket.
+func WithBucket(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.limits.width = d
+		}
+	}
+}
+
+// WithMaxSteps bounds the step table (default 2000 rows: the first tenth of
+// them are the session's first steps, the rest the most recent ones). The
+// per-step peak summaries are kept for every step regardless.
+func WithMaxSteps(n int) Option {
+	return func(s *Store) {
+		if n >= 10 {
+			s.limits.steps = n
+		}
+	}
+}
+
+// WithMaxSpans bounds the phase spans kept for the chart (default 20000).
+func WithMaxSpans(n int) Option {
+	return func(s *Store) {
+		if n >= 16 {
+			s.limits.spans = n
+		}
+	}
+}

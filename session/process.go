@@ -1,0 +1,282 @@
+package session
+
+import (
+	"math"
+	"time"
+
+	"github.com/vramscope/vramscope/ipc"
+)
+
+// Process is one training process (one hook session) as the store knows it.
+type Process struct {
+	// Key is the hook's session id.
+	Key string
+	// Hello is the latest hello of this session.
+	Hello ipc.Message
+	// Connected is false once the hook said goodbye or its connection ended.
+	Connected bool
+	// Conn is the connection the process speaks on now.
+	Conn uint64
+
+	// Lost counts messages that never arrived (gaps in seq); Duplicates
+	// counts replayed messages that were already known.
+	Lost, Duplicates uint64
+	// Stats are the hook's own counters as it last reported them.
+	Stats ipc.Stats
+
+	// Allocated, MaxAllocated and Reserved are the allocator's curves.
+	Allocated, MaxAllocated, Reserved *Series
+	// GPU is the driver's figure for this process (NVML process used, or
+	// device used when per-process memory is not visible).
+	GPU *Series
+	// GPUSource says what GPU holds: "process", "device" or "" (none).
+	GPUSource string
+
+	// Mem is the newest allocator snapshot, nil on CPU runs.
+	Mem *ipc.Mem
+	// Anatomy is the newest tensor accounting, nil before the first.
+	Anatomy *Anatomy
+	// Anatomies are the accountings of the measured steps (bounded).
+	Anatomies []Anatomy
+	// Marks are the user's point events (bounded).
+	Marks []Mark
+
+	First, Last time.Time
+
+	spans   []Span // recent spans, oldest first (bounded)
+	open    []int  // indices into spans of open phases
+	steps   []*Step
+	peaks   []StepPeak // one per step, whole session
+	lastSeq uint64
+	limits  limits
+	gpuUsed Bytes
+}
+
+// Anatomy is one tensor accounting made by the hook.
+type Anatomy struct {
+	At                            time.Time
+	Step                          int
+	Weights, Gradients, Optimizer Bytes
+	Activations, BatchSize        Bytes // Unknown when not measured
+	Params                        int64
+	Device                        string
+}
+
+// Mark is a named point event.
+type Mark struct {
+	At   time.Time
+	Name string
+	Step int
+	Mem  *ipc.Mem
+}
+
+type limits struct {
+	spans, steps, marks, anatomies int
+	window, width                  time.Duration
+}
+
+func newProcess(key string, l limits) *Process {
+	return &Process{
+		Key:          key,
+		Allocated:    newSeries(l.window, l.width),
+		MaxAllocated: newSeries(l.window, l.width),
+		Reserved:     newSeries(l.window, l.width),
+		GPU:          newSeries(l.window, l.width),
+		limits:       l,
+		gpuUsed:      Unknown,
+	}
+}
+
+// when maps a hook timestamp to wall time through the hello's clock pair.
+func (p *Process) when(t float64, fallback time.Time) time.Time {
+	c := p.Hello.Clock
+	if c == nil {
+		return fallback
+	}
+	s := c.Wall + (t - c.Mono)
+	sec, frac := math.Modf(s)
+	return time.Unix(int64(sec), int64(frac*1e9))
+}
+
+// accept applies the seq rules of docs/protocol.md: false for a duplicate.
+func (p *Process) accept(seq uint64) bool {
+	if seq <= p.lastSeq {
+		p.Duplicates++
+		return false
+	}
+	if seq > p.lastSeq+1 {
+		p.Lost += seq - p.lastSeq - 1
+	}
+	p.lastSeq = seq
+	return true
+}
+
+func (p *Process) touch(at time.Time) {
+	if p.First.IsZero() || at.Before(p.First) {
+		p.First = at
+	}
+	if at.After(p.Last) {
+		p.Last = at
+	}
+}
+
+// observe records an allocator snapshot on the curves and in open spans.
+func (p *Process) observe(at time.Time, m *ipc.Mem) {
+	if m == nil {
+		return
+	}
+	p.Mem = m
+	p.Allocated.Push(at, m.Allocated)
+	p.MaxAllocated.Push(at, m.MaxAllocated)
+	p.Reserved.Push(at, m.Reserved)
+	for _, i := range p.open {
+		p.spans[i].observe(m)
+	}
+}
+
+// observeGPU records the driver's figure for this process.
+func (p *Process) observeGPU(at time.Time, used int64, source string) {
+	p.GPU.Push(at, used)
+	p.GPUSource = source
+	p.gpuUsed = Bytes(used)
+	for _, i := range p.open {
+		sp := &p.spans[i]
+		sp.PeakGPU = sp.PeakGPU.Max(Bytes(used))
+	}
+}
+
+func (p *Process) phase(at time.Time, m *ipc.Message) {
+	if m.Edge == ipc.EdgeBegin {
+		p.begin(at, m)
+		return
+	}
+	for k := len(p.open) - 1; k >= 0; k-- {
+		if sp := &p.spans[p.open[k]]; sp.Name == m.Name && sp.User == m.User {
+			p.end(k, at, m.Mem)
+			return
+		}
+	}
+	// An end without its begin (the begin was lost): nothing to close.
+}
+
+func (p *Process) begin(at time.Time, m *ipc.Message) {
+	if !m.User {
+		// Automatic phases follow one another: a new one closes the last.
+		for k := len(p.open) - 1; k >= 0; k-- {
+			if !p.spans[p.open[k]].User {
+				p.end(k, at, m.Mem)
+			}
+		}
+	}
+	p.compactSpans()
+	p.spans = append(p.spans, Span{
+		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: m.Mem,
+		PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: p.gpuUsed,
+	})
+	p.open = append(p.open, len(p.spans)-1)
+	p.spans[len(p.spans)-1].observe(m.Mem)
+}
+
+func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
+	sp := &p.spans[p.open[k]]
+	reset := p.Hello.Hook != nil && p.Hello.Hook.ResetPeaks
+	sp.close(at, m, reset)
+	p.open = append(p.open[:k], p.open[k+1:]...)
+	p.step(sp.Step).add(sp)
+	p.updatePeak(sp.Step)
+}
+
+// compactSpans drops the oldest closed spans once the bound is reached.
+func (p *Process) compactSpans() {
+	if len(p.spans) < p.limits.spans {
+		return
+	}
+	drop := len(p.spans) / 2
+	for _, i := range p.open {
+		drop = min(drop, i)
+	}
+	p.spans = append(p.spans[:0], p.spans[drop:]...)
+	for k := range p.open {
+		p.open[k] -= drop
+	}
+}
+
+// step finds or makes the table row of a step.
+func (p *Process) step(index int) *Step {
+	for k := len(p.steps) - 1; k >= 0 && k >= len(p.steps)-4; k-- {
+		if p.steps[k].Index == index {
+			return p.steps[k]
+		}
+	}
+	for _, st := range p.steps {
+		if st.Index == index {
+			return st
+		}
+	}
+	st := newStep(index)
+	p.steps = append(p.steps, st)
+	// Keep the first steps (warmup lives there) and the most recent ones.
+	if keep := p.limits.steps; len(p.steps) > keep {
+		head := keep / 10
+		p.steps = append(p.steps[:head], p.steps[head+1:]...)
+	}
+	return st
+}
+
+func (p *Process) updatePeak(index int) {
+	st := p.step(index)
+	sum := st.peak()
+	for k := len(p.peaks) - 1; k >= 0 && k >= len(p.peaks)-4; k-- {
+		if p.peaks[k].Index == index {
+			p.peaks[k] = sum
+			return
+		}
+	}
+	p.peaks = append(p.peaks, sum)
+}
+
+func (p *Process) anatomy(at time.Time, m *ipc.Message) {
+	a := Anatomy{
+		At: at, Step: m.Step, Params: m.Params, Device: m.Device,
+		Weights: Bytes(m.Weights), Gradients: Bytes(m.Gradients), Optimizer: Bytes(m.Optimizer),
+		Activations: Unknown, BatchSize: Unknown,
+	}
+	if m.Activations != nil {
+		a.Activations = Bytes(*m.Activations)
+	}
+	if m.BatchSize != nil {
+		a.BatchSize = Bytes(*m.BatchSize)
+	}
+	if len(p.Anatomies) >= p.limits.anatomies {
+		p.Anatomies = append(p.Anatomies[:1], p.Anatomies[2:]...)
+	}
+	p.Anatomies = append(p.Anatomies, a)
+	p.Anatomy = &p.Anatomies[len(p.Anatomies)-1]
+}
+
+func (p *Process) mark(at time.Time, m *ipc.Message) {
+	if len(p.Marks) >= p.limits.marks {
+		p.Marks = append(p.Marks[:0], p.Marks[1:]...)
+	}
+	p.Marks = append(p.Marks, Mark{At: at, Name: m.Name, Step: m.Step, Mem: m.Mem})
+}
+
+// Spans returns the recent phase spans, oldest first, open ones included.
+// The slice is the store's: read it, do not keep it across Apply calls.
+func (p *Process) Spans() []Span { return p.spans }
+
+// Steps returns the step table: the first steps of the session and the most
+// recent ones, in order. Read-only, valid until the next Apply.
+func (p *Process) Steps() []*Step { return p.steps }
+
+// StepPeaks returns one summary per step for the whole session.
+func (p *Process) StepPeaks() []StepPeak { return p.peaks }
+
+// Label is a short name for the process: "rank 0 · pid 4242".
+func (p *Process) Label() string {
+	h := &p.Hello
+	if h.Rank != nil {
+		return "rank " + itoa(*h.Rank) + " · pid " + itoa(h.PID)
+	}
+	return "pid " + itoa(h.PID)
+}

@@ -1,0 +1,155 @@
+package session
+
+import (
+	"time"
+
+	"github.com/vramscope/vramscope/ipc"
+)
+
+// Span is one phase as it happened: from its begin edge to its end edge.
+type Span struct {
+	Name  string
+	Step  int
+	Micro int
+	User  bool
+	Start time.Time
+	End   time.Time // zero while the phase is open
+	// Begin and Last are the allocator snapshots at the edges (nil on CPU).
+	Begin, Last *ipc.Mem
+	// PeakAllocated and PeakReserved are the largest values in the phase.
+	PeakAllocated, PeakReserved Bytes
+	// Exact is true when the peak is the allocator's own peak counter (it
+	// grew during the phase, or the hook resets peaks at each phase), false
+	// when it is the largest value seen (edges and samples): a lower bound.
+	Exact bool
+	// PeakGPU is the largest NVML figure (process or device used) seen in
+	// the phase, Unknown without NVML.
+	PeakGPU Bytes
+}
+
+// Open reports whether the phase has not ended yet.
+func (sp *Span) Open() bool { return sp.End.IsZero() }
+
+// observe folds one snapshot into the running peaks of an open span.
+func (sp *Span) observe(m *ipc.Mem) {
+	if m == nil {
+		return
+	}
+	sp.PeakAllocated = sp.PeakAllocated.Max(Bytes(m.Allocated))
+	sp.PeakReserved = sp.PeakReserved.Max(Bytes(m.Reserved))
+}
+
+// close ends the span with its end snapshot and settles its peaks.
+func (sp *Span) close(at time.Time, m *ipc.Mem, resetPeaks bool) {
+	sp.End = at
+	sp.Last = m
+	sp.observe(m)
+	if m == nil || sp.Begin == nil {
+		return
+	}
+	// The allocator's peak counter is the exact peak when it grew during the
+	// phase (or was reset at its start); otherwise the phase stayed below an
+	// earlier peak and what we saw is the best we know.
+	if resetPeaks || m.MaxAllocated > sp.Begin.MaxAllocated {
+		sp.PeakAllocated, sp.Exact = Bytes(m.MaxAllocated), true
+	}
+	if resetPeaks || m.MaxReserved > sp.Begin.MaxReserved {
+		sp.PeakReserved = Bytes(m.MaxReserved)
+	}
+}
+
+// Cell is one phase of one step in the step × phase table. Micro-steps of
+// the same phase (gradient accumulation) are merged into one cell.
+type Cell struct {
+	Name  string
+	User  bool
+	Start time.Time
+	End   time.Time
+	Count int // spans merged: micro-steps, or repeated forwards
+	// Values at the end of the cell's last span.
+	AllocatedEnd, MaxAllocatedEnd, ReservedEnd Bytes
+	// Peaks over the cell's spans.
+	PeakAllocated, PeakReserved, PeakGPU Bytes
+	Exact                                bool // every merged span had an exact peak
+}
+
+// Step is one optimizer step: its phases in the order they first began.
+type Step struct {
+	Index  int
+	Start  time.Time
+	End    time.Time
+	Micro  int // micro-steps seen (highest micro index + 1)
+	Phases []Cell
+	// Peaks over the step's phases.
+	PeakAllocated, PeakReserved, PeakGPU Bytes
+}
+
+// Duration is the time from the first phase begin to the last phase end.
+func (st *Step) Duration() time.Duration {
+	if st.End.Before(st.Start) {
+		return 0
+	}
+	return st.End.Sub(st.Start)
+}
+
+// Cell returns the step's cell for a phase name, nil when absent.
+func (st *Step) Cell(name string) *Cell {
+	for i := range st.Phases {
+		if st.Phases[i].Name == name {
+			return &st.Phases[i]
+		}
+	}
+	return nil
+}
+
+// add merges a finished span into the step.
+func (st *Step) add(sp *Span) {
+	if st.Start.IsZero() || sp.Start.Before(st.Start) {
+		st.Start = sp.Start
+	}
+	if sp.End.After(st.End) {
+		st.End = sp.End
+	}
+	st.Micro = max(st.Micro, sp.Micro+1)
+	c := st.Cell(sp.Name)
+	if c == nil {
+		st.Phases = append(st.Phases, Cell{
+			Name: sp.Name, User: sp.User, Start: sp.Start, Exact: true,
+			AllocatedEnd: Unknown, MaxAllocatedEnd: Unknown, ReservedEnd: Unknown,
+			PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown,
+		})
+		c = &st.Phases[len(st.Phases)-1]
+	}
+	c.Count++
+	c.End = sp.End
+	if m := sp.Last; m != nil {
+		c.AllocatedEnd, c.MaxAllocatedEnd, c.ReservedEnd = Bytes(m.Allocated), Bytes(m.MaxAllocated), Bytes(m.Reserved)
+	}
+	c.PeakAllocated = c.PeakAllocated.Max(sp.PeakAllocated)
+	c.PeakReserved = c.PeakReserved.Max(sp.PeakReserved)
+	c.PeakGPU = c.PeakGPU.Max(sp.PeakGPU)
+	c.Exact = c.Exact && sp.Exact
+	if sp.User {
+		return // user phases (eval, checkpoint) do not set the training step's peak
+	}
+	st.PeakAllocated = st.PeakAllocated.Max(sp.PeakAllocated)
+	st.PeakReserved = st.PeakReserved.Max(sp.PeakReserved)
+	st.PeakGPU = st.PeakGPU.Max(sp.PeakGPU)
+}
+
+func newStep(index int) *Step {
+	return &Step{Index: index, PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown}
+}
+
+// StepPeak is the compact summary kept for every step of a session, also
+// after the full Step has left the bounded table.
+type StepPeak struct {
+	Index                                int
+	Start                                time.Time
+	Duration                             time.Duration
+	PeakAllocated, PeakReserved, PeakGPU Bytes
+}
+
+func (st *Step) peak() StepPeak {
+	return StepPeak{st.Index, st.Start, st.Duration(), st.PeakAllocated, st.PeakReserved, st.PeakGPU}
+}

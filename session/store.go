@@ -1,0 +1,258 @@
+package session
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/probe"
+)
+
+// Store holds everything known about a session: one Process per hook
+// session and one GPU per NVML device. It is not safe for concurrent use:
+// one goroutine (the TUI's Update, or a report) owns it and feeds it.
+type Store struct {
+	procs  []*Process
+	byKey  map[string]*Process
+	byConn map[uint64]*Process
+	gpus   []*GPU
+	limits limits
+
+	start, last time.Time
+	// Errors counts bad messages and orphan messages the store skipped.
+	Errors int
+	// LastError is the newest of those, one line.
+	LastError string
+	// Notes are the newest connection notes (bounded).
+	Notes []TimedNote
+}
+
+// TimedNote is a Note with its time.
+type TimedNote struct {
+	At time.Time
+	Note
+}
+
+// GPU is one device as NVML reports it.
+type GPU struct {
+	UUID  string
+	Total Bytes
+	// Used is the device's used memory over time.
+	Used *Series
+	// Last is the newest sample.
+	Last probe.Sample
+	// Processes is the newest process list read (nil before the first).
+	Processes []probe.Process
+}
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{
+		byKey:  map[string]*Process{},
+		byConn: map[uint64]*Process{},
+		limits: limits{
+			spans: 20000, steps: 2000, marks: 1000, anatomies: 256,
+			window: 10 * time.Minute, width: time.Second,
+		},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Apply feeds one event into the store.
+func (s *Store) Apply(ev Event) {
+	s.seen(ev.At)
+	switch {
+	case ev.Msg != nil:
+		s.message(ev)
+	case ev.GPU != nil:
+		s.gpu(ev.GPU)
+	case ev.Note != nil:
+		s.note(ev)
+	}
+}
+
+// ApplyAll feeds a batch of events in order.
+func (s *Store) ApplyAll(evs []Event) {
+	for _, ev := range evs {
+		s.Apply(ev)
+	}
+}
+
+// Processes returns the known processes in the order they first appeared.
+func (s *Store) Processes() []*Process { return s.procs }
+
+// Process returns the process with a hook session key, nil if unknown.
+func (s *Store) Process(key string) *Process { return s.byKey[key] }
+
+// GPUs returns the NVML devices seen, in the order they first appeared.
+func (s *Store) GPUs() []*GPU { return s.gpus }
+
+// GPUFor returns the device a process runs on, matched by CUDA UUID, nil
+// when unknown.
+func (s *Store) GPUFor(p *Process) *GPU {
+	if p.Hello.CUDA == nil {
+		return nil
+	}
+	for _, g := range s.gpus {
+		if sameUUID(g.UUID, p.Hello.CUDA.UUID) {
+			return g
+		}
+	}
+	return nil
+}
+
+// Start is the time of the first event, Last of the newest.
+func (s *Store) Start() time.Time { return s.start }
+
+// Last is the time of the newest event.
+func (s *Store) Last() time.Time { return s.last }
+
+// Lost is the number of hook messages lost over every process.
+func (s *Store) Lost() uint64 {
+	var n uint64
+	for _, p := range s.procs {
+		n += p.Lost
+	}
+	return n
+}
+
+func (s *Store) seen(at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	if s.start.IsZero() || at.Before(s.start) {
+		s.start = at
+	}
+	if at.After(s.last) {
+		s.last = at
+	}
+}
+
+func (s *Store) message(ev Event) {
+	m := ev.Msg
+	if m.Type == ipc.TypeHello {
+		s.hello(ev)
+		return
+	}
+	p := s.byConn[ev.Conn]
+	if p == nil {
+		s.fail("message from connection " + strconv.FormatUint(ev.Conn, 10) + " before its hello")
+		return
+	}
+	if !p.accept(m.Seq) {
+		return
+	}
+	at := p.when(m.T, ev.At)
+	p.touch(at)
+	s.seen(at)
+	switch m.Type {
+	case ipc.TypePhase:
+		p.observe(at, m.Mem)
+		p.phase(at, m)
+	case ipc.TypeMark:
+		p.observe(at, m.Mem)
+		p.mark(at, m)
+	case ipc.TypeSample:
+		p.observe(at, m.Mem)
+	case ipc.TypeAnatomy:
+		p.anatomy(at, m)
+	case ipc.TypeStats:
+		p.Stats = *m.Stats
+	case ipc.TypeGoodbye:
+		if m.Stats != nil {
+			p.Stats = *m.Stats
+		}
+		p.Connected = false
+	}
+}
+
+func (s *Store) hello(ev Event) {
+	m := ev.Msg
+	p := s.byKey[m.Session]
+	if p == nil {
+		p = newProcess(m.Session, s.limits)
+		s.byKey[m.Session] = p
+		s.procs = append(s.procs, p)
+	}
+	p.Hello = *m
+	p.Hello.Raw = nil
+	p.Conn, p.Connected = ev.Conn, true
+	s.byConn[ev.Conn] = p
+	p.touch(p.when(m.T, ev.At))
+}
+
+func (s *Store) note(ev Event) {
+	n := ev.Note
+	switch n.Kind {
+	case NoteDisconnect:
+		if p := s.byConn[ev.Conn]; p != nil && p.Conn == ev.Conn {
+			p.Connected = false
+		}
+		delete(s.byConn, ev.Conn)
+	case NoteError:
+		s.fail(n.Text)
+	}
+	if len(s.Notes) >= 200 {
+		s.Notes = append(s.Notes[:0], s.Notes[1:]...)
+	}
+	s.Notes = append(s.Notes, TimedNote{ev.At, *n})
+}
+
+func (s *Store) fail(text string) {
+	s.Errors++
+	s.LastError = text
+}
+
+// gpu records an NVML sample on its device and on every process that runs
+// on that device.
+func (s *Store) gpu(smp *probe.Sample) {
+	g := s.device(smp)
+	g.Last = *smp
+	g.Last.Processes = nil
+	if smp.Processes != nil {
+		g.Processes = append(g.Processes[:0], smp.Processes...)
+	}
+	if smp.Total > 0 {
+		g.Total = Bytes(smp.Total)
+	}
+	if smp.Used >= 0 {
+		g.Used.Push(smp.At, smp.Used)
+	}
+	for _, p := range s.procs {
+		if !p.Connected || p.Hello.CUDA == nil || !sameUUID(g.UUID, p.Hello.CUDA.UUID) {
+			continue
+		}
+		if used, ok := probe.ProcessUsed(probe.Sample{Processes: g.Processes}, p.Hello.PID, p.Hello.NSpid); ok {
+			p.observeGPU(smp.At, used, "process")
+		} else if smp.Used >= 0 {
+			p.observeGPU(smp.At, smp.Used, "device")
+		}
+	}
+}
+
+func (s *Store) device(smp *probe.Sample) *GPU {
+	for _, g := range s.gpus {
+		if g.UUID == smp.Device {
+			return g
+		}
+	}
+	g := &GPU{UUID: smp.Device, Total: Unknown, Used: newSeries(s.limits.window, s.limits.width)}
+	s.gpus = append(s.gpus, g)
+	return g
+}
+
+// sameUUID compares device UUIDs the way CUDA and NVML spell them: with or
+// without the "GPU-" prefix, in any case.
+func sameUUID(a, b string) bool {
+	trim := func(u string) string {
+		u = strings.ToLower(strings.TrimSpace(u))
+		return strings.TrimPrefix(u, "gpu-")
+	}
+	return a != "" && b != "" && trim(a) == trim(b)
+}
+
+func itoa(v int) string { return strconv.Itoa(v) }
