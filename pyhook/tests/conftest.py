@@ -1,0 +1,208 @@
+"""Shared fixtures: torch detection, a fake monitor and a fake CUDA seam."""
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "pyhook"))
+
+import vramscope  # noqa: E402
+from vramscope import _api, _config, _cuda, _safe  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # reported loudly below
+    torch = None
+
+REQUIRE_TORCH = os.environ.get("VRAMSCOPE_REQUIRE_TORCH") == "1"
+BANNER = ("!" * 72 + "\n!! torch is not importable: every torch test is SKIPPED.\n"
+          "!! Install python3-torch (or set VRAMSCOPE_REQUIRE_TORCH=1 to fail).\n" + "!" * 72)
+
+
+def pytest_report_header(config):
+    if torch is None:
+        return BANNER
+    return "vramscope hook tests: torch %s" % torch.__version__
+
+
+def pytest_terminal_summary(terminalreporter):
+    if torch is None:
+        terminalreporter.write_line(BANNER, red=True, bold=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch is not None or REQUIRE_TORCH:
+        return  # with REQUIRE_TORCH the torch_mod fixture fails each test instead
+    for item in items:
+        if "torch_mod" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.skip(reason="torch is not importable"))
+
+
+@pytest.fixture
+def torch_mod():
+    """The torch module; a failure when missing and VRAMSCOPE_REQUIRE_TORCH=1."""
+    if torch is None:
+        pytest.fail("torch is not importable and VRAMSCOPE_REQUIRE_TORCH=1")
+    torch.manual_seed(0)
+    return torch
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch):
+    """Each test starts without a client, with a clean environment and error count."""
+    for name in list(os.environ):
+        if name.startswith("VRAMSCOPE_"):
+            monkeypatch.delenv(name)
+    _safe._reset_for_tests()
+    yield
+    client = _api._current
+    if client is not None:
+        client.close("removed", timeout=0.2)
+    _api._current = None
+    _api._refs = 0
+
+
+def load_fixture_stats(name="memory_stats_torch23_a100.json"):
+    with open(os.path.join(ROOT, "testdata", "torch", name)) as f:
+        return json.load(f)
+
+
+class FakeCuda:
+    """FakeCuda stands in for _cuda.CudaStats with a realistic memory_stats() dict."""
+
+    def __init__(self, stats=None, fail=False):
+        self.stats = dict(stats or load_fixture_stats())
+        self.reads = 0
+        self.resets = 0
+        self.fail = fail
+
+    def read(self):
+        self.reads += 1
+        if self.fail:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return _cuda.mem_from_stats(self.stats)
+
+    def reset_peaks(self):
+        self.resets += 1
+
+    def device_info(self):
+        return {"index": 0, "uuid": "GPU-5e7f3a1c-0b2d-4c8e-9f10-2a3b4c5d6e7f",
+                "name": "NVIDIA A100-SXM4-80GB", "total": 85899345920}
+
+
+@pytest.fixture
+def fake_cuda():
+    return FakeCuda()
+
+
+class FakeMonitor:
+    """FakeMonitor is a Unix-socket server collecting decoded lines, per connection."""
+
+    def __init__(self, path):
+        self.path = path
+        self.connections = []  # list of lists of decoded messages
+        self.raw = []
+        self._lock = threading.Lock()
+        self._srv = None
+        self._conns = []
+
+    def start(self):
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        srv.bind(self.path)
+        srv.listen(8)
+        self._srv = srv
+        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
+        return self
+
+    def _accept(self, srv):
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            msgs = []
+            with self._lock:
+                self.connections.append(msgs)
+                self._conns.append(conn)
+            threading.Thread(target=self._read, args=(conn, msgs), daemon=True).start()
+
+    def _read(self, conn, msgs):
+        buf = b""
+        while True:
+            try:
+                data = conn.recv(1 << 16)
+            except OSError:
+                return
+            if not data:
+                return
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                with self._lock:
+                    self.raw.append(line)
+                    msgs.append(json.loads(line, parse_constant=_no_constants))
+
+    def stop(self):
+        """Kill the monitor: close the listener and every connection."""
+        with self._lock:
+            conns, self._conns = self._conns, []
+        if self._srv is not None:
+            self._srv.close()
+            self._srv = None
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+    def messages(self):
+        with self._lock:
+            return [m for conn in self.connections for m in conn]
+
+    def wait_for(self, pred, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred(self):
+                return True
+            time.sleep(0.01)
+        return pred(self)
+
+
+def _no_constants(name):
+    raise ValueError("non-finite number %s in a hook message" % name)
+
+
+@pytest.fixture
+def sock_path():
+    d = tempfile.mkdtemp(prefix="vs-")  # short: AF_UNIX paths are limited to 108 bytes
+    yield os.path.join(d, "m.sock")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def monitor(sock_path):
+    m = FakeMonitor(sock_path).start()
+    yield m
+    m.stop()
+
+
+def make_config(socket="/nonexistent/vramscope.sock", **kw):
+    return _config.resolve(socket=socket, environ={}, **kw)
+
+
+def queued(client):
+    """Messages a client created but never sent (a client built with start=False)."""
+    return [m for _, m in client._queue]

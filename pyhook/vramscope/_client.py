@@ -1,0 +1,291 @@
+"""The client: a bounded queue fed by the training thread, a daemon sender
+thread that owns the socket, replays the backlog on every (re)connection and
+sends stats, and an optional daemon sampler thread.
+
+The training thread never blocks: it reads the clock and the allocator, takes
+the next ``seq`` and appends to the queue under a short lock (the lock keeps
+queue order equal to seq order across threads, which the monitor's duplicate
+detection relies on). JSON encoding and all socket I/O happen on the sender.
+"""
+
+import collections
+import os
+import socket
+import threading
+import time
+
+from . import _messages, _safe
+
+QUEUE_SIZE = 8192
+RING_SIZE = 4096
+FIRST_SIZE = 4096
+FIRST_STEPS = 3
+
+
+class Client:
+    """Client streams protocol messages to one monitor socket.
+
+    Counters (``dropped``, ``evicted``, ``send_errors``, ``connects``) are the
+    ones the protocol's ``stats`` object carries.
+    """
+
+    def __init__(self, config, cuda=None, torch_version=None, *, queue_size=QUEUE_SIZE,
+                 ring_size=RING_SIZE, first_size=FIRST_SIZE, first_steps=FIRST_STEPS,
+                 retry_interval=1.0, stats_interval=1.0, send_timeout=2.0,
+                 poll_interval=0.01, start=True):
+        self.config = config
+        self.cuda = cuda
+        self.session = _messages.new_session_id()
+        self.step = 0
+        self.micro = 0
+        self.dropped = 0
+        self.evicted = 0
+        self.send_errors = 0
+        self.connects = 0
+        self._lock = threading.Lock()
+        self._next_seq = 1
+        self._queue = collections.deque()
+        self._queue_size = queue_size
+        self._first = []
+        self._first_size = first_size
+        self._first_steps = first_steps
+        self._ring = collections.deque(maxlen=ring_size)
+        self._retry = retry_interval
+        self._stats_interval = stats_interval
+        self._send_timeout = send_timeout
+        self._poll = poll_interval
+        self._sock = None
+        self._closed = False
+        self._stop = threading.Event()
+        self._sampling = threading.Event()
+        self._wake = threading.Event()
+        self._sender = None
+        self._sampler = None
+        info = _safe.call(cuda.device_info) if cuda is not None else None
+        self.hello = _messages.build_hello(config, self.session, torch_version, info)
+        self._hello_line = _messages.encode(self.hello)
+        if start:
+            self.start()
+
+    # ---- training-thread side -------------------------------------------------
+
+    def emit(self, msg):
+        """Take the next seq for ``msg`` and queue it; never blocks.
+
+        Returns False when the message was dropped (queue full) or the client
+        is closed. A dropped message keeps its seq, so the monitor sees a gap.
+        """
+        if self._closed:
+            return False
+        with self._lock:
+            if self._closed:
+                return False
+            msg["seq"] = self._next_seq
+            self._next_seq += 1
+            if len(self._queue) >= self._queue_size:
+                self.dropped += 1
+                return False
+            self._queue.append((self.step < self._first_steps, msg))
+        return True
+
+    def read_mem(self):
+        """Return the ``mem`` object from one allocator read, or None."""
+        cuda = self.cuda
+        if cuda is None:
+            return None
+        try:
+            return cuda.read()
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+            return None
+
+    def reset_peaks(self):
+        """Reset the allocator's peak counters if configured to."""
+        if self.cuda is not None and self.config.reset_peaks:
+            _safe.call(self.cuda.reset_peaks)
+
+    def phase(self, name, edge, user=False, step=None, micro=None):
+        """Queue a phase edge with its allocator snapshot."""
+        if edge == "begin":
+            self.reset_peaks()
+        mem = self.read_mem()
+        return self.emit({
+            "v": 1, "type": "phase", "seq": None, "t": time.monotonic(),
+            "name": name,
+            "step": self.step if step is None else step,
+            "micro": self.micro if micro is None else micro,
+            "edge": edge, "user": user, "mem": mem,
+        })
+
+    def mark(self, name):
+        """Queue a point event with its allocator snapshot."""
+        mem = self.read_mem()
+        return self.emit({"v": 1, "type": "mark", "seq": None, "t": time.monotonic(),
+                          "name": name, "step": self.step, "mem": mem})
+
+    def anatomy(self, step, figures):
+        """Queue an anatomy message for ``step`` (figures as in docs/anatomy.md)."""
+        msg = {"v": 1, "type": "anatomy", "seq": None, "t": time.monotonic(), "step": step}
+        msg.update(figures)
+        return self.emit(msg)
+
+    def stats(self, created=None):
+        """Return the health counters as the protocol's ``stats`` object."""
+        return {
+            "created": self._next_seq if created is None else created,
+            "dropped": self.dropped,
+            "evicted": self.evicted,
+            "send_errors": self.send_errors,
+            "connects": self.connects,
+        }
+
+    def _emit_counted(self, kind, extra, final=False):
+        with self._lock:
+            if self._closed:
+                return False
+            seq = self._next_seq
+            self._next_seq += 1
+            msg = {"v": 1, "type": kind, "seq": seq, "t": time.monotonic()}
+            msg.update(extra)
+            msg["stats"] = self.stats(created=seq + 1)
+            if final:
+                self._closed = True
+            self._queue.append((self.step < self._first_steps, msg))
+        return True
+
+    # ---- lifecycle -------------------------------------------------------------
+
+    def start(self):
+        """Start the sender thread, and the sampler when CUDA is present."""
+        self._sender = threading.Thread(target=self._run_sender, name="vramscope-sender",
+                                        daemon=True)
+        self._sender.start()
+        if self.cuda is not None and self.config.sample_hz > 0:
+            self._sampling.set()
+            self._sampler = threading.Thread(target=self._run_sampler,
+                                             name="vramscope-sampler", daemon=True)
+            self._sampler.start()
+
+    @property
+    def closed(self):
+        """True once goodbye was queued (or the client was disabled)."""
+        return self._closed
+
+    def close(self, reason, timeout=0.5):
+        """Queue ``goodbye``, flush for at most ``timeout`` seconds, stop threads."""
+        if self._closed:
+            return
+        self._sampling.clear()
+        self._emit_counted("goodbye", {"reason": reason}, final=True)
+        self._stop.set()
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        for thread in (self._sampler, self._sender):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def after_fork_in_child(self):
+        """Disable this client in a forked child: no threads, parent's socket closed."""
+        self._closed = True
+        self._lock = threading.Lock()
+        self._sampling.clear()
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()  # closes the child's copy only; the parent keeps its connection
+            except OSError:
+                pass
+
+    # ---- sampler thread ----------------------------------------------------------
+
+    def _run_sampler(self):
+        period = 1.0 / self.config.sample_hz
+        while self._sampling.is_set() and not self._stop.wait(period):
+            mem = self.read_mem()
+            if mem is not None and self._sampling.is_set():
+                self.emit({"v": 1, "type": "sample", "seq": None, "t": time.monotonic(),
+                           "mem": mem})
+
+    # ---- sender thread -----------------------------------------------------------
+
+    def _run_sender(self):
+        next_connect = 0.0
+        last_stats = time.monotonic()
+        while True:
+            stopping = self._stop.is_set()
+            try:
+                now = time.monotonic()
+                if self._sock is None and (now >= next_connect or stopping):
+                    next_connect = now + self._retry
+                    self._connect()
+                if (self._sock is not None and not stopping
+                        and now - last_stats >= self._stats_interval):
+                    last_stats = now
+                    self._emit_counted("stats", {})
+                self._drain()
+            except Exception as exc:  # noqa: BLE001 - the sender must never die
+                _safe.report(exc)
+            if stopping:
+                break
+            self._wake.wait(self._poll)
+            self._wake.clear()
+        self._disconnect()
+
+    def _connect(self):
+        if os.getpid() != self._hello_pid():
+            return
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self._send_timeout)
+        try:
+            sock.connect(self.config.socket)
+        except OSError:
+            sock.close()
+            return
+        self._sock = sock
+        self.connects += 1
+        backlog = sorted(self._first + list(self._ring), key=lambda item: item[0])
+        self._send(self._hello_line + b"".join(line for _, line in backlog))
+
+    def _hello_pid(self):
+        return self.hello["pid"]
+
+    def _drain(self):
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return
+                items, self._queue = self._queue, collections.deque()
+            lines = []
+            for first, msg in items:
+                try:
+                    line = _messages.encode(msg)
+                except (TypeError, ValueError) as exc:
+                    _safe.report(exc)
+                    continue
+                self._keep(first, msg["seq"], line)
+                lines.append(line)
+            if self._sock is not None and lines:
+                self._send(b"".join(lines))
+
+    def _keep(self, first, seq, line):
+        if first and len(self._first) < self._first_size:
+            self._first.append((seq, line))
+            return
+        if self._sock is None and len(self._ring) == self._ring.maxlen:
+            self.evicted += 1
+        self._ring.append((seq, line))
+
+    def _send(self, data):
+        try:
+            self._sock.sendall(data)
+        except OSError:
+            self.send_errors += 1
+            self._disconnect()
+
+    def _disconnect(self):
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass

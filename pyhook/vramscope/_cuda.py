@@ -1,0 +1,93 @@
+"""The one CUDA seam: every call into torch.cuda goes through CudaStats.
+
+Tests replace it with a fake that has the same three methods. On a CPU-only
+torch, or with no CUDA device, :func:`detect` returns None and the hook sends
+``mem: null`` and no samples.
+"""
+
+# Keys of torch.cuda.memory_stats() and the protocol's mem field each feeds.
+MEM_KEYS = (
+    ("allocated", "allocated_bytes.all.current"),
+    ("max_allocated", "allocated_bytes.all.peak"),
+    ("reserved", "reserved_bytes.all.current"),
+    ("max_reserved", "reserved_bytes.all.peak"),
+    ("alloc_retries", "num_alloc_retries"),
+    ("ooms", "num_ooms"),
+)
+_REQUIRED = 4
+
+
+def mem_from_stats(stats):
+    """Map one ``memory_stats()`` dict to the protocol's ``mem`` object.
+
+    Returns None when a required key is missing (an allocator that was never
+    initialised returns an empty dict). Optional counters are left out when
+    absent; negative values are clamped to 0 so the message stays valid.
+    """
+    mem = {}
+    for i, (field, key) in enumerate(MEM_KEYS):
+        value = stats.get(key)
+        if value is None:
+            if i < _REQUIRED:
+                return None
+            continue
+        value = int(value)
+        mem[field] = value if value > 0 else 0
+    return mem
+
+
+def format_uuid(uuid):
+    """Format a device UUID the way nvidia-smi and NVML print it (GPU-...)."""
+    text = str(uuid)
+    if text.startswith(("GPU-", "MIG-")):
+        return text
+    if len(text) == 32 and "-" not in text:
+        text = "%s-%s-%s-%s-%s" % (text[:8], text[8:12], text[12:16], text[16:20], text[20:])
+    return "GPU-" + text
+
+
+class CudaStats:
+    """CudaStats reads the caching allocator of one CUDA device."""
+
+    def __init__(self, torch, device):
+        self._cuda = torch.cuda
+        self.device = device
+
+    def read(self):
+        """Return the ``mem`` object from one ``memory_stats()`` call, or None."""
+        return mem_from_stats(self._cuda.memory_stats(self.device))
+
+    def reset_peaks(self):
+        """Reset the allocator's peak counters (only when the user asked)."""
+        self._cuda.reset_peak_memory_stats(self.device)
+
+    def device_info(self):
+        """Return ``{"index", "uuid", "name", "total"}`` for the hello message."""
+        props = self._cuda.get_device_properties(self.device)
+        uuid = getattr(props, "uuid", None)
+        return {
+            "index": int(self.device),
+            "uuid": format_uuid(uuid) if uuid is not None else None,
+            "name": str(props.name),
+            "total": int(props.total_memory),
+        }
+
+
+def detect(torch, model=None):
+    """Return a CudaStats for the model's device (or the current one), or None."""
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+    except Exception:  # a broken driver is "no CUDA" for the hook
+        return None
+    index = None
+    if model is not None:
+        for p in model.parameters():
+            if p.device.type == "cuda":
+                index = p.device.index
+            break
+    if index is None:
+        index = torch.cuda.current_device()
+    return CudaStats(torch, index)
