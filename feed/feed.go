@@ -1,0 +1,137 @@
+// Package feed joins vramscope's event sources into one stream. The socket
+// server, the NVML poller, the demo and the replay reader put events in from
+// their own goroutines; the feed tees every event into the recording when
+// one is open and hands its consumer (the TUI, or a headless loop) all
+// pending events at once, so the consumer sees one coalesced batch per call.
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/probe"
+	"github.com/vramscope/vramscope/session"
+)
+
+// Writer is where recorded events go (record.Writer in production).
+type Writer interface {
+	Write(session.Event) error
+	Close() error
+}
+
+// Opener creates a Writer for a path.
+type Opener func(path string) (Writer, error)
+
+// ErrNoOpener is returned by Start when the feed cannot record.
+var ErrNoOpener = errors.New("recording is not available here")
+
+// Feed is safe for concurrent use by any number of producers and one
+// consumer.
+type Feed struct {
+	mu       sync.Mutex
+	pending  []session.Event
+	spare    []session.Event
+	ready    chan struct{}
+	limit    int
+	overflow uint64
+
+	open     Opener
+	rec      Writer
+	recPath  string
+	recErr   error
+	recCount uint64
+}
+
+// New returns an empty feed.
+func New(opts ...Option) *Feed {
+	f := &Feed{ready: make(chan struct{}, 1), limit: 1 << 20}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
+}
+
+// Put adds one event.
+func (f *Feed) Put(ev session.Event) {
+	f.mu.Lock()
+	f.record(ev)
+	if len(f.pending) >= f.limit {
+		// The consumer stopped taking events: keep the newest, count the rest.
+		n := len(f.pending) / 2
+		f.pending = append(f.pending[:0], f.pending[n:]...)
+		f.overflow += uint64(n)
+	}
+	f.pending = append(f.pending, ev)
+	f.mu.Unlock()
+	select {
+	case f.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Deliver turns what the socket server reports into events. It is an
+// ipc.Server delivery callback.
+func (f *Feed) Deliver(d ipc.Delivery) {
+	ev := session.Event{At: d.At, Conn: d.Conn}
+	switch d.Kind {
+	case ipc.Received:
+		ev.Msg = d.Msg
+	case ipc.Rejected:
+		ev.Note = &session.Note{Kind: session.NoteError, Text: fmt.Sprintf("connection %d: %v", d.Conn, d.Err)}
+	case ipc.Connected:
+		ev.Note = &session.Note{Kind: session.NoteConnect, Text: fmt.Sprintf("connection %d opened", d.Conn)}
+	case ipc.Disconnected:
+		text := fmt.Sprintf("connection %d closed", d.Conn)
+		if d.Err != nil {
+			text += ": " + d.Err.Error()
+		}
+		ev.Note = &session.Note{Kind: session.NoteDisconnect, Text: text}
+	default:
+		return
+	}
+	f.Put(ev)
+}
+
+// Samples turns one NVML round into events. It is a probe poller callback;
+// the samples are copied, so the caller may reuse its slice.
+func (f *Feed) Samples(ss []probe.Sample) {
+	for i := range ss {
+		s := ss[i]
+		if s.Processes != nil {
+			s.Processes = append([]probe.Process{}, s.Processes...)
+		}
+		f.Put(session.Event{At: s.At, GPU: &s})
+	}
+}
+
+// Next blocks until at least one event is pending or ctx is done, then
+// returns every pending event. The returned slice is the caller's until its
+// next call to Next.
+func (f *Feed) Next(ctx context.Context) ([]session.Event, error) {
+	for {
+		f.mu.Lock()
+		if len(f.pending) > 0 {
+			out := f.pending
+			f.pending, f.spare = f.spare[:0], out
+			f.mu.Unlock()
+			return out, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-f.ready:
+		}
+	}
+}
+
+// Overflow is the number of events discarded because the consumer fell
+// more than the pending limit behind.
+func (f *Feed) Overflow() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.overflow
+}

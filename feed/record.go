@@ -1,0 +1,79 @@
+package feed
+
+import (
+	"fmt"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// record writes ev to the open recording; f.mu is held. A failed write
+// closes the recording and keeps the error for Err: the live view goes on.
+func (f *Feed) record(ev session.Event) {
+	if f.rec == nil {
+		return
+	}
+	if err := f.rec.Write(ev); err != nil {
+		f.recErr = fmt.Errorf("recording to %s stopped: %w", f.recPath, err)
+		_ = f.rec.Close()
+		f.rec, f.recPath = nil, ""
+		return
+	}
+	f.recCount++
+}
+
+// Start opens a recording at path; every event put from now on is written
+// to it. Recording again while a recording is open is an error.
+func (f *Feed) Start(path string) error {
+	if f.open == nil {
+		return ErrNoOpener
+	}
+	w, err := f.open(path)
+	if err != nil {
+		return fmt.Errorf("record to %s: %w", path, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rec != nil {
+		_ = w.Close()
+		return fmt.Errorf("already recording to %s", f.recPath)
+	}
+	f.rec, f.recPath, f.recErr, f.recCount = w, path, nil, 0
+	return nil
+}
+
+// Stop closes the open recording, if any.
+func (f *Feed) Stop() error {
+	f.mu.Lock()
+	w, path := f.rec, f.recPath
+	f.rec, f.recPath = nil, ""
+	f.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("close recording %s: %w", path, err)
+	}
+	return nil
+}
+
+// Path is the open recording's path, "" when not recording.
+func (f *Feed) Path() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recPath
+}
+
+// Err is why the last recording stopped by itself, nil if it did not.
+func (f *Feed) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recErr
+}
+
+// Recorded is the number of events written to the current (or last)
+// recording.
+func (f *Feed) Recorded() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recCount
+}
