@@ -13,6 +13,9 @@ type Device struct {
 	Name     string
 	PCIBusID string
 	Total    int64 // bytes
+	// MIG is true when MIG mode is on: the driver then reports no
+	// per-process memory for the whole GPU (see ProcessesVisible).
+	MIG bool
 }
 
 // Process is one compute process's memory on a device.
@@ -32,10 +35,19 @@ type Sample struct {
 	Util int
 	// Processes lists compute processes. It is nil when the process list was
 	// not read in this round (it is read at a lower rate) and non-nil, maybe
-	// empty, when it was.
+	// empty, when it was. The slice may share memory with the sampler and is
+	// only valid until its next Sample call: use Clone to keep it.
 	Processes []Process
 	// Took is how long the driver calls of this round took.
 	Took time.Duration
+}
+
+// Clone returns a copy of s that shares no memory with the sampler.
+func (s Sample) Clone() Sample {
+	if s.Processes != nil {
+		s.Processes = append(make([]Process, 0, len(s.Processes)), s.Processes...)
+	}
+	return s
 }
 
 // Sampler reads GPU memory. Implementations are not safe for concurrent use.
