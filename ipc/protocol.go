@@ -138,13 +138,16 @@ var ErrTooLong = fmt.Errorf("line longer than %d bytes", MaxMessageBytes)
 // Decode parses and validates one message line (without its newline).
 // The returned error is one line, fit to log as it is.
 func Decode(line []byte) (*Message, error) {
-	if len(line) >= MaxMessageBytes {
+	line = bytes.TrimRight(line, "\r\n")
+	if len(line) >= MaxMessageBytes { // the limit counts the newline
 		return nil, ErrTooLong
 	}
-	line = bytes.TrimRight(line, "\r\n")
 	var m Message
-	if err := json.Unmarshal(line, &m); err != nil {
-		return nil, fmt.Errorf("not JSON: %s", oneLine(err))
+	if !fastDecode(line, &m) {
+		m = Message{}
+		if err := json.Unmarshal(line, &m); err != nil {
+			return nil, fmt.Errorf("not JSON: %s", oneLine(err))
+		}
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -155,6 +158,13 @@ func Decode(line []byte) (*Message, error) {
 
 // Validate checks a message against docs/protocol.md.
 func (m *Message) Validate() error {
+	if err := m.validateType(); err != nil {
+		return err
+	}
+	return m.validateStrings()
+}
+
+func (m *Message) validateType() error {
 	if m.V != Version {
 		return fmt.Errorf("unsupported protocol version %d (this vramscope speaks %d)", m.V, Version)
 	}
@@ -242,7 +252,7 @@ func (m *Message) validateHello() error {
 			return err
 		}
 	}
-	return m.validateStrings()
+	return nil
 }
 
 func (m *Message) validateMarker() error {
@@ -289,13 +299,26 @@ func (m *Message) validateAnatomy() error {
 	return nil
 }
 
+// validateStrings bounds every free-form string (docs/protocol.md: at most
+// 4,096 bytes), whatever the message type.
 func (m *Message) validateStrings() error {
-	if len(m.Host) > maxString || len(m.Torch) > maxString {
-		return errors.New("field host or torch: longer than 4096 bytes")
+	fields := []struct {
+		name, v string
+	}{{"host", m.Host}, {"torch", m.Torch}, {"device", m.Device}, {"reason", m.Reason}}
+	if c := m.CUDA; c != nil {
+		fields = append(fields, struct{ name, v string }{"cuda.name", c.Name}, struct{ name, v string }{"cuda.uuid", c.UUID})
+	}
+	if h := m.Hook; h != nil {
+		fields = append(fields, struct{ name, v string }{"hook.version", h.Version})
+	}
+	for _, f := range fields {
+		if len(f.v) > maxString {
+			return fmt.Errorf("field %s: longer than %d bytes", f.name, maxString)
+		}
 	}
 	for _, a := range m.Argv {
 		if len(a) > maxString {
-			return errors.New("field argv: entry longer than 4096 bytes")
+			return fmt.Errorf("field argv: entry longer than %d bytes", maxString)
 		}
 	}
 	return nil
