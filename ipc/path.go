@@ -1,0 +1,98 @@
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// maxSocketPath is the longest path a Unix socket address can carry
+// (sun_path is 108 bytes on Linux, 104 on macOS; both need the NUL).
+const maxSocketPath = 103
+
+// DefaultSocketPath returns where the monitor listens and the hook connects:
+// $VRAMSCOPE_SOCKET when set, else $XDG_RUNTIME_DIR/vramscope/vramscope.sock,
+// else /tmp/vramscope-$UID/vramscope.sock.
+func DefaultSocketPath() string {
+	if p := os.Getenv("VRAMSCOPE_SOCKET"); p != "" {
+		return p
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "vramscope", "vramscope.sock")
+	}
+	return filepath.Join("/tmp", "vramscope-"+strconv.Itoa(os.Getuid()), "vramscope.sock")
+}
+
+// prepareDir makes sure the socket's directory exists, is a directory, is
+// ours and is closed to group and others. A directory it creates gets 0700
+// whatever the umask. A directory that already exists with a looser mode is
+// refused, with the chmod that fixes it, rather than changed behind the
+// user's back: it may be shared on purpose.
+func prepareDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create socket directory %s: %w", dir, err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("set mode 0700 on socket directory %s: %w", dir, err)
+		}
+		fi, err = os.Stat(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("socket directory %s is not a directory", dir)
+	}
+	if uid, ok := ownerOf(fi); ok && uid != os.Geteuid() {
+		return fmt.Errorf("socket directory %s is owned by uid %d, not by you (uid %d); use another path (--socket or VRAMSCOPE_SOCKET)", dir, uid, os.Geteuid())
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("socket directory %s has mode %04o, want 0700 (no group or other access); fix with: chmod 700 %s", dir, perm, dir)
+	}
+	return nil
+}
+
+// clearStale handles whatever is already at path. Nothing: fine. A socket
+// nobody listens on (a crashed monitor's): removed. A socket with a live
+// listener: ErrInUse. Anything else: an error, and the file is left alone.
+func clearStale(path string, dialTimeout time.Duration) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check socket path %s: %w", path, err)
+	}
+	if fi.Mode()&fs.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket (%s); not removing it: delete it yourself or use another path", path, fi.Mode().Type())
+	}
+	c, err := net.DialTimeout("unix", path, dialTimeout)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%w on %s", ErrInUse, path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("check existing socket %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// dirOf returns the directory that holds path.
+func dirOf(path string) string { return filepath.Dir(path) }
+
+// sameFile reports whether path still names the file fi described.
+func sameFile(path string, fi fs.FileInfo) bool {
+	now, err := os.Lstat(path)
+	return err == nil && os.SameFile(now, fi)
+}
