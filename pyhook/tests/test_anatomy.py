@@ -1,0 +1,195 @@
+"""Anatomy: exact bytes of weights, gradients, optimizer state and saved activations."""
+
+import pytest
+
+from conftest import make_config, queued
+from vramscope import _anatomy, _client, _watch
+
+MiB = 1024 * 1024
+F32 = 4
+
+
+def run(torch, model, opt, inputs, steps=1, **cfg):
+    client = _client.Client(make_config(**cfg), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    for _ in range(steps):
+        if opt is not None:
+            opt.zero_grad()
+        out = model(inputs)
+        out.float().pow(2).mean().backward()
+        if opt is not None:
+            opt.step()
+    watcher.remove()
+    return [m for m in queued(client) if m["type"] == "anatomy"]
+
+
+def numel(shapes):
+    total = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    return total
+
+
+def mlp(torch):
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+MLP_SHAPES = [(16, 8), (16,), (4, 16), (4,)]
+
+
+@pytest.mark.parametrize("kind", ["sgd", "momentum", "adam"])
+def test_mlp_weights_gradients_and_optimizer_state(torch_mod, kind):
+    torch = torch_mod
+    model = mlp(torch)
+    params = list(model.parameters())
+    opt = {"sgd": lambda: torch.optim.SGD(params, lr=0.1),
+           "momentum": lambda: torch.optim.SGD(params, lr=0.1, momentum=0.9),
+           "adam": lambda: torch.optim.Adam(params)}[kind]()
+    (a,) = run(torch, model, opt, torch.randn(4, 8))
+    weights = numel(MLP_SHAPES) * F32
+    assert a["weights"] == weights == 212 * F32
+    assert a["gradients"] == weights
+    assert a["params"] == 212 and a["device"] == "cpu" and a["batch_size"] == 4
+    expected_state = {"sgd": 0, "momentum": weights,
+                      "adam": 2 * weights + len(MLP_SHAPES) * F32}[kind]  # + a step scalar each
+    assert a["optimizer"] == expected_state
+
+
+def test_cnn_counts_buffers_once_with_their_dtypes(torch_mod):
+    torch = torch_mod
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    (a,) = run(torch, model, opt, torch.randn(2, 3, 6, 6))
+    params = numel([(8, 3, 3, 3), (8,), (8,), (8,), (10, 288), (10,)])
+    buffers = 2 * 8 * F32 + 8  # running mean and var, num_batches_tracked (int64)
+    assert a["params"] == params
+    assert a["weights"] == params * F32 + buffers
+    assert a["gradients"] == params * F32
+
+
+def test_tied_weights_are_counted_once(torch_mod):
+    torch = torch_mod
+
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(100, 16)
+            self.out = torch.nn.Linear(16, 100, bias=False)
+            self.out.weight = self.emb.weight
+
+        def forward(self, x):
+            return self.out(self.emb(x))
+
+    model = Tied()
+    opt = torch.optim.Adam(model.parameters())
+    (a,) = run(torch, model, opt, torch.randint(0, 100, (4, 5)))
+    assert a["weights"] == a["gradients"] == 100 * 16 * F32
+    assert a["params"] == 1600
+    assert a["optimizer"] == 2 * 1600 * F32 + F32
+
+
+def test_views_of_one_storage_count_once(torch_mod):
+    torch = torch_mod
+    base = torch.zeros(10, 10)
+    assert _anatomy.unique_bytes([base, base[2:], base.t(), base.view(100)]) == 400
+    assert _anatomy.unique_bytes([base, torch.zeros(3, dtype=torch.float64)]) == 424
+
+
+def test_saved_activations_of_linear_relu_linear(torch_mod):
+    torch = torch_mod
+    (a,) = run(torch, mlp(torch), torch.optim.SGD(mlp(torch).parameters(), lr=0), torch.randn(32, 8))
+    # the input (saved by the first Linear) and the ReLU output (saved by ReLU and
+    # by the second Linear: once); weights are excluded
+    assert a["activations"] == (32 * 8 + 32 * 16) * F32
+
+
+def test_saved_activations_of_a_conv_block(torch_mod):
+    torch = torch_mod
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
+    (a,) = run(torch, model, torch.optim.SGD(model.parameters(), lr=0), torch.randn(2, 3, 16, 16))
+    assert a["activations"] == (2 * 3 * 16 * 16 + 2 * 8 * 16 * 16) * F32
+
+
+def test_checkpointing_drops_saved_activations(torch_mod):
+    torch = torch_mod
+    import torch.utils.checkpoint as cp
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = mlp(torch)
+
+        def forward(self, x):
+            return cp.checkpoint(self.body, x)
+
+    x = torch.randn(32, 8, requires_grad=True)
+    model = Checkpointed()
+    (a,) = run(torch, model, torch.optim.SGD(model.parameters(), lr=0), x)
+    assert a["activations"] == 32 * 8 * F32  # only the checkpoint's input
+    assert x.grad is not None
+
+
+def test_activations_every_schedules_measurement_and_off_installs_nothing(torch_mod, monkeypatch):
+    torch = torch_mod
+    made = []
+    real = torch.autograd.graph.saved_tensors_hooks
+
+    def counting(*a, **k):
+        made.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(torch.autograd.graph, "saved_tensors_hooks", counting)
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    got = run(torch, model, opt, torch.randn(4, 8), steps=11, activations_every=5)
+    assert [m["step"] for m in got] == [0, 1, 2, 5, 10]
+    assert len(made) == 5, "saved-tensor hooks only on measured steps"
+    assert all(m["activations"] == (4 * 8 + 4 * 16) * F32 for m in got)
+
+    made.clear()
+    got = run(torch, model, opt, torch.randn(4, 8), steps=4, activations_every=0,
+              batch_size=128)
+    assert [m["step"] for m in got] == [0, 1, 2]
+    assert all(m["activations"] is None for m in got)
+    assert all(m["batch_size"] == 128 for m in got)
+    assert made == []
+
+
+def test_gradient_accumulation_reports_the_largest_micro_step(torch_mod):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = _client.Client(make_config(), start=False)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    opt.zero_grad()
+    for batch in (4, 8):
+        model(torch.randn(batch, 8)).sum().backward()
+    opt.step()
+    (a,) = [m for m in queued(client) if m["type"] == "anatomy"]
+    assert a["activations"] == (8 * 8 + 8 * 16) * F32
+    assert a["batch_size"] == 4  # the first forward of the step
+
+
+def test_76m_parameters_with_adam(torch_mod):
+    torch = torch_mod
+    # 22873 * 3343 = 76,464,439 parameters; skip the slow random init, the
+    # accounting only needs the storages
+    model = torch.nn.utils.skip_init(torch.nn.Linear, 3342, 22873)
+    with torch.no_grad():
+        model.weight.zero_()
+        model.bias.zero_()
+    try:
+        opt = torch.optim.Adam(model.parameters(), foreach=True)  # faster on CPU
+    except TypeError:  # an Adam without the foreach argument
+        opt = torch.optim.Adam(model.parameters())
+    (a,) = run(torch, model, opt, torch.randn(2, 3342))
+    assert a["params"] == 76464439
+    assert round(a["weights"] / MiB, 2) == 291.69
+    assert round(a["gradients"] / MiB, 2) == 291.69
+    assert round(a["optimizer"] / MiB, 2) == 583.38
+    assert a["optimizer"] - 2 * a["weights"] == 2 * F32  # the two step scalars

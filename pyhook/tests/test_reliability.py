@@ -1,0 +1,231 @@
+"""Reliability: no monitor, killed and restarted monitors, replay, overflow, fork, exit."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+
+from conftest import ROOT, FakeCuda, FakeMonitor, make_config, queued
+import vramscope
+from vramscope import _api, _client, _safe, _watch
+
+
+def fast_client(path, **kw):
+    kw.setdefault("retry_interval", 0.05)
+    kw.setdefault("stats_interval", 3600)
+    return _client.Client(make_config(socket=path), **kw)
+
+
+def train(torch, model, opt, steps):
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+
+
+def mlp(torch):
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+
+def seqs(msgs):
+    return [m["seq"] for m in msgs]
+
+
+def test_no_monitor_training_finishes_and_evictions_are_counted(torch_mod, sock_path):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = fast_client(sock_path, ring_size=16, first_size=8)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    train(torch, model, opt, 10)
+    time.sleep(0.1)
+    client.close("removed", timeout=1)
+    created = client.stats()["created"]
+    # everything past hello, the first-steps store and the ring fell out of the ring
+    assert client.evicted == created - 1 - 8 - 16
+    assert client.connects == 0 and client.dropped == 0
+
+
+def test_queue_overflow_counts_dropped_and_leaves_a_seq_gap(sock_path):
+    client = fast_client(sock_path, queue_size=5, start=False)
+    for i in range(12):
+        client.mark("m%d" % i)
+    assert client.dropped == 7
+    assert seqs(queued(client)) == [1, 2, 3, 4, 5]
+    client.mark("after")
+    assert client.stats()["created"] == 14  # hello + 13 marks, sent or not
+
+
+def test_late_monitor_gets_hello_and_the_first_steps(torch_mod, sock_path):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = fast_client(sock_path, ring_size=4)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    train(torch, model, opt, 8)
+    time.sleep(0.05)
+    made = client.stats()["created"]
+    mon = FakeMonitor(sock_path).start()
+    try:
+        assert mon.wait_for(lambda m: len(m.messages()) >= 1 + 3 * 11 + 4)
+        got = mon.messages()
+        assert got[0]["type"] == "hello" and got[0]["seq"] == 0
+        assert seqs(got) == sorted(set(seqs(got))), "replay in seq order without duplicates"
+        steps = [m for m in got if m["type"] == "phase" and m["step"] < 3]
+        assert len(steps) == 3 * 10, "every phase edge of steps 0-2"
+        assert seqs(got)[-4:] == list(range(made - 4, made)), "then the ring of recent ones"
+        assert client.evicted == made - 1 - 3 * 11 - 4
+    finally:
+        client.close("removed", timeout=1)
+        mon.stop()
+
+
+def test_monitor_killed_and_restarted_gets_replay_and_later_messages(torch_mod, sock_path):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    first = FakeMonitor(sock_path).start()
+    client = fast_client(sock_path)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    train(torch, model, opt, 4)
+    assert first.wait_for(lambda m: len(m.messages()) == client.stats()["created"])
+    first.stop()
+    train(torch, model, opt, 4)  # monitor gone: sends fail, nothing raised
+    assert first.wait_for(lambda m: client.send_errors >= 1 or client._sock is None)
+    second = FakeMonitor(sock_path).start()
+    try:
+        train(torch, model, opt, 2)
+        assert second.wait_for(
+            lambda m: m.messages() and m.messages()[-1]["seq"] == client.stats()["created"] - 1)
+        got = second.messages()
+        assert got[0]["type"] == "hello" and got[0]["session"] == client.session
+        assert seqs(got) == list(range(len(got))), "hello, then everything, in order, once"
+        assert client.connects == 2
+        assert {m["step"] for m in got if m["type"] == "phase"} == set(range(10))
+    finally:
+        client.close("removed", timeout=1)
+        second.stop()
+
+
+def test_goodbye_reaches_the_monitor_on_remove(torch_mod, monitor, monkeypatch):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    monkeypatch.setenv("VRAMSCOPE_SOCKET", monitor.path)
+    with vramscope.watch(model, opt) as handle:
+        train(torch, model, opt, 1)
+        assert handle.active
+    assert not handle.active
+    handle.remove()
+    assert monitor.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
+    bye = monitor.messages()[-1]
+    assert bye["reason"] == "removed" and bye["stats"]["connects"] == 1
+    assert _api._current is None or _api._current.closed
+
+
+def test_disable_env_installs_nothing_and_starts_no_thread(torch_mod, monkeypatch):
+    torch = torch_mod
+    monkeypatch.setenv("VRAMSCOPE_DISABLE", "1")
+    before = {t.name for t in threading.enumerate()}
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    handle = vramscope.watch(model, opt)
+    with vramscope.phase("eval"):
+        vramscope.mark("x")
+    train(torch, model, opt, 1)
+    assert not handle.active and handle.stats() is None
+    assert not model._forward_hooks and "step" not in opt.__dict__
+    assert _api._current is None
+    assert {t.name for t in threading.enumerate()} == before
+    handle.remove()
+
+
+def test_internal_errors_never_reach_the_training_loop(torch_mod, sock_path):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = fast_client(sock_path, cuda=FakeCuda(fail=True), start=False)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(torch, model, opt, 3)
+    ours = [w for w in caught if "vramscope: internal error" in str(w.message)]
+    assert len(ours) == 1, "warn once"
+    assert _safe.errors() == 30, "every failed read counted"
+    assert all(m["mem"] is None for m in queued(client) if m["type"] == "phase")
+
+
+def test_a_hook_that_raises_is_swallowed(torch_mod, sock_path, monkeypatch):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = fast_client(sock_path, start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(client, "phase", boom)
+    monkeypatch.setattr(client, "anatomy", boom)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train(torch, model, opt, 2)
+    assert _safe.errors() > 0
+    watcher.remove()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_fork_child_does_not_share_the_socket(monitor):
+    client = _client.Client(make_config(socket=monitor.path), retry_interval=0.05)
+    _api._current = client
+    client.mark("before")
+    assert monitor.wait_for(lambda m: len(m.messages()) == 2)
+    pid = os.fork()
+    if pid == 0:  # child: the old client is disabled, a new one would be fresh
+        code = 0
+        try:
+            if _api._current is not None or not client.closed or client._sock is not None:
+                code = 3
+            if client.emit({"v": 1, "type": "mark", "seq": None, "t": 1.0, "name": "x"}):
+                code = 4
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    client.mark("after")
+    assert monitor.wait_for(lambda m: len(m.messages()) == 3)
+    assert [m.get("name") for m in monitor.messages()] == [None, "before", "after"]
+    assert len(monitor.connections) == 1 and client.send_errors == 0
+
+
+def test_exit_sends_goodbye_and_does_not_hang(monitor, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import vramscope\n"
+        "vramscope.mark('start')\n"
+        "with vramscope.phase('eval'):\n"
+        "    pass\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pyhook"),
+               VRAMSCOPE_SOCKET=monitor.path)
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=60)
+    assert monitor.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
+    assert monitor.messages()[-1]["reason"] == "exit"
+    assert [m["type"] for m in monitor.messages()] == \
+        ["hello", "mark", "phase", "phase", "goodbye"]
+    assert time.monotonic() - t0 < 30
+
+
+def test_exit_without_monitor_is_bounded(tmp_path, sock_path):
+    script = tmp_path / "train.py"
+    script.write_text("import time, vramscope\nvramscope.mark('x')\n"
+                      "print(time.monotonic(), flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pyhook"), VRAMSCOPE_SOCKET=sock_path)
+    out = subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=60,
+                         capture_output=True, text=True)
+    # CLOCK_MONOTONIC is system-wide: from the script's last line to the exit
+    assert time.monotonic() - float(out.stdout.split()[-1]) < 1.0
