@@ -1,0 +1,203 @@
+package session
+
+// Layers is one process's memory split by what holds it, at one moment.
+// Every layer is Unknown where its source is missing: the allocator layers
+// on a CPU run, the driver layers without NVML, the tensor layers before the
+// hook's first anatomy message. docs/diagnosis.md describes each layer.
+type Layers struct {
+	// Step and Phase say when: the automatic phase in progress, or the last
+	// one that ended, for "now"; where the session peak happened for "at
+	// the peak". Step is -1 and Phase "" when unknown.
+	Step  int    `json:"step"`
+	Phase string `json:"phase"`
+	// Allocated and Reserved are the allocator's figures: current values
+	// for "now", the phase's peaks for "at the peak".
+	Allocated Bytes `json:"allocated"`
+	Reserved  Bytes `json:"reserved"`
+	// Weights, Gradients and Optimizer come from the hook's anatomy (the
+	// newest one measured at or before Step).
+	Weights   Bytes `json:"weights"`
+	Gradients Bytes `json:"gradients"`
+	Optimizer Bytes `json:"optimizer"`
+	// Activations are the bytes saved for backward in the last measured
+	// forward. They live from forward to backward: in any other automatic
+	// phase (zero_grad, step) they count as 0.
+	Activations Bytes `json:"activations"`
+	// Other is what the allocator holds beyond the accounted parts:
+	// temporaries, the loss, inputs, workspaces the allocator serves.
+	// Allocated − weights − gradients − optimizer − activations, never below
+	// 0 (the parts can overlap, e.g. tied weights measured twice).
+	Other Bytes `json:"other"`
+	// Cache is the allocator's cache: reserved − allocated.
+	Cache Bytes `json:"cache"`
+	// NonPyTorch is what the driver charges the process beyond the
+	// allocator: CUDA context, loaded kernels, cuBLAS/NCCL workspaces.
+	// NVML process used − reserved, never below 0.
+	NonPyTorch Bytes `json:"non_pytorch"`
+	// OtherProcesses is the rest of the device: NVML device used − this
+	// process's NVML figure, never below 0.
+	OtherProcesses Bytes `json:"other_processes"`
+	// ProcessUsed and DeviceUsed are the driver's figures behind the last
+	// two layers (Unknown without NVML, or when per-process memory is not
+	// visible for ProcessUsed).
+	ProcessUsed Bytes `json:"process_used"`
+	DeviceUsed  Bytes `json:"device_used"`
+}
+
+// Layer is one named layer of a Layers, for views that list them.
+type Layer struct {
+	Name  string
+	Bytes Bytes
+}
+
+// List returns the layers in display order: the allocated parts, then the
+// cache, the process's non-PyTorch memory and the other processes.
+func (l *Layers) List() []Layer {
+	return []Layer{
+		{"weights", l.Weights}, {"gradients", l.Gradients}, {"optimizer state", l.Optimizer},
+		{"activations", l.Activations}, {"other/temporaries", l.Other},
+		{"allocator cache", l.Cache}, {"non-PyTorch", l.NonPyTorch}, {"other processes", l.OtherProcesses},
+	}
+}
+
+// Largest returns the largest of the allocated parts (weights, gradients,
+// optimizer state, activations, other), the one that dominates Allocated.
+// ok is false when none is known.
+func (l *Layers) Largest() (Layer, bool) {
+	best, ok := Layer{}, false
+	for _, x := range l.List()[:5] {
+		if x.Bytes.Known() && (!ok || x.Bytes > best.Bytes) {
+			best, ok = x, true
+		}
+	}
+	return best, ok
+}
+
+// Breakdown is a process's layers now and at its session peak.
+type Breakdown struct {
+	Now  Layers `json:"now"`
+	Peak Layers `json:"peak"`
+}
+
+// LayersOf splits a process's memory into layers, now and at the session
+// peak (the phase with the largest allocated peak; the first one on a tie).
+func LayersOf(s *Store, p *Process) Breakdown {
+	return Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, findPeak(p))}
+}
+
+func unknownLayers() Layers {
+	return Layers{
+		Step: -1, Allocated: Unknown, Reserved: Unknown,
+		Weights: Unknown, Gradients: Unknown, Optimizer: Unknown, Activations: Unknown,
+		Other: Unknown, Cache: Unknown, NonPyTorch: Unknown, OtherProcesses: Unknown,
+		ProcessUsed: Unknown, DeviceUsed: Unknown,
+	}
+}
+
+func layersNow(s *Store, p *Process) Layers {
+	l := unknownLayers()
+	for k := len(p.open) - 1; k >= 0; k-- {
+		if sp := &p.spans[p.open[k]]; !sp.User {
+			l.Step, l.Phase = sp.Step, sp.Name
+			break
+		}
+	}
+	for k := len(p.spans) - 1; l.Step < 0 && k >= 0; k-- {
+		if sp := &p.spans[k]; !sp.User {
+			l.Step, l.Phase = sp.Step, sp.Name // between phases: the last one
+		}
+	}
+	if m := p.Mem; m != nil {
+		l.Allocated, l.Reserved = Bytes(m.Allocated), Bytes(m.Reserved)
+	}
+	if _, v, ok := p.GPU.Last(); ok {
+		switch p.GPUSource {
+		case "process":
+			l.ProcessUsed = Bytes(v)
+			if g := s.GPUFor(p); g != nil && g.Last.Used >= 0 {
+				l.DeviceUsed = Bytes(g.Last.Used)
+			}
+		case "device":
+			l.DeviceUsed = Bytes(v)
+		}
+	}
+	l.fill(anatomyAt(p, l.Step))
+	return l
+}
+
+func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
+	l := unknownLayers()
+	if !pk.ok {
+		return l
+	}
+	l.Step, l.Phase = pk.step, pk.phase
+	l.Allocated, l.Reserved = pk.allocated, pk.reserved
+	switch p.GPUSource {
+	case "process":
+		l.ProcessUsed = pk.gpu
+		if g := s.GPUFor(p); g != nil && !pk.from.IsZero() {
+			if v, ok := g.Used.MaxBetween(pk.from, pk.to); ok {
+				l.DeviceUsed = Bytes(v)
+			}
+		}
+	case "device":
+		l.DeviceUsed = pk.gpu
+	}
+	l.fill(anatomyAt(p, l.Step))
+	return l
+}
+
+// fill derives the tensor layers from an anatomy and the gaps between the
+// allocator's and the driver's figures.
+func (l *Layers) fill(a *Anatomy) {
+	l.Cache = gap(l.Reserved, l.Allocated)
+	l.NonPyTorch = gap(l.ProcessUsed, l.Reserved)
+	l.OtherProcesses = gap(l.DeviceUsed, l.ProcessUsed)
+	if a == nil {
+		return
+	}
+	l.Weights, l.Gradients, l.Optimizer, l.Activations = a.Weights, a.Gradients, a.Optimizer, a.Activations
+	if l.Activations.Known() && !activationsLive(l.Phase) {
+		l.Activations = 0
+	}
+	if !l.Allocated.Known() || !l.Activations.Known() {
+		return
+	}
+	rest := l.Allocated
+	for _, part := range []Bytes{l.Weights, l.Gradients, l.Optimizer, l.Activations} {
+		rest -= part
+	}
+	l.Other = max(rest, 0)
+}
+
+// activationsLive reports whether a phase runs while the tensors saved for
+// backward exist. Unknown and user phases count as live: the figure is kept.
+func activationsLive(phase string) bool {
+	return phase != "zero_grad" && phase != "step"
+}
+
+// gap is a − b, never below 0, Unknown when either side is.
+func gap(a, b Bytes) Bytes {
+	d := a.Sub(b)
+	if !d.Known() && a.Known() && b.Known() {
+		return 0 // a < b: the two figures were read at different moments
+	}
+	return d
+}
+
+// anatomyAt returns the newest anatomy measured at or before step, the
+// first one when all are later, nil when there is none.
+func anatomyAt(p *Process, step int) *Anatomy {
+	if len(p.Anatomies) == 0 {
+		return nil
+	}
+	if step < 0 {
+		return p.Anatomy
+	}
+	for k := len(p.Anatomies) - 1; k >= 0; k-- {
+		if p.Anatomies[k].Step <= step {
+			return &p.Anatomies[k]
+		}
+	}
+	return &p.Anatomies[0]
+}

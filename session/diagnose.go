@@ -1,0 +1,294 @@
+package session
+
+import (
+	"fmt"
+	"math"
+)
+
+// The thresholds of the diagnosis. docs/diagnosis.md explains each rule.
+const (
+	// SteadyMinSteps is how many finished steps without a new high make a
+	// steady state.
+	SteadyMinSteps = 3
+	// MinSteps is the fewest finished steps a pattern is told from: a two
+	// step warmup (gradients, then optimizer state) plus a steady state.
+	MinSteps = 2 + SteadyMinSteps
+	// LevelTolerance is the relative difference under which two step peaks
+	// count as the same level; LevelToleranceMin is its floor in bytes.
+	LevelTolerance          = 0.005
+	LevelToleranceMin Bytes = 4 * MiB
+	// GrowthWindow is how many recent steps the growth fit looks at.
+	GrowthWindow = 200
+	// MinGrowthPerStep is the smallest slope called growth: below it a
+	// leak would need more than 4,000 steps to cost 1 GiB.
+	MinGrowthPerStep Bytes = 256 << 10
+	// GrowthMinT is the t statistic the slope needs, over the window and
+	// over its recent half, so noisy peaks (variable sequence lengths) are
+	// not taken for a leak.
+	GrowthMinT = 4.0
+	// CauseMin is the smallest step-one cause (cache or non-PyTorch growth)
+	// worth a line.
+	CauseMin Bytes = 16 * MiB
+	// OptimizerMatch is the relative difference under which the memory the
+	// first optimizer step allocated is the optimizer state the hook counted.
+	OptimizerMatch = 0.05
+	// OptimizerSpikeMin is the smallest optimizer-step spike reported.
+	OptimizerSpikeMin Bytes = 64 * MiB
+	// DominantShare is the share of the peak a layer needs for advice aimed
+	// at it.
+	DominantShare = 0.40
+	// CacheShare is the share of reserved memory the allocator cache needs,
+	// with allocation retries, for the expandable_segments advice.
+	CacheShare = 0.20
+)
+
+// Pattern is the shape of the step peaks over a session.
+type Pattern string
+
+// Patterns.
+const (
+	PatternUnknown Pattern = "unknown" // too few steps, or not settled yet
+	PatternSteady  Pattern = "steady"  // every step peaks at the same level
+	PatternWarmup  Pattern = "warmup"  // the first steps differ, then level
+	PatternGrowth  Pattern = "growth"  // the peaks keep growing
+)
+
+// Diagnosis is what the step and phase series say about a process's memory.
+// Byte fields are Unknown where their source is missing.
+type Diagnosis struct {
+	// Pattern is the shape of the step peaks; Reason says why it is
+	// PatternUnknown.
+	Pattern Pattern `json:"pattern"`
+	Reason  string  `json:"reason,omitempty"`
+	// Steps is the number of finished steps with allocator data that were
+	// looked at, FirstStep and LastStep their indices (-1 when none).
+	Steps     int `json:"steps"`
+	FirstStep int `json:"first_step"`
+	LastStep  int `json:"last_step"`
+	// SteadyFrom is the first step of the steady state (steady, warmup),
+	// -1 otherwise.
+	SteadyFrom int `json:"steady_from"`
+	// PeakBefore is the first step's allocated peak (warmup), PeakAfter the
+	// steady peak (steady, warmup) or the newest high (growth, unknown).
+	PeakBefore Bytes `json:"peak_before"`
+	PeakAfter  Bytes `json:"peak_after"`
+	// WarmupChange is PeakAfter − PeakBefore in bytes (negative when the
+	// first steps peaked above the steady state), 0 outside a warmup.
+	WarmupChange int64 `json:"warmup_change"`
+	// WarmupStep and WarmupPhase are where the warmup's defining peak
+	// happened: the new high that the steady state keeps, or the first
+	// steps' high that it never reaches again. -1 and "" otherwise.
+	WarmupStep  int    `json:"warmup_step"`
+	WarmupPhase string `json:"warmup_phase"`
+	// WarmupPeak is the allocated peak of WarmupStep.
+	WarmupPeak Bytes `json:"warmup_peak"`
+	// GrowthPerStep is the least-squares slope of the step peaks over
+	// GrowthFrom..GrowthTo (growth only).
+	GrowthPerStep Bytes `json:"growth_per_step"`
+	GrowthFrom    int   `json:"growth_from"`
+	GrowthTo      int   `json:"growth_to"`
+
+	Peak   PeakSite       `json:"peak"`
+	Causes Causes         `json:"causes"`
+	Spike  OptimizerSpike `json:"optimizer_spike"`
+	Need   Need           `json:"need"`
+	Advice []Advice       `json:"advice"`
+
+	// Layers are the process's layers, now and at the peak.
+	Layers Breakdown `json:"-"`
+	// AllocRetries is the allocator's retry count (cudaMalloc failed, the
+	// cache was freed and the call retried), 0 on CPU runs.
+	AllocRetries int64 `json:"alloc_retries"`
+}
+
+// PeakSite is where the session's allocated peak happened and what
+// dominates it.
+type PeakSite struct {
+	Step  int    `json:"step"` // -1 when no step has allocator data
+	Phase string `json:"phase"`
+	// Allocated and Reserved are the phase's peaks.
+	Allocated Bytes `json:"allocated"`
+	Reserved  Bytes `json:"reserved"`
+	// Exact is false when the allocated peak is a lower bound.
+	Exact bool `json:"exact"`
+	// Dominant is the largest allocated layer at the peak ("" unknown).
+	Dominant      string `json:"dominant"`
+	DominantBytes Bytes  `json:"dominant_bytes"`
+}
+
+// Causes separates what made the first steps bigger.
+type Causes struct {
+	// Step is the first step in the table, -1 when none.
+	Step int `json:"step"`
+	// OptimizerCreated is the allocated growth across that step's "step"
+	// phase (optimizer state created lazily by the first optimizer.step).
+	OptimizerCreated Bytes `json:"optimizer_created"`
+	// OptimizerAnatomy is the optimizer state the hook counted for it.
+	OptimizerAnatomy Bytes `json:"optimizer_anatomy"`
+	// OptimizerMatched is true when the two agree within OptimizerMatch.
+	OptimizerMatched bool `json:"optimizer_matched"`
+	// CacheGrowth is how much the allocator cache at the peak (peak
+	// reserved − peak allocated) grew from the first step to the steady
+	// state; NonPyTorchGrowth the same for NVML process used − reserved.
+	// Warmup only.
+	CacheGrowth      Bytes `json:"cache_growth"`
+	NonPyTorchGrowth Bytes `json:"non_pytorch_growth"`
+}
+
+// OptimizerSpike is how far the newest finished step's "step" phase peaks
+// above allocated at its start: temporaries of foreach/fused optimizers.
+type OptimizerSpike struct {
+	Step  int   `json:"step"` // -1 when no step phase is known
+	Start Bytes `json:"start"`
+	Peak  Bytes `json:"peak"`
+	Bytes Bytes `json:"bytes"`
+	Exact bool  `json:"exact"` // false: Peak is a lower bound
+	// Reported is true when Bytes reaches OptimizerSpikeMin.
+	Reported bool `json:"reported"`
+}
+
+// Need is the memory the training really needs and what is left.
+type Need struct {
+	// Steady is true when Allocated and Reserved are the steady state's
+	// peaks; false when they are the highest seen (growth, unknown).
+	Steady    bool  `json:"steady"`
+	Allocated Bytes `json:"allocated"`
+	Reserved  Bytes `json:"reserved"`
+	// DeviceTotal is the device's memory (hello.cuda.total, else NVML).
+	DeviceTotal Bytes `json:"device_total"`
+	// Used is the device memory in use at that peak and UsedBasis what it
+	// was measured with; Headroom is DeviceTotal − Used.
+	Used      Bytes  `json:"used"`
+	UsedBasis string `json:"used_basis"`
+	Headroom  Bytes  `json:"headroom"`
+	// Batch is the largest batch estimated to fit, nil when unknown.
+	Batch *BatchEstimate `json:"batch"`
+}
+
+// BatchEstimate is an estimate of the largest batch that fits.
+type BatchEstimate struct {
+	Current   int64    `json:"current"`
+	Max       int64    `json:"max"`
+	PerSample Bytes    `json:"per_sample"`
+	Assumes   []string `json:"assumes"`
+}
+
+// Advice is one suggestion and the measurement that triggered it.
+type Advice struct {
+	Text    string `json:"text"`
+	Because string `json:"because"`
+}
+
+// Diagnose reads a process's step peaks, table, anatomy and NVML figures.
+// It is cheap enough to call every frame.
+func Diagnose(s *Store, p *Process) Diagnosis {
+	d := Diagnosis{
+		Pattern: PatternUnknown, FirstStep: -1, LastStep: -1, SteadyFrom: -1,
+		PeakBefore: Unknown, PeakAfter: Unknown, WarmupStep: -1, WarmupPeak: Unknown,
+		GrowthPerStep: Unknown, GrowthFrom: -1, GrowthTo: -1,
+	}
+	if p.Mem != nil {
+		d.AllocRetries = p.Mem.AllocRetries
+	}
+	pk := finishedPeaks(p)
+	tail := d.classify(p, pk)
+	pa := findPeak(p)
+	d.Layers = Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, pa)}
+	d.Peak = PeakSite{Step: -1, Allocated: Unknown, Reserved: Unknown, DominantBytes: Unknown}
+	if pa.ok {
+		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, DominantBytes: Unknown}
+		if l, ok := d.Layers.Peak.Largest(); ok {
+			d.Peak.Dominant, d.Peak.DominantBytes = l.Name, l.Bytes
+		}
+	}
+	d.Causes = causes(p, &d, pk, tail)
+	d.Spike = spike(p, d.LastStep)
+	d.Need = need(s, p, &d, tail)
+	d.Advice = advise(&d)
+	return d
+}
+
+// classify sets the pattern from the finished step peaks and returns the
+// steps that make the steady state (or the growth window).
+func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
+	n := len(pk)
+	d.Steps = n
+	if n == 0 {
+		d.Reason = fmt.Sprintf("need %d finished steps with allocator data, have none", MinSteps)
+		return nil
+	}
+	d.FirstStep, d.LastStep = pk[0].Index, pk[n-1].Index
+	d.PeakAfter, _, _ = maxOf(pk)
+	if n < MinSteps {
+		d.Reason = fmt.Sprintf("need %d finished steps to tell a pattern, have %d", MinSteps, n)
+		return pk
+	}
+	w := pk[n-min(n, GrowthWindow):]
+	recent := pk[n-max(SteadyMinSteps, len(w)/2):]
+	level, _, _ := maxOf(recent)
+	tol := Tolerance(level)
+	if d.growing(w, recent, tol) {
+		return w
+	}
+	// The last step that set a new high (beyond the tolerance of the level
+	// before it), and the last one above the recent level.
+	rise, lvl := -1, pk[0].PeakAllocated
+	next := lvl + Tolerance(lvl)
+	high := -1
+	for i := range pk {
+		y := pk[i].PeakAllocated
+		if y > next {
+			rise, lvl = i, y
+			next = lvl + Tolerance(lvl)
+		}
+		if y > level+tol {
+			high = i
+		}
+	}
+	from := max(rise, high) + 1
+	if n-from < SteadyMinSteps {
+		d.Reason = fmt.Sprintf("peak rose in step %d; need %d steps without a new high", pk[from-1].Index, SteadyMinSteps)
+		return pk
+	}
+	steady := pk[from:]
+	d.SteadyFrom = steady[0].Index
+	d.PeakAfter, _, _ = maxOf(steady)
+	if from == 0 {
+		d.Pattern = PatternSteady
+		return steady
+	}
+	d.Pattern = PatternWarmup
+	d.PeakBefore = pk[0].PeakAllocated
+	d.WarmupChange = int64(d.PeakAfter - d.PeakBefore)
+	prefixMax, _, _ := maxOf(pk[:from])
+	at := rise
+	if rise < 0 || prefixMax > d.PeakAfter+tol {
+		for i := range pk[:from] { // the first steps' high, never reached again
+			if pk[i].PeakAllocated == prefixMax {
+				at = i
+				break
+			}
+		}
+	}
+	d.WarmupStep, d.WarmupPeak = pk[at].Index, pk[at].PeakAllocated
+	d.WarmupPhase = p.phaseOf(d.WarmupStep)
+	return steady
+}
+
+// growing applies the growth rule: the peaks rise over the window and over
+// its recent half (the growth has not levelled off), by more than the level
+// tolerance across the recent half, at a significant slope.
+func (d *Diagnosis) growing(w, recent []StepPeak, tol Bytes) bool {
+	bw, tw := fit(w)
+	br, tr := fit(recent)
+	span := float64(recent[len(recent)-1].Index - recent[0].Index)
+	if bw < float64(MinGrowthPerStep) || br < float64(MinGrowthPerStep) ||
+		tw < GrowthMinT || tr < GrowthMinT || br*span <= float64(tol) {
+		return false
+	}
+	d.Pattern = PatternGrowth
+	d.GrowthPerStep = Bytes(math.Round(bw))
+	d.GrowthFrom, d.GrowthTo = w[0].Index, w[len(w)-1].Index
+	d.PeakAfter, _, _ = maxOf(w)
+	return true
+}

@@ -1,0 +1,100 @@
+package session
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/vramscope/vramscope/demo"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/probe"
+)
+
+// The simulated driver of the NVML cases: the process's CUDA context and
+// another process on the same device.
+const (
+	testContext    = 416 * MiB
+	testOtherPID   = 99
+	testOtherBytes = 1000 * MiB
+)
+
+// demoMessages generates steps steps of a demo scenario.
+func demoMessages(t testing.TB, scenario string, steps int) []ipc.Message {
+	t.Helper()
+	sc, err := demo.Lookup(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return demo.Generate(sc, demo.Config{Steps: steps})
+}
+
+// wallOf maps a hook time to wall time through the hello's clock.
+func wallOf(hello *ipc.Message, t float64) time.Time {
+	s := hello.Clock.Wall + (t - hello.Clock.Mono)
+	sec, frac := math.Modf(s)
+	return time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
+}
+
+// events turns a message sequence (hello first) into store events on
+// connection 1. With nvml, each allocator snapshot is followed by an NVML
+// sample of the device: the process holds reserved + testContext, another
+// process testOtherBytes.
+func events(msgs []ipc.Message, nvml bool) []Event {
+	hello := &msgs[0]
+	evs := make([]Event, 0, 2*len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		at := wallOf(hello, m.T)
+		evs = append(evs, Event{At: at, Conn: 1, Msg: m})
+		if nvml && m.Mem != nil {
+			used := m.Mem.Reserved + testContext
+			evs = append(evs, Event{At: at, GPU: &probe.Sample{
+				At: at, Device: demo.DeviceUUID, Total: demo.DeviceTotal, Util: -1,
+				Used: used + testOtherBytes, Reserved: -1, Free: demo.DeviceTotal - used - testOtherBytes,
+				Processes: []probe.Process{{PID: hello.PID, Used: used}, {PID: testOtherPID, Used: testOtherBytes}},
+			}})
+		}
+	}
+	return evs
+}
+
+// cpuRun strips a run down to what a CPU run sends: no device, no
+// allocator snapshots, no samples.
+func cpuRun(msgs []ipc.Message) []ipc.Message {
+	var out []ipc.Message
+	for _, m := range msgs {
+		switch m.Type {
+		case ipc.TypeSample:
+			continue
+		case ipc.TypeHello:
+			m.CUDA = nil
+		case ipc.TypeAnatomy:
+			m.Device = "cpu"
+		}
+		m.Mem = nil
+		out = append(out, m)
+	}
+	return renumber(out)
+}
+
+// renumber gives the messages after the hello consecutive seq numbers, for
+// streams a test edited.
+func renumber(msgs []ipc.Message) []ipc.Message {
+	for i := range msgs {
+		msgs[i].Seq = uint64(i)
+	}
+	return msgs
+}
+
+// storeOf feeds messages into a new store and returns its only process.
+func storeOf(t testing.TB, msgs []ipc.Message, nvml bool) (*Store, *Process) {
+	t.Helper()
+	s := New()
+	s.ApplyAll(events(msgs, nvml))
+	if len(s.Processes()) != 1 {
+		t.Fatalf("%d processes", len(s.Processes()))
+	}
+	return s, s.Processes()[0]
+}
+
+func mibs(v int64) Bytes { return Bytes(v * MiB) }

@@ -1,0 +1,159 @@
+package session
+
+import (
+	"math"
+	"time"
+)
+
+// peakAt is where a process's session peak happened.
+type peakAt struct {
+	ok                       bool
+	step                     int
+	phase                    string // "" when the step left the bounded table
+	allocated, reserved, gpu Bytes
+	exact                    bool
+	from, to                 time.Time // the phase (or the step) that holds it
+}
+
+// findPeak locates the largest allocated peak of the session: the step from
+// the per-step summaries (kept for every step), the phase from the table.
+// The first of equal peaks wins, so a warmup's peak is placed where it was
+// first reached.
+func findPeak(p *Process) peakAt {
+	best := -1
+	for i := range p.peaks {
+		if v := p.peaks[i].PeakAllocated; v.Known() && (best < 0 || v > p.peaks[best].PeakAllocated) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return peakAt{}
+	}
+	sp := &p.peaks[best]
+	pk := peakAt{
+		ok: true, step: sp.Index, allocated: sp.PeakAllocated, reserved: sp.PeakReserved, gpu: sp.PeakGPU,
+		from: sp.Start, to: sp.Start.Add(sp.Duration),
+	}
+	if c := peakCell(p.stepRow(sp.Index)); c != nil {
+		pk.phase, pk.reserved, pk.gpu, pk.exact = c.Name, c.PeakReserved, c.PeakGPU, c.Exact
+		pk.from, pk.to = c.Start, c.End
+	}
+	return pk
+}
+
+// stepRow returns the table row of a step, nil when it is not (or no
+// longer) in the bounded table.
+func (p *Process) stepRow(index int) *Step {
+	for k := len(p.steps) - 1; k >= 0; k-- {
+		if p.steps[k].Index == index {
+			return p.steps[k]
+		}
+	}
+	return nil
+}
+
+// peakCell is the automatic phase of a step with the largest allocated
+// peak (the first one on a tie), nil when there is none.
+func peakCell(st *Step) *Cell {
+	if st == nil {
+		return nil
+	}
+	var best *Cell
+	for i := range st.Phases {
+		c := &st.Phases[i]
+		if !c.User && c.PeakAllocated.Known() && (best == nil || c.PeakAllocated > best.PeakAllocated) {
+			best = c
+		}
+	}
+	return best
+}
+
+// phaseOf names the phase of a step that holds its peak, "" when unknown.
+func (p *Process) phaseOf(step int) string {
+	if c := peakCell(p.stepRow(step)); c != nil {
+		return c.Name
+	}
+	return ""
+}
+
+// finishedPeaks returns the summaries of the steps that are over and have
+// allocator data. While the process is connected its newest step is still
+// running, so its peak is not final and it is left out.
+func finishedPeaks(p *Process) []StepPeak {
+	pk := p.peaks
+	if p.Connected && len(pk) > 0 {
+		pk = pk[:len(pk)-1]
+	}
+	k := 0
+	for k < len(pk) && pk[k].PeakAllocated.Known() {
+		k++
+	}
+	if k == len(pk) {
+		return pk // the common case: nothing to leave out, nothing to copy
+	}
+	out := make([]StepPeak, 0, len(pk))
+	for _, sp := range pk {
+		if sp.PeakAllocated.Known() {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// Tolerance is how far apart two peaks near level may be and still count
+// as the same level: LevelTolerance of it, at least LevelToleranceMin.
+func Tolerance(level Bytes) Bytes {
+	return max(Bytes(math.Round(LevelTolerance*float64(level))), LevelToleranceMin)
+}
+
+// fit is the least-squares line through the allocated peaks against the
+// step index: its slope in bytes per step and the slope's t statistic
+// (slope over its standard error; +Inf for an exact rising line, 0 for a
+// flat one).
+func fit(pk []StepPeak) (slope, t float64) {
+	n := float64(len(pk))
+	if len(pk) < 3 {
+		return 0, 0
+	}
+	var mx, my float64
+	for i := range pk {
+		mx += float64(pk[i].Index)
+		my += float64(pk[i].PeakAllocated)
+	}
+	mx, my = mx/n, my/n
+	var sxx, sxy float64
+	for i := range pk {
+		dx := float64(pk[i].Index) - mx
+		sxx += dx * dx
+		sxy += dx * (float64(pk[i].PeakAllocated) - my)
+	}
+	if sxx == 0 {
+		return 0, 0
+	}
+	slope = sxy / sxx
+	var sse float64
+	for i := range pk {
+		r := float64(pk[i].PeakAllocated) - my - slope*(float64(pk[i].Index)-mx)
+		sse += r * r
+	}
+	se := math.Sqrt(sse / (n - 2) / sxx)
+	switch {
+	case se > 0:
+		return slope, slope / se
+	case slope > 0:
+		return slope, math.Inf(1)
+	}
+	return slope, 0
+}
+
+// maxOf returns the largest allocated, reserved and NVML peaks of pk,
+// Unknown where none is known. Plain max is enough: known values are ≥ 0
+// and Unknown is -1.
+func maxOf(pk []StepPeak) (alloc, reserved, gpu Bytes) {
+	alloc, reserved, gpu = Unknown, Unknown, Unknown
+	for i := range pk {
+		sp := &pk[i]
+		alloc, reserved, gpu = max(alloc, sp.PeakAllocated), max(reserved, sp.PeakReserved), max(gpu, sp.PeakGPU)
+	}
+	return alloc, reserved, gpu
+}
