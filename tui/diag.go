@@ -1,0 +1,50 @@
+package tui
+
+import "github.com/vramscope/vramscope/session"
+
+// diagCache keeps the diagnosis of the process shown until a step ends or
+// a new anatomy arrives: it reads every step of the session, once per
+// change rather than once per frame.
+type diagCache struct {
+	proc      *session.Process
+	store     *session.Store
+	steps     int
+	anatomies int
+	d         session.Diagnosis
+}
+
+func (c *diagCache) get(s *session.Store, p *session.Process) *session.Diagnosis {
+	n, a := len(p.StepPeaks()), len(p.Anatomies)
+	if c.proc != p || c.store != s || c.steps != n || c.anatomies != a {
+		c.d = session.Diagnose(s, p)
+		c.proc, c.store, c.steps, c.anatomies = p, s, n, a
+	}
+	return &c.d
+}
+
+// bannerText is the diagnosis headline, marked so that warmup (info) and
+// growth (a warning) read apart without colour too.
+func bannerText(d *session.Diagnosis) string {
+	if d == nil {
+		return ""
+	}
+	h := d.Headline()
+	switch d.Pattern {
+	case session.PatternGrowth:
+		return styleWarn.Render("⚠ " + h)
+	case session.PatternWarmup:
+		return styleInfo.Render("ℹ " + h)
+	case session.PatternSteady:
+		return styleOK.Render("✓ " + h)
+	}
+	return styleDim.Render("… " + h)
+}
+
+// marksOf picks the rows the table highlights.
+func marksOf(d *session.Diagnosis) rowMarks {
+	r := rowMarks{peak: d.Peak.Step}
+	if d.Pattern == session.PatternWarmup {
+		r.warmupFrom, r.warmupTo = d.FirstStep, d.SteadyFrom
+	}
+	return r
+}

@@ -1,0 +1,145 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vramscope/vramscope/probe"
+	"github.com/vramscope/vramscope/session"
+)
+
+// headerView is the two header lines: the monitor's state, then the
+// training process shown.
+func (m *Model) headerView(p *session.Process) string {
+	sep := styleDim.Render(" │ ")
+	title := m.cfg.title
+	if title == "" {
+		title = "vramscope"
+	}
+	top := []string{styleTitle.Render(title), m.connText(p)}
+	if !m.store.Start().IsZero() {
+		top = append(top, "⏱ "+elapsed(m.elapsed(), false))
+	}
+	if m.recPath != "" {
+		top = append(top, styleRec.Render("● REC")+" "+m.recPath)
+	}
+	if m.recErr != "" {
+		top = append(top, styleBad.Render("record: "+m.recErr))
+	}
+	if p != nil && (p.Lost > 0 || p.Stats.Dropped > 0) {
+		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ lost %d · dropped %d", p.Lost, p.Stats.Dropped)))
+	}
+	if n := m.store.Errors; n > 0 {
+		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ skipped %d bad message%s", n, plural(n))))
+	}
+	if m.srcErr != "" {
+		top = append(top, styleBad.Render("source: "+m.srcErr))
+	}
+	top = append(top, m.deviceText(p)) // last: the first thing cut when narrow
+	return fit(strings.Join(top, sep), m.w) + "\n" + fit(m.processText(p), m.w)
+}
+
+// deviceText names the GPU the shown process runs on, and how it is read.
+func (m *Model) deviceText(p *session.Process) string {
+	name, total := "", session.Unknown
+	var uuid string
+	if p != nil && p.Hello.CUDA != nil {
+		c := p.Hello.CUDA
+		name, total, uuid = c.Name, session.Bytes(c.Total), c.UUID
+	}
+	if d := pickDevice(m.cfg.devices, uuid); d != nil {
+		name, total = d.Name, session.Bytes(d.Total)
+	}
+	dev := name
+	if total.Known() {
+		dev += " " + gibText(total)
+	}
+	dev = strings.TrimSpace(dev)
+	switch st := m.cfg.status; {
+	case st == "":
+	case strings.Contains(st, "unavailable"):
+		dev = strings.TrimSpace(dev + " " + styleWarn.Render(st))
+	case strings.Contains(st, "simulated") && !strings.Contains(dev, "simulated"):
+		dev = strings.TrimSpace(dev + " (simulated)")
+	}
+	if dev == "" {
+		dev = "no GPU known"
+	}
+	return dev
+}
+
+// pickDevice is the device with the process's CUDA UUID, else the first.
+func pickDevice(devs []probe.Device, uuid string) *probe.Device {
+	for i := range devs {
+		if uuid != "" && strings.EqualFold(strings.TrimPrefix(devs[i].UUID, "GPU-"), strings.TrimPrefix(uuid, "GPU-")) {
+			return &devs[i]
+		}
+	}
+	if len(devs) > 0 {
+		return &devs[0]
+	}
+	return nil
+}
+
+// connText is the connection state, or the replay's.
+func (m *Model) connText(p *session.Process) string {
+	if m.replay != nil {
+		r := m.replay
+		state := "▶ " + speedNames[r.speed]
+		if r.paused {
+			state = "⏸ paused"
+		}
+		if r.done() {
+			state = "■ ended"
+		}
+		return styleInfo.Render("replay "+state) + fmt.Sprintf(" %s/%s", elapsed(r.now.Sub(r.start), false), elapsed(r.length(), false))
+	}
+	switch {
+	case p == nil:
+		return styleWarn.Render("◌ waiting for a training process")
+	case p.Connected:
+		return styleOK.Render("● connected")
+	default:
+		return styleBad.Render("○ disconnected")
+	}
+}
+
+// processText is the second header line: which process, of how many, and
+// what it runs.
+func (m *Model) processText(p *session.Process) string {
+	if p == nil {
+		if m.replay != nil {
+			return styleDim.Render("no training process in this recording yet")
+		}
+		return styleDim.Render("listening on " + m.socketName())
+	}
+	h := &p.Hello
+	parts := []string{styleBold.Render(p.Label()) + fmt.Sprintf(" (%d/%d)", m.proc+1, len(m.store.Processes()))}
+	if len(h.Argv) > 0 {
+		parts = append(parts, strings.Join(h.Argv, " "))
+	}
+	if h.Torch != "" {
+		parts = append(parts, "torch "+h.Torch)
+	}
+	if h.Host != "" {
+		parts = append(parts, h.Host)
+	}
+	if m.paused {
+		parts = append(parts, styleWarn.Render("⏸ PAUSED (view frozen)"))
+	}
+	return strings.Join(parts, styleDim.Render(" · "))
+}
+
+func (m *Model) socketName() string {
+	if m.cfg.socket == "" {
+		return "the vramscope socket"
+	}
+	return m.cfg.socket
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,69 @@
+package tui
+
+import "github.com/charmbracelet/bubbles/key"
+
+// keyMap is every binding of the TUI; help renders it.
+type keyMap struct {
+	Quit, Help, Pause, Left, Right, ZoomIn, ZoomOut key.Binding
+	Tab, Record, Speed, Up, Down, PgUp, PgDown      key.Binding
+	Home, End                                       key.Binding
+}
+
+func newKeyMap(replay, canRecord bool) keyMap {
+	k := keyMap{
+		Quit:    key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Help:    key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Pause:   key.NewBinding(key.WithKeys(" "), key.WithHelp("space", "pause")),
+		Left:    key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←", "earlier")),
+		Right:   key.NewBinding(key.WithKeys("right", "l"), key.WithHelp("→", "later")),
+		ZoomIn:  key.NewBinding(key.WithKeys("+", "="), key.WithHelp("+", "zoom in")),
+		ZoomOut: key.NewBinding(key.WithKeys("-", "_"), key.WithHelp("-", "zoom out")),
+		Tab:     key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "process")),
+		Record:  key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "record")),
+		Speed:   key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "speed")),
+		Up:      key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑", "older step")),
+		Down:    key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓", "newer step")),
+		PgUp:    key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "page up")),
+		PgDown:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
+		Home:    key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("home/g", "first step")),
+		End:     key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("end/G", "follow newest")),
+	}
+	if replay {
+		k.Pause.SetHelp("space", "pause")
+		k.Left.SetHelp("←", "seek back")
+		k.Right.SetHelp("→", "seek forward")
+		k.Record.SetEnabled(false)
+	} else {
+		k.Speed.SetEnabled(false)
+		k.Record.SetEnabled(canRecord)
+	}
+	return k
+}
+
+// ShortHelp is the one-line hint of the footer: pairs of bindings are
+// folded into one hint each.
+func (k keyMap) ShortHelp() []key.Binding {
+	pair := func(a, b key.Binding, keys, desc string) key.Binding {
+		c := key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...), key.WithHelp(keys, desc))
+		c.SetEnabled(a.Enabled())
+		return c
+	}
+	left := "time"
+	if !k.Record.Enabled() && k.Speed.Enabled() {
+		left = "seek"
+	}
+	return []key.Binding{
+		k.Quit, k.Help, k.Pause,
+		pair(k.Left, k.Right, "←/→", left), pair(k.ZoomIn, k.ZoomOut, "+/-", "zoom"),
+		pair(k.Up, k.Down, "↑/↓", "steps"), k.Tab, k.Record, k.Speed,
+	}
+}
+
+// FullHelp is the help overlay, one column per group.
+func (k keyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.Quit, k.Help, k.Pause, k.Tab, k.Record, k.Speed},
+		{k.Left, k.Right, k.ZoomIn, k.ZoomOut},
+		{k.Up, k.Down, k.PgUp, k.PgDown, k.Home, k.End},
+	}
+}

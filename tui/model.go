@@ -1,0 +1,256 @@
+// Package tui is vramscope's live view: a bubbletea program that renders a
+// session.Store (memory chart with the training phases, step table, warmup
+// banner, memory anatomy) from the events a Source hands it, or replays
+// recorded events on a virtual clock. It does no I/O in Update: sources and
+// the recorder are interfaces it defines, called from commands.
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// frameTick paces rendering: batches are applied as they come, frames are
+// drawn at most fps times a second.
+type frameTick time.Time
+
+// zoomLevels are the chart windows +/- step through; one past the last is
+// the whole session.
+var zoomLevels = []time.Duration{
+	5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute,
+	5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+	6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
+const defaultZoom = 3 // one minute
+
+// Model is the TUI's root model. It routes: global keys here, the table's
+// keys to the table, sizes to the children. Build it with New.
+type Model struct {
+	cfg    config
+	store  *session.Store
+	keys   keyMap
+	help   help.Model
+	ctx    context.Context
+	cancel context.CancelFunc
+	replay *replayClock
+
+	w, h     int
+	proc     int // index of the process shown
+	zoom     int
+	anchor   time.Time // right edge of the chart when scrolled back; zero follows
+	paused   bool
+	frozen   time.Time // live pause: the instant the view froze at
+	frozenAt int       // live pause: the newest step shown
+	showHelp bool
+
+	recPath, recErr, srcErr string
+
+	chart *memChart
+	table stepsTable
+	diag  *diagCache
+	dirty bool
+	frame string
+}
+
+// New builds the model. Without WithSource or WithReplay it shows a store
+// that nothing feeds (WithStore), or the waiting screen.
+func New(opts ...Option) Model {
+	cfg := config{fps: 15, clock: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := Model{
+		cfg: cfg, store: cfg.store, ctx: ctx, cancel: cancel,
+		keys: newKeyMap(cfg.replaySet, cfg.recorder != nil), help: help.New(),
+		zoom: defaultZoom, chart: newMemChart(), table: newStepsTable(), diag: &diagCache{},
+		w: 80, h: 24, dirty: true,
+	}
+	if m.store == nil || cfg.replaySet {
+		m.store = session.New()
+	}
+	if cfg.replaySet {
+		m.replay = newReplayClock(cfg.replay)
+	}
+	if cfg.recorder != nil {
+		m.recPath = cfg.recorder.Path() // before the program starts, not in Update
+	}
+	m.resize(m.w, m.h)
+	return m
+}
+
+// Store is the store the model renders (replay seeks replace it).
+func (m Model) Store() *session.Store { return m.store }
+
+// Init starts the source reader and the frame clock.
+func (m Model) Init() tea.Cmd {
+	cmds := []tea.Cmd{m.tick()}
+	if m.cfg.source != nil && m.replay == nil {
+		cmds = append(cmds, waitBatch(m.ctx, m.cfg.source))
+	}
+	return tea.Batch(cmds...)
+}
+
+func (m Model) tick() tea.Cmd {
+	return tea.Tick(time.Second/time.Duration(m.cfg.fps), func(t time.Time) tea.Msg { return frameTick(t) })
+}
+
+// Update routes a message and returns the next model.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.resize(msg.Width, msg.Height)
+		m.render()
+		return m, nil
+	case tea.KeyMsg:
+		return m.key(msg)
+	case batchMsg:
+		m.store.ApplyAll(msg)
+		m.dirty = true
+		return m, waitBatch(m.ctx, m.cfg.source)
+	case sourceErrMsg:
+		m.logf("source: %v", msg.err)
+		if !errors.Is(msg.err, io.EOF) { // EOF: the feed simply ended
+			m.srcErr = msg.err.Error()
+		}
+		m.dirty = true
+		return m, nil
+	case recordMsg:
+		m.recPath, m.recErr = msg.path, ""
+		if msg.err != nil {
+			m.recErr = msg.err.Error()
+			m.logf("record: %v", msg.err)
+		}
+		m.render()
+		return m, nil
+	case frameTick:
+		if m.replay != nil && !m.replay.done() {
+			m.replay.tick(time.Time(msg), m.store)
+			m.dirty = true
+		}
+		if m.dirty && !m.paused {
+			m.render()
+		}
+		return m, m.tick()
+	}
+	return m, nil
+}
+
+// key handles the global keys and hands the rest to the steps table.
+func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	k := m.keys
+	var cmd tea.Cmd
+	switch {
+	case key.Matches(msg, k.Quit):
+		m.cancel()
+		return m, tea.Quit
+	case key.Matches(msg, k.Help):
+		m.showHelp = !m.showHelp
+	case m.showHelp && msg.Type == tea.KeyEsc:
+		m.showHelp = false
+	case key.Matches(msg, k.Pause):
+		m.togglePause()
+	case key.Matches(msg, k.Left):
+		m.scroll(-1)
+	case key.Matches(msg, k.Right):
+		m.scroll(1)
+	case key.Matches(msg, k.ZoomIn):
+		m.zoomBy(-1)
+	case key.Matches(msg, k.ZoomOut):
+		m.zoomBy(1)
+	case key.Matches(msg, k.Tab):
+		if n := len(m.store.Processes()); n > 0 {
+			m.proc = (m.proc + 1) % n
+			m.table = newStepsTable()
+			m.table.w, m.table.h = m.tableSize()
+		}
+	case key.Matches(msg, k.Speed):
+		if m.replay != nil {
+			m.replay.speed = (m.replay.speed + 1) % len(speedNames)
+		}
+	case key.Matches(msg, k.Record):
+		cmd = toggleRecording(m.cfg.recorder, m.recPath != "", m.cfg.recordPath)
+	default:
+		m.table = m.table.update(msg, k, m.visibleSteps(m.process()))
+	}
+	m.render()
+	return m, cmd
+}
+
+func (m *Model) togglePause() {
+	if m.replay != nil {
+		m.replay.paused = !m.replay.paused
+		return
+	}
+	m.paused = !m.paused
+	if m.paused {
+		m.frozen, m.frozenAt = m.now(), -1
+		if p := m.process(); p != nil {
+			if st := p.Steps(); len(st) > 0 {
+				m.frozenAt = st[len(st)-1].Index
+			}
+		}
+	}
+}
+
+// process is the process shown, nil before the first.
+func (m *Model) process() *session.Process {
+	ps := m.store.Processes()
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps[min(m.proc, len(ps)-1)]
+}
+
+// now is the right edge of the live view: the newest data, the frozen
+// instant while paused, the virtual clock in replay.
+func (m *Model) now() time.Time {
+	switch {
+	case m.replay != nil:
+		return m.replay.now
+	case m.paused:
+		return m.frozen
+	}
+	return m.store.Last()
+}
+
+// elapsed is the session time shown in the header.
+func (m *Model) elapsed() time.Duration {
+	if m.replay != nil || m.paused {
+		return m.now().Sub(m.store.Start())
+	}
+	return m.cfg.clock().Sub(m.store.Start())
+}
+
+// visibleSteps are the steps of p the table shows (up to the frozen one
+// while paused).
+func (m *Model) visibleSteps(p *session.Process) []*session.Step {
+	if p == nil {
+		return nil
+	}
+	st := p.Steps()
+	if m.paused {
+		for len(st) > 0 && st[len(st)-1].Index > m.frozenAt {
+			st = st[:len(st)-1]
+		}
+	}
+	return st
+}
+
+func (m *Model) logf(format string, args ...any) {
+	if m.cfg.debug != nil {
+		fmt.Fprintf(m.cfg.debug, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
+	}
+}
+
+var _ tea.Model = Model{}

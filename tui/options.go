@@ -1,0 +1,79 @@
+package tui
+
+import (
+	"io"
+	"time"
+
+	"github.com/vramscope/vramscope/probe"
+	"github.com/vramscope/vramscope/session"
+)
+
+// Option configures a Model built by New.
+type Option func(*config)
+
+// config is everything New takes; see the With functions for each field.
+type config struct {
+	source     Source
+	recorder   Recorder
+	recordPath string
+	replay     []session.Event
+	replaySet  bool
+	status     string
+	devices    []probe.Device
+	title      string
+	socket     string
+	clock      func() time.Time
+	fps        int
+	debug      io.Writer
+	store      *session.Store
+}
+
+// WithSource makes the TUI live: it applies the batches src hands over.
+func WithSource(src Source) Option { return func(c *config) { c.source = src } }
+
+// WithRecorder enables the 'r' key: it starts recording into defaultPath,
+// or stops the recording in progress (live mode only).
+func WithRecorder(rec Recorder, defaultPath string) Option {
+	return func(c *config) { c.recorder, c.recordPath = rec, defaultPath }
+}
+
+// WithReplay puts the TUI in replay mode over events (in time order): it
+// owns a virtual clock that can be paused, sped up and sought.
+func WithReplay(events []session.Event) Option {
+	return func(c *config) { c.replay, c.replaySet = events, true }
+}
+
+// WithDevice sets what the header says of the GPU: the sampler's status
+// line ("NVML 12.550.54", "simulated", "NVML unavailable: <reason>") and
+// the devices it lists.
+func WithDevice(status string, devs []probe.Device) Option {
+	return func(c *config) { c.status, c.devices = status, devs }
+}
+
+// WithTitle replaces "vramscope" at the left of the header.
+func WithTitle(title string) Option { return func(c *config) { c.title = title } }
+
+// WithSocket names the socket the monitor listens on, for the waiting
+// message shown before any process connects.
+func WithSocket(path string) Option { return func(c *config) { c.socket = path } }
+
+// WithClock injects the wall clock the header's elapsed time is read from
+// (default time.Now); tests use a fixed one.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithFPS caps how many frames a second are rendered (default 15, 1 to 60).
+func WithFPS(n int) Option {
+	return func(c *config) {
+		if n >= 1 && n <= 60 {
+			c.fps = n
+		}
+	}
+}
+
+// WithDebugLog makes the TUI write a line per notable event (source error,
+// recording toggle, panic) to w, never to stdout or stderr.
+func WithDebugLog(w io.Writer) Option { return func(c *config) { c.debug = w } }
+
+// WithStore shows an existing store instead of a new, empty one (its
+// events are kept; a Source adds to it). Replay mode ignores it.
+func WithStore(s *session.Store) Option { return func(c *config) { c.store = s } }

@@ -1,0 +1,98 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// panelMinWidth is the terminal width from which the anatomy panel shows.
+const panelMinWidth = 120
+
+// layerLooks are the stacked bar's letters and colours, in List order.
+var layerLooks = []struct {
+	letter string
+	color  lipgloss.Color
+}{
+	{"W", "12"}, {"G", "14"}, {"O", "13"}, {"A", "10"}, {"T", "11"},
+	{"C", "8"}, {"N", "9"}, {"X", "7"},
+}
+
+// anatomyView renders the memory layers of the process, now and at its
+// session peak, as a stacked bar and a table, in w × h cells.
+func anatomyView(b session.Breakdown, total session.Bytes, w, h int) string {
+	now, peak := b.Now.List(), b.Peak.List()
+	lines := []string{styleHeading.Render("Memory anatomy")}
+	lines = append(lines, stackedBar(now, w), "")
+	lines = append(lines, styleDim.Render(fmt.Sprintf("%-19s%9s%9s", "", "now", "at peak")))
+	for i, l := range now {
+		style := lipgloss.NewStyle().Foreground(layerLooks[i].color)
+		lines = append(lines, style.Render(layerLooks[i].letter)+fmt.Sprintf(" %-17s%9s%9s",
+			clip(l.Name, 17), mib(l.Bytes), mib(peak[i].Bytes)))
+	}
+	lines = append(lines, "",
+		fmt.Sprintf("%-19s%9s%9s", "allocated", mib(b.Now.Allocated), mib(b.Peak.Allocated)),
+		fmt.Sprintf("%-19s%9s%9s", "reserved", mib(b.Now.Reserved), mib(b.Peak.Reserved)),
+		fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), mib(b.Peak.ProcessUsed)),
+		"")
+	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
+	if b.Peak.Step >= 0 {
+		lines = append(lines, styleDim.Render(fmt.Sprintf("peak: step %d, in %s", b.Peak.Step, b.Peak.Phase)))
+	}
+	if b.Now.Step >= 0 {
+		lines = append(lines, styleDim.Render(fmt.Sprintf("now: step %d, in %s", b.Now.Step, b.Now.Phase)))
+	}
+	if total.Known() && b.Now.Reserved.Known() && total > 0 {
+		lines = append(lines, styleDim.Render(fmt.Sprintf("reserved: %s of %s (%.0f%%)",
+			gibText(b.Now.Reserved), gibText(total), 100*float64(b.Now.Reserved)/float64(total))))
+	}
+	return padLines(strings.Join(lines, "\n"), w, h)
+}
+
+// mib formats a layer in MiB, "–" when unknown.
+func mib(b session.Bytes) string { return b.MiBString() }
+
+// stackedBar splits w cells between the known layers, in proportion, each
+// drawn with its letter (readable without colour) on its colour.
+func stackedBar(layers []session.Layer, w int) string {
+	var sum float64
+	for _, l := range layers {
+		if l.Bytes.Known() {
+			sum += float64(l.Bytes)
+		}
+	}
+	if sum <= 0 || w <= 2 {
+		return styleDim.Render("[" + strings.Repeat("·", max(w-2, 0)) + "]")
+	}
+	inner := w - 2
+	var b strings.Builder
+	b.WriteString("[")
+	used, acc := 0, 0.0
+	for i, l := range layers {
+		if !l.Bytes.Known() || l.Bytes == 0 {
+			continue
+		}
+		acc += float64(l.Bytes)
+		n := int(acc/sum*float64(inner)+0.5) - used
+		if n <= 0 {
+			continue
+		}
+		used += n
+		style := lipgloss.NewStyle().Background(layerLooks[i].color).Foreground(lipgloss.Color("0"))
+		b.WriteString(style.Render(strings.Repeat(layerLooks[i].letter, n)))
+	}
+	b.WriteString(strings.Repeat(" ", max(inner-used, 0)) + "]")
+	return b.String()
+}
+
+// gibText is a short GiB figure: "4.4 GiB", "80 GiB".
+func gibText(b session.Bytes) string {
+	if !b.Known() {
+		return "–"
+	}
+	return trimZero(math.Round(float64(b)/gib*10)/10) + " GiB"
+}

@@ -1,0 +1,114 @@
+package tui
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// stripCell is what one cell of the phase strip shows: the phase with the
+// highest allocated peak among those that overlap the cell, so a spike in
+// the plot sits above the letter of the phase it happened in.
+type stripCell struct {
+	look phaseLook
+	peak session.Bytes
+	set  bool
+}
+
+// visibleSpans returns the spans that may overlap [from, to): spans are in
+// start order, and a span rarely outlives the 64 that follow it.
+func visibleSpans(spans []session.Span, from, to time.Time) []session.Span {
+	lo := searchStart(spans, from)
+	lo = max(lo-64, 0)
+	hi := searchStart(spans, to)
+	return spans[lo:hi]
+}
+
+func searchStart(spans []session.Span, t time.Time) int {
+	lo, hi := 0, len(spans)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if spans[mid].Start.Before(t) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// cellRange maps [a, b) to the cells it covers, false when outside.
+func cellRange(a, b, from, to time.Time, cells int) (int, int, bool) {
+	if !b.After(from) || !a.Before(to) || cells <= 0 {
+		return 0, 0, false
+	}
+	w := float64(to.Sub(from))
+	i := int(float64(a.Sub(from)) / w * float64(cells))
+	j := int(float64(b.Sub(from)) / w * float64(cells))
+	return max(i, 0), min(max(j, i), cells-1), true
+}
+
+// phaseStrip renders one line: left blank cells, then a letter per cell.
+func phaseStrip(spans []session.Span, from, to time.Time, left, cells, w int) string {
+	row := make([]stripCell, max(cells, 0))
+	for _, sp := range visibleSpans(spans, from, to) {
+		end := sp.End
+		if sp.Open() {
+			end = to
+		}
+		i, j, ok := cellRange(sp.Start, end, from, to, cells)
+		if !ok {
+			continue
+		}
+		for k := i; k <= j; k++ {
+			if c := &row[k]; !c.set || sp.PeakAllocated > c.peak {
+				*c = stripCell{lookOf(sp.Name, sp.User), sp.PeakAllocated, true}
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString(strings.Repeat(" ", left))
+	for k := 0; k < len(row); {
+		c := row[k]
+		n := 1
+		for k+n < len(row) && row[k+n].set == c.set && row[k+n].look.letter == c.look.letter {
+			n++
+		}
+		if c.set {
+			b.WriteString(c.look.style.Render(strings.Repeat(string(c.look.letter), n)))
+		} else {
+			b.WriteString(strings.Repeat(" ", n))
+		}
+		k += n
+	}
+	return fit(b.String(), w)
+}
+
+// stepLabels renders one line with each step's number at the cell where it
+// begins, as many as fit without touching.
+func stepLabels(spans []session.Span, from, to time.Time, left, cells, w int) string {
+	line := []rune(strings.Repeat(" ", max(left+cells, 0)))
+	if left >= 5 {
+		copy(line, []rune("step"))
+	}
+	free, last := left, -1
+	for _, sp := range visibleSpans(spans, from, to) {
+		if sp.User || sp.Step == last || sp.Start.Before(from) {
+			continue
+		}
+		last = sp.Step
+		i, _, ok := cellRange(sp.Start, sp.Start.Add(1), from, to, cells)
+		if !ok || left+i < free {
+			continue
+		}
+		label := []rune("┊" + strconv.Itoa(sp.Step))
+		if left+i+len(label) > len(line) {
+			break
+		}
+		copy(line[left+i:], label)
+		free = left + i + len(label) + 1
+	}
+	return fit(styleDim.Render(string(line)), w)
+}

@@ -1,0 +1,205 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// stepsTable is the step × phase table. It follows the newest step until
+// the user scrolls up; top is then the index of the first step shown, so
+// new steps do not move the rows under the reader's eyes.
+type stepsTable struct {
+	w, h   int
+	top    int // step index of the first row when not following
+	follow bool
+}
+
+// rowMarks says which rows to highlight.
+type rowMarks struct {
+	warmupFrom, warmupTo int // warmup steps, [from, to); empty when to <= from
+	peak                 int // step that set the session peak, -1 if none
+}
+
+func newStepsTable() stepsTable { return stepsTable{follow: true} }
+
+// rows is how many step rows fit: two header lines and one hint line.
+func (t stepsTable) rows() int { return max(t.h-3, 1) }
+
+// first is the position in steps of the first row shown.
+func (t stepsTable) first(steps []*session.Step) int {
+	n := t.rows()
+	if t.follow || len(steps) <= n {
+		return max(len(steps)-n, 0)
+	}
+	i := sort.Search(len(steps), func(i int) bool { return steps[i].Index >= t.top })
+	return min(i, len(steps)-n)
+}
+
+// update handles the table's keys against the steps on display.
+func (t stepsTable) update(msg tea.KeyMsg, k keyMap, steps []*session.Step) stepsTable {
+	n, cur := t.rows(), t.first(steps)
+	last := max(len(steps)-n, 0) // first row when at the bottom
+	move := 0
+	switch {
+	case key.Matches(msg, k.Up):
+		move = -1
+	case key.Matches(msg, k.Down):
+		move = 1
+	case key.Matches(msg, k.PgUp):
+		move = -n
+	case key.Matches(msg, k.PgDown):
+		move = n
+	case key.Matches(msg, k.Home):
+		move = -cur
+	case key.Matches(msg, k.End):
+		t.follow = true
+		return t
+	default:
+		return t
+	}
+	to := min(max(cur+move, 0), last)
+	if to >= last && move > 0 || last == 0 {
+		t.follow = true
+		return t
+	}
+	if to < last {
+		t.follow, t.top = false, steps[to].Index
+	}
+	return t
+}
+
+// phaseColumns lists the phases of the steps shown: the automatic ones in
+// training order, then the user's in order of appearance.
+func phaseColumns(steps []*session.Step) []string {
+	auto := []string{"zero_grad", "forward", "loss", "backward", "step"}
+	has := map[string]bool{}
+	var user []string
+	for _, st := range steps {
+		for _, c := range st.Phases {
+			if !has[c.Name] {
+				has[c.Name] = true
+				if c.User {
+					user = append(user, c.Name)
+				}
+			}
+		}
+	}
+	var cols []string
+	for _, n := range auto {
+		if has[n] {
+			cols = append(cols, n)
+		}
+	}
+	return append(cols, user...)
+}
+
+// view renders exactly t.h lines of t.w cells.
+func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
+	from := t.first(steps)
+	shown := steps[from:min(from+t.rows(), len(steps))]
+	cols := phaseColumns(shown)
+	// Each phase cell is "end peak" in MiB; narrow terminals keep the peak.
+	cellW, both := 11, true
+	fixed := 7 + 7 + 8
+	for len(cols) > 0 && fixed+len(cols)*cellW > t.w {
+		if both {
+			cellW, both = 7, false
+			continue
+		}
+		cols = cols[:len(cols)-1]
+	}
+	var b strings.Builder
+	h1 := fmt.Sprintf("%-7s", "step")
+	h2 := fmt.Sprintf("%-7s", "")
+	for _, c := range cols {
+		h1 += fmt.Sprintf("%*s", cellW, clip(c, cellW-1))
+		if both {
+			h2 += fmt.Sprintf("%*s%*s", 5, "end", 6, "peak")
+		} else {
+			h2 += fmt.Sprintf("%*s", cellW, "peak")
+		}
+	}
+	h1 += fmt.Sprintf("%7s%8s", "peak", "time")
+	h2 += fmt.Sprintf("%7s%8s", "MiB", "")
+	b.WriteString(fit(styleHeading.Render(h1), t.w) + "\n" + fit(styleDim.Render(h2), t.w))
+	for _, st := range shown {
+		b.WriteString("\n" + fit(t.row(st, cols, both, cellW, marks), t.w))
+	}
+	for i := len(shown); i < t.rows(); i++ {
+		b.WriteString("\n" + fit("", t.w))
+	}
+	hint := styleDim.Render("▲ session peak · w warmup · ≥ lower bound (peak not exact)")
+	if !t.follow && len(steps) > t.rows() {
+		hint = styleWarn.Render("following paused") + styleDim.Render(" — end/G to follow the newest step")
+	}
+	b.WriteString("\n" + fit(hint, t.w))
+	return b.String()
+}
+
+func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, marks rowMarks) string {
+	mark := " "
+	warm := st.Index >= marks.warmupFrom && st.Index < marks.warmupTo
+	switch {
+	case st.Index == marks.peak:
+		mark = "▲"
+	case warm:
+		mark = "w"
+	}
+	s := fmt.Sprintf("%s %-5d", mark, st.Index)
+	for _, name := range cols {
+		c := st.Cell(name)
+		switch {
+		case c == nil:
+			s += fmt.Sprintf("%*s", cellW, "·")
+		case both:
+			s += fmt.Sprintf("%*s%*s", 5, c.AllocatedEnd.MiBString(), 6, peakText(c))
+		default:
+			s += fmt.Sprintf("%*s", cellW, peakText(c))
+		}
+	}
+	s += fmt.Sprintf("%7s%8s", st.PeakAllocated.MiBString(), durText(st))
+	switch {
+	case st.Index == marks.peak:
+		return stylePeakRow.Render(s)
+	case warm:
+		return styleWarmRow.Render(s)
+	}
+	return s
+}
+
+// peakText is a cell's peak in MiB, "≥" marking a lower bound.
+func peakText(c *session.Cell) string {
+	if !c.PeakAllocated.Known() {
+		return "–"
+	}
+	if !c.Exact {
+		return "≥" + c.PeakAllocated.MiBString()
+	}
+	return c.PeakAllocated.MiBString()
+}
+
+func durText(st *session.Step) string {
+	d := st.Duration()
+	if d <= 0 {
+		return "–"
+	}
+	if d < 10e9 {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+// clip cuts a plain string to n runes.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:max(n-1, 0)]) + "…"
+}

@@ -1,0 +1,165 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// layout is how the screen is split.
+type layout struct {
+	bodyH          int // between the banner and the footer
+	leftW, panelW  int // the panel is 0 wide below panelMinWidth columns
+	chartH, tableH int
+	diagH          int // diagnosis lines under the chart
+}
+
+// Fixed rows: two header lines, the banner and the footer.
+const chromeRows = 4
+
+func (m *Model) layout() layout {
+	l := layout{bodyH: max(m.h-chromeRows, 6), leftW: m.w}
+	if m.w >= panelMinWidth {
+		l.panelW = min(max(m.w/4, 38), 48)
+		l.leftW = m.w - l.panelW - 1
+	}
+	if m.h >= 40 {
+		l.diagH = 4
+	}
+	l.chartH = max(l.bodyH/2, 8)
+	l.tableH = max(l.bodyH-l.chartH-l.diagH, 4)
+	return l
+}
+
+func (m *Model) resize(w, h int) {
+	m.w, m.h = w, h
+	l := m.layout()
+	m.chart.resize(l.leftW, l.chartH-1) // one line for the chart's title
+	m.table.w, m.table.h = m.tableSize()
+	m.help.Width = w
+	m.dirty = true
+}
+
+func (m *Model) tableSize() (int, int) {
+	l := m.layout()
+	return l.leftW, l.tableH
+}
+
+// View returns the last rendered frame: rendering happens in Update, at
+// most once per frame tick (and at once after a key or a resize), so View
+// costs nothing however often bubbletea asks.
+func (m Model) View() string { return m.frame }
+
+// render draws the whole screen into m.frame.
+func (m *Model) render() {
+	m.dirty = false
+	p := m.process()
+	l := m.layout()
+	var d *session.Diagnosis
+	if p != nil {
+		d = m.diag.get(m.store, p)
+	}
+	var body string
+	switch {
+	case m.showHelp:
+		body = m.helpView(l.bodyH)
+	case p == nil:
+		body = m.emptyView(l.bodyH)
+	default:
+		body = m.bodyView(p, d, l)
+	}
+	parts := []string{m.headerView(p), fit(bannerText(d), m.w), body, fit(m.footerView(), m.w)}
+	m.frame = strings.Join(parts, "\n")
+}
+
+// bodyView is the chart, the diagnosis lines and the table, with the
+// anatomy panel on the right when the terminal is wide enough.
+func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) string {
+	from, to := m.window()
+	title := styleBold.Render("Memory") + styleDim.Render(" · "+m.zoomName())
+	if !m.anchor.IsZero() && m.replay == nil {
+		title += styleWarn.Render(" · ◀ " + elapsed(m.now().Sub(to), false) + " back")
+	}
+	title += "  " + seriesLegend(p, l.leftW-lipgloss.Width(title)-2)
+	left := []string{fit(title, l.leftW), m.chart.render(p, from, to, m.store.Start())}
+	if l.diagH > 0 {
+		var lines []string
+		if d != nil {
+			lines = d.Lines()
+			if len(lines) > 0 && lines[0] == d.Headline() {
+				lines = lines[1:] // the banner says it already
+			}
+		}
+		for i := range lines {
+			lines[i] = styleDim.Render("  · ") + lines[i]
+		}
+		left = append(left, padLines(strings.Join(lines, "\n"), l.leftW, l.diagH))
+	}
+	marks := rowMarks{peak: -1}
+	if d != nil {
+		marks = marksOf(d)
+	}
+	left = append(left, m.table.view(m.visibleSteps(p), marks))
+	leftView := padLines(strings.Join(left, "\n"), l.leftW, l.bodyH)
+	if l.panelW == 0 {
+		return leftView
+	}
+	total := session.Unknown
+	if p.Hello.CUDA != nil {
+		total = session.Bytes(p.Hello.CUDA.Total)
+	}
+	panel := anatomyView(session.LayersOf(m.store, p), total, l.panelW, l.bodyH)
+	sep := strings.TrimSuffix(strings.Repeat(styleDim.Render("│")+"\n", l.bodyH), "\n")
+	return lipgloss.JoinHorizontal(lipgloss.Top, leftView, sep, panel)
+}
+
+// emptyView is the screen before any process has connected.
+func (m *Model) emptyView(h int) string {
+	var msg string
+	if m.replay != nil {
+		msg = styleBold.Render("This recording holds no training process yet.")
+	} else {
+		msg = strings.Join([]string{
+			styleBold.Render("Waiting for a training process on " + m.socketName()),
+			"",
+			"Add this to your training script:",
+			"",
+			styleInfo.Render("    import vramscope"),
+			styleInfo.Render("    vramscope.watch(model, optimizer)"),
+			"",
+			styleDim.Render("No GPU at hand? Try `vramscope demo`."),
+		}, "\n")
+	}
+	box := styleBox.Render(msg)
+	return padLines(lipgloss.Place(m.w, h, lipgloss.Center, lipgloss.Center, box), m.w, h)
+}
+
+// helpView lists every binding.
+func (m *Model) helpView(h int) string {
+	title := styleBold.Render("Keys") + styleDim.Render("  (? or esc to close)")
+	box := styleBox.Render(title + "\n\n" + m.help.FullHelpView(m.keys.FullHelp()))
+	return padLines(lipgloss.Place(m.w, h, lipgloss.Center, lipgloss.Center, box), m.w, h)
+}
+
+// footerView is the view's state, then the short key help.
+func (m *Model) footerView() string {
+	var state []string
+	switch {
+	case m.replay != nil && m.replay.paused:
+		state = append(state, styleWarn.Render("⏸ PAUSED"))
+	case m.paused:
+		state = append(state, styleWarn.Render("⏸ PAUSED"))
+	}
+	if m.replay != nil {
+		state = append(state, styleInfo.Render("speed "+speedNames[m.replay.speed]))
+	}
+	prefix := strings.Join(state, " ")
+	if prefix != "" {
+		prefix += "  "
+	}
+	hm := m.help
+	hm.Width = max(m.w-lipgloss.Width(prefix), 10)
+	return prefix + hm.ShortHelpView(m.keys.ShortHelp())
+}
