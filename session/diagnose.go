@@ -138,9 +138,10 @@ type Causes struct {
 // OptimizerSpike is how far the newest finished step's "step" phase peaks
 // above allocated at its start: temporaries of foreach/fused optimizers.
 type OptimizerSpike struct {
-	Step  int   `json:"step"` // -1 when no step phase is known
-	Start Bytes `json:"start"`
-	Peak  Bytes `json:"peak"`
+	Step int `json:"step"` // -1 when no step phase is known
+	// Start is allocated at the phase's start, Peak its allocated peak.
+	Start Bytes `json:"start_allocated"`
+	Peak  Bytes `json:"peak_allocated"`
 	Bytes Bytes `json:"bytes"`
 	Exact bool  `json:"exact"` // false: Peak is a lower bound
 	// Reported is true when Bytes reaches OptimizerSpikeMin.

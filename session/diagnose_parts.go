@@ -94,16 +94,18 @@ func need(s *Store, p *Process, d *Diagnosis, tail []StepPeak) Need {
 	switch p.GPUSource {
 	case "process":
 		if others := d.Layers.Now.OtherProcesses; gpu.Known() && others.Known() {
-			n.Used, n.UsedBasis = gpu+others, "NVML process peak + other processes now"
+			n.Used, n.UsedBasis = gpu+others, "NVML process peak plus other processes now"
 		}
 	case "device":
 		n.Used, n.UsedBasis = gpu, "NVML device used, all processes"
 	}
 	if !n.Used.Known() && n.Reserved.Known() {
-		n.Used, n.UsedBasis = n.Reserved, "peak reserved (no NVML: CUDA context and other processes not counted)"
+		n.Used, n.UsedBasis = n.Reserved, "peak reserved; without NVML the CUDA context and other processes are not counted"
 	}
 	n.Headroom = gap(n.DeviceTotal, n.Used)
-	n.Batch = batch(p, n.Headroom, n.UsedBasis)
+	if n.Steady { // a growing run has no batch that fits for good
+		n.Batch = batch(p, n.Headroom, n.UsedBasis)
+	}
 	return n
 }
 
@@ -147,7 +149,7 @@ func advise(d *Diagnosis) []Advice {
 	}
 	pk := &d.Layers.Peak
 	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {
-		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), where(d.Peak.Step, d.Peak.Phase))
+		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), Where(d.Peak.Step, d.Peak.Phase))
 		switch d.Peak.Dominant {
 		case "activations":
 			out = append(out, Advice{Text: "activation checkpointing, or smaller micro-batches with gradient accumulation", Because: because})
@@ -172,10 +174,17 @@ func shareOf(part, whole Bytes) (float64, bool) {
 	return float64(part) / float64(whole), true
 }
 
-// where names a phase of a step: "backward of step 1", or "step 1".
-func where(step int, phase string) string {
-	if phase == "" {
+// Where names a phase of a step: "backward of step 1", "optimizer step of
+// step 1" (the phase called step), "step 1" without a phase, "–" without a
+// step.
+func Where(step int, phase string) string {
+	switch {
+	case step < 0:
+		return "–"
+	case phase == "":
 		return fmt.Sprintf("step %d", step)
+	case phase == "step":
+		phase = "optimizer step"
 	}
 	return fmt.Sprintf("%s of step %d", phase, step)
 }

@@ -17,7 +17,7 @@ func (d *Diagnosis) Headline() string {
 	case PatternGrowth:
 		return fmt.Sprintf("growth: peak +%s/step over steps %d–%d — possible leak", d.GrowthPerStep.Human(), d.GrowthFrom, d.GrowthTo)
 	case PatternWarmup:
-		site := where(d.WarmupStep, d.WarmupPhase)
+		site := Where(d.WarmupStep, d.WarmupPhase)
 		if d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
 			return fmt.Sprintf("warmup: first steps peaked at %s MiB (%s), steady peak %s MiB since step %d",
 				d.WarmupPeak.MiBString(), site, d.PeakAfter.MiBString(), d.SteadyFrom)
@@ -42,7 +42,7 @@ func (d *Diagnosis) Lines() []string {
 		if !pk.Exact {
 			bound = " (at least)"
 		}
-		line := fmt.Sprintf("session peak %s MiB allocated%s, %s MiB reserved, in %s", pk.Allocated.MiBString(), bound, pk.Reserved.MiBString(), where(pk.Step, pk.Phase))
+		line := fmt.Sprintf("session peak %s MiB allocated%s, %s MiB reserved, in %s", pk.Allocated.MiBString(), bound, pk.Reserved.MiBString(), Where(pk.Step, pk.Phase))
 		if share, ok := shareOf(pk.DominantBytes, pk.Allocated); ok {
 			line += fmt.Sprintf("; largest part: %s %s MiB (%.0f%%)", pk.Dominant, pk.DominantBytes.MiBString(), 100*share)
 		}
@@ -79,12 +79,12 @@ func (d *Diagnosis) Lines() []string {
 		}
 		line := fmt.Sprintf("needed (%s peak): %s MiB allocated, %s MiB reserved", kind, n.Allocated.MiBString(), n.Reserved.MiBString())
 		if n.Headroom.Known() {
-			line += fmt.Sprintf("; headroom %s MiB of %s MiB (%s)", n.Headroom.MiBString(), n.DeviceTotal.MiBString(), n.UsedBasis)
+			line += fmt.Sprintf("; headroom %s of %s MiB (used: %s)", n.Headroom.MiBString(), n.DeviceTotal.MiBString(), n.UsedBasis)
 		}
 		lines = append(lines, line)
 	}
 	if b := d.Need.Batch; b != nil {
-		lines = append(lines, fmt.Sprintf("estimate: batch up to ~%d (now %d), assuming %s", b.Max, b.Current, strings.Join(b.Assumes, "; ")))
+		lines = append(lines, fmt.Sprintf("estimate: batch up to ~%d (now %d) if activations scale linearly with the batch (%s per sample)", b.Max, b.Current, b.PerSample.Human()))
 	}
 	for _, a := range d.Advice {
 		lines = append(lines, "→ "+a.Text+" — because "+a.Because)

@@ -1,0 +1,280 @@
+// Package report summarizes a session.Store as text (the classic
+// step × phase print-out, then totals, anatomy and diagnosis) or as JSON
+// (schema vramscope.report/v1, docs/report.md). It does no I/O of its own
+// beyond the writer it is given.
+package report
+
+import (
+	"time"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// Schema names the JSON layout. Additive changes (new fields) keep it;
+// removing or changing the meaning of a field makes a v2.
+const Schema = "vramscope.report/v1"
+
+// Report is the plain data model of a report: what WriteText prints and
+// WriteJSON encodes.
+type Report struct {
+	Schema string `json:"schema"`
+	// Start is the session start (the earliest event or hook time), UTC;
+	// nil for an empty store.
+	Start *time.Time `json:"start"`
+	// DurationS is the time from Start to the newest event, seconds.
+	DurationS float64 `json:"duration_s"`
+	// Errors counts the bad or orphan messages the store skipped.
+	Errors    int       `json:"errors"`
+	Processes []Process `json:"processes"`
+}
+
+// Process is one training process (one hook session).
+type Process struct {
+	Session   string   `json:"session"`
+	PID       int      `json:"pid"`
+	Rank      *int     `json:"rank"`
+	LocalRank *int     `json:"local_rank"`
+	WorldSize *int     `json:"world_size"`
+	Host      string   `json:"host"`
+	Argv      []string `json:"argv"`
+	// Torch is torch.__version__, nil when the hook did not report it.
+	Torch *string `json:"torch"`
+	// Device is the CUDA device, nil on CPU runs.
+	Device *Device `json:"device"`
+	// Hook is how the hook was configured, nil when not reported.
+	Hook *ipc.HookConfig `json:"hook"`
+	// NVML says what the driver figures are: "process" (this process's
+	// used memory), "device" (device used: per-process memory not visible)
+	// or "" (no NVML data).
+	NVML string `json:"nvml"`
+	// Connected is true when the recording ended without the hook's goodbye.
+	Connected bool `json:"connected"`
+	// Lost counts messages that never arrived (seq gaps), Duplicates the
+	// replayed ones ignored, Dropped and Evicted the hook's own losses.
+	Lost       uint64 `json:"lost"`
+	Duplicates uint64 `json:"duplicates"`
+	Dropped    uint64 `json:"dropped"`
+	Evicted    uint64 `json:"evicted"`
+	// StepsTotal is the number of steps in the session; Steps holds those
+	// the store kept (its first and most recent ones).
+	StepsTotal int       `json:"steps_total"`
+	Steps      []Step    `json:"steps"`
+	Totals     Totals    `json:"totals"`
+	Anatomy    Anatomy   `json:"anatomy"`
+	Diagnosis  Diagnosis `json:"diagnosis"`
+}
+
+// Device is the CUDA device a process runs on.
+type Device struct {
+	Index int           `json:"index"`
+	UUID  string        `json:"uuid"`
+	Name  string        `json:"name"`
+	Total session.Bytes `json:"total"`
+}
+
+// Step is one optimizer step and its phases, in the order they began.
+type Step struct {
+	Step   int     `json:"step"`
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	Micro  int     `json:"micro"`
+	Phases []Phase `json:"phases"`
+}
+
+// Phase is one cell of the step × phase table. Byte values are Unknown
+// (null) without their source.
+type Phase struct {
+	Phase  string  `json:"phase"`
+	User   bool    `json:"user"`
+	Count  int     `json:"count"`
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	// AllocatedEnd, MaxAllocatedEnd and ReservedEnd are the allocator's
+	// allocated, max_allocated and reserved at the phase's end.
+	AllocatedEnd    session.Bytes `json:"allocated_end"`
+	MaxAllocatedEnd session.Bytes `json:"max_allocated_end"`
+	ReservedEnd     session.Bytes `json:"reserved_end"`
+	// PeakAllocated and PeakReserved are the peaks in the phase;
+	// PeakExact is false when PeakAllocated is a lower bound.
+	PeakAllocated session.Bytes `json:"peak_allocated"`
+	PeakReserved  session.Bytes `json:"peak_reserved"`
+	PeakExact     bool          `json:"peak_exact"`
+	// NVMLPeak is the largest driver figure in the phase; NonPyTorch is
+	// NVMLPeak − PeakReserved (only when NVML is "process").
+	NVMLPeak   session.Bytes `json:"nvml_peak"`
+	NonPyTorch session.Bytes `json:"non_pytorch"`
+}
+
+// Totals summarize a process over the whole session.
+type Totals struct {
+	PeakAllocated      session.Bytes `json:"peak_allocated"`
+	PeakAllocatedStep  int           `json:"peak_allocated_step"`
+	PeakAllocatedPhase string        `json:"peak_allocated_phase"`
+	PeakReserved       session.Bytes `json:"peak_reserved"`
+	PeakReservedStep   int           `json:"peak_reserved_step"`
+	PeakReservedPhase  string        `json:"peak_reserved_phase"`
+	Steps              int           `json:"steps"`
+	DurationS          float64       `json:"duration_s"`
+}
+
+// Anatomy is the hook's newest tensor accounting and the derived layers.
+type Anatomy struct {
+	// Measured is the newest anatomy message, nil before the first.
+	Measured *Measured `json:"measured"`
+	// Now and Peak are the layers (docs/diagnosis.md).
+	Now  session.Layers `json:"now"`
+	Peak session.Layers `json:"peak"`
+}
+
+// Measured is one anatomy message as the hook sent it.
+type Measured struct {
+	Step        int           `json:"step"`
+	Weights     session.Bytes `json:"weights"`
+	Gradients   session.Bytes `json:"gradients"`
+	Optimizer   session.Bytes `json:"optimizer"`
+	Activations session.Bytes `json:"activations"`
+	BatchSize   *int64        `json:"batch_size"`
+	Params      int64         `json:"params"`
+	Device      string        `json:"device"`
+}
+
+// Diagnosis is session.Diagnosis with its rendered headline and lines.
+type Diagnosis struct {
+	session.Diagnosis
+	Headline string   `json:"headline"`
+	Lines    []string `json:"lines"`
+}
+
+// Build reads everything the store holds into a Report.
+func Build(s *session.Store) *Report {
+	r := &Report{Schema: Schema, Errors: s.Errors, Processes: []Process{}}
+	start, last := s.Start(), s.Last()
+	for _, p := range s.Processes() {
+		if !p.First.IsZero() && (start.IsZero() || p.First.Before(start)) {
+			start = p.First // a replayed backlog can predate the first event
+		}
+		if p.Last.After(last) {
+			last = p.Last
+		}
+	}
+	if !start.IsZero() {
+		t := start.UTC()
+		r.Start = &t
+		r.DurationS = seconds(last.Sub(start))
+	}
+	for _, p := range s.Processes() {
+		r.Processes = append(r.Processes, buildProcess(s, p, start))
+	}
+	return r
+}
+
+func buildProcess(s *session.Store, p *session.Process, start time.Time) Process {
+	h := &p.Hello
+	out := Process{
+		Session: p.Key, PID: h.PID, Rank: h.Rank, LocalRank: h.LocalRank, WorldSize: h.WorldSize,
+		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.Connected,
+		Lost: p.Lost, Duplicates: p.Duplicates, Dropped: p.Stats.Dropped, Evicted: p.Stats.Evicted,
+		StepsTotal: len(p.StepPeaks()), Steps: []Step{},
+	}
+	if h.Torch != "" {
+		out.Torch = &h.Torch
+	}
+	if c := h.CUDA; c != nil {
+		out.Device = &Device{Index: c.Index, UUID: c.UUID, Name: c.Name, Total: session.Unknown}
+		if c.Total > 0 {
+			out.Device.Total = session.Bytes(c.Total)
+		} else if g := s.GPUFor(p); g != nil {
+			out.Device.Total = g.Total
+		}
+	}
+	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
+	for _, st := range p.Steps() {
+		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Phases: []Phase{}}
+		for i := range st.Phases {
+			c := &st.Phases[i]
+			ph := Phase{
+				Phase: c.Name, User: c.User, Count: c.Count, StartS: since(c.Start), EndS: since(c.End),
+				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
+				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact,
+				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
+			}
+			if p.GPUSource == "process" {
+				ph.NonPyTorch = nonNegative(c.PeakGPU.Sub(c.PeakReserved), c.PeakGPU, c.PeakReserved)
+			}
+			row.Phases = append(row.Phases, ph)
+		}
+		out.Steps = append(out.Steps, row)
+	}
+	out.Totals = totals(p)
+	b := session.LayersOf(s, p)
+	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
+	if a := p.Anatomy; a != nil {
+		m := &Measured{Step: a.Step, Weights: a.Weights, Gradients: a.Gradients, Optimizer: a.Optimizer,
+			Activations: a.Activations, Params: a.Params, Device: a.Device}
+		if a.BatchSize.Known() {
+			bs := int64(a.BatchSize)
+			m.BatchSize = &bs
+		}
+		out.Anatomy.Measured = m
+	}
+	d := session.Diagnose(s, p)
+	out.Diagnosis = Diagnosis{Diagnosis: d, Headline: d.Headline(), Lines: d.Lines()}
+	if out.Diagnosis.Advice == nil {
+		out.Diagnosis.Advice = []session.Advice{}
+	}
+	return out
+}
+
+// totals finds the session peaks over every step (the per-step summaries
+// cover the whole session) and their phases in the table.
+func totals(p *session.Process) Totals {
+	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1}
+	peaks := p.StepPeaks()
+	t.Steps = len(peaks)
+	for _, sp := range peaks {
+		if sp.PeakAllocated > t.PeakAllocated {
+			t.PeakAllocated, t.PeakAllocatedStep = sp.PeakAllocated, sp.Index
+		}
+		if sp.PeakReserved > t.PeakReserved {
+			t.PeakReserved, t.PeakReservedStep = sp.PeakReserved, sp.Index
+		}
+	}
+	if !p.First.IsZero() {
+		t.DurationS = seconds(p.Last.Sub(p.First))
+	}
+	for _, st := range p.Steps() {
+		if st.Index == t.PeakAllocatedStep {
+			t.PeakAllocatedPhase = argmax(st, func(c *session.Cell) session.Bytes { return c.PeakAllocated })
+		}
+		if st.Index == t.PeakReservedStep {
+			t.PeakReservedPhase = argmax(st, func(c *session.Cell) session.Bytes { return c.PeakReserved })
+		}
+	}
+	return t
+}
+
+// argmax names the first automatic phase of st with the largest value.
+func argmax(st *session.Step, v func(*session.Cell) session.Bytes) string {
+	best, name := session.Unknown, ""
+	for i := range st.Phases {
+		if c := &st.Phases[i]; !c.User && v(c) > best {
+			best, name = v(c), c.Name
+		}
+	}
+	return name
+}
+
+// nonNegative is d clamped at 0 when both of its operands are known (they
+// were read at different moments), Unknown otherwise.
+func nonNegative(d, a, b session.Bytes) session.Bytes {
+	if a.Known() && b.Known() && !d.Known() {
+		return 0
+	}
+	return d
+}
+
+// seconds rounds a duration to microseconds, in seconds.
+func seconds(d time.Duration) float64 {
+	return float64(d.Round(time.Microsecond)) / float64(time.Second)
+}

@@ -1,0 +1,203 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// HeadSteps and TailSteps bound the text table of a long session: the
+// first HeadSteps and the last TailSteps steps are printed, with a line
+// saying how many were left out. The JSON always has every step.
+const (
+	HeadSteps = 5
+	TailSteps = 5
+)
+
+// WriteText writes the report for a terminal: per process a header, the
+// step × phase table (MiB), the totals, the anatomy and the diagnosis.
+func (r *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	start := "no events"
+	if r.Start != nil {
+		start = r.Start.Format("2006-01-02 15:04:05 MST")
+	}
+	fmt.Fprintf(bw, "vramscope report · %s · %s · %.2f s\n", start, plural(len(r.Processes), "process", "processes"), r.DurationS)
+	if r.Errors > 0 {
+		fmt.Fprintf(bw, "%d bad messages skipped\n", r.Errors)
+	}
+	for i := range r.Processes {
+		bw.WriteString("\n")
+		r.Processes[i].writeText(bw)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write text report: %w", err)
+	}
+	return nil
+}
+
+func (p *Process) writeText(w *bufio.Writer) {
+	p.writeHeader(w)
+	p.writeTable(w)
+	t := &p.Totals
+	fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak allocated %s MiB%s · peak reserved %s MiB%s\n",
+		plural(t.Steps, "step", "steps"), t.DurationS,
+		t.PeakAllocated.MiBString(), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
+		t.PeakReserved.MiBString(), site(t.PeakReservedStep, t.PeakReservedPhase))
+	p.writeAnatomy(w)
+	w.WriteString("\n  diagnosis\n")
+	for _, l := range p.Diagnosis.Lines {
+		fmt.Fprintf(w, "    %s\n", l)
+	}
+	if b := p.Diagnosis.Need.Batch; b != nil {
+		w.WriteString("    the batch estimate assumes:\n")
+		for _, a := range b.Assumes {
+			fmt.Fprintf(w, "      - %s\n", a)
+		}
+	}
+}
+
+func (p *Process) writeHeader(w *bufio.Writer) {
+	parts := []string{"pid " + fmt.Sprint(p.PID)}
+	if p.Rank != nil {
+		rank := fmt.Sprintf("rank %d", *p.Rank)
+		if p.WorldSize != nil {
+			rank += fmt.Sprintf("/%d", *p.WorldSize)
+		}
+		parts = append(parts, rank)
+	}
+	parts = append(parts, "host "+orDash(p.Host))
+	if d := p.Device; d != nil {
+		parts = append(parts, fmt.Sprintf("%s (cuda:%d, %s)", d.Name, d.Index, d.Total.Human()))
+	} else {
+		parts = append(parts, "CPU (no CUDA device)")
+	}
+	torch := "–"
+	if p.Torch != nil {
+		torch = *p.Torch
+	}
+	parts = append(parts, "torch "+torch)
+	fmt.Fprintf(w, "%s\n", strings.Join(parts, " · "))
+
+	hook := "hook: not reported"
+	if h := p.Hook; h != nil {
+		reset := "off"
+		if h.ResetPeaks {
+			reset = "on"
+		}
+		hook = fmt.Sprintf("hook %s · %g Hz samples · reset_peaks %s · activations every %d steps", orDash(h.Version), h.SampleHz, reset, h.ActivationsEvery)
+	}
+	nvml := "no NVML data"
+	switch p.NVML {
+	case "process":
+		nvml = "NVML per process"
+	case "device":
+		nvml = "NVML device only (per-process memory not visible)"
+	}
+	fmt.Fprintf(w, "  %s · %s · lost %d · dropped %d\n", hook, nvml, p.Lost, p.Dropped)
+	if len(p.Argv) > 0 {
+		fmt.Fprintf(w, "  argv: %s\n", strings.Join(p.Argv, " "))
+	}
+}
+
+// writeTable prints the step × phase table, eliding the middle of a long
+// session.
+func (p *Process) writeTable(w *bufio.Writer) {
+	if len(p.Steps) == 0 {
+		w.WriteString("\n  no finished phase\n")
+		return
+	}
+	nvml := p.NVML != ""
+	width := len("phase")
+	for _, st := range p.Steps {
+		for _, ph := range st.Phases {
+			width = max(width, len(ph.Phase))
+		}
+	}
+	head := fmt.Sprintf("\n  %5s  %-*s  %9s  %9s  %9s  %9s", "step", width, "phase", "alloc end", "peak", "reserved", "peak res")
+	if nvml {
+		head += fmt.Sprintf("  %9s  %11s", "NVML peak", "non-PyTorch")
+	}
+	fmt.Fprintf(w, "%s   (MiB; ≥ lower bound)\n", head)
+	row := func(st *Step) {
+		for i, ph := range st.Phases {
+			step := ""
+			if i == 0 {
+				step = fmt.Sprint(st.Step)
+			}
+			peak := ph.PeakAllocated.MiBString()
+			if !ph.PeakExact && ph.PeakAllocated.Known() {
+				peak = "≥" + peak
+			}
+			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, ph.Phase,
+				ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
+			if nvml {
+				fmt.Fprintf(w, "  %9s  %11s", ph.NVMLPeak.MiBString(), ph.NonPyTorch.MiBString())
+			}
+			w.WriteString("\n")
+		}
+	}
+	n := len(p.Steps)
+	if n <= HeadSteps+TailSteps {
+		for i := range p.Steps {
+			row(&p.Steps[i])
+		}
+	} else {
+		for i := range p.Steps[:HeadSteps] {
+			row(&p.Steps[i])
+		}
+		fmt.Fprintf(w, "  %5s  … %d steps elided (first %d and last %d of %d shown) …\n", "", n-HeadSteps-TailSteps, HeadSteps, TailSteps, n)
+		for i := n - TailSteps; i < n; i++ {
+			row(&p.Steps[i])
+		}
+	}
+	if kept := len(p.Steps); kept < p.StepsTotal {
+		fmt.Fprintf(w, "  (the store kept %d of %d steps: the first and the most recent)\n", kept, p.StepsTotal)
+	}
+}
+
+func (p *Process) writeAnatomy(w *bufio.Writer) {
+	a := &p.Anatomy
+	w.WriteString("\n  anatomy (MiB)             now   at peak\n")
+	now, peak := a.Now.List(), a.Peak.List()
+	for i := range now {
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", now[i].Name, now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
+	}
+	fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= allocated", a.Now.Allocated.MiBString(), a.Peak.Allocated.MiBString())
+	fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= reserved", a.Now.Reserved.MiBString(), a.Peak.Reserved.MiBString())
+	if m := a.Measured; m != nil {
+		batch := "–"
+		if m.BatchSize != nil {
+			batch = fmt.Sprint(*m.BatchSize)
+		}
+		fmt.Fprintf(w, "    measured at step %d on %s: %.1f M parameters, batch %s\n", m.Step, orDash(m.Device), float64(m.Params)/1e6, batch)
+	} else {
+		w.WriteString("    no anatomy from the hook yet\n")
+	}
+	fmt.Fprintf(w, "    now: %s · at peak: %s\n", session.Where(a.Now.Step, a.Now.Phase), session.Where(a.Peak.Step, a.Peak.Phase))
+}
+
+// site is " (backward of step 1)", "" when the step is unknown.
+func site(step int, phase string) string {
+	if step < 0 {
+		return ""
+	}
+	return " (" + session.Where(step, phase) + ")"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
