@@ -4,11 +4,14 @@ import (
 	"context"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
 
 	"github.com/vramscope/vramscope/demo"
 	"github.com/vramscope/vramscope/ipc"
@@ -176,4 +179,10 @@ func live(tb testing.TB, evs []session.Event, w, h int, opts ...Option) Model {
 func simDevices() []probe.Device {
 	devs, _ := probe.NewSimulated().Devices()
 	return devs
+}
+
+// TestMain renders without colour, so views and goldens are plain text.
+func TestMain(m *testing.M) {
+	lipgloss.SetColorProfile(termenv.Ascii)
+	os.Exit(m.Run())
 }
