@@ -1,0 +1,39 @@
+package tui
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+)
+
+// goldenRun runs the real program under teatest on the warmup demo (30
+// steps, still running: no goodbye), types keys, quits, and compares the
+// final frame with testdata/<test name>.golden (go test -update rewrites).
+func goldenRun(t *testing.T, w, h int, keys ...string) {
+	evs := demoEvents(t, "warmup", 30, 1)
+	evs = evs[:len(evs)-1] // drop the goodbye: the run is in progress
+	src := &fakeSource{batches: batches(evs, 2000)}
+	m := New(WithSource(src), WithClock(fixedClock(evs)), WithDevice("simulated", simDevices()),
+		WithSocket("/tmp/vramscope-1000/vramscope.sock"))
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("29 ")) },
+		teatest.WithDuration(5*time.Second))
+	for _, k := range keys {
+		tm.Send(keyMsg(k))
+	}
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+	fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
+	golden.RequireEqual(t, []byte(fm.View()))
+}
+
+func TestGoldenWarmup80x24(t *testing.T) { goldenRun(t, 80, 24) }
+
+// The wide view, zoomed to 10 s and scrolled to the first steps: the warmup
+// rows and the peak row are highlighted.
+func TestGoldenWarmup160x48(t *testing.T) { goldenRun(t, 160, 48, "+", "+", "home") }
+
+func TestGoldenHelp80x24(t *testing.T) { goldenRun(t, 80, 24, "?") }
