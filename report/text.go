@@ -43,10 +43,10 @@ func (p *Process) writeText(w *bufio.Writer) {
 	p.writeHeader(w)
 	p.writeTable(w)
 	t := &p.Totals
-	fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak allocated %s MiB%s · peak reserved %s MiB%s\n",
+	fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
 		plural(t.Steps, "step", "steps"), t.DurationS,
-		t.PeakAllocated.MiBString(), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
-		t.PeakReserved.MiBString(), site(t.PeakReservedStep, t.PeakReservedPhase))
+		mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
+		mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
 	p.writeAnatomy(w)
 	w.WriteString("\n  diagnosis\n")
 	for _, l := range p.Diagnosis.Lines {
@@ -186,6 +186,14 @@ func site(step int, phase string) string {
 		return ""
 	}
 	return " (" + session.Where(step, phase) + ")"
+}
+
+// mib is "4329 MiB", or "–" when unknown.
+func mib(b session.Bytes) string {
+	if !b.Known() {
+		return "–"
+	}
+	return b.MiBString() + " MiB"
 }
 
 func plural(n int, one, many string) string {

@@ -8,8 +8,11 @@ import (
 // The thresholds of the diagnosis. docs/diagnosis.md explains each rule.
 const (
 	// SteadyMinSteps is how many finished steps without a new high make a
-	// steady state.
-	SteadyMinSteps = 3
+	// steady state: two steps at the same level have levelled off.
+	SteadyMinSteps = 2
+	// GrowthMinSteps is the fewest steps a growth fit is made over (a line
+	// through two points says nothing about its noise).
+	GrowthMinSteps = 3
 	// MinSteps is the fewest finished steps a pattern is told from: a two
 	// step warmup (gradients, then optimizer state) plus a steady state.
 	MinSteps = 2 + SteadyMinSteps
@@ -214,8 +217,12 @@ func Diagnose(s *Store, p *Process) Diagnosis {
 func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
 	n := len(pk)
 	d.Steps = n
+	if n == 0 && len(p.peaks) > 0 {
+		d.Reason = "no allocator data (a CPU run, or no CUDA memory stats)"
+		return nil
+	}
 	if n == 0 {
-		d.Reason = fmt.Sprintf("need %d finished steps with allocator data, have none", MinSteps)
+		d.Reason = fmt.Sprintf("need %d finished steps to tell a pattern, have none", MinSteps)
 		return nil
 	}
 	d.FirstStep, d.LastStep = pk[0].Index, pk[n-1].Index
@@ -225,7 +232,7 @@ func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
 		return pk
 	}
 	w := pk[n-min(n, GrowthWindow):]
-	recent := pk[n-max(SteadyMinSteps, len(w)/2):]
+	recent := pk[n-max(GrowthMinSteps, len(w)/2):]
 	level, _, _ := maxOf(recent)
 	tol := Tolerance(level)
 	if d.growing(w, recent, tol) {

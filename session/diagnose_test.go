@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -28,6 +29,10 @@ func TestDiagnosePatterns(t *testing.T) {
 			"growth: peak +12 MiB/step over steps 0–39 — possible leak"},
 		{"leak", 6, PatternGrowth, -1, Unknown, mibs(4329) + 6*Bytes(demo.LeakPerStep), Bytes(demo.LeakPerStep),
 			"growth: peak +12 MiB/step over steps 0–5 — possible leak"},
+		{"warmup", MinSteps, PatternWarmup, 2, mibs(3482), mibs(4329), Unknown,
+			"warmup: peak grew 3482→4329 MiB over steps 0–1 (backward of step 1); steady since step 2"},
+		{"leak", MinSteps, PatternGrowth, -1, Unknown, mibs(4329) + MinSteps*Bytes(demo.LeakPerStep), Bytes(demo.LeakPerStep),
+			"growth: peak +12 MiB/step over steps 0–3 — possible leak"},
 	}
 	for _, c := range cases {
 		s, p := storeOf(t, demoMessages(t, c.scenario, c.steps), false)
@@ -79,7 +84,7 @@ func TestTooFewStepsIsUnknown(t *testing.T) {
 	for steps := 0; steps < MinSteps; steps++ {
 		s, p := storeOf(t, demoMessages(t, "warmup", steps), false)
 		d := Diagnose(s, p)
-		if d.Pattern != PatternUnknown || !strings.Contains(d.Reason, "need 5") {
+		if d.Pattern != PatternUnknown || !strings.Contains(d.Reason, fmt.Sprintf("need %d", MinSteps)) {
 			t.Errorf("%d steps: %s (%q)", steps, d.Pattern, d.Reason)
 		}
 	}
