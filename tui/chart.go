@@ -4,43 +4,46 @@ import (
 	"strings"
 	"time"
 
-	tslc "github.com/NimbleMarkets/ntcharts/linechart/timeserieslinechart"
+	"github.com/NimbleMarkets/ntcharts/canvas"
+	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/vramscope/vramscope/session"
 )
 
-// memChart is the memory chart: a braille time-series plot of the
-// allocator's curves (and NVML's), the phase strip under it and a legend.
-// Its parent drives it: resize on a size change, render once per frame.
+// memChart is the memory chart: a braille plot of the allocator's curves
+// (and NVML's) over time, the phase strip under it and its legend. Its
+// parent drives it: resize on a size change, render once per frame.
+//
+// ntcharts' linechart draws the axes and their labels on its canvas; the
+// series are drawn by plotSeries, onto the same canvas: ntcharts'
+// timeseries chart keeps whole Unix seconds (phases last milliseconds) and
+// its braille drawing alone took most of the 2 ms frame budget.
 type memChart struct {
-	lc   tslc.Model
+	lc   linechart.Model
 	w, h int
 	cols []session.Column
-	dots int // braille columns of the plot (two per cell)
+	mask []uint8 // braille dots per graph cell, reused
 }
 
-// The chart's series, drawn in name order: the allocated curve last, on top.
+// The chart's series, drawn in this order: the allocated curve last, on top.
 var chartSeries = []struct {
-	name, label, short string
-	color              lipgloss.Color
+	label, short string
+	color        lipgloss.Color
 }{
-	{"1gpu", "NVML", "nvml", colGPU},
-	{"2reserved", "reserved", "res", colReserved},
-	{"3max", "max allocated", "max", colMaxAlloc},
-	{"4alloc", "allocated", "alloc", colAllocated},
+	{"NVML", "nvml", colGPU},
+	{"reserved", "res", colReserved},
+	{"max allocated", "max", colMaxAlloc},
+	{"allocated", "alloc", colAllocated},
 }
 
 func newMemChart() *memChart {
-	c := &memChart{lc: tslc.New(10, 5)}
-	c.lc.AutoMinX, c.lc.AutoMaxX, c.lc.AutoMinY, c.lc.AutoMaxY = false, false, false, false
+	c := &memChart{lc: linechart.New(10, 5, 0, 1, 0, 1)}
 	c.lc.SetXStep(1)
 	c.lc.SetYStep(1)
 	c.lc.AxisStyle = styleDim
 	c.lc.LabelStyle = styleDim
-	for _, s := range chartSeries {
-		c.lc.SetDataSetStyle(s.name, lipgloss.NewStyle().Foreground(s.color))
-	}
 	return c
 }
 
@@ -75,22 +78,18 @@ func (c *memChart) render(p *session.Process, from, to, origin time.Time) string
 	c.lc.YLabelFormatter = ticks.label
 	c.lc.SetYRange(0, ticks.top)
 	c.lc.SetViewYRange(0, ticks.top)
-	// The plot's x axis counts xUnit "seconds" per braille dot column (ntcharts
-	// keeps whole Unix seconds, too coarse for phases of a few ms): one data
-	// column per dot, two dots per cell.
 	c.lc.UpdateGraphSizes()
-	c.dots = 2 * max(c.lc.GraphWidth(), 1)
-	span := time.Unix(int64(c.dots*xUnit), 0)
-	c.lc.XLabelFormatter = xTicks(from, to, float64(c.dots*xUnit), origin, c.lc.GraphWidth()).label
-	c.lc.SetTimeRange(time.Unix(0, 0), span)
-	c.lc.SetViewTimeRange(time.Unix(0, 0), span)
-	c.lc.ClearAllData()
+	gw := max(c.lc.GraphWidth(), 1)
+	c.lc.XLabelFormatter = xTicks(from, to, float64(gw), origin, gw).label
+	c.lc.SetXRange(0, float64(gw))
+	c.lc.SetViewXRange(0, float64(gw))
+	c.lc.Clear()
+	c.lc.DrawXYAxisAndLabel()
 	for k, s := range series {
-		c.push(chartSeries[k].name, s, from, to)
-	}
-	c.lc.DrawBrailleAll()
-	if c.lc.GraphWidth() > 0 && len(p.Spans()) == 0 && p.Allocated.Len() == 0 {
-		c.lc.DrawXYAxisAndLabel() // no data set: DrawBrailleAll drew nothing
+		if s.Len() > 0 {
+			c.cols = s.Columns(c.cols, from, to, 2*gw) // one column per braille dot
+			c.plotSeries(c.cols, ticks.top*gib, lipgloss.NewStyle().Foreground(chartSeries[k].color))
+		}
 	}
 
 	var b strings.Builder
@@ -107,40 +106,67 @@ func (c *memChart) render(p *session.Process, from, to, origin time.Time) string
 	return b.String()
 }
 
-// push feeds one series at the plot's resolution. Each braille column gets
-// its minimum and maximum (Series.Columns keeps them, so no peak is lost
-// however far out the view is zoomed), in the order that joins the
-// previous column with the shortest stroke.
-func (c *memChart) push(name string, s *session.Series, from, to time.Time) {
-	if s.Len() == 0 {
+// plotSeries draws one series, one braille dot column per Column: a
+// vertical stroke from its minimum to its maximum (Series.Columns keeps
+// both, so no peak is lost however far out the view is zoomed), joined to
+// the previous column's last value, which empty columns hold.
+func (c *memChart) plotSeries(cols []session.Column, top float64, style lipgloss.Style) {
+	gw, gh := c.lc.GraphWidth(), c.lc.GraphHeight()
+	if gw <= 0 || gh <= 0 || top <= 0 {
 		return
 	}
-	c.cols = s.Columns(c.cols, from, to, c.dots)
-	prev := -1.0
-	for i, col := range c.cols {
+	n := gw * gh
+	if cap(c.mask) < n {
+		c.mask = make([]uint8, n)
+	}
+	mask := c.mask[:n]
+	clear(mask)
+	rows := 4 * gh
+	dot := func(v int64) int {
+		return min(max(int(float64(v)/top*float64(rows-1)+0.5), 0), rows-1)
+	}
+	last := len(cols) - 1
+	for last >= 0 && !cols[last].Has {
+		last--
+	}
+	prev := -1
+	for i, col := range cols[:min(last+1, 2*gw)] {
 		if !col.Has {
+			// A gauge holds its value between samples (NVML comes at 5 Hz).
+			if prev >= 0 {
+				mask[(gh-1-prev/4)*gw+i/2] |= brailleBits[i%2][3-prev%4]
+			}
 			continue
 		}
-		lo, hi := float64(col.Min)/gib, float64(col.Max)/gib
-		a, b := lo, hi
-		if prev > hi {
-			a, b = hi, lo
+		lo, hi := dot(col.Min), dot(col.Max)
+		if prev >= 0 {
+			lo, hi = min(lo, prev), max(hi, prev)
 		}
-		at := time.Unix(int64(xUnit*i), 0)
-		c.lc.PushDataSet(name, tslc.TimePoint{Time: at, Value: a})
-		if b != a {
-			c.lc.PushDataSet(name, tslc.TimePoint{Time: at.Add(time.Second), Value: b})
+		for y := lo; y <= hi; y++ {
+			cell := (gh-1-y/4)*gw + i/2
+			mask[cell] |= brailleBits[i%2][3-y%4]
 		}
-		prev = float64(col.Last) / gib
+		prev = dot(col.Last)
+	}
+	ox := c.lc.Origin().X + 1
+	for k, bits := range mask {
+		if bits == 0 {
+			continue
+		}
+		p := canvas.Point{X: ox + k%gw, Y: k / gw}
+		r := rune(0x2800) | rune(bits)
+		if old := c.lc.Canvas.Cell(p).Rune; old >= 0x2800 && old <= 0x28FF {
+			r |= old // overlapping series share the cell's dots
+		}
+		c.lc.Canvas.SetCell(p, canvas.NewCellWithStyle(r, style))
 	}
 }
 
-const gib = float64(1 << 30)
+// brailleBits are the dot bits of a braille cell by column, then row from
+// the top (U+2800 + bits).
+var brailleBits = [2][4]uint8{{0x01, 0x02, 0x04, 0x40}, {0x08, 0x10, 0x20, 0x80}}
 
-// xUnit is how many x-axis units one braille dot column spans: the minimum
-// of a column sits on its first unit, the maximum on the second, and both
-// round to the same dot.
-const xUnit = 4
+const gib = float64(1 << 30)
 
 // seriesLegend names each series with its newest value, in w cells or
 // fewer (short names when the long ones do not fit).
@@ -189,8 +215,13 @@ func phaseLegend(spans []session.Span) string {
 
 // fit cuts s to w cells and pads it to exactly w.
 func fit(s string, w int) string {
-	if lipgloss.Width(s) > w {
+	n := ansi.StringWidth(s)
+	if n > w {
 		s = truncate(s, w)
+		n = ansi.StringWidth(s)
 	}
-	return s + strings.Repeat(" ", max(w-lipgloss.Width(s), 0))
+	if n == w {
+		return s
+	}
+	return s + strings.Repeat(" ", max(w-n, 0))
 }

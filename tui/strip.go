@@ -41,12 +41,13 @@ func searchStart(spans []session.Span, t time.Time) int {
 
 // cellRange maps [a, b) to the cells it covers, false when outside.
 func cellRange(a, b, from, to time.Time, cells int) (int, int, bool) {
-	if !b.After(from) || !a.Before(to) || cells <= 0 {
+	lo, hi := from.UnixNano(), to.UnixNano()
+	an, bn := a.UnixNano(), b.UnixNano()
+	if bn <= lo || an >= hi || cells <= 0 {
 		return 0, 0, false
 	}
-	w := float64(to.Sub(from))
-	i := int(float64(a.Sub(from)) / w * float64(cells))
-	j := int(float64(b.Sub(from)) / w * float64(cells))
+	w, n := hi-lo, int64(cells)
+	i, j := int((an-lo)*n/w), int((bn-lo)*n/w)
 	return max(i, 0), min(max(j, i), cells-1), true
 }
 

@@ -102,7 +102,7 @@ func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) str
 		marks = marksOf(d)
 	}
 	left = append(left, m.table.view(m.visibleSteps(p), marks))
-	leftView := padLines(strings.Join(left, "\n"), l.leftW, l.bodyH)
+	leftView := stackLines(left, l.leftW, l.bodyH)
 	if l.panelW == 0 {
 		return leftView
 	}
@@ -112,7 +112,7 @@ func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) str
 	}
 	panel := anatomyView(session.LayersOf(m.store, p), total, l.panelW, l.bodyH)
 	sep := strings.TrimSuffix(strings.Repeat(styleDim.Render("│")+"\n", l.bodyH), "\n")
-	return lipgloss.JoinHorizontal(lipgloss.Top, leftView, sep, panel)
+	return joinColumns(leftView, sep, panel)
 }
 
 // emptyView is the screen before any process has connected.
