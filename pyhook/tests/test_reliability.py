@@ -119,6 +119,7 @@ def test_goodbye_reaches_the_monitor_on_remove(torch_mod, monitor, monkeypatch):
     with vramscope.watch(model, opt) as handle:
         train(torch, model, opt, 1)
         assert handle.active
+        assert monitor.wait_for(lambda m: handle.stats()["connects"] == 1)
     assert not handle.active
     handle.remove()
     assert monitor.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
