@@ -49,7 +49,6 @@ type Process struct {
 	peaks   []StepPeak // one per step, whole session
 	lastSeq uint64
 	limits  limits
-	gpuUsed Bytes
 }
 
 // Anatomy is one tensor accounting made by the hook.
@@ -83,7 +82,6 @@ func newProcess(key string, l limits) *Process {
 		Reserved:     newSeries(l.window, l.width),
 		GPU:          newSeries(l.window, l.width),
 		limits:       l,
-		gpuUsed:      Unknown,
 	}
 }
 
@@ -134,15 +132,44 @@ func (p *Process) observe(at time.Time, m *ipc.Mem) {
 	}
 }
 
-// observeGPU records the driver's figure for this process.
+// observeGPU records the driver's figure for this process. NVML samples and
+// hook messages travel different paths, so a sample may arrive after the
+// phases it falls into have ended: it is attributed by its time, to every
+// recent span that covers it, and to their step cells.
 func (p *Process) observeGPU(at time.Time, used int64, source string) {
 	p.GPU.Push(at, used)
 	p.GPUSource = source
-	p.gpuUsed = Bytes(used)
-	for _, i := range p.open {
-		sp := &p.spans[i]
-		sp.PeakGPU = sp.PeakGPU.Max(Bytes(used))
+	v := Bytes(used)
+	for k := len(p.spans) - 1; k >= 0 && k >= len(p.spans)-gpuLookback; k-- {
+		sp := &p.spans[k]
+		if sp.Start.After(at) || !sp.Open() && sp.End.Before(at) || sp.PeakGPU >= v {
+			continue
+		}
+		sp.PeakGPU = v
+		if sp.Open() {
+			continue
+		}
+		st := p.step(sp.Step)
+		if c := st.Cell(sp.Name); c != nil {
+			c.PeakGPU = c.PeakGPU.Max(v)
+		}
+		if !sp.User {
+			st.PeakGPU = st.PeakGPU.Max(v)
+			p.updatePeak(sp.Step)
+		}
 	}
+}
+
+// gpuLookback is how many recent spans a late NVML sample is matched
+// against: NVML lags the hook by at most a few hundred milliseconds.
+const gpuLookback = 64
+
+// gpuAt is the NVML figure in effect at a time, Unknown before the first.
+func (p *Process) gpuAt(at time.Time) Bytes {
+	if v, ok := p.GPU.At(at); ok {
+		return Bytes(v)
+	}
+	return Unknown
 }
 
 func (p *Process) phase(at time.Time, m *ipc.Message) {
@@ -171,7 +198,7 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 	p.compactSpans()
 	p.spans = append(p.spans, Span{
 		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: m.Mem,
-		PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: p.gpuUsed,
+		PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: p.gpuAt(at),
 	})
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
@@ -181,6 +208,9 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	sp := &p.spans[p.open[k]]
 	reset := p.Hello.Hook != nil && p.Hello.Hook.ResetPeaks
 	sp.close(at, m, reset)
+	if v, ok := p.GPU.MaxBetween(sp.Start, at); ok {
+		sp.PeakGPU = sp.PeakGPU.Max(Bytes(v))
+	}
 	p.open = append(p.open[:k], p.open[k+1:]...)
 	p.step(sp.Step).add(sp)
 	p.updatePeak(sp.Step)

@@ -139,6 +139,20 @@ func (s *Series) Columns(dst []Column, from, to time.Time, n int) []Column {
 	return dst
 }
 
+// At is the value in effect at a time: the newest point at or before it.
+// ok is false when the series has no point that early.
+func (s *Series) At(at time.Time) (v int64, ok bool) {
+	t := at.UnixNano()
+	live := s.raw[s.head:]
+	if i := sort.Search(len(live), func(i int) bool { return live[i].t > t }); i > 0 {
+		return live[i-1].v, true
+	}
+	if b := sort.Search(len(s.buckets), func(i int) bool { return s.buckets[i].t > t }); b > 0 {
+		return s.buckets[b-1].last, true
+	}
+	return 0, false
+}
+
 // MaxBetween is the largest value in [from, to]; ok is false when there is
 // none. Folded history answers with its bucket maxima.
 func (s *Series) MaxBetween(from, to time.Time) (v int64, ok bool) {

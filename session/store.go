@@ -44,7 +44,21 @@ type GPU struct {
 	Last probe.Sample
 	// Processes is the newest process list read (nil before the first).
 	Processes []probe.Process
+
+	listUsed int64      // device used when Processes was read
+	recent   []gpuPoint // the newest samples, for processes that say hello late
 }
+
+// gpuPoint is a device sample with the process list in effect at it.
+type gpuPoint struct {
+	smp      probe.Sample
+	procs    []probe.Process
+	listUsed int64
+}
+
+// gpuBacklog is how many samples a device keeps for a process whose hello
+// arrives after them (a minute at the default 10 Hz).
+const gpuBacklog = 600
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
@@ -183,6 +197,13 @@ func (s *Store) hello(ev Event) {
 	p.Conn, p.Connected = ev.Conn, true
 	s.byConn[ev.Conn] = p
 	p.touch(p.when(m.T, ev.At))
+	// NVML may have seen this process before its hello got here.
+	if g := s.GPUFor(p); g != nil && p.GPU.Len() == 0 {
+		for i := range g.recent {
+			pt := &g.recent[i]
+			s.attribute(p, &pt.smp, pt.procs, pt.listUsed)
+		}
+	}
 }
 
 func (s *Store) note(ev Event) {
@@ -214,8 +235,13 @@ func (s *Store) gpu(smp *probe.Sample) {
 	g.Last = *smp
 	g.Last.Processes = nil
 	if smp.Processes != nil {
-		g.Processes = append(g.Processes[:0], smp.Processes...)
+		g.Processes = append([]probe.Process(nil), smp.Processes...)
+		g.listUsed = smp.Used
 	}
+	if len(g.recent) >= gpuBacklog {
+		g.recent = append(g.recent[:0], g.recent[len(g.recent)/2:]...)
+	}
+	g.recent = append(g.recent, gpuPoint{g.Last, g.Processes, g.listUsed})
 	if smp.Total > 0 {
 		g.Total = Bytes(smp.Total)
 	}
@@ -226,11 +252,25 @@ func (s *Store) gpu(smp *probe.Sample) {
 		if !p.Connected || p.Hello.CUDA == nil || !sameUUID(g.UUID, p.Hello.CUDA.UUID) {
 			continue
 		}
-		if used, ok := probe.ProcessUsed(probe.Sample{Processes: g.Processes}, p.Hello.PID, p.Hello.NSpid); ok {
-			p.observeGPU(smp.At, used, "process")
-		} else if smp.Used >= 0 {
-			p.observeGPU(smp.At, smp.Used, "device")
-		}
+		s.attribute(p, smp, g.Processes, g.listUsed)
+	}
+}
+
+// attribute gives a process its share of a device sample: its own entry in
+// the newest process list, or the whole device when it has none. The list
+// is read at 1 Hz, the device at 10 Hz: in between, the process figure
+// follows the device's change since the list was read (exact while the
+// other processes on the device hold still), clamped to [0, device used].
+func (s *Store) attribute(p *Process, smp *probe.Sample, procs []probe.Process, listUsed int64) {
+	used, ok := probe.ProcessUsed(probe.Sample{Processes: procs}, p.Hello.PID, p.Hello.NSpid)
+	switch {
+	case ok && smp.Used >= 0 && listUsed >= 0:
+		used = min(max(used+smp.Used-listUsed, 0), smp.Used)
+		p.observeGPU(smp.At, used, "process")
+	case ok:
+		p.observeGPU(smp.At, used, "process")
+	case smp.Used >= 0:
+		p.observeGPU(smp.At, smp.Used, "device")
 	}
 }
 

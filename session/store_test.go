@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -302,5 +303,55 @@ func TestBoundedStepsKeepFirstAndRecent(t *testing.T) {
 	}
 	if len(p.StepPeaks()) != 500 {
 		t.Fatalf("%d step peaks", len(p.StepPeaks()))
+	}
+}
+
+func TestGPUSamplesAreAttributedByTimeNotArrival(t *testing.T) {
+	uuid := "GPU-5e7f3a1c-0b2d-4c8e-9f10-2a3b4c5d6e7f"
+	f := newFeed(1, "s1", func(h *ipc.Message) {
+		h.CUDA = &ipc.CUDADevice{UUID: uuid, Name: "A100", Total: mib(81920)}
+	})
+	f.phase("forward", 0, 0, 0.1, mem(100, 100, 200), mem(300, 300, 400))  // 100.0–100.1
+	f.phase("backward", 0, 0, 0.1, mem(300, 300, 400), mem(120, 500, 600)) // 100.1–100.2
+	at := func(s float64) time.Time { return time.Unix(wall0, 0).Add(time.Duration(s * float64(time.Second))) }
+	smp := func(s float64, used int64) Event {
+		return Event{At: at(s), GPU: &probe.Sample{At: at(s), Device: uuid, Used: mib(used + 1000), Total: mib(81920),
+			Processes: []probe.Process{{PID: 4242, Used: mib(used)}}}}
+	}
+	s := New()
+	// NVML saw the process before its hello arrived (the demo at full
+	// speed, or a hook that connects late).
+	s.Apply(smp(0.05, 700))
+	s.ApplyAll(f.evs)
+	// And a sample inside backward arrives after backward has ended.
+	s.Apply(smp(0.15, 900))
+	p := s.Processes()[0]
+	st := p.Steps()[0]
+	if c := st.Cell("forward"); c.PeakGPU != Bytes(mib(700)) {
+		t.Errorf("forward NVML peak %s, want 700 (the sample in effect)", c.PeakGPU.MiBString())
+	}
+	if c := st.Cell("backward"); c.PeakGPU != Bytes(mib(900)) {
+		t.Errorf("backward NVML peak %s, want 900 (the late sample)", c.PeakGPU.MiBString())
+	}
+	if st.PeakGPU != Bytes(mib(900)) || p.StepPeaks()[0].PeakGPU != Bytes(mib(900)) {
+		t.Errorf("step NVML peak %s / %s", st.PeakGPU.MiBString(), p.StepPeaks()[0].PeakGPU.MiBString())
+	}
+}
+
+func TestProcessFigureFollowsTheDeviceBetweenListReads(t *testing.T) {
+	uuid := "GPU-a"
+	f := newFeed(1, "s1", func(h *ipc.Message) { h.CUDA = &ipc.CUDADevice{UUID: uuid} })
+	s := New()
+	s.ApplyAll(f.evs)
+	at := time.Unix(wall0, 0)
+	s.Apply(Event{GPU: &probe.Sample{At: at, Device: uuid, Used: mib(1500), Processes: []probe.Process{{PID: 4242, Used: mib(1000)}, {PID: 7, Used: mib(500)}}}})
+	s.Apply(Event{GPU: &probe.Sample{At: at.Add(100 * time.Millisecond), Device: uuid, Used: mib(2300)}})
+	s.Apply(Event{GPU: &probe.Sample{At: at.Add(200 * time.Millisecond), Device: uuid, Used: mib(100)}})
+	var got []int64
+	for _, c := range s.Processes()[0].GPU.Columns(nil, at, at.Add(300*time.Millisecond), 3) {
+		got = append(got, c.Last/MiB)
+	}
+	if want := []int64{1000, 1800, 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("process figure %v MiB, want %v (list value plus the device's change, clamped)", got, want)
 	}
 }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramscope/vramscope/demo"
+	"github.com/vramscope/vramscope/feed"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/probe"
+	"github.com/vramscope/vramscope/record"
+	"github.com/vramscope/vramscope/tui"
+)
+
+type liveFlags struct {
+	socket    string
+	record    string
+	debug     string
+	nvmlEvery time.Duration
+	procEvery time.Duration
+}
+
+func (l *liveFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&l.socket, "socket", "", "socket path (default $VRAMSCOPE_SOCKET, $XDG_RUNTIME_DIR/vramscope/vramscope.sock or /tmp/vramscope-$UID/vramscope.sock)")
+	f.StringVar(&l.record, "record", "", "record the session to this file while showing it (.gz: gzip)")
+	f.StringVar(&l.debug, "debug", "", "write a debug log to this file")
+	addNVMLFlags(cmd, &l.nvmlEvery, &l.procEvery)
+}
+
+// defaultRecording is where 'r' records when no --record was given.
+func defaultRecording() string {
+	return "vramscope-" + time.Now().Format("20060102-150405") + ".jsonl.gz"
+}
+
+// runLive is `vramscope` with no subcommand: listen, sample NVML, show.
+func runLive(ctx context.Context, l liveFlags) error {
+	logf, closeLog, err := debugLog(l.debug)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	srv, err := ipc.Listen(ipc.WithSocketPath(l.socket), ipc.WithLogf(logf))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	f := feed.New(feed.WithOpener(recorder(record.SourceLive)))
+	if l.record != "" {
+		if err := f.Start(l.record); err != nil {
+			return err
+		}
+	}
+	defer f.Stop()
+	ctx, cancel := context.WithCancel(orBackground(ctx))
+	defer cancel()
+	served := serve(ctx, srv, f, logf)
+	sampler := openNVML()
+	defer sampler.Close()
+	poller := probe.NewPoller(sampler, probe.WithDeviceInterval(l.nvmlEvery), probe.WithProcessInterval(l.procEvery))
+	for _, n := range poller.Notes() {
+		logf("%s", n)
+	}
+	polled := poller.Start(ctx, f.Samples)
+	devs, _ := sampler.Devices()
+	logf("listening on %s; %s", srv.Path(), sampler.Status())
+
+	err = tui.Run(tui.New(
+		tui.WithSource(f), tui.WithRecorder(f, defaultRecording()),
+		tui.WithDevice(sampler.Status(), devs), tui.WithSocket(srv.Path()),
+		tui.WithDebugLog(logWriter(logf)),
+	))
+	cancel()
+	srv.Close()
+	<-served
+	<-polled
+	return err
+}
+
+// runDemoTUI shows the demo live: the same views as a real run.
+func runDemoTUI(ctx context.Context, sc demo.Scenario, o demoFlags) error {
+	if o.steps < 0 {
+		o.steps = 0
+	}
+	if o.speed < 0 {
+		o.speed = 1
+	}
+	logf, closeLog, err := debugLog(o.debug)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, cancel := context.WithCancel(orBackground(ctx))
+	defer cancel()
+	f, done, cleanup, err := demoSource(ctx, sc, o, logf)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	sim := probe.NewSimulated()
+	devs, _ := sim.Devices()
+	err = tui.Run(tui.New(
+		tui.WithSource(f), tui.WithRecorder(f, defaultRecording()),
+		tui.WithDevice("simulated", devs), tui.WithTitle("demo: "+sc.Name),
+		tui.WithDebugLog(logWriter(logf)),
+	))
+	cancel()
+	if derr := <-done; derr != nil {
+		logf("demo: %v", derr)
+	}
+	return err
+}
+
+func newReplayCmd() *cobra.Command {
+	var debug string
+	cmd := &cobra.Command{
+		Use:   "replay FILE",
+		Short: "Show a recording in the TUI (pause, seek, speed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplay(args[0], debug, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&debug, "debug", "", "write a debug log to this file")
+	return cmd
+}
+
+func runReplay(path, debug string, stderr io.Writer) error {
+	evs, hdr, warnings, err := loadRecording(path)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "vramscope: warning: %s\n", w)
+	}
+	if err != nil {
+		return err
+	}
+	logf, closeLog, err := debugLog(debug)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	status := "recorded"
+	if hdr.Source == record.SourceDemo {
+		status = "simulated"
+	}
+	return tui.Run(tui.New(
+		tui.WithReplay(evs), tui.WithDevice(status, nil),
+		tui.WithTitle("replay: "+path), tui.WithDebugLog(logWriter(logf)),
+	))
+}
+
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// logWriter adapts a logf to an io.Writer, one write a line.
+type logWriter func(string, ...any)
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l("%s", p)
+	return len(p), nil
+}

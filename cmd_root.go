@@ -1,0 +1,47 @@
+package main
+
+import (
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set by the build (-ldflags "-X main.version=..."); go install
+// builds report their module version instead.
+var version = "dev"
+
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}
+
+func newRootCmd() *cobra.Command {
+	var live liveFlags
+	root := &cobra.Command{
+		Use:   "vramscope",
+		Short: "Live GPU-memory monitor for PyTorch training",
+		Long: `vramscope shows where a PyTorch training run's GPU memory goes, live:
+allocated, max allocated and reserved per training phase, the driver's view
+from NVML, a step-one warmup diagnosis and a memory anatomy.
+
+Run it in a second terminal, then add to the training script:
+
+    import vramscope
+    vramscope.watch(model, optimizer)`,
+		Version:       buildVersion(),
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLive(cmd.Context(), live)
+		},
+	}
+	live.register(root)
+	root.AddCommand(newRecordCmd(), newReportCmd(), newReplayCmd(), newDemoCmd(), newDevicesCmd())
+	return root
+}

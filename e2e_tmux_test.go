@@ -1,0 +1,118 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests drive the real binary in a real terminal (tmux), as a user
+// would: start the demo, read the screen, press keys, resize, quit.
+
+// binary returns the vramscope binary under test: $VRAMSCOPE_BIN (set by
+// make), else one built for this test.
+func binary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("VRAMSCOPE_BIN"); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), "vramscope")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return out
+}
+
+type tmux struct {
+	t      *testing.T
+	socket string
+}
+
+func newTmux(t *testing.T) *tmux {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("VRAMSCOPE_REQUIRE_TMUX") == "1" {
+			t.Fatal("tmux is required (VRAMSCOPE_REQUIRE_TMUX=1) but not installed")
+		}
+		t.Skip("!!! tmux not installed: end-to-end terminal tests SKIPPED !!!")
+	}
+	tm := &tmux{t: t, socket: "vs-e2e-" + strings.ReplaceAll(t.Name(), "/", "-")}
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", tm.socket, "kill-server").Run() })
+	return tm
+}
+
+func (tm *tmux) run(args ...string) string {
+	tm.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", tm.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		tm.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (tm *tmux) screen() string { return tm.run("capture-pane", "-p", "-t", "main") }
+
+// waitFor polls the screen until every want string is on it.
+func (tm *tmux) waitFor(d time.Duration, want ...string) string {
+	tm.t.Helper()
+	deadline := time.Now().Add(d)
+	var scr string
+	for time.Now().Before(deadline) {
+		scr = tm.screen()
+		missing := false
+		for _, w := range want {
+			if !strings.Contains(scr, w) {
+				missing = true
+				break
+			}
+		}
+		if !missing {
+			return scr
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tm.t.Fatalf("after %v the screen lacks one of %q:\n%s", d, want, scr)
+	return ""
+}
+
+func TestTmuxDemo(t *testing.T) {
+	tm := newTmux(t)
+	bin := binary(t)
+	dir := t.TempDir()
+	// A shell runs the demo, then reports its exit and the terminal mode,
+	// so we can check the terminal was restored.
+	script := "'" + bin + "' demo --speed 4 --debug '" + filepath.Join(dir, "debug.log") + "'; " +
+		"echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ' '; echo; sleep 60"
+	tm.run("new-session", "-d", "-s", "main", "-x", "160", "-y", "48", "sh", "-c", script)
+
+	// The chart legend, the phase labels, the steps table and the warmup
+	// line (the demo reaches its steady state at step 2).
+	tm.waitFor(20*time.Second, "allocated", "reserved", "forward", "backward", "zero_grad", "step", "peak grew", "steady since step 2")
+
+	tm.run("send-keys", "-t", "main", "?")
+	tm.waitFor(5*time.Second, "quit", "zoom")
+	tm.run("send-keys", "-t", "main", "?")
+
+	tm.run("resize-window", "-t", "main", "-x", "80", "-y", "24")
+	scr := tm.waitFor(5*time.Second, "alloc", "peak grew")
+	for i, line := range strings.Split(strings.TrimRight(scr, "\n"), "\n") {
+		if w := len([]rune(line)); w > 80 {
+			t.Errorf("line %d is %d columns wide after resizing to 80:\n%s", i, w, line)
+		}
+	}
+
+	start := time.Now()
+	tm.run("send-keys", "-t", "main", "q")
+	scr = tm.waitFor(3*time.Second, "EXIT=0")
+	if took := time.Since(start); took > time.Second+200*time.Millisecond {
+		t.Errorf("quitting took %v, want about a second at most", took)
+	}
+	if !strings.Contains(scr, "icanon echo") {
+		t.Errorf("terminal not restored to canonical mode with echo:\n%s", scr)
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/vramscope/vramscope/feed"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/probe"
+	"github.com/vramscope/vramscope/probe/nvmlprobe"
+	"github.com/vramscope/vramscope/record"
+	"github.com/vramscope/vramscope/session"
+)
+
+// openNVML opens the real NVML sampler, or a null one that says why not.
+func openNVML() probe.Sampler {
+	return probe.Open(func() (probe.Sampler, error) { return nvmlprobe.New() })
+}
+
+// recorder returns the feed's way of opening a recording with a header
+// that says where the session came from.
+func recorder(source string) feed.Opener {
+	return func(path string) (feed.Writer, error) {
+		host, _ := os.Hostname()
+		return record.Create(path, record.Header{
+			Tool:   "vramscope " + buildVersion(),
+			Host:   host,
+			Argv:   os.Args,
+			Source: source,
+		})
+	}
+}
+
+// debugLog returns where the program logs: a file behind --debug, else
+// nowhere (the TUI owns the terminal).
+func debugLog(path string) (logf func(string, ...any), closer func(), err error) {
+	if path == "" {
+		return func(string, ...any) {}, func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open debug log: %w", err)
+	}
+	l := log.New(f, "", log.LstdFlags|log.Lmicroseconds)
+	return l.Printf, func() { f.Close() }, nil
+}
+
+// stderrLog logs one line per problem to w, for headless commands.
+func stderrLog(w io.Writer) func(string, ...any) {
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "vramscope: "+format+"\n", args...)
+	}
+}
+
+// loadRecording reads a whole recording into memory.
+func loadRecording(path string) ([]session.Event, record.Header, []string, error) {
+	r, err := record.Open(path)
+	if err != nil {
+		return nil, record.Header{}, nil, err
+	}
+	defer r.Close()
+	var evs []session.Event
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return evs, r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs, r.Header(), r.Warnings(), nil
+}
+
+// privateSocket makes a socket path in a new 0700 directory, for the demo,
+// so it never collides with a monitor listening on the default socket.
+func privateSocket() (path string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "vramscope-demo-")
+	if err != nil {
+		return "", nil, fmt.Errorf("make demo socket directory: %w", err)
+	}
+	return filepath.Join(dir, "demo.sock"), func() { os.RemoveAll(dir) }, nil
+}
+
+// serve runs the socket server until ctx is done and returns a channel
+// closed when it has stopped.
+func serve(ctx context.Context, srv *ipc.Server, f *feed.Feed, logf func(string, ...any)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx, f.Deliver); err != nil && ctx.Err() == nil {
+			logf("socket server stopped: %v", err)
+		}
+	}()
+	return done
+}
+
+// drain applies what is still pending in the feed, waiting at most d for
+// more to arrive.
+func drain(f *feed.Feed, s *session.Store, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		evs, err := f.Next(ctx)
+		if err != nil {
+			return
+		}
+		s.ApplyAll(evs)
+	}
+}
+
+// simNVML drives the simulated sampler from the demo's own (virtual) clock:
+// a device reading every 100 ms of demo time, the process list every second,
+// as the real poller does in real time. Runs at any demo speed stay
+// deterministic.
+type simNVML struct {
+	mu            sync.Mutex
+	sim           *probe.Simulated
+	now           time.Time
+	next, nextPro time.Time
+	buf           []probe.Sample
+	emit          func([]probe.Sample)
+}
+
+func newSimNVML(emit func([]probe.Sample)) *simNVML {
+	d := &simNVML{emit: emit}
+	d.sim = probe.NewSimulated(probe.WithSimClock(func() time.Time { return d.now }))
+	return d
+}
+
+func (d *simNVML) onMem(rank int, at time.Time, m ipc.Mem) {
+	d.sim.OnMem(rank, at, m.Reserved)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if at.Before(d.next) {
+		return
+	}
+	d.now = at
+	withProc := !at.Before(d.nextPro)
+	var err error
+	if d.buf, err = d.sim.Sample(d.buf, withProc); err != nil {
+		return
+	}
+	d.next = at.Add(probe.DefaultDeviceInterval)
+	if withProc {
+		d.nextPro = at.Add(probe.DefaultProcessInterval)
+	}
+	d.emit(d.buf)
+}
+
+func (d *simNVML) onExit(rank int) { d.sim.OnExit(rank) }
