@@ -189,3 +189,21 @@ func TestDevicesWithoutNVMLExitsZero(t *testing.T) {
 		t.Errorf("devices output:\n%s", out)
 	}
 }
+
+// go-nvml needs cgo; a build without it must still work, and say why NVML
+// is missing.
+func TestBuildWithoutCgoDegrades(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the program again")
+	}
+	out := filepath.Join(t.TempDir(), "vramscope-nocgo")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, b)
+	}
+	got, _ := runBin(t, out, "devices")
+	if !strings.Contains(got, "NVML unavailable: this vramscope was built without cgo") {
+		t.Fatalf("devices without cgo: %q", got)
+	}
+}

@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Package nvmlprobe is vramscope's NVML adapter: it implements probe.Sampler
 // with go-nvml and is the only package in the program that imports it. Read
 // through the narrow nvml.Interface, it runs against the system's NVML or,
