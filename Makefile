@@ -7,12 +7,14 @@ export CGO_ENABLED := 1
 # go-nvml's C headers warn about deprecated declarations; they are harmless.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build test test-go test-py bench vet demo
+.PHONY: all build test test-go test-py check-pkg bench vet demo
 
 all: build
 
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	go build -o $(BIN) .
+	go build -ldflags "-X main.version=$(VERSION)" -o $(BIN) .
 
 vet:
 	go vet ./...
@@ -33,6 +35,14 @@ test-py: build
 	fi
 
 test: vet test-go test-py
+
+# The hook installs as a normal package (PyPI users: pip install ./pyhook).
+# Here PyPI is out of reach, so the build backend comes from the system.
+check-pkg:
+	rm -rf $(CURDIR)/bin/pkgcheck
+	$(PYTHON) -m pip install -q --no-build-isolation --no-deps --target $(CURDIR)/bin/pkgcheck ./pyhook
+	cd /tmp && PYTHONPATH=$(CURDIR)/bin/pkgcheck $(PYTHON) -c 'import vramscope, sys; assert vramscope.__file__.startswith("$(CURDIR)/bin/pkgcheck"), vramscope.__file__; print("pip install ./pyhook: vramscope", vramscope.__version__)'
+	rm -rf $(CURDIR)/bin/pkgcheck $(CURDIR)/pyhook/build
 
 bench: build
 	go test -run '^$$' -bench . -benchmem ./...
