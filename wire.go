@@ -77,6 +77,9 @@ func loadRecording(path string) ([]session.Event, record.Header, []string, error
 		if err != nil {
 			return evs, r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
 		}
+		if ev.Msg != nil {
+			ev.Msg.Raw = nil // only a recorder needs the raw line; replay keeps less
+		}
 		evs = append(evs, ev)
 	}
 	return evs, r.Header(), r.Warnings(), nil
