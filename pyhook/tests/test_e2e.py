@@ -1,0 +1,318 @@
+"""End to end: real CPU training with watch(), the real ``vramscope record``
+process receiving it, and ``vramscope report`` reading the recording.
+
+The binary is ``$VRAMSCOPE_BIN`` (``make test-py`` sets it); without it the
+tests build one with ``go build`` and fail, not skip, when that fails.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import ROOT
+import vramscope
+
+PHASES = ["zero_grad", "forward", "loss", "backward", "step"]
+SUMMARY = "vramscope: 1 clients,"
+
+
+@pytest.fixture(scope="module")
+def vs_bin():
+    path = os.environ.get("VRAMSCOPE_BIN")
+    if path:
+        assert os.access(path, os.X_OK), "VRAMSCOPE_BIN=%s is not executable" % path
+        yield path
+        return
+    out = tempfile.mkdtemp(prefix="vs-bin-")
+    target = os.path.join(out, "vramscope")
+    try:
+        proc = subprocess.run(["go", "build", "-o", target, "."], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail("VRAMSCOPE_BIN is unset and go build could not run: %s" % exc)
+    if proc.returncode != 0:
+        pytest.fail("VRAMSCOPE_BIN is unset and go build failed:\n%s" % proc.stderr)
+    yield target
+    shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture
+def workdir():
+    # Short and private: sun_path is at most 107 bytes, and the monitor
+    # refuses a socket directory that others can read (mkdtemp makes 0700).
+    d = tempfile.mkdtemp(prefix="vs", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+class Recorder:
+    """Recorder runs ``vramscope record -o FILE --socket SOCK`` as a subprocess."""
+
+    def __init__(self, binary, out, sock):
+        self.out, self.sock = out, sock
+        self.stderr_path = out + ".stderr"
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen([binary, "record", "-o", out, "--socket", sock],
+                                     stdout=subprocess.DEVNULL, stderr=self._err)
+        deadline = time.monotonic() + 15
+        while not os.path.exists(sock):
+            if self.proc.poll() is not None:
+                pytest.fail("vramscope record exited %d before listening:\n%s"
+                            % (self.proc.returncode, self.stderr()))
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                pytest.fail("vramscope record did not create %s in 15 s" % sock)
+            time.sleep(0.02)
+
+    def stderr(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def messages(self):
+        """Hook messages flushed to the file so far (the writer flushes every second)."""
+        got = []
+        try:
+            with open(self.out, "rb") as f:
+                lines = f.read().split(b"\n")
+        except FileNotFoundError:
+            return got
+        for line in lines[1:]:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue  # empty or torn last line
+            if "msg" in ev:
+                got.append(ev["msg"])
+        return got
+
+    def wait_for(self, pred, what, timeout=15):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred(self.messages()):
+                return
+            time.sleep(0.05)
+        pytest.fail("the recording never showed %s" % what)
+
+    def stop(self):
+        """SIGINT, as Ctrl-C; return (exit code, stderr)."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail("vramscope record did not stop on SIGINT")
+        self._err.close()
+        return code, self.stderr()
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(timeout=15)
+        self._err.close()
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.kill()
+
+
+@pytest.fixture
+def recorders():
+    made = []
+    yield made
+    for r in made:
+        r.cleanup()
+
+
+def start(recorders, binary, out, sock):
+    r = Recorder(binary, out, sock)
+    recorders.append(r)
+    return r
+
+
+def has_goodbye(msgs):
+    return any(m["type"] == "goodbye" for m in msgs)
+
+
+def stop_ok(rec):
+    code, err = rec.stop()
+    assert code == 0, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(SUMMARY), err
+    assert " 0 bad messages; wrote %s " % rec.out in last, last
+    return last
+
+
+def report(binary, path, *args):
+    proc = subprocess.run([binary, "report", *args, path], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def report_json(binary, path):
+    rep = json.loads(report(binary, path, "--json"))
+    assert rep["schema"] == "vramscope.report/v1"
+    return rep
+
+
+def make_model(torch):
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 4))
+    return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+
+def train(torch, model, opt, steps, micro=1):
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    for _ in range(steps):
+        opt.zero_grad()
+        for _ in range(micro):
+            loss = torch.nn.functional.cross_entropy(model(x), y) / micro
+            loss.backward()
+        opt.step()
+
+
+def wait_until(pred, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not pred():
+        time.sleep(0.02)
+    return pred()
+
+
+def the_process(rep):
+    assert len(rep["processes"]) == 1, rep["processes"]
+    return rep["processes"][0]
+
+
+def check_steps(proc, steps, counts=(1, 1, 1, 1, 1)):
+    assert [s["step"] for s in proc["steps"]] == list(steps)
+    for s in proc["steps"]:
+        assert [p["phase"] for p in s["phases"]] == PHASES, s
+        assert [p["count"] for p in s["phases"]] == list(counts), s
+        for p in s["phases"]:
+            assert not p["user"]
+            assert p["allocated_end"] is None and p["peak_allocated"] is None  # CPU: no allocator
+            assert p["start_s"] <= p["end_s"]
+        starts = [p["start_s"] for p in s["phases"]]
+        assert starts == sorted(starts)
+
+
+def test_five_steps_recorded_and_reported_in_phase_order(torch_mod, vs_bin, workdir, recorders):
+    torch = torch_mod
+    out, sock = os.path.join(workdir, "run.jsonl"), os.path.join(workdir, "s.sock")
+    rec = start(recorders, vs_bin, out, sock)
+    model, opt = make_model(torch)
+    handle = vramscope.watch(model, opt, socket=sock)
+    train(torch, model, opt, 5)
+    handle.remove()
+    rec.wait_for(has_goodbye, "the hook's goodbye")
+    summary = stop_ok(rec)
+    assert " 5 steps, 0 lost, 0 dropped by hooks" in summary, summary
+
+    proc = the_process(report_json(vs_bin, out))
+    check_steps(proc, range(5))
+    assert proc["steps_total"] == 5
+    assert proc["lost"] == 0 and proc["dropped"] == 0 and proc["evicted"] == 0
+    assert proc["connected"] is False, "goodbye arrived"
+    assert proc["pid"] == os.getpid() and proc["torch"] == torch.__version__
+    assert proc["device"] is None
+    measured = proc["anatomy"]["measured"]
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert measured["step"] == 2 and measured["weights"] == weights
+    assert measured["gradients"] == weights and measured["optimizer"] == weights  # momentum
+    assert measured["batch_size"] == 8 and measured["activations"] > 0
+
+    text = report(vs_bin, out)
+    for name in PHASES:
+        assert name in text, "text report lacks %s:\n%s" % (name, text)
+
+
+def test_gradient_accumulation_merges_micro_steps(torch_mod, vs_bin, workdir, recorders):
+    torch = torch_mod
+    out, sock = os.path.join(workdir, "acc.jsonl"), os.path.join(workdir, "s.sock")
+    rec = start(recorders, vs_bin, out, sock)
+    model, opt = make_model(torch)
+    handle = vramscope.watch(model, opt, socket=sock)
+    train(torch, model, opt, 5, micro=2)
+    handle.remove()
+    rec.wait_for(has_goodbye, "the hook's goodbye")
+    stop_ok(rec)
+
+    raw = [m for m in rec.messages() if m["type"] == "phase" and m["step"] == 0]
+    assert [(m["name"], m["micro"]) for m in raw if m["edge"] == "begin"] == [
+        ("zero_grad", 0), ("forward", 0), ("loss", 0), ("backward", 0),
+        ("forward", 1), ("loss", 1), ("backward", 1), ("step", 2)]
+
+    proc = the_process(report_json(vs_bin, out))
+    # One cell per phase; forward, loss and backward merge both micro-steps.
+    check_steps(proc, range(5), counts=(1, 2, 2, 2, 1))
+    # The report's step "micro" is the highest micro index seen + 1, and the
+    # step phase carries micro 2 (both backwards done): 3 for 2 micro-steps.
+    assert {s["micro"] for s in proc["steps"]} == {3}
+
+
+def test_monitor_started_after_training_began_gets_the_first_steps(
+        torch_mod, vs_bin, workdir, recorders):
+    torch = torch_mod
+    out, sock = os.path.join(workdir, "late.jsonl"), os.path.join(workdir, "s.sock")
+    model, opt = make_model(torch)
+    handle = vramscope.watch(model, opt, socket=sock)
+    train(torch, model, opt, 2)
+    assert handle.stats()["connects"] == 0
+    rec = start(recorders, vs_bin, out, sock)
+    assert wait_until(lambda: handle.stats()["connects"] == 1), "the hook never connected"
+    train(torch, model, opt, 4)
+    handle.remove()
+    rec.wait_for(has_goodbye, "the hook's goodbye")
+    stop_ok(rec)
+
+    proc = the_process(report_json(vs_bin, out))
+    check_steps(proc, range(6))
+    assert proc["lost"] == 0 and proc["duplicates"] == 0
+    assert proc["dropped"] == 0 and proc["evicted"] == 0
+    seqs = [m["seq"] for m in rec.messages()]
+    assert seqs == list(range(handle.stats()["created"])), "every message, once, in order"
+
+
+def test_monitor_killed_and_restarted(torch_mod, vs_bin, workdir, recorders):
+    torch = torch_mod
+    sock = os.path.join(workdir, "s.sock")
+    first_out, second_out = os.path.join(workdir, "a.jsonl"), os.path.join(workdir, "b.jsonl")
+    first = start(recorders, vs_bin, first_out, sock)
+    model, opt = make_model(torch)
+    handle = vramscope.watch(model, opt, socket=sock)
+    train(torch, model, opt, 3)
+    first.wait_for(lambda ms: any(m["type"] == "phase" and m["step"] == 2 for m in ms),
+                   "step 2")
+    first.kill()  # SIGKILL: no clean shutdown, the socket file stays behind
+    # 450 steps with no monitor: ~5,000 messages, more than the 4,096-message ring.
+    train(torch, model, opt, 450)
+    stats = handle.stats()
+    assert stats["send_errors"] >= 1 and stats["connects"] == 1
+    assert stats["evicted"] > 0 and stats["dropped"] == 0
+
+    second = start(recorders, vs_bin, second_out, sock)  # clears the stale socket
+    assert wait_until(lambda: handle.stats()["connects"] == 2), "the hook never reconnected"
+    train(torch, model, opt, 2)
+    handle.remove()
+    second.wait_for(has_goodbye, "the hook's goodbye")
+    stop_ok(second)
+    stats = handle.stats()
+
+    proc = the_process(report_json(vs_bin, second_out))
+    assert proc["connected"] is False and proc["steps_total"] > 0
+    steps = [s["step"] for s in proc["steps"]]
+    assert steps[:3] == [0, 1, 2], "the first steps were replayed"
+    assert steps[-3:] == [452, 453, 454], "and the recent ones"
+    # What the hook evicted is exactly the gap the monitor reports as lost.
+    assert proc["lost"] == stats["evicted"] and proc["evicted"] == stats["evicted"]
+    assert proc["dropped"] == 0
+
+    # The killed monitor's file may end in a torn line; it still reports.
+    old = the_process(report_json(vs_bin, first_out))
+    assert old["connected"] is True, "no goodbye reached the killed monitor"
+    assert [s["step"] for s in old["steps"]][:2] == [0, 1]
