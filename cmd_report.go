@@ -25,15 +25,14 @@ func newReportCmd() *cobra.Command {
 }
 
 func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
-	evs, _, warnings, err := loadRecording(path)
+	store := session.New()
+	_, warnings, err := readRecording(path, store.Apply)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "vramscope: warning: %s\n", w)
 	}
 	if err != nil {
 		return err
 	}
-	store := session.New()
-	store.ApplyAll(evs)
 	rep := report.Build(store)
 	if asJSON {
 		return rep.WriteJSON(stdout)

@@ -61,28 +61,34 @@ func stderrLog(w io.Writer) func(string, ...any) {
 	}
 }
 
-// loadRecording reads a whole recording into memory.
-func loadRecording(path string) ([]session.Event, record.Header, []string, error) {
+// readRecording streams a recording's events to each, in order, and
+// returns the header and the reader's warnings (torn or bad lines skipped).
+func readRecording(path string, each func(session.Event)) (record.Header, []string, error) {
 	r, err := record.Open(path)
 	if err != nil {
-		return nil, record.Header{}, nil, err
+		return record.Header{}, nil, err
 	}
 	defer r.Close()
-	var evs []session.Event
 	for {
 		ev, err := r.Next()
 		if err == io.EOF {
-			break
+			return r.Header(), r.Warnings(), nil
 		}
 		if err != nil {
-			return evs, r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
+			return r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
 		}
 		if ev.Msg != nil {
-			ev.Msg.Raw = nil // only a recorder needs the raw line; replay keeps less
+			ev.Msg.Raw = nil // only a recorder needs the raw line
 		}
-		evs = append(evs, ev)
+		each(ev)
 	}
-	return evs, r.Header(), r.Warnings(), nil
+}
+
+// loadRecording reads a whole recording into memory, for replay.
+func loadRecording(path string) ([]session.Event, record.Header, []string, error) {
+	var evs []session.Event
+	hdr, warnings, err := readRecording(path, func(ev session.Event) { evs = append(evs, ev) })
+	return evs, hdr, warnings, err
 }
 
 // privateSocket makes a socket path in a new 0700 directory, for the demo,
