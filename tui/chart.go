@@ -4,7 +4,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -24,7 +23,12 @@ type memChart struct {
 	lc   linechart.Model
 	w, h int
 	cols []session.Column
-	mask []uint8 // braille dots per graph cell, reused
+	// The plot area is kept out of ntcharts' canvas, whose cells carry a
+	// whole lipgloss.Style each (a copy per read, a fresh canvas per
+	// Clear): dots are the braille bits of each graph cell, owner the
+	// series drawn last into it (its colour), -1 for none. Reused.
+	dots  []uint8
+	owner []int8
 }
 
 // The chart's series, drawn in this order: the allocated curve last, on top.
@@ -63,9 +67,11 @@ func (c *memChart) resize(w, h int) {
 	c.lc.Resize(w, plot)
 }
 
-// render draws p over [from, to); origin is the session start the time
-// labels count from. It returns exactly c.h lines of c.w cells.
-func (c *memChart) render(p *session.Process, from, to, origin time.Time) string {
+// render draws p over [from, to); now is the newest instant with data
+// (open phases run up to it, not to the window's end), origin the session
+// start the time labels count from. It returns exactly c.h lines of c.w
+// cells.
+func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) string {
 	series := []*session.Series{p.GPU, p.Reserved, p.MaxAllocated, p.Allocated}
 	top := int64(0)
 	for _, s := range series {
@@ -83,83 +89,29 @@ func (c *memChart) render(p *session.Process, from, to, origin time.Time) string
 	c.lc.XLabelFormatter = xTicks(from, to, float64(gw), origin, gw).label
 	c.lc.SetXRange(0, float64(gw))
 	c.lc.SetViewXRange(0, float64(gw))
-	c.lc.Clear()
+	c.clearAxes()
 	c.lc.DrawXYAxisAndLabel()
+	c.clearPlot()
 	for k, s := range series {
 		if s.Len() > 0 {
 			c.cols = s.Columns(c.cols, from, to, 2*gw) // one column per braille dot
-			c.plotSeries(c.cols, ticks.top*gib, lipgloss.NewStyle().Foreground(chartSeries[k].color))
+			c.plotSeries(c.cols, ticks.top*gib, int8(k))
 		}
 	}
 
 	var b strings.Builder
-	b.WriteString(canvasView(&c.lc.Canvas))
+	b.Grow(c.w * c.h * 4)
+	c.view(&b)
 	left := c.lc.Origin().X + 1
 	b.WriteByte('\n')
-	b.WriteString(phaseStrip(p.Spans(), from, to, left, c.lc.GraphWidth(), c.w))
+	b.WriteString(phaseStrip(p.Spans(), from, to, now, left, c.lc.GraphWidth(), c.w))
 	if stepRow > 0 {
 		b.WriteByte('\n')
 		b.WriteString(stepLabels(p.Spans(), from, to, left, c.lc.GraphWidth(), c.w))
 	}
 	b.WriteByte('\n')
-	b.WriteString(fit(phaseLegend(p.Spans()), c.w))
+	b.WriteString(fit(phaseLegend(visibleSpans(p.Spans(), from, to)), c.w))
 	return b.String()
-}
-
-// plotSeries draws one series, one braille dot column per Column: a
-// vertical stroke from its minimum to its maximum (Series.Columns keeps
-// both, so no peak is lost however far out the view is zoomed), joined to
-// the previous column's last value, which empty columns hold.
-func (c *memChart) plotSeries(cols []session.Column, top float64, style lipgloss.Style) {
-	gw, gh := c.lc.GraphWidth(), c.lc.GraphHeight()
-	if gw <= 0 || gh <= 0 || top <= 0 {
-		return
-	}
-	n := gw * gh
-	if cap(c.mask) < n {
-		c.mask = make([]uint8, n)
-	}
-	mask := c.mask[:n]
-	clear(mask)
-	rows := 4 * gh
-	dot := func(v int64) int {
-		return min(max(int(float64(v)/top*float64(rows-1)+0.5), 0), rows-1)
-	}
-	last := len(cols) - 1
-	for last >= 0 && !cols[last].Has {
-		last--
-	}
-	prev := -1
-	for i, col := range cols[:min(last+1, 2*gw)] {
-		if !col.Has {
-			// A gauge holds its value between samples (NVML comes at 5 Hz).
-			if prev >= 0 {
-				mask[(gh-1-prev/4)*gw+i/2] |= brailleBits[i%2][3-prev%4]
-			}
-			continue
-		}
-		lo, hi := dot(col.Min), dot(col.Max)
-		if prev >= 0 {
-			lo, hi = min(lo, prev), max(hi, prev)
-		}
-		for y := lo; y <= hi; y++ {
-			cell := (gh-1-y/4)*gw + i/2
-			mask[cell] |= brailleBits[i%2][3-y%4]
-		}
-		prev = dot(col.Last)
-	}
-	ox := c.lc.Origin().X + 1
-	for k, bits := range mask {
-		if bits == 0 {
-			continue
-		}
-		p := canvas.Point{X: ox + k%gw, Y: k / gw}
-		r := rune(0x2800) | rune(bits)
-		if old := c.lc.Canvas.Cell(p).Rune; old >= 0x2800 && old <= 0x28FF {
-			r |= old // overlapping series share the cell's dots
-		}
-		c.lc.Canvas.SetCell(p, canvas.NewCellWithStyle(r, style))
-	}
 }
 
 // brailleBits are the dot bits of a braille cell by column, then row from
@@ -194,7 +146,8 @@ func seriesLegend(p *session.Process, w int) string {
 }
 
 // phaseLegend lists the letters of the strip: the automatic phases, then
-// the user phases seen.
+// the user phases among spans (those in the window: the whole store holds
+// up to 20k spans).
 func phaseLegend(spans []session.Span) string {
 	parts := []string{"phase:"}
 	for _, n := range []string{"zero_grad", "forward", "loss", "backward", "step"} {

@@ -3,46 +3,9 @@ package tui
 import (
 	"strings"
 
-	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 )
-
-// canvasView is canvas.Model.View without a lipgloss Render per cell: the
-// chart's cells differ only by foreground, so each colour is rendered once
-// (around a marker) and runs of cells are wrapped in its escape codes.
-func canvasView(c *canvas.Model) string {
-	var b strings.Builder
-	w, h := c.Width(), c.Height()
-	b.Grow(w * h * 4)
-	var cur wrap
-	var curFG lipgloss.TerminalColor
-	for y := 0; y < h; y++ {
-		if y > 0 {
-			b.WriteByte('\n')
-		}
-		open := false
-		for x := 0; x < w; x++ {
-			cell := c.Cell(canvas.Point{X: x, Y: y})
-			r := cell.Rune
-			if r == 0 {
-				r = ' '
-			}
-			if fg := cell.Style.GetForeground(); !open || fg != curFG {
-				if open {
-					b.WriteString(cur.suffix)
-				}
-				cur, curFG, open = wrapOf(cell.Style), fg, true
-				b.WriteString(cur.prefix)
-			}
-			b.WriteRune(r)
-		}
-		if open {
-			b.WriteString(cur.suffix)
-		}
-	}
-	return b.String()
-}
 
 // wrap is a style's escape codes around its text.
 type wrap struct{ prefix, suffix string }
