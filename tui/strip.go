@@ -51,13 +51,18 @@ func cellRange(a, b, from, to time.Time, cells int) (int, int, bool) {
 	return max(i, 0), min(max(j, i), cells-1), true
 }
 
-// phaseStrip renders one line: left blank cells, then a letter per cell.
-func phaseStrip(spans []session.Span, from, to time.Time, left, cells, w int) string {
+// phaseStrip renders one line: left blank cells, then a letter per cell
+// that a span covers. An open span runs up to now, the newest data: the
+// cells after it stay blank.
+func phaseStrip(spans []session.Span, from, to, now time.Time, left, cells, w int) string {
 	row := make([]stripCell, max(cells, 0))
 	for _, sp := range visibleSpans(spans, from, to) {
 		end := sp.End
 		if sp.Open() {
-			end = to
+			end = now
+			if end.Before(sp.Start) {
+				end = sp.Start
+			}
 		}
 		i, j, ok := cellRange(sp.Start, end, from, to, cells)
 		if !ok {

@@ -83,7 +83,7 @@ func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) str
 		title += styleWarn.Render(" · ◀ " + elapsed(m.now().Sub(to), false) + " back")
 	}
 	title += "  " + seriesLegend(p, l.leftW-lipgloss.Width(title)-2)
-	left := []string{fit(title, l.leftW), m.chart.render(p, from, to, m.store.Start())}
+	left := []string{fit(title, l.leftW), m.chart.render(p, from, to, m.now(), m.store.Start())}
 	if l.diagH > 0 {
 		var lines []string
 		if d != nil {
