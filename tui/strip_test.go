@@ -3,6 +3,8 @@ package tui
 import (
 	"strings"
 	"testing"
+
+	"github.com/vramscope/vramscope/ipc"
 )
 
 // stripLine is the phase strip of a rendered view: the line two above the
@@ -26,8 +28,13 @@ func stripLine(t *testing.T, v string, stepRow bool) string {
 // of the one-minute window (an open phase used to run to the window's end
 // and fill the whole width with its letter).
 func TestStripBlankWithoutData(t *testing.T) {
-	evs := demoEvents(t, "warmup", 4, 1)
-	evs = evs[:len(evs)-1] // no goodbye: the last phase is still open
+	evs := demoEvents(t, "warmup", 5, 1)
+	for i := len(evs) - 1; i >= 0; i-- { // cut after the last begin: a phase is open
+		if m := evs[i].Msg; m != nil && m.Type == ipc.TypePhase && m.Edge == ipc.EdgeBegin {
+			evs = evs[:i+1]
+			break
+		}
+	}
 	for _, sz := range []struct {
 		w, h    int
 		stepRow bool
