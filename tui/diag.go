@@ -1,6 +1,11 @@
 package tui
 
-import "github.com/vramscope/vramscope/session"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vramscope/vramscope/session"
+)
 
 // diagCache keeps the diagnosis of the process shown until a step ends or
 // a new anatomy arrives: it reads every step of the session, once per
@@ -36,6 +41,10 @@ func bannerText(d *session.Diagnosis) string {
 		return styleInfo.Render("ℹ " + h)
 	case session.PatternSteady:
 		return styleOK.Render("✓ " + h)
+	}
+	if d.Steps < session.MinSteps && strings.HasPrefix(d.Reason, "need ") {
+		// Not a finding: the run is young. Say how far along it is.
+		return styleDim.Render(fmt.Sprintf("… collecting: %d of %d steps needed for a diagnosis", d.Steps, session.MinSteps))
 	}
 	return styleDim.Render("… " + h)
 }

@@ -1,12 +1,15 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/vramscope/vramscope/session"
 )
 
 func TestZoomLimits(t *testing.T) {
@@ -230,5 +233,20 @@ func TestBanner(t *testing.T) {
 				t.Errorf("banner = %q, want %q then %q", banner, tt.prefix, tt.word)
 			}
 		})
+	}
+}
+
+// Before MinSteps steps have finished, the banner says the run is young,
+// not why a diagnosis is unknown.
+func TestBannerCollecting(t *testing.T) {
+	for finished := 1; finished < session.MinSteps; finished++ {
+		evs := demoEvents(t, "warmup", finished+1, 1)
+		evs = evs[:len(evs)-1] // no goodbye: the newest step is still running
+		m := live(t, evs, 80, 24)
+		banner := strings.Split(m.View(), "\n")[2]
+		want := fmt.Sprintf("collecting: %d of %d steps needed for a diagnosis", finished, session.MinSteps)
+		if !strings.Contains(banner, want) {
+			t.Errorf("%d finished steps: banner = %q, want %q", finished, banner, want)
+		}
 	}
 }
