@@ -164,10 +164,10 @@ func live(tb testing.TB, evs []session.Event, w, h int, opts ...Option) Model {
 	opts = append([]Option{WithSource(src), WithClock(fixedClock(evs)), WithDevice("simulated", simDevices())}, opts...)
 	m := New(opts...)
 	m, _ = update(tb, m, tea.WindowSizeMsg{Width: w, Height: h})
-	cmd := waitBatch(m.ctx, src)
 	for {
-		msg := cmd()
-		m, cmd = update(tb, m, msg)
+		// Update re-issues waitBatch batched with its ticks: call it here.
+		msg := waitBatch(m.ctx, src)()
+		m, _ = update(tb, m, msg)
 		if _, ok := msg.(batchMsg); !ok {
 			break
 		}

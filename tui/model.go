@@ -60,6 +60,9 @@ type Model struct {
 	diag  *diagCache
 	dirty bool
 	frame string
+
+	ticking  bool // a frame tick is pending
+	clocking bool // a clock tick is pending
 }
 
 // New builds the model. Without WithSource or WithReplay it shows a store
@@ -92,17 +95,18 @@ func New(opts ...Option) Model {
 // Store is the store the model renders (replay seeks replace it).
 func (m Model) Store() *session.Store { return m.store }
 
-// Init starts the source reader and the frame clock.
+// Init starts the source reader, and the frame clock of a replay. Init
+// cannot keep state (its receiver is a copy): the first frame tick is not
+// marked pending, which at worst arms one extra tick.
 func (m Model) Init() tea.Cmd {
-	cmds := []tea.Cmd{m.tick()}
+	var cmds []tea.Cmd
 	if m.cfg.source != nil && m.replay == nil {
 		cmds = append(cmds, waitBatch(m.ctx, m.cfg.source))
 	}
+	if m.replay != nil {
+		cmds = append(cmds, tea.Tick(time.Second/time.Duration(m.cfg.fps), func(t time.Time) tea.Msg { return frameTick(t) }))
+	}
 	return tea.Batch(cmds...)
-}
-
-func (m Model) tick() tea.Cmd {
-	return tea.Tick(time.Second/time.Duration(m.cfg.fps), func(t time.Time) tea.Msg { return frameTick(t) })
 }
 
 // Update routes a message and returns the next model.
@@ -117,13 +121,13 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case batchMsg:
 		m.store.ApplyAll(msg)
 		m.dirty = true
-		return m, waitBatch(m.ctx, m.cfg.source)
+		return m, tea.Batch(waitBatch(m.ctx, m.cfg.source), m.armFrame(), m.armClock())
 	case sourceErrMsg:
 		m.logf("source: %v", msg.err)
 		if !errors.Is(msg.err, io.EOF) { // EOF: the feed simply ended
 			m.srcErr = msg.err.Error()
 		}
-		m.dirty = true
+		m.render()
 		return m, nil
 	case recordMsg:
 		m.recPath, m.recErr = msg.path, ""
@@ -134,14 +138,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.render()
 		return m, nil
 	case frameTick:
-		if m.replay != nil && !m.replay.done() {
-			m.replay.tick(time.Time(msg), m.store)
-			m.dirty = true
-		}
-		if m.dirty && !m.paused {
-			m.render()
-		}
-		return m, m.tick()
+		return m, m.onFrame(time.Time(msg))
+	case clockTick:
+		return m, m.onClock()
 	}
 	return m, nil
 }
@@ -160,6 +159,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.showHelp = false
 	case key.Matches(msg, k.Pause):
 		m.togglePause()
+		cmd = m.armFrame() // a resumed replay plays again
 	case key.Matches(msg, k.Left):
 		m.scroll(-1)
 	case key.Matches(msg, k.Right):
@@ -190,6 +190,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 func (m *Model) togglePause() {
 	if m.replay != nil {
 		m.replay.paused = !m.replay.paused
+		m.replay.lastTick = time.Time{} // no jump for the time spent paused
 		return
 	}
 	m.paused = !m.paused
@@ -224,12 +225,18 @@ func (m *Model) now() time.Time {
 	return m.store.Last()
 }
 
-// elapsed is the session time shown in the header.
+// elapsed is the session time shown in the header: up to the wall clock
+// while a process is connected (the run goes on between messages), but
+// never behind the newest data (a demo faster than real time), and up to
+// the newest data once every process is gone.
 func (m *Model) elapsed() time.Duration {
-	if m.replay != nil || m.paused {
-		return m.now().Sub(m.store.Start())
+	end := m.now()
+	if m.replay == nil && !m.paused && m.anyConnected() {
+		if c := m.cfg.clock(); c.After(end) {
+			end = c
+		}
 	}
-	return m.cfg.clock().Sub(m.store.Start())
+	return end.Sub(m.store.Start())
 }
 
 // visibleSteps are the steps of p the table shows (up to the frozen one

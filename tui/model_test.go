@@ -250,3 +250,55 @@ func TestBannerCollecting(t *testing.T) {
 		}
 	}
 }
+
+// Frames are drawn on demand: a batch arms one frame tick, a frame with
+// nothing new arms none, and an idle monitor (no process) has no clock.
+func TestTicksOnlyWhenNeeded(t *testing.T) {
+	evs := demoEvents(t, "warmup", 3, 1)
+	m := New(WithSource(&fakeSource{}), WithClock(fixedClock(evs)))
+	m, _ = update(t, m, tea.WindowSizeMsg{Width: 80, Height: 24})
+	if _, cmd := update(t, m, frameTick(time.Now())); cmd != nil || m.clocking {
+		t.Fatal("an idle monitor arms a tick")
+	}
+	m, _ = update(t, m, batchMsg(evs[:len(evs)/2]))
+	if !m.ticking || !m.dirty || !m.clocking {
+		t.Fatalf("a batch from a connected process: ticking %v, dirty %v, clocking %v", m.ticking, m.dirty, m.clocking)
+	}
+	before := m.View()
+	m, cmd := update(t, m, frameTick(time.Now()))
+	if cmd != nil || m.ticking || m.dirty {
+		t.Errorf("a frame with nothing new after it: cmd %v, ticking %v, dirty %v", cmd != nil, m.ticking, m.dirty)
+	}
+	if m.View() == before {
+		t.Error("the frame tick did not draw the batch")
+	}
+	m, _ = update(t, m, clockTick(time.Now()))
+	if !m.ticking || !m.clocking {
+		t.Errorf("the clock tick of a connected process: ticking %v, clocking %v", m.ticking, m.clocking)
+	}
+}
+
+// The header's elapsed time follows the data when it runs ahead of the
+// wall clock (demo --speed 4), the wall clock while the run is connected.
+func TestElapsedFollowsData(t *testing.T) {
+	evs := demoEvents(t, "warmup", 20, 1)
+	evs = evs[:len(evs)-1] // still connected
+	start, last := evs[0].At, evs[len(evs)-1].At
+	tests := []struct {
+		clock     time.Time
+		wallClock bool // else the newest data
+	}{
+		{start.Add(2 * time.Second), false}, // data 4× ahead of the clock
+		{last.Add(30 * time.Second), true},  // a stalled run: the clock goes on
+	}
+	for _, tt := range tests {
+		m := live(t, evs, 80, 24, WithClock(func() time.Time { return tt.clock }))
+		want := m.store.Last().Sub(m.store.Start())
+		if tt.wallClock {
+			want = tt.clock.Sub(m.store.Start())
+		}
+		if got := m.elapsed(); got != want {
+			t.Errorf("clock at +%v: elapsed %v, want %v", tt.clock.Sub(start), got, want)
+		}
+	}
+}
