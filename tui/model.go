@@ -63,6 +63,8 @@ type Model struct {
 
 	ticking  bool // a frame tick is pending
 	clocking bool // a clock tick is pending
+	reading  bool // a waitBatch is pending
+	srcDone  bool // the source ended: read no more
 }
 
 // New builds the model. Without WithSource or WithReplay it shows a store
@@ -85,6 +87,7 @@ func New(opts ...Option) Model {
 	if cfg.replaySet {
 		m.replay = newReplayClock(cfg.replay)
 	}
+	m.reading = cfg.source != nil && m.replay == nil // Init starts the first read
 	if cfg.recorder != nil {
 		m.recPath = cfg.recorder.Path() // before the program starts, not in Update
 	}
@@ -120,9 +123,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.key(msg)
 	case batchMsg:
 		m.store.ApplyAll(msg)
-		m.dirty = true
-		return m, tea.Batch(waitBatch(m.ctx, m.cfg.source), m.armFrame(), m.armClock())
+		m.dirty, m.reading = true, false // the next frame reads again
+		return m, tea.Batch(m.armFrame(), m.armClock())
 	case sourceErrMsg:
+		m.reading, m.srcDone = false, true
 		m.logf("source: %v", msg.err)
 		if !errors.Is(msg.err, io.EOF) { // EOF: the feed simply ended
 			m.srcErr = msg.err.Error()

@@ -253,6 +253,7 @@ func TestBannerCollecting(t *testing.T) {
 
 // Frames are drawn on demand: a batch arms one frame tick, a frame with
 // nothing new arms none, and an idle monitor (no process) has no clock.
+// The source is read again at the frame, not after each batch.
 func TestTicksOnlyWhenNeeded(t *testing.T) {
 	evs := demoEvents(t, "warmup", 3, 1)
 	m := New(WithSource(&fakeSource{}), WithClock(fixedClock(evs)))
@@ -265,9 +266,12 @@ func TestTicksOnlyWhenNeeded(t *testing.T) {
 		t.Fatalf("a batch from a connected process: ticking %v, dirty %v, clocking %v", m.ticking, m.dirty, m.clocking)
 	}
 	before := m.View()
-	m, cmd := update(t, m, frameTick(time.Now()))
-	if cmd != nil || m.ticking || m.dirty {
-		t.Errorf("a frame with nothing new after it: cmd %v, ticking %v, dirty %v", cmd != nil, m.ticking, m.dirty)
+	if m.reading {
+		t.Error("the source is read again before the frame: one message per event")
+	}
+	m, _ = update(t, m, frameTick(time.Now()))
+	if m.ticking || m.dirty || !m.reading {
+		t.Errorf("after the frame: ticking %v (want none armed), dirty %v, reading %v (want the next read)", m.ticking, m.dirty, m.reading)
 	}
 	if m.View() == before {
 		t.Error("the frame tick did not draw the batch")

@@ -16,7 +16,10 @@ import (
 // (tea.WithoutCatchPanics), Run recovers the panic, releases the terminal
 // and returns it as an error with its stack.
 func Run(m Model, opts ...tea.ProgramOption) (err error) {
-	opts = append([]tea.ProgramOption{tea.WithAltScreen()}, opts...)
+	// The renderer flushes on its own ticker (60 Hz by default) even when
+	// nothing changed; frames come at most fps times a second, so flushing
+	// faster only costs wakeups.
+	opts = append([]tea.ProgramOption{tea.WithAltScreen(), tea.WithFPS(m.cfg.fps)}, opts...)
 	p := tea.NewProgram(m, opts...)
 	defer func() {
 		m.cancel()

@@ -10,6 +10,11 @@ import (
 // changed (a batch arrived) or a replay is playing, and the header's
 // elapsed time gets one tick a second while a process is connected. With
 // no data the program sleeps: no tick, no render, no terminal write.
+//
+// The source is read once per frame, not once per event: after a batch,
+// the next read starts at the next frame tick, so the events of a frame
+// interval arrive as one batch (1,000 events/s used to come as hundreds
+// of one-event messages, each a goroutine wakeup and an Update).
 
 // clockTick redraws the header's elapsed time once a second.
 type clockTick time.Time
@@ -53,7 +58,12 @@ func (m *Model) onFrame(at time.Time) tea.Cmd {
 	if m.dirty && !m.paused {
 		m.render()
 	}
-	return m.armFrame()
+	var read tea.Cmd
+	if m.cfg.source != nil && m.replay == nil && !m.reading && !m.srcDone {
+		m.reading = true
+		read = waitBatch(m.ctx, m.cfg.source)
+	}
+	return tea.Batch(read, m.armFrame())
 }
 
 // onClock is the once-a-second tick of the header's elapsed time.
