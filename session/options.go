@@ -36,6 +36,17 @@ func WithMaxSteps(n int) Option {
 	}
 }
 
+// WithMaxStepPeaks bounds the per-step summaries the diagnosis reads
+// (default 10,000: every step of most sessions; beyond, the first tenth of
+// them and the newest ones).
+func WithMaxStepPeaks(n int) Option {
+	return func(s *Store) {
+		if n >= 10 {
+			s.limits.peaks = n
+		}
+	}
+}
+
 // WithMaxSpans bounds the phase spans kept for the chart (default 20000).
 func WithMaxSpans(n int) Option {
 	return func(s *Store) {

@@ -70,8 +70,8 @@ type Mark struct {
 }
 
 type limits struct {
-	spans, steps, marks, anatomies int
-	window, width                  time.Duration
+	spans, steps, peaks, marks, anatomies int
+	window, width                         time.Duration
 }
 
 func newProcess(key string, l limits) *Process {
@@ -263,6 +263,13 @@ func (p *Process) updatePeak(index int) {
 		}
 	}
 	p.peaks = append(p.peaks, sum)
+	// Keep the first summaries (warmup lives there) and the newest ones
+	// (growth is judged there); drop a block from the middle at a time.
+	if keep := p.limits.peaks; len(p.peaks) > keep+keep/10 {
+		head := keep / 10
+		drop := len(p.peaks) - keep
+		p.peaks = append(p.peaks[:head], p.peaks[head+drop:]...)
+	}
 }
 
 func (p *Process) anatomy(at time.Time, m *ipc.Message) {
@@ -299,7 +306,8 @@ func (p *Process) Spans() []Span { return p.spans }
 // recent ones, in order. Read-only, valid until the next Apply.
 func (p *Process) Steps() []*Step { return p.steps }
 
-// StepPeaks returns one summary per step for the whole session.
+// StepPeaks returns one summary per step: every step of a session of up to
+// 10,000 steps; beyond, the first 1,000 and the newest ones.
 func (p *Process) StepPeaks() []StepPeak { return p.peaks }
 
 // Label is a short name for the process: "rank 0 · pid 4242".

@@ -6,17 +6,19 @@ import (
 )
 
 // Series is a time series of byte values that stays bounded however long a
-// session runs. Points younger than the raw window are kept as they came;
-// older ones are folded into fixed-width buckets that keep each bucket's
-// minimum, maximum and last value, so a peak is never lost to downsampling.
+// session runs. Every point goes into fixed-width buckets that keep their
+// minimum, maximum and last value, so a peak is never lost to downsampling;
+// the points of the recent raw window are also kept as they came, for close
+// zoom. Buckets age into coarser levels: 1 s buckets for the last two
+// hours, then 10 s for a day, then 1 min.
 type Series struct {
-	raw     []point // recent points, oldest first; raw[head:] is live
-	head    int
-	buckets []bucket // folded history, oldest first
-	width   int64    // bucket width, ns
-	window  int64    // raw window, ns
-	max     int64
-	n       int
+	raw    []point // recent points, oldest first; raw[head:] is live
+	head   int
+	levels []level // finest first; each holds older data than the one before
+	window int64   // raw window, ns
+	first  int64   // time of the first point
+	max    int64
+	n      int
 }
 
 type point struct {
@@ -29,6 +31,16 @@ type bucket struct {
 	min, max, last int64
 }
 
+// level is a run of buckets of one width. cap bounds it: the oldest
+// buckets past it move into the next, coarser level (the last level is
+// unbounded, and grows by one bucket a minute).
+type level struct {
+	width int64
+	cap   int
+	b     []bucket
+	head  int // b[head:] is live
+}
+
 // Column is one slot of a downsampled view of a Series.
 type Column struct {
 	T              time.Time // start of the slot
@@ -37,7 +49,16 @@ type Column struct {
 }
 
 func newSeries(window, width time.Duration) *Series {
-	return &Series{window: int64(window), width: int64(width), max: -1}
+	w := int64(width)
+	return &Series{
+		window: int64(window),
+		max:    -1,
+		levels: []level{
+			{width: w, cap: 7200},
+			{width: 10 * w, cap: 8640},
+			{width: 60 * w},
+		},
+	}
 }
 
 // Push adds a point. Points must come in time order; an older point is
@@ -47,33 +68,55 @@ func (s *Series) Push(at time.Time, v int64) {
 	if live := s.raw[s.head:]; len(live) > 0 && t < live[len(live)-1].t {
 		t = live[len(live)-1].t
 	}
+	if s.n == 0 {
+		s.first = t
+	}
 	s.raw = append(s.raw, point{t, v})
 	s.n++
 	if v > s.max {
 		s.max = v
 	}
-	s.fold(t)
-}
-
-// fold moves raw points older than the window into buckets.
-func (s *Series) fold(now int64) {
-	cut := now - s.window
+	s.levels[0].add(bucket{t - t%s.levels[0].width, v, v, v})
+	s.age(0)
+	// Drop raw points older than the window.
+	cut := t - s.window
 	for s.head < len(s.raw) && s.raw[s.head].t < cut {
-		p := s.raw[s.head]
-		start := p.t - p.t%s.width
-		if k := len(s.buckets) - 1; k >= 0 && s.buckets[k].t == start {
-			b := &s.buckets[k]
-			b.min, b.max, b.last = min(b.min, p.v), max(b.max, p.v), p.v
-		} else {
-			s.buckets = append(s.buckets, bucket{start, p.v, p.v, p.v})
-		}
 		s.head++
 	}
-	// Compact the raw slice once its dead prefix dominates it.
 	if s.head > 4096 && s.head*2 > len(s.raw) {
 		s.raw = append(s.raw[:0], s.raw[s.head:]...)
 		s.head = 0
 	}
+}
+
+// add merges b into the level's newest bucket when it starts there.
+func (l *level) add(b bucket) {
+	if k := len(l.b) - 1; k >= l.head && l.b[k].t == b.t {
+		last := &l.b[k]
+		last.min, last.max, last.last = min(last.min, b.min), max(last.max, b.max), b.last
+		return
+	}
+	l.b = append(l.b, b)
+}
+
+// age moves the oldest buckets of level i past its cap into level i+1.
+func (s *Series) age(i int) {
+	l := &s.levels[i]
+	if l.cap == 0 || len(l.b)-l.head <= l.cap {
+		return
+	}
+	next := &s.levels[i+1]
+	for len(l.b)-l.head > l.cap {
+		b := l.b[l.head]
+		b.t -= b.t % next.width
+		next.add(b)
+		l.head++
+	}
+	if l.head > l.cap/2 {
+		l.b = append(l.b[:0], l.b[l.head:]...)
+		l.head = 0
+	}
+	s.age(i + 1)
 }
 
 // Len is the number of points pushed so far.
@@ -88,14 +131,22 @@ func (s *Series) Last() (at time.Time, v int64, ok bool) {
 		p := live[len(live)-1]
 		return time.Unix(0, p.t), p.v, true
 	}
-	if k := len(s.buckets) - 1; k >= 0 {
-		return time.Unix(0, s.buckets[k].t), s.buckets[k].last, true
-	}
 	return time.Time{}, 0, false
 }
 
+// rawFrom is the time from which the raw points cover the series: before
+// it, only buckets hold data.
+func (s *Series) rawFrom() int64 {
+	if live := s.raw[s.head:]; len(live) > 0 {
+		return live[0].t
+	}
+	return 1<<63 - 1
+}
+
 // Columns fills dst with n equal slots covering [from, to), each holding the
-// minimum, maximum and last value that fell into it. It reuses dst.
+// minimum, maximum and last value that fell into it. It reuses dst. Slots
+// at least a bucket wide are filled from the buckets alone, so a zoomed-out
+// view costs the number of buckets in range, not of points.
 func (s *Series) Columns(dst []Column, from, to time.Time, n int) []Column {
 	dst = dst[:0]
 	if n <= 0 || !to.After(from) {
@@ -109,58 +160,89 @@ func (s *Series) Columns(dst []Column, from, to time.Time, n int) []Column {
 	for i := 0; i < n; i++ {
 		dst = append(dst, Column{T: time.Unix(0, lo+int64(i)*step)})
 	}
-	put := func(t, mn, mx, last int64) {
-		if t < lo || t >= hi {
-			return
-		}
-		i := int((t - lo) / step)
-		if i >= n {
-			i = n - 1
-		}
-		c := &dst[i]
-		if !c.Has {
-			c.Min, c.Max, c.Has = mn, mx, true
-		} else {
-			c.Min, c.Max = min(c.Min, mn), max(c.Max, mx)
-		}
-		c.Last = last
+	// Buckets cover everything; raw points are finer where they exist.
+	rawFrom := s.rawFrom()
+	if step >= s.levels[0].width {
+		rawFrom = hi
 	}
-	// Buckets overlapping the range, then the raw points in it.
-	b := sort.Search(len(s.buckets), func(i int) bool { return s.buckets[i].t+s.width > lo })
-	for ; b < len(s.buckets) && s.buckets[b].t < hi; b++ {
-		k := s.buckets[b]
-		put(max(k.t, lo), k.min, k.max, k.last)
+	for i := len(s.levels) - 1; i >= 0; i-- {
+		l := &s.levels[i]
+		live := l.b[l.head:]
+		b := sort.Search(len(live), func(k int) bool { return live[k].t+l.width > lo })
+		for ; b < len(live) && live[b].t < hi; b++ {
+			k := &live[b]
+			if i == 0 && k.t+l.width > rawFrom {
+				break // the raw points take over here
+			}
+			putColumn(dst, max(k.t, lo), lo, hi, step, k.min, k.max, k.last)
+		}
 	}
-	live := s.raw[s.head:]
-	r := sort.Search(len(live), func(i int) bool { return live[i].t >= lo })
-	for ; r < len(live) && live[r].t < hi; r++ {
-		put(live[r].t, live[r].v, live[r].v, live[r].v)
+	if rawFrom < hi {
+		live := s.raw[s.head:]
+		r := sort.Search(len(live), func(k int) bool { return live[k].t >= max(lo, rawFrom) })
+		for ; r < len(live) && live[r].t < hi; r++ {
+			putColumn(dst, live[r].t, lo, hi, step, live[r].v, live[r].v, live[r].v)
+		}
 	}
 	return dst
+}
+
+func putColumn(dst []Column, t, lo, hi, step, mn, mx, last int64) {
+	if t < lo || t >= hi {
+		return
+	}
+	i := int((t - lo) / step)
+	if i >= len(dst) {
+		i = len(dst) - 1
+	}
+	c := &dst[i]
+	if !c.Has {
+		c.Min, c.Max, c.Has = mn, mx, true
+	} else {
+		c.Min, c.Max = min(c.Min, mn), max(c.Max, mx)
+	}
+	c.Last = last
 }
 
 // At is the value in effect at a time: the newest point at or before it.
 // ok is false when the series has no point that early.
 func (s *Series) At(at time.Time) (v int64, ok bool) {
 	t := at.UnixNano()
+	if s.n == 0 || t < s.first {
+		return 0, false
+	}
 	live := s.raw[s.head:]
-	if i := sort.Search(len(live), func(i int) bool { return live[i].t > t }); i > 0 {
+	if len(live) > 0 && t >= live[0].t {
+		i := sort.Search(len(live), func(i int) bool { return live[i].t > t })
 		return live[i-1].v, true
 	}
-	if b := sort.Search(len(s.buckets), func(i int) bool { return s.buckets[i].t > t }); b > 0 {
-		return s.buckets[b-1].last, true
+	for i := range s.levels {
+		l := &s.levels[i]
+		b := l.b[l.head:]
+		if len(b) == 0 || b[0].t > t {
+			continue
+		}
+		k := sort.Search(len(b), func(k int) bool { return b[k].t > t })
+		return b[k-1].last, true
 	}
 	return 0, false
 }
 
 // MaxBetween is the largest value in [from, to]; ok is false when there is
-// none. Folded history answers with its bucket maxima.
+// none. Where only buckets remain it answers with their maxima.
 func (s *Series) MaxBetween(from, to time.Time) (v int64, ok bool) {
 	lo, hi := from.UnixNano(), to.UnixNano()
 	v = -1
-	b := sort.Search(len(s.buckets), func(i int) bool { return s.buckets[i].t+s.width > lo })
-	for ; b < len(s.buckets) && s.buckets[b].t <= hi; b++ {
-		v = max(v, s.buckets[b].max)
+	rawFrom := s.rawFrom()
+	if lo < rawFrom {
+		for i := range s.levels {
+			l := &s.levels[i]
+			live := l.b[l.head:]
+			b := sort.Search(len(live), func(k int) bool { return live[k].t+l.width > lo })
+			for ; b < len(live) && live[b].t <= hi; b++ {
+				v = max(v, live[b].max)
+			}
+		}
 	}
 	live := s.raw[s.head:]
 	r := sort.Search(len(live), func(i int) bool { return live[i].t >= lo })

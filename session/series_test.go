@@ -20,8 +20,8 @@ func TestSeriesKeepsPeaksWhenFolding(t *testing.T) {
 	if got := len(s.raw) - s.head; got > 10*50+1 {
 		t.Fatalf("raw window holds %d points, want at most %d", got, 10*50+1)
 	}
-	if len(s.buckets) > 3600 {
-		t.Fatalf("%d buckets for one hour of 1 s buckets", len(s.buckets))
+	if n := len(s.levels[0].b) - s.levels[0].head; n > 3601 {
+		t.Fatalf("%d buckets for one hour of 1 s buckets", n)
 	}
 	cols := s.Columns(nil, t0, t0.Add(time.Hour), 120)
 	var peak int64
@@ -75,5 +75,71 @@ func TestSeriesEmpty(t *testing.T) {
 	}
 	if cols := s.Columns(nil, time.Unix(0, 0), time.Unix(10, 0), 5); len(cols) != 5 || cols[0].Has {
 		t.Fatalf("columns of empty series: %+v", cols)
+	}
+}
+
+func TestSeriesAgesIntoCoarserLevelsKeepingPeaks(t *testing.T) {
+	s := newSeries(time.Minute, time.Second)
+	t0 := time.Unix(1_000_000, 0)
+	// 30 hours at 1 Hz, a one-point spike in hour 1.
+	const hours = 30
+	for i := 0; i < hours*3600; i++ {
+		v := int64(i % 7)
+		if i == 3600+17 {
+			v = 1 << 40
+		}
+		s.Push(t0.Add(time.Duration(i)*time.Second), v)
+	}
+	var buckets int
+	for _, l := range s.levels {
+		buckets += len(l.b) - l.head
+	}
+	// 2 h of 1 s + 24 h of 10 s + the rest in 1 min buckets.
+	if want := 7200 + 8640 + (hours-26)*60 + 2; buckets > want {
+		t.Fatalf("%d buckets after %d hours, want at most %d", buckets, hours, want)
+	}
+	cols := s.Columns(nil, t0, t0.Add(hours*time.Hour), 200)
+	var peak int64
+	for _, c := range cols {
+		peak = max(peak, c.Max)
+	}
+	if peak != 1<<40 {
+		t.Fatalf("spike lost after aging: peak %d", peak)
+	}
+	if v, ok := s.At(t0.Add(90 * time.Second)); !ok || v > 6 {
+		t.Fatalf("At in the coarsest level = %d, %v", v, ok)
+	}
+	if _, ok := s.At(t0.Add(-time.Second)); ok {
+		t.Fatal("At before the first point is ok")
+	}
+}
+
+func TestSeriesColumnsZoomedOutUseBucketsOnly(t *testing.T) {
+	s := newSeries(10*time.Minute, time.Second)
+	t0 := time.Unix(0, 0)
+	for i := 0; i < 600*50; i++ {
+		s.Push(t0.Add(time.Duration(i)*20*time.Millisecond), int64(i))
+	}
+	// Columns of 3 s: buckets answer, and give the same min/max/last as the
+	// raw points would.
+	cols := s.Columns(nil, t0, t0.Add(600*time.Second), 200)
+	for i, c := range cols {
+		first, last := int64(i*150), int64(i*150+149)
+		if !c.Has || c.Min != first || c.Max != last || c.Last != last {
+			t.Fatalf("column %d = %+v, want %d..%d", i, c, first, last)
+		}
+	}
+}
+
+func BenchmarkColumnsWholeHour(b *testing.B) {
+	s := newSeries(10*time.Minute, time.Second)
+	t0 := time.Unix(0, 0)
+	for i := 0; i < 3600*50; i++ {
+		s.Push(t0.Add(time.Duration(i)*20*time.Millisecond), int64(i%1000))
+	}
+	var dst []Column
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		dst = s.Columns(dst, t0, t0.Add(time.Hour), 190)
 	}
 }
