@@ -217,7 +217,7 @@ func Diagnose(s *Store, p *Process) Diagnosis {
 func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
 	n := len(pk)
 	d.Steps = n
-	if n == 0 && len(p.peaks) > 0 {
+	if n == 0 && p.Mem == nil && len(p.peaks) > 0 {
 		d.Reason = "no allocator data (a CPU run, or no CUDA memory stats)"
 		return nil
 	}

@@ -94,6 +94,24 @@ func TestTooFewStepsIsUnknown(t *testing.T) {
 	if d := Diagnose(s, p); d.Pattern != PatternUnknown || d.Steps != MinSteps-1 {
 		t.Errorf("live run of %d steps: %s over %d steps", MinSteps, d.Pattern, d.Steps)
 	}
+	// During the very first step there is allocator data, only no finished
+	// step yet: the reason must say so, not call it a CPU run.
+	first := 0
+	for i, m := range msgs {
+		if m.Type == ipc.TypePhase && m.Name == "backward" {
+			first = i
+			break
+		}
+	}
+	s, p = storeOf(t, msgs[:first], false)
+	if d := Diagnose(s, p); !strings.Contains(d.Reason, fmt.Sprintf("need %d", MinSteps)) {
+		t.Errorf("inside step 0: %q", d.Reason)
+	}
+	// A CPU run has no allocator data at all.
+	s, p = storeOf(t, cpuRun(msgs[:first]), false)
+	if d := Diagnose(s, p); !strings.Contains(d.Reason, "no allocator data") {
+		t.Errorf("CPU run inside step 0: %q", d.Reason)
+	}
 }
 
 func TestStepOneCauses(t *testing.T) {
