@@ -61,11 +61,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 	served := serve(ctx, srv, f, logf)
 	sampler := openNVML()
 	defer sampler.Close()
-	poller := probe.NewPoller(sampler, probe.WithDeviceInterval(l.nvmlEvery), probe.WithProcessInterval(l.procEvery))
-	for _, n := range poller.Notes() {
-		logf("%s", n)
-	}
-	polled := poller.Start(ctx, f.Samples)
+	polled := poll(ctx, sampler, f, logf, l.nvmlEvery, l.procEvery)
 	devs, _ := sampler.Devices()
 	logf("listening on %s; %s", srv.Path(), sampler.Status())
 

@@ -75,11 +75,7 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 	}
 	sampler := openNVML()
 	defer sampler.Close()
-	poller := probe.NewPoller(sampler, probe.WithDeviceInterval(o.nvmlEvery), probe.WithProcessInterval(o.procEvery))
-	for _, n := range poller.Notes() {
-		logf("%s", n)
-	}
-	polled := poller.Start(ctx, f.Samples)
+	polled := poll(ctx, sampler, f, logf, o.nvmlEvery, o.procEvery)
 	served := serve(ctx, srv, f, logf)
 	fmt.Fprintf(stderr, "vramscope: recording to %s; listening on %s; %s; Ctrl-C to stop\n", o.out, srv.Path(), sampler.Status())
 

@@ -23,6 +23,21 @@ func openNVML() probe.Sampler {
 	return probe.Open(func() (probe.Sampler, error) { return nvmlprobe.New() })
 }
 
+// poll samples NVML into the feed until ctx is done, and returns a channel
+// closed when it has stopped. A null sampler (no NVML) is not polled at all.
+func poll(ctx context.Context, s probe.Sampler, f *feed.Feed, logf func(string, ...any), dev, proc time.Duration) <-chan struct{} {
+	if _, null := probe.IsNull(s); null {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	p := probe.NewPoller(s, probe.WithDeviceInterval(dev), probe.WithProcessInterval(proc))
+	for _, n := range p.Notes() {
+		logf("%s", n)
+	}
+	return p.Start(ctx, f.Samples)
+}
+
 // recorder returns the feed's way of opening a recording with a header
 // that says where the session came from.
 func recorder(source string) feed.Opener {
@@ -84,10 +99,11 @@ func readRecording(path string, each func(session.Event)) (record.Header, []stri
 	}
 }
 
-// loadRecording reads a whole recording into memory, for replay.
+// loadRecording reads a whole recording into memory, paced for replay.
 func loadRecording(path string) ([]session.Event, record.Header, []string, error) {
 	var evs []session.Event
 	hdr, warnings, err := readRecording(path, func(ev session.Event) { evs = append(evs, ev) })
+	session.PaceByTimeline(evs)
 	return evs, hdr, warnings, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/probe"
@@ -38,6 +39,7 @@ type Feed struct {
 	limit    int
 	overflow uint64
 
+	now      func() time.Time
 	open     Opener
 	rec      Writer
 	recPath  string
@@ -47,7 +49,7 @@ type Feed struct {
 
 // New returns an empty feed.
 func New(opts ...Option) *Feed {
-	f := &Feed{ready: make(chan struct{}, 1), limit: 1 << 20}
+	f := &Feed{ready: make(chan struct{}, 1), limit: 1 << 20, now: time.Now}
 	for _, o := range opts {
 		o(f)
 	}
@@ -96,14 +98,17 @@ func (f *Feed) Deliver(d ipc.Delivery) {
 }
 
 // Samples turns one NVML round into events. It is a probe poller callback;
-// the samples are copied, so the caller may reuse its slice.
+// the samples are copied, so the caller may reuse its slice. The events are
+// stamped with the time they are received, like hook messages; the store
+// places each sample on the timeline by its own time.
 func (f *Feed) Samples(ss []probe.Sample) {
+	now := f.now()
 	for i := range ss {
 		s := ss[i]
 		if s.Processes != nil {
 			s.Processes = append([]probe.Process{}, s.Processes...)
 		}
-		f.Put(session.Event{At: s.At, GPU: &s})
+		f.Put(session.Event{At: now, GPU: &s})
 	}
 }
 

@@ -71,7 +71,8 @@ func TestNextReturnsOnCancel(t *testing.T) {
 }
 
 func TestDeliverAndSamplesBecomeEvents(t *testing.T) {
-	f := New()
+	recv := time.Unix(9, 0)
+	f := New(WithClock(func() time.Time { return recv }))
 	at := time.Unix(5, 0)
 	f.Deliver(ipc.Delivery{Conn: 3, At: at, Kind: ipc.Connected})
 	f.Deliver(ipc.Delivery{Conn: 3, At: at, Kind: ipc.Received, Msg: &ipc.Message{Type: ipc.TypeSample}})
@@ -92,6 +93,9 @@ func TestDeliverAndSamplesBecomeEvents(t *testing.T) {
 	}
 	if evs[4].GPU == nil || evs[4].GPU.Processes[0].Used != 2 {
 		t.Fatalf("sample not copied: %+v", evs[4].GPU)
+	}
+	if !evs[4].At.Equal(recv) || !evs[4].GPU.At.Equal(at) {
+		t.Fatalf("sample event at %v (want the receive time %v), sample at %v", evs[4].At, recv, evs[4].GPU.At)
 	}
 }
 

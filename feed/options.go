@@ -1,5 +1,7 @@
 package feed
 
+import "time"
+
 // Option configures a Feed.
 type Option func(*Feed)
 
@@ -15,3 +17,7 @@ func WithLimit(n int) Option {
 		}
 	}
 }
+
+// WithClock sets the clock that stamps NVML samples' events (default
+// time.Now).
+func WithClock(now func() time.Time) Option { return func(f *Feed) { f.now = now } }

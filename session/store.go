@@ -45,15 +45,13 @@ type GPU struct {
 	// Processes is the newest process list read (nil before the first).
 	Processes []probe.Process
 
-	listUsed int64      // device used when Processes was read
-	recent   []gpuPoint // the newest samples, for processes that say hello late
+	recent []gpuPoint // the newest samples, for processes that say hello late
 }
 
 // gpuPoint is a device sample with the process list in effect at it.
 type gpuPoint struct {
-	smp      probe.Sample
-	procs    []probe.Process
-	listUsed int64
+	smp   probe.Sample
+	procs []probe.Process
 }
 
 // gpuBacklog is how many samples a device keeps for a process whose hello
@@ -66,7 +64,7 @@ func New(opts ...Option) *Store {
 		byKey:  map[string]*Process{},
 		byConn: map[uint64]*Process{},
 		limits: limits{
-			spans: 20000, steps: 2000, marks: 1000, anatomies: 256,
+			spans: 20000, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256,
 			window: 10 * time.Minute, width: time.Second,
 		},
 	}
@@ -201,7 +199,7 @@ func (s *Store) hello(ev Event) {
 	if g := s.GPUFor(p); g != nil && p.GPU.Len() == 0 {
 		for i := range g.recent {
 			pt := &g.recent[i]
-			s.attribute(p, &pt.smp, pt.procs, pt.listUsed)
+			s.attribute(p, &pt.smp, pt.procs)
 		}
 	}
 }
@@ -236,12 +234,15 @@ func (s *Store) gpu(smp *probe.Sample) {
 	g.Last.Processes = nil
 	if smp.Processes != nil {
 		g.Processes = append([]probe.Process(nil), smp.Processes...)
-		g.listUsed = smp.Used
 	}
 	if len(g.recent) >= gpuBacklog {
 		g.recent = append(g.recent[:0], g.recent[len(g.recent)/2:]...)
 	}
-	g.recent = append(g.recent, gpuPoint{g.Last, g.Processes, g.listUsed})
+	kept := gpuPoint{g.Last, g.Processes}
+	if smp.Processes != nil {
+		kept.smp.Processes = g.Processes // marks the sample as carrying a list
+	}
+	g.recent = append(g.recent, kept)
 	if smp.Total > 0 {
 		g.Total = Bytes(smp.Total)
 	}
@@ -252,25 +253,30 @@ func (s *Store) gpu(smp *probe.Sample) {
 		if !p.Connected || p.Hello.CUDA == nil || !sameUUID(g.UUID, p.Hello.CUDA.UUID) {
 			continue
 		}
-		s.attribute(p, smp, g.Processes, g.listUsed)
+		s.attribute(p, smp, g.Processes)
 	}
 }
 
 // attribute gives a process its share of a device sample: its own entry in
-// the newest process list, or the whole device when it has none. The list
-// is read at 1 Hz, the device at 10 Hz: in between, the process figure
-// follows the device's change since the list was read (exact while the
-// other processes on the device hold still), clamped to [0, device used].
-func (s *Store) attribute(p *Process, smp *probe.Sample, procs []probe.Process, listUsed int64) {
+// the process list when the sample carries a fresh list (1 Hz), or the whole
+// device, at every sample (10 Hz), when no process is visible at all. The
+// device's change between two lists is not split among processes: it may
+// belong to any of them, so a process's figure only moves when the driver
+// says so.
+func (s *Store) attribute(p *Process, smp *probe.Sample, procs []probe.Process) {
 	used, ok := probe.ProcessUsed(probe.Sample{Processes: procs}, p.Hello.PID, p.Hello.NSpid)
 	switch {
-	case ok && smp.Used >= 0 && listUsed >= 0:
-		used = min(max(used+smp.Used-listUsed, 0), smp.Used)
+	case ok && smp.Processes != nil:
 		p.observeGPU(smp.At, used, "process")
 	case ok:
-		p.observeGPU(smp.At, used, "process")
-	case smp.Used >= 0:
+		// Between list reads the last listed value stands.
+	case len(procs) == 0 && smp.Used >= 0:
+		// No process is visible (a container without the host's PID
+		// namespace, MIG): the device is the best figure there is.
 		p.observeGPU(smp.At, smp.Used, "device")
+	default:
+		// Others are listed but not this process: it holds nothing on the
+		// device yet (it has not touched CUDA, or the list predates it).
 	}
 }
 

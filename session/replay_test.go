@@ -1,0 +1,49 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/probe"
+)
+
+// A backlog received in one burst (its events happened before the monitor
+// saw them) plays at once: time never goes back.
+func TestPaceByTimelineNeverGoesBack(t *testing.T) {
+	recv := time.Unix(5000, 0)
+	hello := &ipc.Message{Type: ipc.TypeHello, T: 10, Clock: &ipc.Clock{Mono: 10, Wall: 1000}}
+	evs := []Event{
+		{At: recv, Conn: 1, Note: &Note{Kind: NoteConnect}},
+		{At: recv, Conn: 1, Msg: hello},
+		{At: recv, Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 12}},                  // 1002
+		{At: recv, GPU: &probe.Sample{At: time.Unix(1001, 0)}},                               // earlier: clamped
+		{At: recv, Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 15.5}},                // 1005.5
+		{At: recv.Add(time.Second), Conn: 2, Msg: &ipc.Message{Type: ipc.TypeSample, T: 99}}, // no hello: receive time
+	}
+	PaceByTimeline(evs)
+	want := []time.Time{recv, recv, recv, recv, recv, recv.Add(time.Second)}
+	for i := range evs {
+		if !evs[i].At.Equal(want[i]) {
+			t.Errorf("event %d at %v, want %v", i, evs[i].At, want[i])
+		}
+	}
+}
+
+func TestPaceByTimelineFollowsTheHookClock(t *testing.T) {
+	recv := time.Unix(5000, 0)
+	hello := &ipc.Message{Type: ipc.TypeHello, T: 10, Clock: &ipc.Clock{Mono: 10, Wall: 6000}}
+	evs := []Event{
+		{At: recv, Conn: 1, Msg: hello},
+		{At: recv, Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 12}},
+		{At: recv, GPU: &probe.Sample{At: time.Unix(6003, 0)}},
+		{At: recv, Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 15.5}},
+	}
+	PaceByTimeline(evs)
+	want := []time.Time{time.Unix(6000, 0), time.Unix(6002, 0), time.Unix(6003, 0), time.Unix(6005, 500_000_000)}
+	for i := range evs {
+		if !evs[i].At.Equal(want[i]) {
+			t.Errorf("event %d at %v, want %v", i, evs[i].At, want[i])
+		}
+	}
+}
