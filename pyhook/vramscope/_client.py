@@ -21,6 +21,8 @@ RING_SIZE = 4096
 FIRST_SIZE = 4096
 FIRST_STEPS = 3
 
+_monotonic = time.monotonic
+
 
 class Client:
     """Client streams protocol messages to one monitor socket.
@@ -106,11 +108,13 @@ class Client:
 
     def phase(self, name, edge, user=False, step=None, micro=None):
         """Queue a phase edge with its allocator snapshot."""
-        if edge == "begin":
-            self.reset_peaks()
-        mem = self.read_mem()
+        mem = None
+        if self.cuda is not None:  # CPU runs skip both calls
+            if edge == "begin":
+                self.reset_peaks()
+            mem = self.read_mem()
         return self.emit({
-            "v": 1, "type": "phase", "seq": None, "t": time.monotonic(),
+            "v": 1, "type": "phase", "seq": None, "t": _monotonic(),
             "name": name,
             "step": self.step if step is None else step,
             "micro": self.micro if micro is None else micro,
@@ -244,7 +248,12 @@ class Client:
         self._sock = sock
         self.connects += 1
         backlog = sorted(self._first + list(self._ring), key=lambda item: item[0])
-        self._send(self._hello_line + b"".join(line for _, line in backlog))
+        lines = [self._hello_line]
+        for _, kept in backlog:
+            line = kept if type(kept) is bytes else self._encode(kept)
+            if line is not None:
+                lines.append(line)
+        self._send(b"".join(lines))
 
     def _hello_pid(self):
         return self.hello["pid"]
@@ -255,25 +264,38 @@ class Client:
                 if not self._queue:
                     return
                 items, self._queue = self._queue, collections.deque()
+            if self._sock is None:
+                # Nobody listens: keep the messages as they are and encode
+                # them only if a monitor connects (most never are).
+                for first, msg in items:
+                    self._keep(first, msg["seq"], msg)
+                continue
             lines = []
+            encode, keep = self._encode, self._keep
             for first, msg in items:
-                try:
-                    line = _messages.encode(msg)
-                except (TypeError, ValueError) as exc:
-                    _safe.report(exc)
-                    continue
-                self._keep(first, msg["seq"], line)
-                lines.append(line)
-            if self._sock is not None and lines:
+                line = encode(msg)
+                if line is not None:
+                    keep(first, msg["seq"], line)
+                    lines.append(line)
+            if lines:
                 self._send(b"".join(lines))
 
-    def _keep(self, first, seq, line):
+    @staticmethod
+    def _encode(msg):
+        try:
+            return _messages.encode(msg)
+        except (TypeError, ValueError) as exc:
+            _safe.report(exc)
+            return None
+
+    def _keep(self, first, seq, kept):
+        """Keep a message (its line, or the dict while not connected) for replay."""
         if first and len(self._first) < self._first_size:
-            self._first.append((seq, line))
+            self._first.append((seq, kept))
             return
         if self._sock is None and len(self._ring) == self._ring.maxlen:
             self.evicted += 1
-        self._ring.append((seq, line))
+        self._ring.append((seq, kept))
 
     def _send(self, data):
         try:

@@ -1,6 +1,7 @@
 """Builds protocol-v1 messages (docs/protocol.md) and encodes them as lines."""
 
 import json
+from json.encoder import encode_basestring
 import os
 import secrets
 import socket as _socket
@@ -89,13 +90,93 @@ def new_session_id():
     return secrets.token_hex(8)
 
 
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+_quote = encode_basestring  # the C version when _json is built; no ASCII escaping
+
+
+_mem_templates = {}  # key tuple -> "%d" template; mem has one or two shapes
+
+
+def _mem_text(mem):
+    """Return ``mem`` as JSON text, or None when it is not a dict of str -> int."""
+    if mem is None:
+        return "null"
+    if type(mem) is not dict:
+        return None
+    values = tuple(mem.values())
+    for value in values:
+        if type(value) is not int:
+            return None
+    keys = tuple(mem)
+    template = _mem_templates.get(keys)
+    if template is None:
+        if not all(type(k) is str for k in keys):
+            return None
+        template = "{%s}" % ",".join(_quote(k).replace("%", "%%") + ":%d" for k in keys)
+        if len(_mem_templates) < 16:
+            _mem_templates[keys] = template
+    return template % values
+
+
+def _finite_float(x):
+    return type(x) is float and x - x == 0.0  # NaN and infinities fail
+
+
+_PHASE_KEYS = ("v", "type", "seq", "t", "name", "step", "micro", "edge", "user", "mem")
+_SAMPLE_KEYS = ("v", "type", "seq", "t", "mem")
+_MARK_KEYS = ("v", "type", "seq", "t", "name", "step", "mem")
+
+
+def _fast(msg):
+    """Encode the hot message kinds (phase, sample, mark) without json.dumps.
+
+    json.dumps builds an encoder per call, which costs several microseconds
+    of the sender's time (and so of the GIL the training thread needs) per
+    message. This formats the exact fields our builders make; any other shape
+    returns None and goes through the generic encoder, so the output is always
+    what json.dumps would produce, up to key order.
+    """
+    kind = msg.get("type")
+    if kind == "phase":
+        keys = _PHASE_KEYS
+    elif kind == "sample":
+        keys = _SAMPLE_KEYS
+    elif kind == "mark":
+        keys = _MARK_KEYS
+    else:
+        return None
+    if len(msg) != len(keys) or msg.get("v") != 1 or type(msg.get("seq")) is not int:
+        return None
+    t = msg.get("t")
+    mem = _mem_text(msg.get("mem", 0))
+    if not _finite_float(t) or mem is None:
+        return None
+    if kind == "sample":
+        return '{"v":1,"type":"sample","seq":%d,"t":%r,"mem":%s}\n' % (msg["seq"], t, mem)
+    name, step = msg.get("name"), msg.get("step")
+    if type(name) is not str or type(step) is not int:
+        return None
+    if kind == "mark":
+        return '{"v":1,"type":"mark","seq":%d,"t":%r,"name":%s,"step":%d,"mem":%s}\n' % (
+            msg["seq"], t, _quote(name), step, mem)
+    micro, edge, user = msg.get("micro"), msg.get("edge"), msg.get("user")
+    if type(micro) is not int or type(edge) is not str or type(user) is not bool:
+        return None
+    return ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
+            '"edge":%s,"user":%s,"mem":%s}\n' % (
+                msg["seq"], t, _quote(name), step, micro, _quote(edge),
+                "true" if user else "false", mem))
+
+
 def encode(msg):
     """Return ``msg`` as one newline-terminated line, or raise ValueError.
 
     NaN/infinity and lines over 65,536 bytes are refused rather than sent.
     """
-    line = json.dumps(msg, allow_nan=False, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8") + b"\n"
+    text = _fast(msg)
+    if text is None:
+        text = _ENCODER.encode(msg) + "\n"
+    line = text.encode("utf-8")
     if len(line) > MAX_LINE:
         raise ValueError("vramscope: %s message of %d bytes exceeds %d"
                          % (msg.get("type"), len(line), MAX_LINE))

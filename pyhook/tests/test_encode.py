@@ -1,0 +1,74 @@
+"""The sender's encoder: the fast path for phase, sample and mark must say
+exactly what json.dumps says, and anything else must take the generic path."""
+
+import json
+import math
+
+import pytest
+
+from conftest import load_fixture_stats, make_config, queued
+from vramscope import _client, _cuda, _messages
+
+MEM6 = _cuda.mem_from_stats(load_fixture_stats())
+MEM4 = {k: MEM6[k] for k in ("allocated", "max_allocated", "reserved", "max_reserved")}
+NAMES = ["forward", 'q"uote\\back', "ñandú ✓", "ctl\n\t\x01", "100%d %s", ""]
+
+
+def generic(msg):
+    return json.dumps(msg, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+
+
+def hot_messages():
+    for name in NAMES:
+        for mem in (None, MEM4, MEM6):
+            yield {"v": 1, "type": "phase", "seq": 7, "t": 1234.000001, "name": name,
+                   "step": 3, "micro": 1, "edge": "end", "user": True, "mem": mem}
+            yield {"v": 1, "type": "mark", "seq": 8, "t": 0.5, "name": name, "step": 0,
+                   "mem": mem}
+    yield {"v": 1, "type": "sample", "seq": 2 ** 40, "t": 1e-7, "mem": MEM6}
+
+
+@pytest.mark.parametrize("msg", list(hot_messages()))
+def test_fast_path_matches_json_dumps(msg):
+    text = _messages._fast(msg)
+    assert text is not None, "the builders' shapes take the fast path"
+    line = _messages.encode(msg)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == msg == json.loads(generic(msg))
+    assert text == generic(msg) + "\n", "byte for byte, key order included"
+
+
+@pytest.mark.parametrize("change", [
+    {"extra": 1}, {"step": 1.5}, {"step": True}, {"seq": None}, {"user": 1},
+    {"mem": {"allocated": 1.0}}, {"mem": [1]}, {"name": 5}, {"v": 2}, {"t": 3},
+])
+def test_other_shapes_take_the_generic_path(change):
+    msg = {"v": 1, "type": "phase", "seq": 1, "t": 1.0, "name": "x", "step": 0,
+           "micro": 0, "edge": "begin", "user": False, "mem": None}
+    msg.update(change)
+    assert _messages._fast(msg) is None
+    assert json.loads(_messages.encode(msg)) == msg
+
+
+@pytest.mark.parametrize("t", [math.nan, math.inf, -math.inf])
+def test_non_finite_time_is_refused_on_every_path(t):
+    for kind in ("phase", "sample"):
+        msg = {"v": 1, "type": kind, "seq": 1, "t": t, "mem": None}
+        if kind == "phase":
+            msg.update(name="x", step=0, micro=0, edge="begin", user=False)
+        with pytest.raises(ValueError):
+            _messages.encode(msg)
+
+
+def test_an_oversized_fast_line_is_refused():
+    with pytest.raises(ValueError):
+        _messages.encode({"v": 1, "type": "mark", "seq": 1, "t": 1.0, "name": "x" * 70000,
+                          "step": 0, "mem": None})
+
+
+def test_client_messages_take_the_fast_path():
+    client = _client.Client(make_config(), start=False)
+    client.phase("forward", "begin")
+    client.mark("checkpoint")
+    for msg in queued(client):
+        assert _messages._fast(msg) == generic(msg) + "\n"
