@@ -200,7 +200,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
 			}
 			if p.GPUSource == "process" {
-				ph.NonPyTorch = nonNegative(c.PeakGPU.Sub(c.PeakReserved), c.PeakGPU, c.PeakReserved)
+				ph.NonPyTorch = c.PeakNonPyTorch
 			}
 			row.Phases = append(row.Phases, ph)
 		}
@@ -265,14 +265,6 @@ func argmax(st *session.Step, v func(*session.Cell) session.Bytes) string {
 	return name
 }
 
-// nonNegative is d clamped at 0 when both of its operands are known (they
-// were read at different moments), Unknown otherwise.
-func nonNegative(d, a, b session.Bytes) session.Bytes {
-	if a.Known() && b.Known() && !d.Known() {
-		return 0
-	}
-	return d
-}
 
 // seconds rounds a duration to microseconds, in seconds.
 func seconds(d time.Duration) float64 {

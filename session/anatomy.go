@@ -110,12 +110,17 @@ func layersNow(s *Store, p *Process) Layers {
 	if m := p.Mem; m != nil {
 		l.Allocated, l.Reserved = Bytes(m.Allocated), Bytes(m.Reserved)
 	}
-	if _, v, ok := p.GPU.Last(); ok {
+	if at, v, ok := p.GPU.Last(); ok {
 		switch p.GPUSource {
 		case "process":
+			// The process list is read at 1 Hz: compare it with the device
+			// and the allocator as they were when it was read.
 			l.ProcessUsed = Bytes(v)
-			if g := s.GPUFor(p); g != nil && g.Last.Used >= 0 {
-				l.DeviceUsed = Bytes(g.Last.Used)
+			if g := s.GPUFor(p); g != nil {
+				l.DeviceUsed = inEffect(g.Used, at)
+			}
+			if _, gap, ok := p.NonPyTorch.Last(); ok {
+				l.NonPyTorch = Bytes(gap)
 			}
 		case "device":
 			l.DeviceUsed = Bytes(v)
@@ -140,6 +145,12 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 				l.DeviceUsed = Bytes(v)
 			}
 		}
+		if !pk.from.IsZero() {
+			l.NonPyTorch = inEffect(p.NonPyTorch, pk.from)
+			if v, ok := p.NonPyTorch.MaxBetween(pk.from, pk.to); ok {
+				l.NonPyTorch = l.NonPyTorch.Max(Bytes(v))
+			}
+		}
 	case "device":
 		l.DeviceUsed = pk.gpu
 	}
@@ -151,7 +162,9 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 // allocator's and the driver's figures.
 func (l *Layers) fill(a *Anatomy) {
 	l.Cache = gap(l.Reserved, l.Allocated)
-	l.NonPyTorch = gap(l.ProcessUsed, l.Reserved)
+	if !l.NonPyTorch.Known() {
+		l.NonPyTorch = gap(l.ProcessUsed, l.Reserved)
+	}
 	l.OtherProcesses = gap(l.DeviceUsed, l.ProcessUsed)
 	if a == nil {
 		return

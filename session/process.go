@@ -31,6 +31,10 @@ type Process struct {
 	GPU *Series
 	// GPUSource says what GPU holds: "process", "device" or "" (none).
 	GPUSource string
+	// NonPyTorch is what the driver charges the process beyond PyTorch's
+	// reservation (CUDA context, cuBLAS/NCCL workspaces, other allocators):
+	// each process-list reading minus the hook's reserved at that moment.
+	NonPyTorch *Series
 
 	// Mem is the newest allocator snapshot, nil on CPU runs.
 	Mem *ipc.Mem
@@ -43,12 +47,13 @@ type Process struct {
 
 	First, Last time.Time
 
-	spans   []Span // recent spans, oldest first (bounded)
-	open    []int  // indices into spans of open phases
-	steps   []*Step
-	peaks   []StepPeak // one per step, whole session
-	lastSeq uint64
-	limits  limits
+	pendingGap []point // process readings waiting for the hook's reserved at their time
+	spans      []Span  // recent spans, oldest first (bounded)
+	open       []int   // indices into spans of open phases
+	steps      []*Step
+	peaks      []StepPeak // one per step, whole session
+	lastSeq    uint64
+	limits     limits
 }
 
 // Anatomy is one tensor accounting made by the hook.
@@ -81,11 +86,15 @@ func newProcess(key string, l limits) *Process {
 		MaxAllocated: newSeries(l.window, l.width),
 		Reserved:     newSeries(l.window, l.width),
 		GPU:          newSeries(l.window, l.width),
+		NonPyTorch:   newSeries(l.window, l.width),
 		limits:       l,
 	}
 }
 
-// when maps a hook timestamp to wall time through the hello's clock pair.
+// when maps a hook timestamp to wall time through the hello's clock pair,
+// to the microsecond: a float64 of Unix seconds carries no more, and
+// rounding (not truncating) maps the same instant to the same time however
+// it was computed.
 func (p *Process) when(t float64, fallback time.Time) time.Time {
 	c := p.Hello.Clock
 	if c == nil {
@@ -93,7 +102,7 @@ func (p *Process) when(t float64, fallback time.Time) time.Time {
 	}
 	s := c.Wall + (t - c.Mono)
 	sec, frac := math.Modf(s)
-	return time.Unix(int64(sec), int64(frac*1e9))
+	return time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
 }
 
 // accept applies the seq rules of docs/protocol.md: false for a duplicate.
@@ -130,6 +139,7 @@ func (p *Process) observe(at time.Time, m *ipc.Mem) {
 	for _, i := range p.open {
 		p.spans[i].observe(m)
 	}
+	p.resolveGaps()
 }
 
 // observeGPU records the driver's figure for this process. NVML samples and
@@ -139,22 +149,62 @@ func (p *Process) observe(at time.Time, m *ipc.Mem) {
 func (p *Process) observeGPU(at time.Time, used int64, source string) {
 	p.GPU.Push(at, used)
 	p.GPUSource = source
-	v := Bytes(used)
-	for k := len(p.spans) - 1; k >= 0 && k >= len(p.spans)-gpuLookback; k-- {
-		sp := &p.spans[k]
-		if sp.Start.After(at) || !sp.Open() && sp.End.Before(at) || sp.PeakGPU >= v {
+	p.attributeAt(at, Bytes(used), func(sp *Span) *Bytes { return &sp.PeakGPU },
+		func(c *Cell) *Bytes { return &c.PeakGPU }, func(st *Step) *Bytes { return &st.PeakGPU })
+	if source == "process" {
+		if len(p.pendingGap) >= gpuLookback {
+			p.pendingGap = append(p.pendingGap[:0], p.pendingGap[1:]...)
+		}
+		p.pendingGap = append(p.pendingGap, point{at.UnixNano(), used})
+		p.resolveGaps()
+	}
+}
+
+// resolveGaps turns process readings into non-PyTorch figures once the
+// hook's reserved is known at their time.
+func (p *Process) resolveGaps() {
+	hookAt, _, ok := p.Reserved.Last()
+	if !ok || len(p.pendingGap) == 0 {
+		return
+	}
+	done := 0
+	for _, pt := range p.pendingGap {
+		at := time.Unix(0, pt.t)
+		if at.After(hookAt) {
+			break
+		}
+		done++
+		r, ok := p.Reserved.At(at)
+		if !ok {
 			continue
 		}
-		sp.PeakGPU = v
+		gap := max(pt.v-r, 0)
+		p.NonPyTorch.Push(at, gap)
+		p.attributeAt(at, Bytes(gap), func(sp *Span) *Bytes { return &sp.PeakNonPyTorch },
+			func(c *Cell) *Bytes { return &c.PeakNonPyTorch }, nil)
+	}
+	p.pendingGap = append(p.pendingGap[:0], p.pendingGap[done:]...)
+}
+
+// attributeAt raises a peak field of every recent span that covers at, and
+// of its step cell and step once the span has ended.
+func (p *Process) attributeAt(at time.Time, v Bytes, span func(*Span) *Bytes, cell func(*Cell) *Bytes, step func(*Step) *Bytes) {
+	for k := len(p.spans) - 1; k >= 0 && k >= len(p.spans)-gpuLookback; k-- {
+		sp := &p.spans[k]
+		f := span(sp)
+		if sp.Start.After(at) || !sp.Open() && sp.End.Before(at) || *f >= v {
+			continue
+		}
+		*f = v
 		if sp.Open() {
 			continue
 		}
 		st := p.step(sp.Step)
 		if c := st.Cell(sp.Name); c != nil {
-			c.PeakGPU = c.PeakGPU.Max(v)
+			*cell(c) = cell(c).Max(v)
 		}
-		if !sp.User {
-			st.PeakGPU = st.PeakGPU.Max(v)
+		if step != nil && !sp.User {
+			*step(st) = step(st).Max(v)
 			p.updatePeak(sp.Step)
 		}
 	}
@@ -164,9 +214,9 @@ func (p *Process) observeGPU(at time.Time, used int64, source string) {
 // against: NVML lags the hook by at most a few hundred milliseconds.
 const gpuLookback = 64
 
-// gpuAt is the NVML figure in effect at a time, Unknown before the first.
-func (p *Process) gpuAt(at time.Time) Bytes {
-	if v, ok := p.GPU.At(at); ok {
+// inEffect is a series' value at a time, Unknown before its first point.
+func inEffect(s *Series, at time.Time) Bytes {
+	if v, ok := s.At(at); ok {
 		return Bytes(v)
 	}
 	return Unknown
@@ -198,7 +248,8 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 	p.compactSpans()
 	p.spans = append(p.spans, Span{
 		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: m.Mem,
-		PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: p.gpuAt(at),
+		PeakAllocated: Unknown, PeakReserved: Unknown,
+		PeakGPU: inEffect(p.GPU, at), PeakNonPyTorch: inEffect(p.NonPyTorch, at),
 	})
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
@@ -210,6 +261,9 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	sp.close(at, m, reset)
 	if v, ok := p.GPU.MaxBetween(sp.Start, at); ok {
 		sp.PeakGPU = sp.PeakGPU.Max(Bytes(v))
+	}
+	if v, ok := p.NonPyTorch.MaxBetween(sp.Start, at); ok {
+		sp.PeakNonPyTorch = sp.PeakNonPyTorch.Max(Bytes(v))
 	}
 	p.open = append(p.open[:k], p.open[k+1:]...)
 	p.step(sp.Step).add(sp)

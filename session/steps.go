@@ -22,9 +22,13 @@ type Span struct {
 	// grew during the phase, or the hook resets peaks at each phase), false
 	// when it is the largest value seen (edges and samples): a lower bound.
 	Exact bool
-	// PeakGPU is the largest NVML figure (process or device used) seen in
-	// the phase, Unknown without NVML.
+	// PeakGPU is the largest NVML figure (process or device used) in the
+	// phase: the reading in effect at its start and those taken during it.
+	// Unknown without NVML.
 	PeakGPU Bytes
+	// PeakNonPyTorch is the largest non-PyTorch figure (a process reading
+	// minus the hook's reserved at that moment) in effect during the phase.
+	PeakNonPyTorch Bytes
 }
 
 // Open reports whether the phase has not ended yet.
@@ -69,8 +73,8 @@ type Cell struct {
 	// Values at the end of the cell's last span.
 	AllocatedEnd, MaxAllocatedEnd, ReservedEnd Bytes
 	// Peaks over the cell's spans.
-	PeakAllocated, PeakReserved, PeakGPU Bytes
-	Exact                                bool // every merged span had an exact peak
+	PeakAllocated, PeakReserved, PeakGPU, PeakNonPyTorch Bytes
+	Exact                                                bool // every merged span had an exact peak
 }
 
 // Step is one optimizer step: its phases in the order they first began.
@@ -116,7 +120,7 @@ func (st *Step) add(sp *Span) {
 		st.Phases = append(st.Phases, Cell{
 			Name: sp.Name, User: sp.User, Start: sp.Start, Exact: true,
 			AllocatedEnd: Unknown, MaxAllocatedEnd: Unknown, ReservedEnd: Unknown,
-			PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown,
+			PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, PeakNonPyTorch: Unknown,
 		})
 		c = &st.Phases[len(st.Phases)-1]
 	}
@@ -128,6 +132,7 @@ func (st *Step) add(sp *Span) {
 	c.PeakAllocated = c.PeakAllocated.Max(sp.PeakAllocated)
 	c.PeakReserved = c.PeakReserved.Max(sp.PeakReserved)
 	c.PeakGPU = c.PeakGPU.Max(sp.PeakGPU)
+	c.PeakNonPyTorch = c.PeakNonPyTorch.Max(sp.PeakNonPyTorch)
 	c.Exact = c.Exact && sp.Exact
 	if sp.User {
 		return // user phases (eval, checkpoint) do not set the training step's peak
