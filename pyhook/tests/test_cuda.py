@@ -126,3 +126,62 @@ def test_sampler_stops_at_close(sock_path):
     time.sleep(0.1)
     assert fake.reads == n
     assert not client._sampler.is_alive() and not client._sender.is_alive()
+
+
+def nested_of(flat):
+    """Rebuild memory_stats_as_nested_dict() from memory_stats(), its flattened copy."""
+    nested = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return nested
+
+
+@pytest.mark.parametrize("name", ["memory_stats_torch113_a100.json",
+                                  "memory_stats_torch23_a100.json"])
+def test_nested_stats_map_to_the_same_mem(name):
+    flat = load_fixture_stats(name)
+    nested = nested_of(flat)
+    assert nested["allocated_bytes"]["all"]["peak"] == flat["allocated_bytes.all.peak"]
+    assert _cuda.mem_from_nested(nested) == _cuda.mem_from_stats(flat)
+    assert _cuda.mem_from_nested({}) is None
+    del nested["num_ooms"], nested["reserved_bytes"]["all"]["peak"]
+    assert _cuda.mem_from_nested(nested) is None, "a required value missing"
+
+
+class FakeNestedTorchCuda(FakeTorchCuda):
+    """A torch.cuda with memory_stats_as_nested_dict (torch 1.13 and 2.x)."""
+
+    def __init__(self):
+        super().__init__()
+        self.nested_calls = 0
+        self.nested = nested_of(self.stats)
+
+    def memory_stats_as_nested_dict(self, device):
+        self.nested_calls += 1
+        return self.nested
+
+
+def test_nested_read_is_preferred_one_call_per_marker(torch_mod):
+    fake = FakeNestedTorchCuda()
+    cuda = _cuda.CudaStats(types.SimpleNamespace(cuda=fake), 0)
+    client = run_steps(torch_mod, cuda, False)
+    markers = [m for m in queued(client) if m["type"] in ("phase", "mark")]
+    assert fake.nested_calls == len(markers) == 2 * 10 + 1
+    assert fake.stats_calls == 0, "memory_stats() (flatten + sort) not called"
+    assert all(m["mem"] == _cuda.mem_from_stats(fake.stats) for m in markers)
+
+
+def test_without_nested_stats_memory_stats_is_read():
+    fake = FakeTorchCuda()
+    assert not hasattr(fake, "memory_stats_as_nested_dict")
+    cuda = _cuda.CudaStats(types.SimpleNamespace(cuda=fake), 0)
+    assert cuda.read() == _cuda.mem_from_stats(fake.stats) and fake.stats_calls == 1
+
+
+def test_real_torch_has_the_nested_reader(torch_mod):
+    # Feature detection must find it on the torch these tests run with.
+    assert callable(getattr(torch_mod.cuda, "memory_stats_as_nested_dict", None))

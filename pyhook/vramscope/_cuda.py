@@ -15,6 +15,9 @@ MEM_KEYS = (
     ("ooms", "num_ooms"),
 )
 _REQUIRED = 4
+# The same keys as paths into memory_stats_as_nested_dict(), whose flattened,
+# sorted copy memory_stats() is.
+_NESTED = tuple((field, tuple(key.split("."))) for field, key in MEM_KEYS)
 
 
 def mem_from_stats(stats):
@@ -36,6 +39,24 @@ def mem_from_stats(stats):
     return mem
 
 
+def mem_from_nested(stats):
+    """Map one ``memory_stats_as_nested_dict()`` dict to ``mem``, as mem_from_stats does."""
+    mem = {}
+    for i, (field, path) in enumerate(_NESTED):
+        value = stats
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+            if value is None:
+                break
+        if value is None:
+            if i < _REQUIRED:
+                return None
+            continue
+        value = int(value)
+        mem[field] = value if value > 0 else 0
+    return mem
+
+
 def format_uuid(uuid):
     """Format a device UUID the way nvidia-smi and NVML print it (GPU-...)."""
     text = str(uuid)
@@ -47,15 +68,26 @@ def format_uuid(uuid):
 
 
 class CudaStats:
-    """CudaStats reads the caching allocator of one CUDA device."""
+    """CudaStats reads the caching allocator of one CUDA device.
+
+    ``read()`` prefers ``torch.cuda.memory_stats_as_nested_dict()`` (torch
+    1.13 and 2.x have it): the same numbers as ``memory_stats()``, which is
+    that dict flattened into ~120 dotted keys and sorted on every call.
+    Without it, ``memory_stats()`` is read.
+    """
 
     def __init__(self, torch, device):
         self._cuda = torch.cuda
         self.device = device
+        nested = getattr(self._cuda, "memory_stats_as_nested_dict", None)
+        if callable(nested):
+            self._stats, self._map = nested, mem_from_nested
+        else:
+            self._stats, self._map = self._cuda.memory_stats, mem_from_stats
 
     def read(self):
-        """Return the ``mem`` object from one ``memory_stats()`` call, or None."""
-        return mem_from_stats(self._cuda.memory_stats(self.device))
+        """Return the ``mem`` object from one allocator stats call, or None."""
+        return self._map(self._stats(self.device))
 
     def reset_peaks(self):
         """Reset the allocator's peak counters (only when the user asked)."""
