@@ -44,6 +44,8 @@ type GPU struct {
 	Last probe.Sample
 	// Processes is the newest process list read (nil before the first).
 	Processes []probe.Process
+	// MaxTook is the longest a sampling round of this device took.
+	MaxTook time.Duration
 
 	recent []gpuPoint // the newest samples, for processes that say hello late
 }
@@ -232,6 +234,7 @@ func (s *Store) gpu(smp *probe.Sample) {
 	g := s.device(smp)
 	g.Last = *smp
 	g.Last.Processes = nil
+	g.MaxTook = max(g.MaxTook, smp.Took)
 	if smp.Processes != nil {
 		g.Processes = append([]probe.Process(nil), smp.Processes...)
 	}

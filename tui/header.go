@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/session"
@@ -65,7 +66,35 @@ func (m *Model) deviceText(p *session.Process) string {
 	if dev == "" {
 		dev = "no GPU known"
 	}
+	if g := m.gpuOf(p); g != nil && g.Last.Took > 0 {
+		dev += styleDim.Render(fmt.Sprintf(" · NVML read %s (max %s)", tookText(g.Last.Took), tookText(g.MaxTook)))
+	}
+	if p != nil && p.GPUSource == "device" {
+		dev += " " + styleWarn.Render(probe.NotVisibleNote)
+	}
 	return dev
+}
+
+// gpuOf is the NVML device the process runs on, else the only one seen.
+func (m *Model) gpuOf(p *session.Process) *session.GPU {
+	if p != nil {
+		if g := m.store.GPUFor(p); g != nil {
+			return g
+		}
+	}
+	if gs := m.store.GPUs(); len(gs) == 1 {
+		return gs[0]
+	}
+	return nil
+}
+
+// tookText formats an NVML call time: "0.8 ms", "12 ms".
+func tookText(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms < 10 {
+		return fmt.Sprintf("%.1f ms", ms)
+	}
+	return fmt.Sprintf("%.0f ms", ms)
 }
 
 // pickDevice is the device with the process's CUDA UUID, else the first.

@@ -1,0 +1,45 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vramscope/vramscope/probe"
+	"github.com/vramscope/vramscope/session"
+)
+
+// The header says how long NVML reads take, and when the driver does not
+// show per-process memory.
+func TestHeaderShowsNVMLReadTimeAndVisibility(t *testing.T) {
+	var evs []session.Event
+	for _, ev := range demoEvents(t, "warmup", 3, 1) {
+		if ev.Msg == nil || ev.Msg.Type != "goodbye" { // still connected
+			evs = append(evs, ev)
+		}
+	}
+	last := evs[len(evs)-1].At
+	took := func(d time.Duration, procs []probe.Process) session.Event {
+		last = last.Add(100 * time.Millisecond)
+		return session.Event{At: last, GPU: &probe.Sample{At: last, Device: probe.SimulatedUUID,
+			Used: 6 << 30, Total: probe.SimulatedTotal, Took: d, Processes: procs}}
+	}
+	visible := append(evs, took(3*time.Millisecond, []probe.Process{{PID: 4242, Used: 5 << 30}}), took(800*time.Microsecond, nil))
+	v := live(t, visible, 160, 48).View()
+	if !strings.Contains(v, "NVML read 0.8 ms (max 3.0 ms)") {
+		t.Errorf("header lacks the NVML read time:\n%s", firstLines(v, 2))
+	}
+	if strings.Contains(v, probe.NotVisibleNote) {
+		t.Errorf("per-process memory is visible, but the header says not:\n%s", firstLines(v, 2))
+	}
+	// A container without the host's PID namespace: the list is empty.
+	hidden := append(evs, took(time.Millisecond, []probe.Process{}))
+	if v := live(t, hidden, 200, 48).View(); !strings.Contains(v, probe.NotVisibleNote) {
+		t.Errorf("header lacks %q:\n%s", probe.NotVisibleNote, firstLines(v, 2))
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
