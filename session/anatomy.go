@@ -1,5 +1,7 @@
 package session
 
+import "time"
+
 // Layers is one process's memory split by what holds it, at one moment.
 // Every layer is Unknown where its source is missing: the allocator layers
 // on a CPU run, the driver layers without NVML, the tensor layers before the
@@ -122,6 +124,9 @@ func layersNow(s *Store, p *Process) Layers {
 			if _, gap, ok := p.NonPyTorch.Last(); ok {
 				l.NonPyTorch = Bytes(gap)
 			}
+			if _, others, ok := p.Others.Last(); ok {
+				l.OtherProcesses = Bytes(others)
+			}
 		case "device":
 			l.DeviceUsed = Bytes(v)
 		}
@@ -146,10 +151,10 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 			}
 		}
 		if !pk.from.IsZero() {
-			l.NonPyTorch = inEffect(p.NonPyTorch, pk.from)
-			if v, ok := p.NonPyTorch.MaxBetween(pk.from, pk.to); ok {
-				l.NonPyTorch = l.NonPyTorch.Max(Bytes(v))
-			}
+			// The figures of the process-list readings in effect during the
+			// peak's phase: each pairs values read at one moment.
+			l.NonPyTorch = peakInEffect(p.NonPyTorch, pk.from, pk.to)
+			l.OtherProcesses = peakInEffect(p.Others, pk.from, pk.to)
 		}
 	case "device":
 		l.DeviceUsed = pk.gpu
@@ -165,7 +170,9 @@ func (l *Layers) fill(a *Anatomy) {
 	if !l.NonPyTorch.Known() {
 		l.NonPyTorch = gap(l.ProcessUsed, l.Reserved)
 	}
-	l.OtherProcesses = gap(l.DeviceUsed, l.ProcessUsed)
+	if !l.OtherProcesses.Known() {
+		l.OtherProcesses = gap(l.DeviceUsed, l.ProcessUsed)
+	}
 	if a == nil {
 		return
 	}
@@ -213,4 +220,14 @@ func anatomyAt(p *Process, step int) *Anatomy {
 		}
 	}
 	return &p.Anatomies[0]
+}
+
+// peakInEffect is the largest value of a series in effect during [from, to]:
+// the point before from, and those inside.
+func peakInEffect(s *Series, from, to time.Time) Bytes {
+	v := inEffect(s, from)
+	if m, ok := s.MaxBetween(from, to); ok {
+		v = v.Max(Bytes(m))
+	}
+	return v
 }

@@ -35,6 +35,9 @@ type Process struct {
 	// reservation (CUDA context, cuBLAS/NCCL workspaces, other allocators):
 	// each process-list reading minus the hook's reserved at that moment.
 	NonPyTorch *Series
+	// Others is what other processes held on the device at each process-list
+	// reading: device used minus this process, from the same reading.
+	Others *Series
 
 	// Mem is the newest allocator snapshot, nil on CPU runs.
 	Mem *ipc.Mem
@@ -87,6 +90,7 @@ func newProcess(key string, l limits) *Process {
 		Reserved:     newSeries(l.window, l.width),
 		GPU:          newSeries(l.window, l.width),
 		NonPyTorch:   newSeries(l.window, l.width),
+		Others:       newSeries(l.window, l.width),
 		limits:       l,
 	}
 }

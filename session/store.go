@@ -271,6 +271,9 @@ func (s *Store) attribute(p *Process, smp *probe.Sample, procs []probe.Process) 
 	switch {
 	case ok && smp.Processes != nil:
 		p.observeGPU(smp.At, used, "process")
+		if smp.Used >= 0 {
+			p.Others.Push(smp.At, max(smp.Used-used, 0))
+		}
 	case ok:
 		// Between list reads the last listed value stands.
 	case len(procs) == 0 && smp.Used >= 0:
