@@ -167,12 +167,6 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 // allocator's and the driver's figures.
 func (l *Layers) fill(a *Anatomy) {
 	l.Cache = gap(l.Reserved, l.Allocated)
-	if !l.NonPyTorch.Known() {
-		l.NonPyTorch = gap(l.ProcessUsed, l.Reserved)
-	}
-	if !l.OtherProcesses.Known() {
-		l.OtherProcesses = gap(l.DeviceUsed, l.ProcessUsed)
-	}
 	if a == nil {
 		return
 	}

@@ -28,10 +28,16 @@ func causes(p *Process, d *Diagnosis, pk, steady []StepPeak) Causes {
 		return c
 	}
 	first := pk[0]
-	alloc, reserved, gpu := maxOf(steady)
+	alloc, reserved, _ := maxOf(steady)
 	c.CacheGrowth = gap(reserved.Sub(alloc), first.PeakReserved.Sub(first.PeakAllocated))
-	if p.GPUSource == "process" {
-		c.NonPyTorchGrowth = gap(gap(gpu, reserved), gap(first.PeakGPU, first.PeakReserved))
+	if p.GPUSource == "process" && len(steady) > 0 {
+		// Each non-PyTorch figure pairs one process reading with the
+		// reserved memory at that moment: compare the first step's with
+		// the steady state's.
+		last := steady[len(steady)-1]
+		before := peakInEffect(p.NonPyTorch, first.Start, first.Start.Add(first.Duration))
+		after := peakInEffect(p.NonPyTorch, steady[0].Start, last.Start.Add(last.Duration))
+		c.NonPyTorchGrowth = gap(after, before)
 	}
 	return c
 }

@@ -180,7 +180,14 @@ func (p *Process) resolveGaps() {
 		done++
 		r, ok := p.Reserved.At(at)
 		if !ok {
-			continue
+			// A reading just before the hook's first point: the two clocks
+			// (the hook's, mapped through its hello, and the monitor's)
+			// agree only to within a little.
+			first, v, known := p.Reserved.First()
+			if !known || first.Sub(at) > clockSlack {
+				continue
+			}
+			r = v
 		}
 		gap := max(pt.v-r, 0)
 		p.NonPyTorch.Push(at, gap)
@@ -213,6 +220,10 @@ func (p *Process) attributeAt(at time.Time, v Bytes, span func(*Span) *Bytes, ce
 		}
 	}
 }
+
+// clockSlack is how far apart the hook's clock and the monitor's may be
+// taken to show the same moment.
+const clockSlack = 10 * time.Millisecond
 
 // gpuLookback is how many recent spans a late NVML sample is matched
 // against: NVML lags the hook by at most a few hundred milliseconds.

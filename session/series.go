@@ -134,6 +134,20 @@ func (s *Series) Last() (at time.Time, v int64, ok bool) {
 	return time.Time{}, 0, false
 }
 
+// First is the oldest value still held and its time (the raw window's
+// first point, or the oldest bucket's last value); ok is false when empty.
+func (s *Series) First() (at time.Time, v int64, ok bool) {
+	if live := s.raw[s.head:]; len(live) > 0 && live[0].t == s.first {
+		return time.Unix(0, live[0].t), live[0].v, true
+	}
+	for i := len(s.levels) - 1; i >= 0; i-- {
+		if l := &s.levels[i]; len(l.b) > l.head {
+			return time.Unix(0, max(l.b[l.head].t, s.first)), l.b[l.head].last, true
+		}
+	}
+	return time.Time{}, 0, false
+}
+
 // rawFrom is the time from which the raw points cover the series: before
 // it, only buckets hold data.
 func (s *Series) rawFrom() int64 {
