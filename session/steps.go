@@ -82,7 +82,7 @@ type Step struct {
 	Index  int
 	Start  time.Time
 	End    time.Time
-	Micro  int // micro-steps seen (highest micro index + 1)
+	Micro  int // micro-steps (forward/backward passes before the optimizer step)
 	Phases []Cell
 	// Peaks over the step's phases.
 	PeakAllocated, PeakReserved, PeakGPU Bytes
@@ -114,7 +114,11 @@ func (st *Step) add(sp *Span) {
 	if sp.End.After(st.End) {
 		st.End = sp.End
 	}
-	st.Micro = max(st.Micro, sp.Micro+1)
+	if sp.Name != "step" && !sp.User {
+		// The step phase carries the number of backward passes done, not
+		// a micro-step of its own.
+		st.Micro = max(st.Micro, sp.Micro+1)
+	}
 	c := st.Cell(sp.Name)
 	if c == nil {
 		st.Phases = append(st.Phases, Cell{

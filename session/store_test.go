@@ -156,7 +156,7 @@ func TestMicroStepsMergeIntoOneCell(t *testing.T) {
 	if c := st.Cell("backward"); c.Count != 2 || c.PeakAllocated != Bytes(mib(501)) {
 		t.Errorf("backward cell %+v", c)
 	}
-	if st.Micro != 3 {
+	if st.Micro != 2 {
 		t.Errorf("micro %d", st.Micro)
 	}
 }

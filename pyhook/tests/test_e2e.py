@@ -250,9 +250,8 @@ def test_gradient_accumulation_merges_micro_steps(torch_mod, vs_bin, workdir, re
     proc = the_process(report_json(vs_bin, out))
     # One cell per phase; forward, loss and backward merge both micro-steps.
     check_steps(proc, range(5), counts=(1, 2, 2, 2, 1))
-    # The report's step "micro" is the highest micro index seen + 1, and the
-    # step phase carries micro 2 (both backwards done): 3 for 2 micro-steps.
-    assert {s["micro"] for s in proc["steps"]} == {3}
+    # The report's step "micro" counts the forward/backward passes.
+    assert {s["micro"] for s in proc["steps"]} == {2}
 
 
 def test_monitor_started_after_training_began_gets_the_first_steps(
