@@ -10,27 +10,42 @@ import "time"
 // than real time (the demo at full speed) or holds a backlog that a late
 // monitor received in one burst (those events play at once, as they did).
 func PaceByTimeline(evs []Event) {
-	clocks := map[uint64]*Process{}
-	var last time.Time
+	var p Pacer
 	for i := range evs {
-		ev := &evs[i]
-		at := ev.At
-		switch {
-		case ev.Msg != nil:
-			p := clocks[ev.Conn]
-			if ev.Msg.Clock != nil {
-				p = &Process{Hello: *ev.Msg}
-				clocks[ev.Conn] = p
-			}
-			if p != nil {
-				at = p.when(ev.Msg.T, ev.At)
-			}
-		case ev.GPU != nil && !ev.GPU.At.IsZero():
-			at = ev.GPU.At
-		}
-		if at.Before(last) {
-			at = last
-		}
-		ev.At, last = at, at
+		p.Pace(&evs[i])
 	}
+}
+
+// Pacer is PaceByTimeline one event at a time, for a replay that streams a
+// recording instead of holding it: feed it every event in order from the
+// first. The zero value is ready to use.
+type Pacer struct {
+	clocks map[uint64]*Process // per connection, the hello in effect
+	last   time.Time
+}
+
+// Pace re-stamps ev.At as PaceByTimeline does for the event that follows
+// those already paced.
+func (p *Pacer) Pace(ev *Event) {
+	at := ev.At
+	switch {
+	case ev.Msg != nil:
+		c := p.clocks[ev.Conn]
+		if ev.Msg.Clock != nil {
+			if p.clocks == nil {
+				p.clocks = map[uint64]*Process{}
+			}
+			c = &Process{Hello: *ev.Msg}
+			p.clocks[ev.Conn] = c
+		}
+		if c != nil {
+			at = c.when(ev.Msg.T, ev.At)
+		}
+	case ev.GPU != nil && !ev.GPU.At.IsZero():
+		at = ev.GPU.At
+	}
+	if at.Before(p.last) {
+		at = p.last
+	}
+	ev.At, p.last = at, at
 }

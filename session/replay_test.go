@@ -47,3 +47,38 @@ func TestPaceByTimelineFollowsTheHookClock(t *testing.T) {
 		}
 	}
 }
+
+// A Pacer fed event by event, across any split, stamps what PaceByTimeline
+// stamps over the whole slice: the hello of a connection seen in an earlier
+// part still sets the clock of its later messages.
+func TestPacerMatchesPaceByTimeline(t *testing.T) {
+	recv := time.Unix(5000, 0)
+	hello := &ipc.Message{Type: ipc.TypeHello, T: 10, Clock: &ipc.Clock{Mono: 10, Wall: 4000}}
+	evs := []Event{
+		{At: recv, Conn: 1, Msg: hello},
+		{At: recv, GPU: &probe.Sample{At: time.Unix(4000, 5e8)}},
+		{At: recv.Add(time.Second), Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 11}},
+		{At: recv.Add(time.Second), GPU: &probe.Sample{At: time.Unix(3999, 0)}},
+		{At: recv.Add(2 * time.Second), Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 13.25}},
+	}
+	want := append([]Event(nil), evs...)
+	PaceByTimeline(want)
+	for split := 0; split <= len(evs); split++ {
+		got := append([]Event(nil), evs...)
+		var p Pacer
+		for i := range got[:split] {
+			p.Pace(&got[i])
+		}
+		for i := split; i < len(got); i++ {
+			p.Pace(&got[i])
+		}
+		for i := range got {
+			if !got[i].At.Equal(want[i].At) {
+				t.Errorf("split %d: event %d at %v, want %v", split, i, got[i].At, want[i].At)
+			}
+		}
+	}
+	if !want[4].At.Equal(time.Unix(4003, 25e7)) {
+		t.Errorf("paced on the hello's clock: %v", want[4].At)
+	}
+}
