@@ -84,7 +84,10 @@ func New(opts ...Option) Model {
 	if m.store == nil || cfg.replaySet {
 		m.store = session.New()
 	}
-	if cfg.replaySet {
+	switch {
+	case cfg.replayOpen != nil:
+		m.replay = newStreamClock(cfg.replayOpen, &replayStream{ctx: ctx})
+	case cfg.replaySet:
 		m.replay = newReplayClock(cfg.replay)
 	}
 	m.reading = cfg.source != nil && m.replay == nil // Init starts the first read
@@ -108,6 +111,7 @@ func (m Model) Init() tea.Cmd {
 	}
 	if m.replay != nil {
 		cmds = append(cmds, tea.Tick(time.Second/time.Duration(m.cfg.fps), func(t time.Time) tea.Msg { return frameTick(t) }))
+		cmds = append(cmds, m.replayCmd()) // a streamed replay starts its reader
 	}
 	return tea.Batch(cmds...)
 }
@@ -142,7 +146,12 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.render()
 		return m, nil
 	case frameTick:
-		return m, m.onFrame(time.Time(msg))
+		return m, tea.Batch(m.onFrame(time.Time(msg)), m.replayCmd())
+	case replayMsg:
+		return m, m.onReplay(msg)
+	case replayEndMsg:
+		m.onReplayEnd(msg)
+		return m, m.armFrame()
 	case clockTick:
 		return m, m.onClock()
 	}
@@ -188,7 +197,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.table = m.table.update(msg, k, m.visibleSteps(m.process()))
 	}
 	m.render()
-	return m, cmd
+	return m, tea.Batch(cmd, m.replayCmd()) // a seek may have restarted the replay's reader
 }
 
 func (m *Model) togglePause() {

@@ -18,6 +18,7 @@ type config struct {
 	recordPath string
 	replay     []session.Event
 	replaySet  bool
+	replayOpen func() (ReplayStream, error)
 	status     string
 	devices    []probe.Device
 	title      string
@@ -41,6 +42,16 @@ func WithRecorder(rec Recorder, defaultPath string) Option {
 // owns a virtual clock that can be paused, sped up and sought.
 func WithReplay(events []session.Event) Option {
 	return func(c *config) { c.replay, c.replaySet = events, true }
+}
+
+// WithReplayStream puts the TUI in replay mode over a recording it
+// streams instead of holding: open reads it from the first event, paced
+// for replay. The TUI calls open from goroutines, never in Update: to
+// play, once more to find the recording's end, and again for each seek
+// back (which replays into a fresh store in the background). Memory stays
+// bounded whatever the recording's length.
+func WithReplayStream(open func() (ReplayStream, error)) Option {
+	return func(c *config) { c.replayOpen, c.replaySet = open, true }
 }
 
 // WithDevice sets what the header says of the GPU: the sampler's status

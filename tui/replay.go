@@ -15,35 +15,69 @@ var speedFactors = []float64{1, 4, 16, 0}
 // view still moves.
 const maxChunk = 50000
 
-// replayClock is the virtual clock of replay mode over in-memory events:
-// events up to now are in the store.
+// replayClock is the virtual clock of replay mode: events up to now are in
+// the store. It holds either the whole recording (WithReplay) or, when it
+// streams one (WithReplayStream), a window that a reader goroutine refills.
 type replayClock struct {
-	events     []session.Event
-	next       int // events[:next] are applied
-	start, now time.Time
+	events     []session.Event // events[:next] are applied
+	next       int
+	ended      bool      // no event follows events
+	start, now time.Time // start: the first event's At (zero before it)
+	seen       time.Time // the newest event's At so far
+	end        time.Time // the last event's At, once known
 	speed      int
 	paused     bool
 	lastTick   time.Time
+	str        *replayStream // nil: events is the whole recording
 }
 
 func newReplayClock(events []session.Event) *replayClock {
-	r := &replayClock{events: events}
-	if len(events) > 0 {
-		r.start = events[0].At
-		r.now = r.start
-	}
+	r := &replayClock{ended: true}
+	r.push(events)
+	r.end = r.seen
 	return r
 }
 
-// done reports whether every event has been applied.
-func (r *replayClock) done() bool { return r.next >= len(r.events) }
+// newStreamClock is a clock over a recording read by open, not yet started.
+func newStreamClock(open func() (ReplayStream, error), s *replayStream) *replayClock {
+	s.open = open
+	return &replayClock{str: s}
+}
 
-// length is the recording's duration.
+// push adds events that follow those held, first dropping the applied ones
+// of a streamed window.
+func (r *replayClock) push(evs []session.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	if r.str != nil && r.next > 0 {
+		n := copy(r.events, r.events[r.next:])
+		clear(r.events[n:]) // the store keeps what it needs; drop the rest
+		r.events, r.next = r.events[:n], 0
+	}
+	if r.start.IsZero() {
+		r.start, r.now = evs[0].At, evs[0].At
+	}
+	r.events = append(r.events, evs...)
+	r.seen = evs[len(evs)-1].At
+}
+
+// rebuilding reports whether a seek back is replaying into a fresh store.
+func (r *replayClock) rebuilding() bool { return r.str != nil && r.str.rb != nil }
+
+// done reports whether every event has been applied.
+func (r *replayClock) done() bool { return r.ended && r.next >= len(r.events) && !r.rebuilding() }
+
+// length is the recording's duration: as far as read until its end is known.
 func (r *replayClock) length() time.Duration {
-	if len(r.events) == 0 {
+	end := r.end
+	if end.IsZero() {
+		end = r.seen
+	}
+	if r.start.IsZero() {
 		return 0
 	}
-	return r.events[len(r.events)-1].At.Sub(r.start)
+	return end.Sub(r.start)
 }
 
 // tick advances the clock by the real time since the last frame times the
@@ -55,10 +89,13 @@ func (r *replayClock) tick(at time.Time, s *session.Store) {
 	}
 	dt = min(dt, 250*time.Millisecond) // a stalled frame does not jump ahead
 	r.lastTick = at
-	if r.paused || r.done() {
+	if r.paused || r.done() || r.rebuilding() || r.start.IsZero() {
 		return
 	}
 	if speedFactors[r.speed] == 0 {
+		if r.next >= len(r.events) {
+			return // the reader has not caught up
+		}
 		end := min(r.next+maxChunk, len(r.events))
 		s.ApplyAll(r.events[r.next:end])
 		r.next = end
@@ -69,7 +106,7 @@ func (r *replayClock) tick(at time.Time, s *session.Store) {
 	r.applyUntil(s, r.now)
 }
 
-// applyUntil applies the events at or before t.
+// applyUntil applies the events held at or before t.
 func (r *replayClock) applyUntil(s *session.Store, t time.Time) {
 	end := r.next
 	for end < len(r.events) && !r.events[end].At.After(t) {
@@ -81,16 +118,31 @@ func (r *replayClock) applyUntil(s *session.Store, t time.Time) {
 
 // seek moves the clock by d. Going back rebuilds the store from the first
 // event (the store only grows), which is why it returns the store to use.
+// A streamed replay rebuilds in its reader goroutine and keeps showing s
+// until the rebuilt store arrives (onReplay); events going forward are
+// applied as they arrive.
 func (r *replayClock) seek(d time.Duration, s *session.Store, fresh func() *session.Store) *session.Store {
-	if len(r.events) == 0 {
+	if r.start.IsZero() {
 		return s
 	}
 	t := r.now.Add(d)
 	if t.Before(r.start) {
 		t = r.start
 	}
-	if end := r.events[len(r.events)-1].At; t.After(end) {
-		t = end
+	if !r.end.IsZero() && t.After(r.end) {
+		t = r.end
+	}
+	if r.str != nil {
+		switch {
+		case r.rebuilding() && r.str.rb.retarget(t):
+		case r.rebuilding() || t.Before(r.now):
+			r.events, r.next, r.ended = nil, 0, false
+			r.str.start(&rebuild{until: t})
+		default:
+			r.applyUntil(s, t)
+		}
+		r.now = t
+		return s
 	}
 	if t.Before(r.now) {
 		s, r.next = fresh(), 0
