@@ -125,11 +125,10 @@ func newReplayCmd() *cobra.Command {
 	return cmd
 }
 
+// runReplay shows a recording, streamed from the file: a long recording
+// costs a window of events in memory, not all of them.
 func runReplay(path, debug string, stderr io.Writer) error {
-	evs, hdr, warnings, err := loadRecording(path)
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "vramscope: warning: %s\n", w)
-	}
+	hdr, open, warned, err := openReplay(path)
 	if err != nil {
 		return err
 	}
@@ -142,10 +141,15 @@ func runReplay(path, debug string, stderr io.Writer) error {
 	if hdr.Source == record.SourceDemo {
 		status = "simulated"
 	}
-	return tui.Run(tui.New(
-		tui.WithReplay(evs), tui.WithDevice(status, nil),
+	err = tui.Run(tui.New(
+		tui.WithReplayStream(open), tui.WithDevice(status, nil),
 		tui.WithTitle("replay: "+path), tui.WithDebugLog(logWriter(logf)),
 	))
+	for _, w := range warned.Lines() { // after the TUI: it owns the terminal
+		fmt.Fprintf(stderr, "vramscope: warning: %s\n", w)
+		logf("replay: warning: %s", w)
+	}
+	return err
 }
 
 func orBackground(ctx context.Context) context.Context {

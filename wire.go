@@ -16,6 +16,7 @@ import (
 	"github.com/vramscope/vramscope/probe/nvmlprobe"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
+	"github.com/vramscope/vramscope/tui"
 )
 
 // openNVML opens the real NVML sampler, or a null one that says why not.
@@ -99,12 +100,77 @@ func readRecording(path string, each func(session.Event)) (record.Header, []stri
 	}
 }
 
-// loadRecording reads a whole recording into memory, paced for replay.
-func loadRecording(path string) ([]session.Event, record.Header, []string, error) {
-	var evs []session.Event
-	hdr, warnings, err := readRecording(path, func(ev session.Event) { evs = append(evs, ev) })
-	session.PaceByTimeline(evs)
-	return evs, hdr, warnings, err
+// openReplay opens a recording for a streamed replay: it checks the header
+// now, and returns a function that reads the events from the first one,
+// paced by the timeline, each time the replay asks (to play, to find the
+// end, to seek back). Nothing is held beyond what the replay keeps. The
+// reader's warnings (skipped or torn lines) are collected once, by the
+// first read that reaches the end.
+func openReplay(path string) (record.Header, func() (tui.ReplayStream, error), *replayWarnings, error) {
+	r, err := record.Open(path)
+	if err != nil {
+		return record.Header{}, nil, nil, err
+	}
+	hdr := r.Header()
+	r.Close()
+	warned := &replayWarnings{}
+	open := func() (tui.ReplayStream, error) {
+		r, err := record.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		return &pacedReader{r: r, path: path, warned: warned}, nil
+	}
+	return hdr, open, warned, nil
+}
+
+// pacedReader is a record.Reader whose events are paced for replay.
+type pacedReader struct {
+	r      *record.Reader
+	pacer  session.Pacer
+	path   string
+	warned *replayWarnings
+}
+
+func (p *pacedReader) Next() (session.Event, error) {
+	ev, err := p.r.Next()
+	if err == io.EOF {
+		p.warned.set(p.r.Warnings())
+		return ev, io.EOF
+	}
+	if err != nil {
+		return ev, fmt.Errorf("read %s: %w", p.path, err)
+	}
+	if ev.Msg != nil {
+		ev.Msg.Raw = nil // only a recorder needs the raw line
+	}
+	p.pacer.Pace(&ev)
+	return ev, nil
+}
+
+func (p *pacedReader) Close() error { return p.r.Close() }
+
+// replayWarnings are the reader's warnings of a whole pass over a
+// recording, shown once the TUI has given the terminal back.
+type replayWarnings struct {
+	mu   sync.Mutex
+	done bool
+	list []string
+}
+
+func (w *replayWarnings) set(list []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.done, w.list = true, list
+	}
+}
+
+// Lines returns the warnings, nil before a read has reached the end.
+func (w *replayWarnings) Lines() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.list
 }
 
 // privateSocket makes a socket path in a new 0700 directory, for the demo,
