@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
@@ -40,6 +43,24 @@ Run it in a second terminal, then add to the training script:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLive(cmd.Context(), live)
 		},
+	}
+	var cpuProfile string
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile to this file (for performance reports)")
+	_ = root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		return pprof.StartCPUProfile(f)
+	}
+	root.PersistentPostRun = func(*cobra.Command, []string) {
+		if cpuProfile != "" {
+			pprof.StopCPUProfile()
+		}
 	}
 	live.register(root)
 	root.AddCommand(newRecordCmd(), newReportCmd(), newReplayCmd(), newDemoCmd(), newDevicesCmd())
