@@ -265,7 +265,6 @@ func argmax(st *session.Step, v func(*session.Cell) session.Bytes) string {
 	return name
 }
 
-
 // seconds rounds a duration to microseconds, in seconds.
 func seconds(d time.Duration) float64 {
 	return float64(d.Round(time.Microsecond)) / float64(time.Second)
