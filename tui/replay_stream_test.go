@@ -1,0 +1,169 @@
+package tui
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// sliceStream is a ReplayStream over events in memory.
+type sliceStream struct{ evs []session.Event }
+
+func (s *sliceStream) Next() (session.Event, error) {
+	if len(s.evs) == 0 {
+		return session.Event{}, io.EOF
+	}
+	ev := s.evs[0]
+	s.evs = s.evs[1:]
+	return ev, nil
+}
+
+func (s *sliceStream) Close() error { return nil }
+
+// streamModel builds a streamed replay of evs at 120×40 and counts the
+// times the recording is opened.
+func streamModel(t *testing.T, evs []session.Event, opens *int) Model {
+	t.Helper()
+	open := func() (ReplayStream, error) {
+		*opens++
+		return &sliceStream{evs: evs}, nil
+	}
+	m := New(WithReplayStream(open), WithClock(fixedClock(evs)))
+	m.Init()
+	m, _ = update(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
+	return pump(t, m)
+}
+
+// pump delivers the reader goroutine's messages while the model waits for
+// one, as the read command does, and checks the window stays bounded.
+func pump(t *testing.T, m Model) Model {
+	t.Helper()
+	for m.replay.str != nil && m.replay.str.reading {
+		select {
+		case msg, ok := <-m.replay.str.ch:
+			if !ok {
+				t.Fatal("the reader stopped without an end")
+			}
+			m, _ = update(t, m, msg)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no message from the reader in 5 s")
+		}
+		if held := len(m.replay.events); held > lowWater+replayChunk {
+			t.Fatalf("the window holds %d events, more than %d", held, lowWater+replayChunk)
+		}
+	}
+	return m
+}
+
+// playMax plays m to the end at max speed.
+func playMax(t *testing.T, m Model) Model {
+	t.Helper()
+	m = press(t, m, "s", "s", "s")
+	wall := time.Unix(0, 0)
+	for i := 0; i < 10000 && !m.replay.done(); i++ {
+		m, wall = frames(t, m, wall, 1, time.Second/15)
+		m = pump(t, m)
+	}
+	if !m.replay.done() {
+		t.Fatal("max speed did not reach the end")
+	}
+	return m
+}
+
+func stepsView(m Model) string {
+	return m.table.view(m.visibleSteps(m.process()), rowMarks{})
+}
+
+// A streamed replay shows what the in-memory one shows, over a recording
+// many chunks long, while holding only a window of it.
+func TestStreamReplayMatchesInMemory(t *testing.T) {
+	evs := demoEvents(t, "warmup", 300, 2)
+	if len(evs) < 4*replayChunk {
+		t.Fatalf("only %d events: too few to cross chunks", len(evs))
+	}
+	var opens int
+	sm := playMax(t, streamModel(t, evs, &opens))
+	mm := playMax(t, replayModel(t, evs))
+	for r := range mm.store.Processes() {
+		if got, want := stepsView(sm), stepsView(mm); got != want {
+			t.Fatalf("rank %d: streamed\n%s\nin memory\n%s", r, got, want)
+		}
+		sm, mm = press(t, sm, "tab"), press(t, mm, "tab")
+	}
+	if sm.replay.length() != mm.replay.length() || !sm.replay.now.Equal(mm.replay.now) {
+		t.Errorf("streamed at %v of %v, in memory at %v of %v", sm.replay.now, sm.replay.length(), mm.replay.now, mm.replay.length())
+	}
+	if opens != 1 {
+		t.Errorf("opened %d times to play once", opens)
+	}
+}
+
+// Seeking back replays into a fresh store in the reader goroutine: Update
+// keeps the old store until the new one is handed over, and the result is
+// the in-memory replay's, across chunks and back to the start.
+func TestStreamReplaySeekBack(t *testing.T) {
+	evs := demoEvents(t, "warmup", 300, 2)
+	var opens int
+	sm := streamModel(t, evs, &opens)
+	mm := replayModel(t, evs)
+	same := func(what string) {
+		t.Helper()
+		if !sm.replay.now.Equal(mm.replay.now) {
+			t.Fatalf("%s: streamed at %v, in memory at %v", what, sm.replay.now.Sub(sm.replay.start), mm.replay.now.Sub(mm.replay.start))
+		}
+		if got, want := stepsView(sm), stepsView(mm); got != want {
+			t.Fatalf("%s: streamed\n%s\nin memory\n%s", what, got, want)
+		}
+	}
+	for i := 0; i < 6; i++ { // forward 90 s, well past the first chunks
+		sm, mm = press(t, sm, "right"), press(t, mm, "right")
+		sm = pump(t, sm)
+	}
+	same("forward")
+	old := sm.store
+	sm, mm = press(t, sm, "left"), press(t, mm, "left")
+	if !sm.replay.rebuilding() || sm.store != old {
+		t.Fatal("a seek back should rebuild in the background and keep showing the old store")
+	}
+	sm = press(t, sm, "left", "right", "left") // retargets while it rebuilds
+	mm = press(t, mm, "left", "right", "left")
+	sm = pump(t, sm)
+	if sm.replay.rebuilding() || sm.store == old {
+		t.Fatal("the rebuilt store was not handed over")
+	}
+	same("back")
+	for i := 0; i < 8; i++ {
+		sm, mm = press(t, sm, "left"), press(t, mm, "left")
+	}
+	sm = pump(t, sm)
+	same("back to the start")
+	if !sm.replay.now.Equal(sm.replay.start) {
+		t.Errorf("at %v, want the start", sm.replay.now.Sub(sm.replay.start))
+	}
+	sm, mm = playMax(t, sm), playMax(t, mm)
+	same("played to the end after seeking")
+}
+
+// The background scan finds the recording's end before the reader does,
+// and a seek forward stops there.
+func TestStreamReplayScanEnd(t *testing.T) {
+	evs := demoEvents(t, "warmup", 2000, 1)
+	var opens int
+	sm := streamModel(t, evs, &opens)
+	if sm.replay.ended || !sm.replay.end.IsZero() {
+		t.Fatal("the reader read the whole recording ahead, or the end is known before any scan")
+	}
+	sm, _ = update(t, sm, sm.replay.str.scan()())
+	if want := evs[len(evs)-1].At.Sub(evs[0].At); sm.replay.length() != want {
+		t.Fatalf("length %v, want %v", sm.replay.length(), want)
+	}
+	sm = press(t, sm, "-", "-", "-", "-", "-", "-", "right", "right") // zoomed out to 2 h: 30 min a seek
+	sm = pump(t, sm)
+	if !sm.replay.now.Equal(evs[len(evs)-1].At) || !sm.replay.done() {
+		t.Errorf("seek forward: at %v of %v, done %v", sm.replay.now.Sub(sm.replay.start), sm.replay.length(), sm.replay.done())
+	}
+}
