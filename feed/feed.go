@@ -40,6 +40,8 @@ type Feed struct {
 	overflow uint64
 
 	now      func() time.Time
+	hellos   map[uint64]*ipc.Message // the hello of every open connection
+	lastSeq  map[uint64]uint64       // and the newest seq it sent
 	open     Opener
 	rec      Writer
 	recPath  string
@@ -49,7 +51,10 @@ type Feed struct {
 
 // New returns an empty feed.
 func New(opts ...Option) *Feed {
-	f := &Feed{ready: make(chan struct{}, 1), limit: 1 << 20, now: time.Now}
+	f := &Feed{
+		ready: make(chan struct{}, 1), limit: 1 << 20, now: time.Now,
+		hellos: map[uint64]*ipc.Message{}, lastSeq: map[uint64]uint64{},
+	}
 	for _, o := range opts {
 		o(f)
 	}
@@ -59,6 +64,7 @@ func New(opts ...Option) *Feed {
 // Put adds one event.
 func (f *Feed) Put(ev session.Event) {
 	f.mu.Lock()
+	f.track(ev)
 	f.record(ev)
 	if len(f.pending) >= f.limit {
 		// The consumer stopped taking events: keep the newest, count the rest.
@@ -71,6 +77,20 @@ func (f *Feed) Put(ev session.Event) {
 	select {
 	case f.ready <- struct{}{}:
 	default:
+	}
+}
+
+// track keeps what a recording started later needs to make sense on its
+// own: each open connection's hello and newest seq. f.mu is held.
+func (f *Feed) track(ev session.Event) {
+	switch {
+	case ev.Msg != nil && ev.Msg.Type == ipc.TypeHello:
+		f.hellos[ev.Conn], f.lastSeq[ev.Conn] = ev.Msg, 0
+	case ev.Msg != nil:
+		f.lastSeq[ev.Conn] = ev.Msg.Seq
+	case ev.Note != nil && ev.Note.Kind == session.NoteDisconnect:
+		delete(f.hellos, ev.Conn)
+		delete(f.lastSeq, ev.Conn)
 	}
 }
 

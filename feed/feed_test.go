@@ -150,3 +150,25 @@ func TestLimitDiscardsOldestAndCounts(t *testing.T) {
 		t.Fatalf("%d kept + %d overflow != 25", len(evs), f.Overflow())
 	}
 }
+
+// A recording started mid-session opens with the hellos of the open
+// connections and where their messages resume, so it stands on its own.
+func TestRecordingStartedMidSessionCarriesHellos(t *testing.T) {
+	w := &memWriter{}
+	f := New(WithOpener(func(string) (Writer, error) { return w, nil }))
+	hello := &ipc.Message{Type: ipc.TypeHello, Session: "a"}
+	f.Put(session.Event{Conn: 1, Msg: hello})
+	f.Put(session.Event{Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, Seq: 41}})
+	f.Put(session.Event{Conn: 2, Msg: &ipc.Message{Type: ipc.TypeHello, Session: "b"}})
+	f.Put(session.Event{Conn: 2, Note: &session.Note{Kind: session.NoteDisconnect}})
+	if err := f.Start("mid.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	f.Put(session.Event{Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, Seq: 42}})
+	if len(w.evs) != 3 {
+		t.Fatalf("recorded %d events, want hello, resume note, sample", len(w.evs))
+	}
+	if w.evs[0].Msg != hello || w.evs[1].Note == nil || w.evs[1].Note.Kind != session.NoteResume || w.evs[1].Note.Seq != 41 || w.evs[2].Msg.Seq != 42 {
+		t.Fatalf("recording opens with %+v, %+v, %+v", w.evs[0], w.evs[1].Note, w.evs[2])
+	}
+}

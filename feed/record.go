@@ -2,6 +2,7 @@ package feed
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vramscope/vramscope/session"
 )
@@ -38,6 +39,23 @@ func (f *Feed) Start(path string) error {
 		return fmt.Errorf("already recording to %s", f.recPath)
 	}
 	f.rec, f.recPath, f.recErr, f.recCount = w, path, nil, 0
+	// A recording started mid-session opens with what it needs to stand on
+	// its own: each open connection's hello, and where its messages resume.
+	now := f.now()
+	conns := make([]uint64, 0, len(f.hellos))
+	for c := range f.hellos {
+		conns = append(conns, c)
+	}
+	slices.Sort(conns)
+	for _, c := range conns {
+		f.record(session.Event{At: now, Conn: c, Msg: f.hellos[c]})
+		if seq := f.lastSeq[c]; seq > 0 {
+			f.record(session.Event{At: now, Conn: c, Note: &session.Note{
+				Kind: session.NoteResume, Seq: seq,
+				Text: fmt.Sprintf("recording started after message %d of connection %d", seq, c),
+			}})
+		}
+	}
 	return nil
 }
 

@@ -35,10 +35,16 @@ const (
 	NoteDisconnect NoteKind = "disconnect" // a hook's connection ended
 	NoteError      NoteKind = "error"      // a bad message was skipped
 	NoteInfo       NoteKind = "info"       // anything else worth a line
+	// NoteResume opens a recording started in the middle of a connection:
+	// Seq is the last message the connection had sent before it, so the
+	// messages before are not counted as lost.
+	NoteResume NoteKind = "resume"
 )
 
 // Note is a connection event or a one-line problem report.
 type Note struct {
 	Kind NoteKind `json:"kind"`
 	Text string   `json:"text"`
+	// Seq is set on NoteResume notes.
+	Seq uint64 `json:"seq,omitempty"`
 }

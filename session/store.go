@@ -216,6 +216,10 @@ func (s *Store) note(ev Event) {
 		delete(s.byConn, ev.Conn)
 	case NoteError:
 		s.fail(n.Text)
+	case NoteResume:
+		if p := s.byConn[ev.Conn]; p != nil && p.lastSeq < n.Seq {
+			p.lastSeq = n.Seq
+		}
 	}
 	if len(s.Notes) >= 200 {
 		s.Notes = append(s.Notes[:0], s.Notes[1:]...)

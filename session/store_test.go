@@ -390,3 +390,14 @@ func TestLayersPairFiguresOfOneReading(t *testing.T) {
 		t.Errorf("other processes now = %s MiB, want 0", l.Now.OtherProcesses.MiBString())
 	}
 }
+
+func TestResumeNoteIsNotLoss(t *testing.T) {
+	s := New()
+	f := newFeed(1, "s1")
+	s.ApplyAll(f.evs)
+	s.Apply(Event{Conn: 1, Note: &Note{Kind: NoteResume, Seq: 500}})
+	s.Apply(Event{Conn: 1, Msg: &ipc.Message{V: 1, Type: ipc.TypeSample, Seq: 501, T: 100, Mem: mem(1, 1, 1)}})
+	if p := s.Processes()[0]; p.Lost != 0 || p.Allocated.Len() != 1 {
+		t.Fatalf("lost %d, points %d", p.Lost, p.Allocated.Len())
+	}
+}
