@@ -86,7 +86,7 @@ func TestTmuxDemo(t *testing.T) {
 	dir := t.TempDir()
 	// A shell runs the demo, then reports its exit and the terminal mode,
 	// so we can check the terminal was restored.
-	script := "'" + bin + "' demo --speed 4 --debug '" + filepath.Join(dir, "debug.log") + "'; " +
+	script := "cd '" + dir + "' && '" + bin + "' demo --speed 4 --debug debug.log; " +
 		"echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ' '; echo; sleep 60"
 	tm.run("new-session", "-d", "-s", "main", "-x", "160", "-y", "48", "sh", "-c", script)
 
@@ -97,6 +97,16 @@ func TestTmuxDemo(t *testing.T) {
 	tm.run("send-keys", "-t", "main", "?")
 	tm.waitFor(5*time.Second, "quit", "zoom")
 	tm.run("send-keys", "-t", "main", "?")
+
+	// Record a stretch of the running session with r … r.
+	tm.run("send-keys", "-t", "main", "r")
+	tm.waitFor(5*time.Second, "● REC vramscope-")
+	time.Sleep(1500 * time.Millisecond)
+	tm.run("send-keys", "-t", "main", "r")
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Contains(tm.screen(), "● REC") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	tm.run("resize-window", "-t", "main", "-x", "80", "-y", "24")
 	scr := tm.waitFor(5*time.Second, "alloc", "peak grew")
@@ -114,5 +124,15 @@ func TestTmuxDemo(t *testing.T) {
 	}
 	if !strings.Contains(scr, "icanon echo") {
 		t.Errorf("terminal not restored to canonical mode with echo:\n%s", scr)
+	}
+
+	// The stretch recorded mid-session stands on its own.
+	recs, _ := filepath.Glob(filepath.Join(dir, "vramscope-*.jsonl.gz"))
+	if len(recs) != 1 {
+		t.Fatalf("recordings made with r: %v", recs)
+	}
+	out, _ := runBin(t, bin, "report", recs[0])
+	if !strings.Contains(out, "1 process") || strings.Contains(out, "bad message") || !strings.Contains(out, "lost 0") {
+		t.Errorf("report of the mid-session recording:\n%s", out)
 	}
 }
