@@ -121,6 +121,9 @@ func (m *Model) connText(p *session.Process) string {
 		if r.done() {
 			state = "■ ended"
 		}
+		if r.rebuilding() {
+			state = "⟳ seeking back (re-reading the recording)"
+		}
 		return styleInfo.Render("replay "+state) + fmt.Sprintf(" %s/%s", elapsed(r.now.Sub(r.start), false), elapsed(r.length(), false))
 	}
 	switch {

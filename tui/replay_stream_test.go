@@ -2,6 +2,7 @@ package tui
 
 import (
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,9 @@ func TestStreamReplaySeekBack(t *testing.T) {
 	sm, mm = press(t, sm, "left"), press(t, mm, "left")
 	if !sm.replay.rebuilding() || sm.store != old {
 		t.Fatal("a seek back should rebuild in the background and keep showing the old store")
+	}
+	if v := sm.View(); !strings.Contains(v, "seeking back") {
+		t.Errorf("the header does not say it is seeking back:\n%s", firstLines(v, 1))
 	}
 	sm = press(t, sm, "left", "right", "left") // retargets while it rebuilds
 	mm = press(t, mm, "left", "right", "left")
