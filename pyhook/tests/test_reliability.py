@@ -230,3 +230,29 @@ def test_exit_without_monitor_is_bounded(tmp_path, sock_path):
                          capture_output=True, text=True)
     # CLOCK_MONOTONIC is system-wide: from the script's last line to the exit
     assert time.monotonic() - float(out.stdout.split()[-1]) < 1.0
+
+
+def test_sender_wakes_when_a_batch_is_pending_not_per_message(monitor):
+    client = _client.Client(make_config(socket=monitor.path), poll_interval=3600, batch=5,
+                            retry_interval=0.05)
+    try:
+        # the first wake-up (connect + hello) happens at start; then it sleeps
+        assert monitor.wait_for(lambda m: len(m.messages()) == 1)
+        for i in range(4):
+            client.mark("m%d" % i)
+        time.sleep(0.2)
+        assert len(monitor.messages()) == 1, "below the batch, the deadline decides"
+        client.mark("m4")
+        assert monitor.wait_for(lambda m: len(m.messages()) == 6, timeout=2)
+        assert seqs(monitor.messages()) == list(range(6))
+    finally:
+        client.close("removed", timeout=1)
+
+
+def test_sender_deadline_delivers_a_partial_batch(monitor):
+    client = _client.Client(make_config(socket=monitor.path), poll_interval=0.05)
+    try:
+        client.mark("alone")
+        assert monitor.wait_for(lambda m: len(m.messages()) == 2, timeout=2)
+    finally:
+        client.close("removed", timeout=1)
