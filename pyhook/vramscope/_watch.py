@@ -39,14 +39,23 @@ def patch_method(obj, name, before, after):
     original = getattr(obj, name)
     on = [True]
 
+    report = _safe.report
+
     def method(_self, *args, **kwargs):
+        # _safe.call inlined: this runs twice a step on the training thread.
         if on[0]:
-            _safe.call(before)
+            try:
+                before()
+            except Exception as exc:  # noqa: BLE001
+                report(exc)
         try:
             return original(*args, **kwargs)
         finally:
             if on[0]:
-                _safe.call(after)
+                try:
+                    after()
+                except Exception as exc:  # noqa: BLE001
+                    report(exc)
 
     method.__name__ = getattr(original, "__name__", name)
     method.__doc__ = getattr(original, "__doc__", None)
@@ -116,6 +125,10 @@ class Watcher:
         self._measuring = False
         self._acts = None
         self._batch = None
+        # Bound once: registered on every forward's output and queued on
+        # every backward, so no bound method is made per call.
+        self._grad_hook = self._on_output_grad
+        self._done_callback = self._on_backward_done
         self._prepare(client.step)
         self._install()
 
@@ -131,11 +144,19 @@ class Watcher:
             return
         self._undo.append(patch_method(opt, "zero_grad", self._zero_begin, self._zero_end))
         if self.uses_step_hooks:
-            pre = opt.register_step_pre_hook(lambda *_: _safe.call(self._step_begin))
-            post = opt.register_step_post_hook(lambda *_: _safe.call(self._step_end))
+            pre = opt.register_step_pre_hook(lambda *_: self._guarded(self._step_begin))
+            post = opt.register_step_post_hook(lambda *_: self._guarded(self._step_end))
             self._undo += [pre.remove, post.remove]
         else:
             self._undo.append(patch_method(opt, "step", self._step_begin, self._step_end))
+
+    @staticmethod
+    def _guarded(fn, *args):
+        # _safe.call without its extra frame: the hooks below run every step.
+        try:
+            fn(*args)
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
 
     @property
     def active(self):
@@ -187,7 +208,7 @@ class Watcher:
         self._measuring = self._meter is not None and self._measured_step
         self._acts = None
         self._batch = None
-        if self._meter is not None:
+        if self._measuring:  # an unmeasured step touches no meter
             self._meter.reset()
 
     def _stop_meter(self):
@@ -214,7 +235,10 @@ class Watcher:
             if self._in_backward and self._queue_callback is not None:
                 self._skip_forward = True  # recomputation inside backward (checkpointing)
                 return None
-            _safe.call(self._forward_begin, args)
+            try:
+                self._forward_begin(args)
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
         return None
 
     def _forward_begin(self, args):
@@ -242,7 +266,10 @@ class Watcher:
             if self._skip_forward:
                 self._skip_forward = False
                 return None
-            _safe.call(self._forward_end, output)
+            try:
+                self._forward_end(output)
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
         return None
 
     def _forward_end(self, output):
@@ -252,8 +279,9 @@ class Watcher:
             return
         found = []
         _grad_tensors(self._torch, output, found)
+        hook = self._grad_hook
         for t in found:
-            t.register_hook(self._on_output_grad)
+            t.register_hook(hook)
         if found:
             self._begin("loss")
 
@@ -264,14 +292,17 @@ class Watcher:
             if self._in_backward:
                 return None
             self._in_backward = True
-            _safe.call(self._backward_begin)
+            try:
+                self._backward_begin()
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
         return None
 
     def _backward_begin(self):
         self._collect_activations()
         self._begin("backward")
         if self._queue_callback is not None:
-            self._queue_callback(self._on_backward_done)
+            self._queue_callback(self._done_callback)
 
     def _on_backward_done(self):
         try:
