@@ -106,13 +106,19 @@ def overhead(args, size, monitor):
     times = {"plain": []}
     times.update((name, []) for name, _ in modes)
     try:
-        for _ in range(args.blocks):
-            times["plain"].append(loop(model, opt, x, y, steps))
-            for name, client in modes:
-                w = _watch.Watcher(torch, client, model, opt, client.config)
+        order = [("plain", None)] + list(modes)
+        for b in range(args.blocks):
+            # Rotate the order: a block's position (what ran before it) moves
+            # its time by more than the hook costs on a shared box.
+            r = b % len(order)
+            for name, client in order[r:] + order[:r]:
+                w = client and _watch.Watcher(torch, client, model, opt, client.config)
                 times[name].append(loop(model, opt, x, y, steps))
-                w.remove()
-                time.sleep(0.02)  # let the sender finish this block's messages
+                if w:
+                    w.remove()
+                # past the sender's deadline, so this block's messages are
+                # handled before the next block starts
+                time.sleep(getattr(_client, "FLUSH_INTERVAL", 0.01) + 0.02)
     finally:
         for _, client in modes:
             client.close("removed", timeout=1)
