@@ -6,7 +6,9 @@ For each model size (a tiny MLP whose step takes ~1 ms, and a wider one of
 with a monitor listening (a real `vramscope record` when --bin or
 $VRAMSCOPE_BIN names one, else a Python reader draining the socket); and
 watched with no monitor (the hook keeps its replay backlog). Prints the
-median step time and the overhead in us and % per mode. Then the cost of
+median step time and the overhead in us and % per mode, with
+torch.profiler.profile(profile_memory=True) around the same loop as a peer
+(PyTorch's own memory tool). Then the cost of
 activation accounting on measured vs unmeasured steps, and of one accounting
 pass over a model with 1,000 parameter tensors. --pyhook DIR benchmarks
 another copy of the package (for before/after comparisons in one run).
@@ -44,6 +46,7 @@ from vramscope import _anatomy, _client, _config, _watch  # noqa: E402
 DRAIN = ("import socket,sys,os\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\n"
          "s.listen(1)\nprint('ready',flush=True)\nc,_=s.accept()\n"
          "while c.recv(1<<16): pass\n")
+PROFILER = "torch.profiler"  # the peer: profile(profile_memory=True)
 SIZES = {"tiny": (256, 64, 16), "wide": (512, 256, 32)}  # input, width, batch
 
 
@@ -105,15 +108,23 @@ def overhead(args, size, monitor):
     modes = (("watch, monitor", live), ("watch, none", alone))
     times = {"plain": []}
     times.update((name, []) for name, _ in modes)
+    peer = hasattr(torch, "profiler") and hasattr(torch.profiler, "profile")
+    if peer:
+        times[PROFILER] = []
     try:
-        order = [("plain", None)] + list(modes)
+        order = [("plain", None)] + list(modes) + ([(PROFILER, None)] if peer else [])
         for b in range(args.blocks):
             # Rotate the order: a block's position (what ran before it) moves
             # its time by more than the hook costs on a shared box.
             r = b % len(order)
             for name, client in order[r:] + order[:r]:
                 w = client and _watch.Watcher(torch, client, model, opt, client.config)
-                times[name].append(loop(model, opt, x, y, steps))
+                if name == PROFILER:
+                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                                profile_memory=True):
+                        times[name].append(loop(model, opt, x, y, steps))
+                else:
+                    times[name].append(loop(model, opt, x, y, steps))
                 if w:
                     w.remove()
                 # past the sender's deadline, so this block's messages are
