@@ -7,7 +7,7 @@ export CGO_ENABLED := 1
 # go-nvml's C headers warn about deprecated declarations; they are harmless.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build test test-go test-py check-pkg bench vet demo
+.PHONY: all build test test-go test-race test-py check-pkg bench vet demo
 
 all: build
 
@@ -34,7 +34,12 @@ test-py: build
 		echo "!!!! SKIPPED the pyhook tests: $(PYTHON) has no pytest (apt-get install python3-pytest python3-torch) !!!!"; \
 	fi
 
-test: vet test-go test-py
+# The packages where goroutines meet: the socket server, the feed, the
+# recorder, the demo's clients and the TUI's replay reader.
+test-race:
+	go test -race ./ipc ./feed ./record ./demo ./tui
+
+test: vet test-go test-race test-py
 
 # The hook installs as a normal package (PyPI users: pip install ./pyhook).
 # Here PyPI is out of reach, so the build backend comes from the system.
