@@ -136,3 +136,22 @@ func TestTmuxDemo(t *testing.T) {
 		t.Errorf("report of the mid-session recording:\n%s", out)
 	}
 }
+
+// A recording of the demo (simulated NVML included) replays with the same
+// views: the NVML line, the steps and the diagnosis.
+func TestTmuxReplay(t *testing.T) {
+	tm := newTmux(t)
+	bin := binary(t)
+	rec := filepath.Join(t.TempDir(), "demo.jsonl.gz")
+	runBin(t, bin, "demo", "--headless", "--steps", "12", "-o", rec)
+	tm.run("new-session", "-d", "-s", "main", "-x", "160", "-y", "48", "sh", "-c",
+		"'"+bin+"' replay '"+rec+"'; echo EXIT=$?; sleep 60")
+	tm.waitFor(10*time.Second, "replay", "NVML process", "allocated")
+	tm.run("send-keys", "-t", "main", "s", "s", "s") // 1× → 4× → 16× → max
+	scr := tm.waitFor(20*time.Second, "■ ended", "peak grew 3482→4329 MiB", "steady since step 2")
+	if !strings.Contains(scr, "  11 ") {
+		t.Errorf("the steps table does not reach step 11:\n%s", scr)
+	}
+	tm.run("send-keys", "-t", "main", "q")
+	tm.waitFor(3*time.Second, "EXIT=0")
+}
