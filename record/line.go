@@ -198,6 +198,14 @@ var errUnknownKind = errors.New("no msg, gpu or note (a newer kind of event?)")
 // parseEvent decodes one event line. Hook messages go through ipc.Decode,
 // the same validation as live.
 func parseEvent(line []byte) (session.Event, error) {
+	if e, ok := fastParseEvent(line); ok {
+		return e, nil
+	}
+	return parseEventJSON(line)
+}
+
+// parseEventJSON is parseEvent through encoding/json, for every shape.
+func parseEventJSON(line []byte) (session.Event, error) {
 	var l lineJSON
 	if err := json.Unmarshal(line, &l); err != nil {
 		return session.Event{}, fmt.Errorf("not JSON: %s", oneLine(err))

@@ -25,7 +25,7 @@ const (
 
 // benchMix builds one second of realistic events (mixPerSecond of them),
 // with allocator values that move as in training.
-func benchMix(b *testing.B, second int, rng *rand.Rand) []session.Event {
+func benchMix(b testing.TB, second int, rng *rand.Rand) []session.Event {
 	start := time.Unix(1763794800+int64(second), 0)
 	var evs []session.Event
 	seq := uint64(second * (sampleHz + edgesPerSec))
