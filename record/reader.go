@@ -141,6 +141,24 @@ func (r *Reader) Header() Header { return r.header }
 // left by a writer that was killed; neither is an error. Only a failure to
 // read the file is.
 func (r *Reader) Next() (session.Event, error) {
+	for {
+		line, err := r.nextLine()
+		if err != nil {
+			return session.Event{}, err
+		}
+		e, perr := parseEvent(line)
+		if perr != nil {
+			r.warn(fmt.Sprintf("line %d: %v; skipped", r.line, perr))
+			continue
+		}
+		return e, nil
+	}
+}
+
+// nextLine returns the next complete, non-empty event line, valid until
+// the next call, or io.EOF after the last. It skips what Next skips before
+// parsing (a torn last line, empty lines), with the same warnings.
+func (r *Reader) nextLine() ([]byte, error) {
 	for !r.done {
 		line, complete, err := r.readLine()
 		if err != nil {
@@ -151,21 +169,16 @@ func (r *Reader) Next() (session.Event, error) {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				r.warn("the gzip stream ends early: the writer did not close the file; events up to its last flush were read")
 			} else if !errors.Is(err, io.EOF) {
-				return session.Event{}, fmt.Errorf("%s: read line %d: %w", r.name, r.line, err)
+				return nil, fmt.Errorf("%s: read line %d: %w", r.name, r.line, err)
 			}
 			break
 		}
 		if !complete || len(line) == 0 {
 			continue
 		}
-		e, perr := parseEvent(line)
-		if perr != nil {
-			r.warn(fmt.Sprintf("line %d: %v; skipped", r.line, perr))
-			continue
-		}
-		return e, nil
+		return line, nil
 	}
-	return session.Event{}, io.EOF
+	return nil, io.EOF
 }
 
 func (r *Reader) warn(s string) {
