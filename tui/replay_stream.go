@@ -41,6 +41,15 @@ type replayMsg struct {
 	closed bool // the goroutine stopped (cancelled): no more from it
 }
 
+// ReplayEnder is a ReplayStream that can find the paced time of the
+// recording's last event more cheaply than by reading every event: the
+// background pass for the header's length and the seek limit asks it
+// instead when the stream open returns has it. It must return what
+// reading to the end would find, and stop early with ctx's error.
+type ReplayEnder interface {
+	ReplayEnd(ctx context.Context) (time.Time, error)
+}
+
 // replayEndMsg is the end of the recording, from a scan in the background,
 // for the header's length and the seek limit.
 type replayEndMsg struct{ end time.Time }
@@ -164,7 +173,8 @@ func (s *replayStream) read() tea.Cmd {
 	}
 }
 
-// scan reads the whole recording once for its end time.
+// scan finds the recording's end once: from the stream's ReplayEnd when
+// it has one, else by reading every event.
 func (s *replayStream) scan() tea.Cmd {
 	ctx, open := s.ctx, s.open
 	return func() tea.Msg {
@@ -173,6 +183,13 @@ func (s *replayStream) scan() tea.Cmd {
 			return nil
 		}
 		defer src.Close()
+		if e, ok := src.(ReplayEnder); ok {
+			end, err := e.ReplayEnd(ctx)
+			if err != nil {
+				return nil // cancelled, or unreadable: the stream's own end will do
+			}
+			return replayEndMsg{end: end}
+		}
 		var end time.Time
 		for n := 1; ; n++ {
 			ev, err := src.Next()

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
@@ -169,5 +170,46 @@ func TestStreamReplayScanEnd(t *testing.T) {
 	sm = pump(t, sm)
 	if !sm.replay.now.Equal(evs[len(evs)-1].At) || !sm.replay.done() {
 		t.Errorf("seek forward: at %v of %v, done %v", sm.replay.now.Sub(sm.replay.start), sm.replay.length(), sm.replay.done())
+	}
+}
+
+// enderStream is a sliceStream that knows its end without being read.
+type enderStream struct {
+	sliceStream
+	end   time.Time
+	err   error
+	nexts *int
+}
+
+func (s *enderStream) Next() (session.Event, error) {
+	*s.nexts++
+	return s.sliceStream.Next()
+}
+
+func (s *enderStream) ReplayEnd(ctx context.Context) (time.Time, error) { return s.end, s.err }
+
+// TestScanAsksReplayEnd checks the pass for the recording's end takes it
+// from a stream's ReplayEnd instead of reading the events, and sends no
+// end when ReplayEnd fails.
+func TestScanAsksReplayEnd(t *testing.T) {
+	evs := []session.Event{{At: time.Unix(100, 0), Note: &session.Note{Text: "x"}}}
+	end := time.Unix(200, 0)
+	for _, tc := range []struct {
+		err  error
+		want tea.Msg
+	}{
+		{nil, replayEndMsg{end: end}},
+		{context.Canceled, nil},
+	} {
+		nexts := 0
+		s := &replayStream{ctx: context.Background(), open: func() (ReplayStream, error) {
+			return &enderStream{sliceStream: sliceStream{evs: evs}, end: end, err: tc.err, nexts: &nexts}, nil
+		}}
+		if got := s.scan()(); got != tc.want {
+			t.Errorf("ReplayEnd error %v: scan sent %#v, want %#v", tc.err, got, tc.want)
+		}
+		if nexts != 0 {
+			t.Errorf("scan read %d events; ReplayEnd alone should do", nexts)
+		}
 	}
 }
