@@ -150,6 +150,15 @@ func (p *pacedReader) Next() (session.Event, error) {
 
 func (p *pacedReader) Close() error { return p.r.Close() }
 
+// ReplayEnd finds the recording's paced end with record.PacedEnd, which
+// reads only the times pacing needs: the replay's pass for its length no
+// longer decodes every event.
+func (p *pacedReader) ReplayEnd(ctx context.Context) (time.Time, error) {
+	return record.PacedEnd(ctx, p.path)
+}
+
+var _ tui.ReplayEnder = (*pacedReader)(nil)
+
 // replayWarnings are the reader's warnings of a whole pass over a
 // recording, shown once the TUI has given the terminal back.
 type replayWarnings struct {
