@@ -1,12 +1,13 @@
 package tui
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/vramscope/vramscope/session"
 )
@@ -110,7 +111,7 @@ func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) s
 		b.WriteString(stepLabels(p.Spans(), from, to, left, c.lc.GraphWidth(), c.w))
 	}
 	b.WriteByte('\n')
-	b.WriteString(fit(phaseLegend(visibleSpans(p.Spans(), from, to)), c.w))
+	b.WriteString(phaseLegendKept(visibleSpans(p.Spans(), from, to), c.w))
 	return b.String()
 }
 
@@ -134,15 +135,38 @@ func seriesLegend(p *session.Process, w int) string {
 		if k == 0 && p.GPUSource != "" {
 			label = "NVML " + p.GPUSource
 		}
-		mark := lipgloss.NewStyle().Foreground(chartSeries[k].color).Render("━")
-		val := styleBold.Render(gibText(session.Bytes(v)))
+		mark := rendered(&seriesStyles[k], "━")
+		val := rendered(&styleBold, gibText(session.Bytes(v)))
 		items = append(items, mark+" "+label+" "+val)
 		short = append(short, mark+" "+abbr+" "+val)
 	}
-	if s := strings.Join(items, "   "); lipgloss.Width(s) <= w {
+	if s := strings.Join(items, "   "); width(s) <= w {
 		return s
 	}
 	return truncate(strings.Join(short, " "), w)
+}
+
+// seriesStyles are the series' colours as styles, in chartSeries order.
+var seriesStyles = func() []lipgloss.Style {
+	st := make([]lipgloss.Style, len(chartSeries))
+	for i, s := range chartSeries {
+		st[i] = lipgloss.NewStyle().Foreground(s.color)
+	}
+	return st
+}()
+
+var legends memo[fitKey]
+
+// phaseLegendKept is phaseLegend fitted to w cells, drawn again only when
+// the user phases in the window change.
+func phaseLegendKept(spans []session.Span, w int) string {
+	var names []string
+	for i := range spans {
+		if sp := &spans[i]; sp.User && len(names) < 4 && !slices.Contains(names, sp.Name) {
+			names = append(names, sp.Name)
+		}
+	}
+	return legends.get(fitKey{strconv.Itoa(len(names)) + "\x00" + strings.Join(names, "\x00"), w}, func() string { return fit(phaseLegend(spans), w) })
 }
 
 // phaseLegend lists the letters of the strip: the automatic phases, then
@@ -168,10 +192,10 @@ func phaseLegend(spans []session.Span) string {
 
 // fit cuts s to w cells and pads it to exactly w.
 func fit(s string, w int) string {
-	n := ansi.StringWidth(s)
+	n := width(s)
 	if n > w {
 		s = truncate(s, w)
-		n = ansi.StringWidth(s)
+		n = width(s)
 	}
 	if n == w {
 		return s

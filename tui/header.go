@@ -12,12 +12,12 @@ import (
 // headerView is the two header lines: the monitor's state, then the
 // training process shown.
 func (m *Model) headerView(p *session.Process) string {
-	sep := styleDim.Render(" │ ")
+	sep := rendered(&styleDim, " │ ")
 	title := m.cfg.title
 	if title == "" {
 		title = "vramscope"
 	}
-	top := []string{styleTitle.Render(title), m.connText(p)}
+	top := []string{rendered(&styleTitle, title), m.connText(p)}
 	if !m.store.Start().IsZero() {
 		top = append(top, "⏱ "+elapsed(m.elapsed(), false))
 	}
@@ -37,7 +37,7 @@ func (m *Model) headerView(p *session.Process) string {
 		top = append(top, styleBad.Render("source: "+m.srcErr))
 	}
 	top = append(top, m.deviceText(p)) // last: the first thing cut when narrow
-	return fit(strings.Join(top, sep), m.w) + "\n" + fit(m.processText(p), m.w)
+	return fitKept(strings.Join(top, sep), m.w) + "\n" + fitKept(m.processText(p), m.w)
 }
 
 // deviceText names the GPU the shown process runs on, and how it is read.
@@ -67,7 +67,7 @@ func (m *Model) deviceText(p *session.Process) string {
 		dev = "no GPU known"
 	}
 	if g := m.gpuOf(p); g != nil && g.Last.Took > 0 {
-		dev += styleDim.Render(fmt.Sprintf(" · NVML read %s (max %s)", tookText(g.Last.Took), tookText(g.MaxTook)))
+		dev += rendered(&styleDim, fmt.Sprintf(" · NVML read %s (max %s)", tookText(g.Last.Took), tookText(g.MaxTook)))
 	}
 	if p != nil && p.GPUSource == "device" {
 		dev += " " + styleWarn.Render(probe.NotVisibleNote)
@@ -128,11 +128,11 @@ func (m *Model) connText(p *session.Process) string {
 	}
 	switch {
 	case p == nil:
-		return styleWarn.Render("◌ waiting for a training process")
+		return rendered(&styleWarn, "◌ waiting for a training process")
 	case p.Connected:
-		return styleOK.Render("● connected")
+		return rendered(&styleOK, "● connected")
 	default:
-		return styleBad.Render("○ disconnected")
+		return rendered(&styleBad, "○ disconnected")
 	}
 }
 
@@ -146,7 +146,7 @@ func (m *Model) processText(p *session.Process) string {
 		return styleDim.Render("listening on " + m.socketName())
 	}
 	h := &p.Hello
-	parts := []string{styleBold.Render(p.Label()) + fmt.Sprintf(" (%d/%d)", m.proc+1, len(m.store.Processes()))}
+	parts := []string{rendered(&styleBold, p.Label()) + fmt.Sprintf(" (%d/%d)", m.proc+1, len(m.store.Processes()))}
 	if len(h.Argv) > 0 {
 		parts = append(parts, strings.Join(h.Argv, " "))
 	}
@@ -159,7 +159,7 @@ func (m *Model) processText(p *session.Process) string {
 	if m.paused {
 		parts = append(parts, styleWarn.Render("⏸ PAUSED (view frozen)"))
 	}
-	return strings.Join(parts, styleDim.Render(" · "))
+	return strings.Join(parts, rendered(&styleDim, " · "))
 }
 
 func (m *Model) socketName() string {

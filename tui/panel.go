@@ -22,6 +22,32 @@ var layerLooks = []struct {
 	{"C", "8"}, {"N", "9"}, {"X", "7"},
 }
 
+// layerStyles are the layers' letter styles, and layerBars their bar
+// styles (the letter on the colour), in List order.
+var layerStyles, layerBars = func() (fg, bar []lipgloss.Style) {
+	for _, l := range layerLooks {
+		fg = append(fg, lipgloss.NewStyle().Foreground(l.color))
+		bar = append(bar, lipgloss.NewStyle().Background(l.color).Foreground(lipgloss.Color("0")))
+	}
+	return fg, bar
+}()
+
+// anatomyKey is everything the panel is drawn from.
+type anatomyKey struct {
+	b     session.Breakdown
+	total session.Bytes
+	w, h  int
+}
+
+var anatomies memo[anatomyKey]
+
+// anatomyKept is anatomyView, drawn again only when a figure it shows
+// moved (its "now" column follows the samples, the rest moves at phase
+// edges).
+func anatomyKept(b session.Breakdown, total session.Bytes, w, h int) string {
+	return anatomies.get(anatomyKey{b, total, w, h}, func() string { return anatomyView(b, total, w, h) })
+}
+
 // anatomyView renders the memory layers of the process, now and at its
 // session peak, as a stacked bar and a table, in w × h cells.
 func anatomyView(b session.Breakdown, total session.Bytes, w, h int) string {
@@ -30,8 +56,7 @@ func anatomyView(b session.Breakdown, total session.Bytes, w, h int) string {
 	lines = append(lines, stackedBar(now, w), "")
 	lines = append(lines, styleDim.Render(fmt.Sprintf("%-19s%9s%9s", "", "now", "at peak")))
 	for i, l := range now {
-		style := lipgloss.NewStyle().Foreground(layerLooks[i].color)
-		lines = append(lines, style.Render(layerLooks[i].letter)+fmt.Sprintf(" %-17s%9s%9s",
+		lines = append(lines, rendered(&layerStyles[i], layerLooks[i].letter)+fmt.Sprintf(" %-17s%9s%9s",
 			clip(l.Name, 17), mib(l.Bytes), mib(peak[i].Bytes)))
 	}
 	lines = append(lines, "",
@@ -82,8 +107,7 @@ func stackedBar(layers []session.Layer, w int) string {
 			continue
 		}
 		used += n
-		style := lipgloss.NewStyle().Background(layerLooks[i].color).Foreground(lipgloss.Color("0"))
-		b.WriteString(style.Render(strings.Repeat(layerLooks[i].letter, n)))
+		b.WriteString(rendered(&layerBars[i], strings.Repeat(layerLooks[i].letter, n)))
 	}
 	b.WriteString(strings.Repeat(" ", max(inner-used, 0)) + "]")
 	return b.String()

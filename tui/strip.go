@@ -83,13 +83,16 @@ func phaseStrip(spans []session.Span, from, to, now time.Time, left, cells, w in
 			n++
 		}
 		if c.set {
-			b.WriteString(c.look.style.Render(strings.Repeat(string(c.look.letter), n)))
+			wr := wrapOf(c.look.style) // the looks differ by foreground only
+			b.WriteString(wr.prefix)
+			b.WriteString(strings.Repeat(string(c.look.letter), n))
+			b.WriteString(wr.suffix)
 		} else {
 			b.WriteString(strings.Repeat(" ", n))
 		}
 		k += n
 	}
-	return fit(b.String(), w)
+	return fitKnown(b.String(), left+len(row), w) // one cell per letter
 }
 
 // stepLabels renders one line with each step's number at the cell where it
@@ -116,5 +119,6 @@ func stepLabels(spans []session.Span, from, to time.Time, left, cells, w int) st
 		copy(line[left+i:], label)
 		free = left + i + len(label) + 1
 	}
-	return fit(styleDim.Render(string(line)), w)
+	wr := wrapOf(styleDim)
+	return fitKnown(wr.prefix+string(line)+wr.suffix, len(line), w) // one cell per rune
 }

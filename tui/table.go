@@ -127,18 +127,18 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	}
 	h1 += fmt.Sprintf("%7s%8s", "peak", "time")
 	h2 += fmt.Sprintf("%7s%8s", "MiB", "")
-	b.WriteString(fit(styleHeading.Render(h1), t.w) + "\n" + fit(styleDim.Render(h2), t.w))
+	b.WriteString(fitKept(rendered(&styleHeading, h1), t.w) + "\n" + fitKept(rendered(&styleDim, h2), t.w))
 	for _, st := range shown {
-		b.WriteString("\n" + fit(t.row(st, cols, both, cellW, marks), t.w))
+		b.WriteString("\n" + fitKept(t.row(st, cols, both, cellW, marks), t.w))
 	}
 	for i := len(shown); i < t.rows(); i++ {
-		b.WriteString("\n" + fit("", t.w))
+		b.WriteString("\n" + strings.Repeat(" ", max(t.w, 0)))
 	}
-	hint := styleDim.Render("▲ session peak · w warmup · ≥ lower bound (peak not exact)")
+	hint := rendered(&styleDim, "▲ session peak · w warmup · ≥ lower bound (peak not exact)")
 	if !t.follow && len(steps) > t.rows() {
-		hint = styleWarn.Render("following paused") + styleDim.Render(" — end/G to follow the newest step")
+		hint = rendered(&styleWarn, "following paused") + rendered(&styleDim, " — end/G to follow the newest step")
 	}
-	b.WriteString("\n" + fit(hint, t.w))
+	b.WriteString("\n" + fitKept(hint, t.w))
 	return b.String()
 }
 
@@ -166,9 +166,9 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 	s += fmt.Sprintf("%7s%8s", st.PeakAllocated.MiBString(), durText(st))
 	switch {
 	case st.Index == marks.peak:
-		return stylePeakRow.Render(s)
+		return rendered(&stylePeakRow, s)
 	case warm:
-		return styleWarmRow.Render(s)
+		return rendered(&styleWarmRow, s)
 	}
 	return s
 }

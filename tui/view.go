@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
@@ -55,6 +56,7 @@ func (m Model) View() string { return m.frame }
 // render draws the whole screen into m.frame.
 func (m *Model) render() {
 	m.dirty = false
+	checkWraps()
 	p := m.process()
 	l := m.layout()
 	var d *session.Diagnosis
@@ -70,7 +72,7 @@ func (m *Model) render() {
 	default:
 		body = m.bodyView(p, d, l)
 	}
-	parts := []string{m.headerView(p), fit(bannerText(d), m.w), body, fit(m.footerView(), m.w)}
+	parts := []string{m.headerView(p), fitKept(bannerText(d), m.w), body, fitKept(m.footerView(), m.w)}
 	m.frame = strings.Join(parts, "\n")
 }
 
@@ -78,12 +80,12 @@ func (m *Model) render() {
 // anatomy panel on the right when the terminal is wide enough.
 func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) string {
 	from, to := m.window()
-	title := styleBold.Render("Memory") + styleDim.Render(" · "+m.zoomName())
+	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " · "+m.zoomName())
 	if !m.anchor.IsZero() && m.replay == nil {
 		title += styleWarn.Render(" · ◀ " + elapsed(m.now().Sub(to), false) + " back")
 	}
-	title += "  " + seriesLegend(p, l.leftW-lipgloss.Width(title)-2)
-	left := []string{fit(title, l.leftW), m.chart.render(p, from, to, m.now(), m.store.Start())}
+	title += "  " + seriesLegend(p, l.leftW-width(title)-2)
+	left := []string{fitKept(title, l.leftW), m.chart.render(p, from, to, m.now(), m.store.Start())}
 	if l.diagH > 0 {
 		var lines []string
 		if d != nil {
@@ -93,7 +95,7 @@ func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) str
 			}
 		}
 		for i := range lines {
-			lines[i] = styleDim.Render("  · ") + lines[i]
+			lines[i] = rendered(&styleDim, "  · ") + lines[i]
 		}
 		left = append(left, padLines(strings.Join(lines, "\n"), l.leftW, l.diagH))
 	}
@@ -110,8 +112,8 @@ func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) str
 	if p.Hello.CUDA != nil {
 		total = session.Bytes(p.Hello.CUDA.Total)
 	}
-	panel := anatomyView(session.LayersOf(m.store, p), total, l.panelW, l.bodyH)
-	sep := strings.TrimSuffix(strings.Repeat(styleDim.Render("│")+"\n", l.bodyH), "\n")
+	panel := anatomyKept(session.LayersOf(m.store, p), total, l.panelW, l.bodyH)
+	sep := strings.TrimSuffix(strings.Repeat(rendered(&styleDim, "│")+"\n", l.bodyH), "\n")
 	return joinColumns(leftView, sep, panel)
 }
 
@@ -160,6 +162,16 @@ func (m *Model) footerView() string {
 		prefix += "  "
 	}
 	hm := m.help
-	hm.Width = max(m.w-lipgloss.Width(prefix), 10)
-	return prefix + hm.ShortHelpView(m.keys.ShortHelp())
+	hm.Width = max(m.w-width(prefix), 10)
+	bindings := m.keys.ShortHelp()
+	// The help line is the same until the size or a binding changes.
+	var k strings.Builder
+	fmt.Fprintf(&k, "%d\x00%s", hm.Width, prefix)
+	for _, b := range bindings {
+		h := b.Help()
+		fmt.Fprintf(&k, "\x00%t\x00%s\x00%s", b.Enabled(), h.Key, h.Desc)
+	}
+	return prefix + footers.get(k.String(), func() string { return hm.ShortHelpView(bindings) })
 }
+
+var footers memo[string]
