@@ -11,10 +11,14 @@ import (
 // stripCell is what one cell of the phase strip shows: the phase with the
 // highest allocated peak among those that overlap the cell, so a spike in
 // the plot sits above the letter of the phase it happened in.
+// The look is kept as its letter and escape codes (the looks differ by
+// foreground only): a whole lipgloss.Style per cell made the row tens of
+// kilobytes a frame.
 type stripCell struct {
-	look phaseLook
-	peak session.Bytes
-	set  bool
+	letter rune
+	wr     wrap
+	peak   session.Bytes
+	set    bool
 }
 
 // visibleSpans returns the spans that may overlap [from, to): spans are in
@@ -68,9 +72,15 @@ func phaseStrip(spans []session.Span, from, to, now time.Time, left, cells, w in
 		if !ok {
 			continue
 		}
+		var look phaseLook
+		var wr wrap
 		for k := i; k <= j; k++ {
 			if c := &row[k]; !c.set || sp.PeakAllocated > c.peak {
-				*c = stripCell{lookOf(sp.Name, sp.User), sp.PeakAllocated, true}
+				if look.letter == 0 {
+					look = lookOf(sp.Name, sp.User)
+					wr = wrapOf(look.style)
+				}
+				*c = stripCell{look.letter, wr, sp.PeakAllocated, true}
 			}
 		}
 	}
@@ -79,14 +89,13 @@ func phaseStrip(spans []session.Span, from, to, now time.Time, left, cells, w in
 	for k := 0; k < len(row); {
 		c := row[k]
 		n := 1
-		for k+n < len(row) && row[k+n].set == c.set && row[k+n].look.letter == c.look.letter {
+		for k+n < len(row) && row[k+n].set == c.set && row[k+n].letter == c.letter {
 			n++
 		}
 		if c.set {
-			wr := wrapOf(c.look.style) // the looks differ by foreground only
-			b.WriteString(wr.prefix)
-			b.WriteString(strings.Repeat(string(c.look.letter), n))
-			b.WriteString(wr.suffix)
+			b.WriteString(c.wr.prefix)
+			b.WriteString(strings.Repeat(string(c.letter), n))
+			b.WriteString(c.wr.suffix)
 		} else {
 			b.WriteString(strings.Repeat(" ", n))
 		}
