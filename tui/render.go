@@ -78,12 +78,14 @@ func padLines(s string, w, h int) string {
 // must already be exactly as wide as the block.
 func joinColumns(blocks ...string) string {
 	cols := make([][]string, len(blocks))
-	n := 0
+	n, size := 0, 0
 	for i, b := range blocks {
 		cols[i] = strings.Split(b, "\n")
 		n = max(n, len(cols[i]))
+		size += len(b)
 	}
 	var sb strings.Builder
+	sb.Grow(size + n)
 	for y := 0; y < n; y++ {
 		if y > 0 {
 			sb.WriteByte('\n')

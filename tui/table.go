@@ -3,7 +3,9 @@ package tui
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -115,6 +117,7 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 		cols = cols[:len(cols)-1]
 	}
 	var b strings.Builder
+	b.Grow((t.w + 16) * t.h)
 	h1 := fmt.Sprintf("%-7s", "step")
 	h2 := fmt.Sprintf("%-7s", "")
 	for _, c := range cols {
@@ -129,7 +132,8 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	h2 += fmt.Sprintf("%7s%8s", "MiB", "")
 	b.WriteString(fitKept(rendered(&styleHeading, h1), t.w) + "\n" + fitKept(rendered(&styleDim, h2), t.w))
 	for _, st := range shown {
-		b.WriteString("\n" + fitKept(t.row(st, cols, both, cellW, marks), t.w))
+		b.WriteByte('\n')
+		b.WriteString(fitKept(t.row(st, cols, both, cellW, marks), t.w))
 	}
 	for i := len(shown); i < t.rows(); i++ {
 		b.WriteString("\n" + strings.Repeat(" ", max(t.w, 0)))
@@ -151,19 +155,27 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 	case warm:
 		mark = "w"
 	}
-	s := fmt.Sprintf("%s %-5d", mark, st.Index)
+	// What fmt's "%s %-5d", "%*s" and "%7s%8s" wrote, without fmt: the
+	// rows are most of the table's cost, and it is drawn every frame.
+	var b strings.Builder
+	b.Grow(24 + len(cols)*cellW)
+	b.WriteString(mark + " ")
+	padRight(&b, strconv.Itoa(st.Index), 5)
 	for _, name := range cols {
 		c := st.Cell(name)
 		switch {
 		case c == nil:
-			s += fmt.Sprintf("%*s", cellW, "·")
+			padLeft(&b, "·", cellW)
 		case both:
-			s += fmt.Sprintf("%*s%*s", 5, c.AllocatedEnd.MiBString(), 6, peakText(c))
+			padLeft(&b, c.AllocatedEnd.MiBString(), 5)
+			padLeft(&b, peakText(c), 6)
 		default:
-			s += fmt.Sprintf("%*s", cellW, peakText(c))
+			padLeft(&b, peakText(c), cellW)
 		}
 	}
-	s += fmt.Sprintf("%7s%8s", st.PeakAllocated.MiBString(), durText(st))
+	padLeft(&b, st.PeakAllocated.MiBString(), 7)
+	padLeft(&b, durText(st), 8)
+	s := b.String()
 	switch {
 	case st.Index == marks.peak:
 		return rendered(&stylePeakRow, s)
@@ -190,9 +202,25 @@ func durText(st *session.Step) string {
 		return "–"
 	}
 	if d < 10e9 {
-		return fmt.Sprintf("%dms", d.Milliseconds())
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	}
-	return fmt.Sprintf("%.1fs", d.Seconds())
+	return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+}
+
+// padLeft writes s right-aligned in w runes, as fmt's %*s does.
+func padLeft(b *strings.Builder, s string, w int) {
+	for n := utf8.RuneCountInString(s); n < w; n++ {
+		b.WriteByte(' ')
+	}
+	b.WriteString(s)
+}
+
+// padRight writes s left-aligned in w runes, as fmt's %-*s does.
+func padRight(b *strings.Builder, s string, w int) {
+	b.WriteString(s)
+	for n := utf8.RuneCountInString(s); n < w; n++ {
+		b.WriteByte(' ')
+	}
 }
 
 // clip cuts a plain string to n runes.
