@@ -60,6 +60,25 @@ func cellRange(a, b, from, to time.Time, cells int) (int, int, bool) {
 // cells after it stay blank.
 func phaseStrip(spans []session.Span, from, to, now time.Time, left, cells, w int) string {
 	row := make([]stripCell, max(cells, 0))
+	// The window holds hundreds of spans of a handful of phases: look each
+	// phase up once.
+	type seen struct {
+		name   string
+		user   bool
+		letter rune
+		wr     wrap
+	}
+	var looks []seen
+	lookup := func(name string, user bool) (rune, wrap) {
+		for _, l := range looks {
+			if l.name == name && l.user == user {
+				return l.letter, l.wr
+			}
+		}
+		l := lookOf(name, user)
+		looks = append(looks, seen{name, user, l.letter, wrapOf(l.style)})
+		return l.letter, looks[len(looks)-1].wr
+	}
 	for _, sp := range visibleSpans(spans, from, to) {
 		end := sp.End
 		if sp.Open() {
@@ -72,15 +91,14 @@ func phaseStrip(spans []session.Span, from, to, now time.Time, left, cells, w in
 		if !ok {
 			continue
 		}
-		var look phaseLook
+		var letter rune
 		var wr wrap
 		for k := i; k <= j; k++ {
 			if c := &row[k]; !c.set || sp.PeakAllocated > c.peak {
-				if look.letter == 0 {
-					look = lookOf(sp.Name, sp.User)
-					wr = wrapOf(look.style)
+				if letter == 0 {
+					letter, wr = lookup(sp.Name, sp.User)
 				}
-				*c = stripCell{look.letter, wr, sp.PeakAllocated, true}
+				*c = stripCell{letter, wr, sp.PeakAllocated, true}
 			}
 		}
 	}
