@@ -3,6 +3,7 @@ package tui
 import (
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -182,13 +183,53 @@ func rendered(st *lipgloss.Style, s string) string {
 	return renders.get(renderKey{st, s}, func() string { return st.Render(s) })
 }
 
-// width is ansi.StringWidth, counting printable ASCII without escapes (the
-// bulk of the view) a byte a cell.
+// width is ansi.StringWidth without its grapheme segmentation for what
+// the view is made of: printable ASCII and the one-cell symbols of
+// oneCell, with SGR escape sequences (the styles' colours) in between.
+// Anything else goes to ansi.StringWidth.
 func width(s string) int {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e {
-			return ansi.StringWidth(s)
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c >= 0x20 && c <= 0x7e:
+			n++
+			i++
+		case c == 0x1b: // CSI: ESC [ parameters intermediates final
+			j := i + 1
+			if j >= len(s) || s[j] != '[' {
+				return ansi.StringWidth(s)
+			}
+			for j++; j < len(s) && s[j] >= 0x20 && s[j] <= 0x3f; j++ {
+			}
+			if j >= len(s) || s[j] != 'm' {
+				return ansi.StringWidth(s)
+			}
+			i = j + 1
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if !oneCell(r) {
+				return ansi.StringWidth(s)
+			}
+			n++
+			i += size
 		}
 	}
-	return len(s)
+	return n
+}
+
+// oneCell says whether r is one cell wide and never joins a neighbour into
+// a grapheme cluster: the Latin-1 symbols, punctuation (dashes, bullets,
+// the ellipsis), ≤ ≥, box drawing, ▲ and braille, which the view uses
+// (render_test.go checks them against ansi.StringWidth).
+func oneCell(r rune) bool {
+	switch {
+	case r >= 0xa1 && r <= 0xff && r != 0xad: // not the soft hyphen
+		return true
+	case r >= 0x2010 && r <= 0x2027, r == 0x2264, r == 0x2265, r == 0x25b2:
+		return true
+	case r >= 0x2500 && r <= 0x257f, r >= 0x2800 && r <= 0x28ff:
+		return true
+	}
+	return false
 }
