@@ -95,6 +95,10 @@ func (c *memChart) view(b *strings.Builder) {
 	ox := c.lc.Origin().X + 1
 	var cur wrap
 	var curFG lipgloss.TerminalColor
+	// curPlot is the plot colour open (owner+1, 0 for no dot), -1 when an
+	// axis cell's is: runs of plot cells compare small ints, not
+	// interfaces.
+	curPlot := -1
 	for y := 0; y < h; y++ {
 		if y > 0 {
 			b.WriteByte('\n')
@@ -104,12 +108,19 @@ func (c *memChart) view(b *strings.Builder) {
 			var r rune
 			var fg lipgloss.TerminalColor
 			var style lipgloss.Style // read only when the colour changes
-			inPlot := false
+			inPlot, id := false, -1
 			if gx := x - ox; gx >= 0 && gx < gw && y < gh {
 				k := y*gw + gx
-				inPlot, fg = true, lipgloss.NoColor{}
+				inPlot, fg, id = true, lipgloss.NoColor{}, 0
 				if d := c.dots[k]; d != 0 {
-					r, fg = 0x2800|rune(d), seriesFG[c.owner[k]]
+					r, fg, id = 0x2800|rune(d), seriesFG[c.owner[k]], int(c.owner[k])+1
+				}
+				if open && id == curPlot {
+					if r == 0 {
+						r = ' '
+					}
+					b.WriteRune(r)
+					continue
 				}
 			} else {
 				cell := cv.Cell(canvas.Point{X: x, Y: y})
@@ -128,6 +139,7 @@ func (c *memChart) view(b *strings.Builder) {
 				cur, curFG, open = wrapOf(style), fg, true
 				b.WriteString(cur.prefix)
 			}
+			curPlot = id
 			b.WriteRune(r)
 		}
 		if open {
