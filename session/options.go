@@ -15,8 +15,9 @@ func WithRawWindow(d time.Duration) Option {
 	}
 }
 
-// WithBucket sets the width of the buckets older points are folded into
-// (default 1 s). Memory per series is about 32 bytes per bucket.
+// WithBucket sets the width of the buckets points are folded into (default
+// 1 s; a finer level of a tenth of it serves the last ten minutes). Memory
+// per series is about 32 bytes per bucket.
 func WithBucket(d time.Duration) Option {
 	return func(s *Store) {
 		if d > 0 {

@@ -9,8 +9,9 @@ import (
 // session runs. Every point goes into fixed-width buckets that keep their
 // minimum, maximum and last value, so a peak is never lost to downsampling;
 // the points of the recent raw window are also kept as they came, for close
-// zoom. Buckets age into coarser levels: 1 s buckets for the last two
-// hours, then 10 s for a day, then 1 min.
+// zoom. Buckets age into coarser levels: 100 ms buckets for the last ten
+// minutes (a one-minute chart reads a few hundred of them, not thousands of
+// points), 1 s for two hours, then 10 s for a day, then 1 min.
 type Series struct {
 	raw    []point // recent points, oldest first; raw[head:] is live
 	head   int
@@ -54,6 +55,7 @@ func newSeries(window, width time.Duration) *Series {
 		window: int64(window),
 		max:    -1,
 		levels: []level{
+			{width: w / 10, cap: 6000},
 			{width: w, cap: 7200},
 			{width: 10 * w, cap: 8640},
 			{width: 60 * w},

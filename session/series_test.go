@@ -20,7 +20,7 @@ func TestSeriesKeepsPeaksWhenFolding(t *testing.T) {
 	if got := len(s.raw) - s.head; got > 10*50+1 {
 		t.Fatalf("raw window holds %d points, want at most %d", got, 10*50+1)
 	}
-	if n := len(s.levels[0].b) - s.levels[0].head; n > 3601 {
+	if n := len(s.levels[1].b) - s.levels[1].head; n > 3601 {
 		t.Fatalf("%d buckets for one hour of 1 s buckets", n)
 	}
 	cols := s.Columns(nil, t0, t0.Add(time.Hour), 120)
@@ -94,8 +94,8 @@ func TestSeriesAgesIntoCoarserLevelsKeepingPeaks(t *testing.T) {
 	for _, l := range s.levels {
 		buckets += len(l.b) - l.head
 	}
-	// 2 h of 1 s + 24 h of 10 s + the rest in 1 min buckets.
-	if want := 7200 + 8640 + (hours-26)*60 + 2; buckets > want {
+	// 10 min of 100 ms + 2 h of 1 s + 24 h of 10 s + the rest in 1 min.
+	if want := 6000 + 7200 + 8640 + (hours-26)*60 + 3; buckets > want {
 		t.Fatalf("%d buckets after %d hours, want at most %d", buckets, hours, want)
 	}
 	cols := s.Columns(nil, t0, t0.Add(hours*time.Hour), 200)
