@@ -1,6 +1,7 @@
 // Package ipc owns vramscope's wire protocol (docs/protocol.md) and the Unix
 // socket server that receives it from the Python hook. It imports only the
-// standard library.
+// standard library and internal/jsonscan, a standard-library-only scanner it
+// shares with the recording reader.
 package ipc
 
 import (

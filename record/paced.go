@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/jsonscan"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/session"
@@ -121,7 +122,7 @@ func (r *Reader) lightPacedEnd(ctx context.Context) (end time.Time, ok bool, err
 // object. Where it returns true the times equal a full decode's when the
 // line is an event at all; whether it is, it does not check.
 func lightEvent(line []byte, msg *ipc.Message, gpu *probe.Sample) (session.Event, bool) {
-	p := scanner{b: line}
+	p := scanner{jsonscan.Scanner{B: line}}
 	var (
 		ev          session.Event
 		seen        [5]bool // t, conn, msg, gpu, note
@@ -129,10 +130,10 @@ func lightEvent(line []byte, msg *ipc.Message, gpu *probe.Sample) (session.Event
 		msgT        float64
 		kinds       int
 	)
-	ok := p.object(func(key []byte) bool {
+	ok := p.Object(func(key []byte) bool {
 		k := lineKey(key)
 		if k < 0 {
-			return len(key) > 4 || !foldsTo(key, "t", "conn", "msg", "gpu", "note") && p.skipValue()
+			return len(key) > 4 || !foldsTo(key, "t", "conn", "msg", "gpu", "note") && p.SkipValue()
 		}
 		if seen[k] {
 			return false
@@ -141,10 +142,10 @@ func lightEvent(line []byte, msg *ipc.Message, gpu *probe.Sample) (session.Event
 		switch k {
 		case 0:
 			var ok bool
-			tLit, ok = p.number(false)
+			tLit, ok = p.Number(false)
 			return ok
 		case 1:
-			return p.uint64(&ev.Conn)
+			return p.Uint64(&ev.Conn)
 		case 2:
 			kinds++
 			return p.lightMsg(&msgT)
@@ -153,11 +154,11 @@ func lightEvent(line []byte, msg *ipc.Message, gpu *probe.Sample) (session.Event
 			return p.lightGPU(&gpuAt)
 		default:
 			kinds++
-			return p.peek('{') && p.skipValue()
+			return p.Peek('{') && p.SkipValue()
 		}
 	})
-	p.space()
-	if !ok || p.i != len(p.b) || tLit == nil || kinds != 1 {
+	p.Space()
+	if !ok || p.I != len(p.B) || tLit == nil || kinds != 1 {
 		return session.Event{}, false
 	}
 	at, err := lightTime(tLit)
@@ -184,15 +185,15 @@ func lightEvent(line []byte, msg *ipc.Message, gpu *probe.Sample) (session.Event
 // lightMsg reads a hook message's t (0 when absent, as a decode leaves
 // it); false for one with a clock.
 func (p *scanner) lightMsg(t *float64) bool {
-	if !p.peek('{') {
+	if !p.Peek('{') {
 		return false
 	}
 	seenT := false
-	return p.object(func(key []byte) bool {
+	return p.Object(func(key []byte) bool {
 		switch {
 		case string(key) == "t" && !seenT:
 			seenT = true
-			lit, ok := p.number(false)
+			lit, ok := p.Number(false)
 			if !ok {
 				return false
 			}
@@ -202,25 +203,25 @@ func (p *scanner) lightMsg(t *float64) bool {
 		case (len(key) == 1 || len(key) == 5) && foldsTo(key, "t", "clock"):
 			return false
 		}
-		return p.skipValue()
+		return p.SkipValue()
 	})
 }
 
 // lightGPU reads a gpu sample's at, left nil when absent.
 func (p *scanner) lightGPU(at *[]byte) bool {
-	if !p.peek('{') {
+	if !p.Peek('{') {
 		return false
 	}
-	return p.object(func(key []byte) bool {
+	return p.Object(func(key []byte) bool {
 		switch {
 		case string(key) == "at" && *at == nil:
 			var ok bool
-			*at, ok = p.number(false)
+			*at, ok = p.Number(false)
 			return ok
 		case foldsTo(key, "at"):
 			return false
 		}
-		return p.skipValue()
+		return p.SkipValue()
 	})
 }
 
@@ -230,46 +231,6 @@ func foldsTo(key []byte, names ...string) bool {
 	for _, n := range names {
 		if bytes.EqualFold(key, []byte(n)) {
 			return true
-		}
-	}
-	return false
-}
-
-func (p *scanner) peek(c byte) bool { return p.i < len(p.b) && p.b[p.i] == c }
-
-// skipValue steps over one value, following only nesting and strings: a
-// malformed value is left for the check of the line that sets the end.
-func (p *scanner) skipValue() bool {
-	depth := 0
-	for j := p.i; j < len(p.b); j++ {
-		switch p.b[j] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 { // the end of a scalar in an object
-				p.i = j
-				return true
-			}
-			depth--
-			if depth == 0 {
-				p.i = j + 1
-				return true
-			}
-		case ',':
-			if depth == 0 {
-				p.i = j
-				return true
-			}
-		case '"':
-			for j++; j < len(p.b) && p.b[j] != '"'; j++ {
-				if p.b[j] == '\\' {
-					j++
-				}
-			}
-			if depth == 0 {
-				p.i = j + 1
-				return j < len(p.b)
-			}
 		}
 	}
 	return false
