@@ -66,6 +66,9 @@ func (m *Model) deviceTotal(p *session.Process) (session.Bytes, string) {
 // deviceText names the GPU the shown process runs on, its total (one,
 // labelled with its source), and how it is read.
 func (m *Model) deviceText(p *session.Process) string {
+	if p != nil && p.OnCPU() {
+		return "CPU run (no CUDA device)"
+	}
 	name := ""
 	var uuid string
 	if p != nil && p.Hello.CUDA != nil {

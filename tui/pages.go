@@ -92,22 +92,23 @@ func (m *Model) diagLines(p *session.Process, d *session.Diagnosis) []string {
 		return []string{title, "", "No training process yet."}
 	}
 	out := []string{title, rendered(&styleBold, p.Label()) + " · " + m.stateWord(p), ""}
-	if p.OnCPU() {
-		out = append(out, wrapHanging("  · ", "CPU run: no CUDA allocator to read, so memory figures are unknown; the table shows the phases' timings.", w)...)
-	}
 	if d != nil {
-		out = append(out, wrapHanging("", bannerText(d), w)...)
+		out = append(out, wrapHanging("", bannerText(d), w, 2)...)
 		for i, l := range d.Lines() {
-			if i == 0 && l == d.Headline() {
+			switch {
+			case i == 0 && l == d.Headline():
 				continue // the line above
+			case strings.HasPrefix(l, "→ "):
+				out = append(out, wrapHanging("  ", l, w, 4)...) // advice
+			default:
+				out = append(out, wrapHanging("  · ", l, w, 4)...)
 			}
-			out = append(out, wrapHanging("  · ", l, w)...)
 		}
 	}
 	if rl := m.ranksLines(); len(rl) > 0 {
 		out = append(out, "", rendered(&styleHeading, "All processes"))
 		for _, l := range rl {
-			out = append(out, wrapHanging("  ", l, w)...)
+			out = append(out, wrapHanging("  ", l, w, 4)...)
 		}
 	}
 	return out
@@ -143,22 +144,22 @@ func (m *Model) helpLines() []string {
 			out = append(out, "", rendered(&styleBold, g[1]))
 			continue
 		}
-		out = append(out, wrapHanging(fmt.Sprintf("  %-10s", g[0]), g[1], w)...)
+		out = append(out, wrapHanging(fmt.Sprintf("  %-10s", g[0]), g[1], w, 12)...)
 	}
 	return out
 }
 
 // wrapHanging wraps s to w cells behind prefix, continuation lines
-// indented as far as the prefix.
-func wrapHanging(prefix, s string, w int) []string {
+// indented by indent cells.
+func wrapHanging(prefix, s string, w, indent int) []string {
 	pw := ansi.StringWidth(prefix)
-	body := ansi.Wrap(s, max(w-pw, 10), "")
+	body := ansi.Wrap(s, max(w-max(pw, indent), 10), "")
 	lines := strings.Split(body, "\n")
 	for i := range lines {
 		if i == 0 {
 			lines[i] = prefix + lines[i]
 		} else {
-			lines[i] = strings.Repeat(" ", pw) + lines[i]
+			lines[i] = strings.Repeat(" ", indent) + lines[i]
 		}
 	}
 	return lines

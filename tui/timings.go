@@ -36,8 +36,8 @@ func (t stepsTable) timingsView(steps []*session.Step) string {
 		h1 += padded(clip(c, cellW-1), cellW, true)
 		h2 += padded("ms", cellW, true)
 	}
-	h1 += padded("step", 9, true)
-	h2 += padded("time", 9, true)
+	h1 += padded("time", 9, true)
+	h2 += padded("", 9, true)
 	b.WriteString(fitKept(rendered(&styleHeading, h1), t.w) + "\n" + fitKept(rendered(&styleDim, h2), t.w))
 	for _, st := range shown {
 		var r strings.Builder
