@@ -11,9 +11,10 @@ import (
 // run: while the user has not picked a process with tab, the first live
 // one in that order is shown; when the process on screen exits and
 // another is running, or a new one connects after it has gone, focus
-// moves to the first live process. A process picked with tab stays on
-// screen while it is alive, and until something new happens after it has
-// gone, so an exited rank can still be read at leisure.
+// moves to the first live process (with none live at the first look, to
+// the one heard from last). A process picked with tab stays on screen
+// while it is alive, and until something new happens after it has gone,
+// so an exited rank can still be read at leisure.
 
 // ordered returns the store's processes in display order. The slice is
 // fresh when it had to be sorted; do not keep it across Apply calls.
@@ -66,10 +67,16 @@ func (f *focus) follow(s *session.Store) bool {
 	}
 	next := cur
 	switch {
+	case cur == nil && firstLive != nil:
+		next = firstLive
 	case cur == nil && len(ps) > 0:
+		// All gone before the first frame (a replay at max speed): the
+		// newest to be heard from, as if focus had followed along.
 		next = ps[0]
-		if firstLive != nil {
-			next = firstLive
+		for _, p := range ps {
+			if p.Last.After(next.Last) {
+				next = p
+			}
 		}
 	case cur == nil:
 	case cur.Connected && !f.pinned && firstLive != nil:
