@@ -124,6 +124,21 @@ func TestFocusFollowsTheRunningProcess(t *testing.T) {
 	}
 }
 
+// A paused view keeps its process: focus moves on resume.
+func TestPausedViewKeepsFocus(t *testing.T) {
+	evs := recording(t, liveRecording)
+	bye1 := indexWhere(t, evs, 0, isGoodbyeOn(1))
+	m := feed(t, stepModel(t, evs, 160, 48), evs[:bye1])
+	m = press(t, m, "space")
+	m = feed(t, m, evs[bye1:bye1+2])
+	if m = press(t, m, "down"); !strings.Contains(headerOf(m), "pid 692 (1/2)") {
+		t.Errorf("focus moved while paused:\n%s", headerOf(m))
+	}
+	if m = press(t, m, "space"); !strings.Contains(headerOf(m), "pid 728 (2/2)") {
+		t.Errorf("focus did not move on resume:\n%s", headerOf(m))
+	}
+}
+
 // A process that vanishes without a goodbye reads "disconnected", not
 // "exited" (the second process of the recording, its goodbye removed).
 func TestDisconnectedWithoutGoodbye(t *testing.T) {

@@ -66,7 +66,9 @@ func (m Model) View() string { return m.frame }
 func (m *Model) render() {
 	m.dirty = false
 	checkWraps()
-	m.follow() // the store may have changed since the last frame
+	if !m.paused {
+		m.follow() // the store may have changed since the last frame
+	}
 	p := m.process()
 	l := m.layout()
 	d := m.diagnosis(p)
