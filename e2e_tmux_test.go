@@ -122,6 +122,12 @@ func TestTmuxDemo(t *testing.T) {
 	if took := time.Since(start); took > time.Second+200*time.Millisecond {
 		t.Errorf("quitting took %v, want about a second at most", took)
 	}
+	// The shell prints stty's verdict just after EXIT: give it a moment
+	// (reading the screen at once raced it, failing 2 runs in 6).
+	for wait := time.Now().Add(2 * time.Second); !strings.Contains(scr, "icanon echo") && time.Now().Before(wait); {
+		time.Sleep(50 * time.Millisecond)
+		scr = tm.screen()
+	}
 	if !strings.Contains(scr, "icanon echo") {
 		t.Errorf("terminal not restored to canonical mode with echo:\n%s", scr)
 	}
