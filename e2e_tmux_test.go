@@ -122,6 +122,12 @@ func TestTmuxDemo(t *testing.T) {
 	if took := time.Since(start); took > time.Second+200*time.Millisecond {
 		t.Errorf("quitting took %v, want about a second at most", took)
 	}
+	// The shell prints stty's verdict just after EXIT: give it a moment
+	// (reading the screen at once raced it, failing 2 runs in 6).
+	for wait := time.Now().Add(2 * time.Second); !strings.Contains(scr, "icanon echo") && time.Now().Before(wait); {
+		time.Sleep(50 * time.Millisecond)
+		scr = tm.screen()
+	}
 	if !strings.Contains(scr, "icanon echo") {
 		t.Errorf("terminal not restored to canonical mode with echo:\n%s", scr)
 	}
@@ -154,4 +160,77 @@ func TestTmuxReplay(t *testing.T) {
 	}
 	tm.run("send-keys", "-t", "main", "q")
 	tm.waitFor(3*time.Second, "EXIT=0")
+}
+
+// checkWidth fails when a line of the screen is wider than w columns.
+func checkWidth(t *testing.T, scr string, w int) {
+	t.Helper()
+	for i, line := range strings.Split(strings.TrimRight(scr, "\n"), "\n") {
+		if n := len([]rune(line)); n > w {
+			t.Errorf("line %d is %d columns wide, more than %d:\n%s", i, n, w, line)
+		}
+	}
+}
+
+// On an 80×24 terminal every panel is a key away: the anatomy (a), the
+// whole diagnosis (d, scrolled with end), the help with its glossary (?);
+// three ranks are listed in rank order with an all-ranks line, and once
+// the demo's ranks have said goodbye the header says exited.
+func TestTmux80x24Panels(t *testing.T) {
+	tm := newTmux(t)
+	bin := binary(t)
+	tm.run("new-session", "-d", "-s", "main", "-x", "80", "-y", "24", "sh", "-c",
+		"'"+bin+"' demo --ranks 3 --steps 12 --speed 4; echo EXIT=$?; sleep 60")
+	scr := tm.waitFor(30*time.Second, "rank 0 · pid", "(1/3)", "ranks peak MiB: [0 ", " · 1 ", " · 2 ", "spread")
+	if strings.Contains(scr, "Memory anatomy") {
+		t.Fatalf("80×24 shows the anatomy beside the chart: the test is moot\n%s", scr)
+	}
+	checkWidth(t, scr, 80)
+
+	keys := []struct {
+		key  string
+		want []string
+	}{
+		{"a", []string{"Memory anatomy", "W weights", "C allocator cache", "X other processes"}},
+		{"Escape", []string{"Memory ·", "zero_grad"}},
+		{"d", []string{"Diagnosis", "session peak", "largest part"}},
+		{"End", []string{"All processes", "rank 2 · pid", "spread:"}},
+		{"?", []string{"Keys", "diagnosis", "anatomy", "Glossary"}},
+		{"PageDown", []string{"≥         a lower bound", "W         weights", "O         optimizer state"}},
+		{"PageDown", []string{"N         non-PyTorch", "■ exited (said goodbye)"}},
+		{"?", []string{"Memory ·"}},
+	}
+	for _, k := range keys {
+		tm.run("send-keys", "-t", "main", k.key)
+		checkWidth(t, tm.waitFor(5*time.Second, k.want...), 80)
+	}
+	// 12 steps at 4× take about 1.2 s: the ranks have said goodbye.
+	scr = tm.waitFor(30*time.Second, "■ exited", "rank 0 · pid", "[0 ")
+	if strings.Contains(firstLine(scr), "disconnected") {
+		t.Errorf("after goodbye the header says disconnected:\n%s", scr)
+	}
+	tm.run("send-keys", "-t", "main", "q")
+	tm.waitFor(5*time.Second, "EXIT=0")
+}
+
+// A real CPU run replayed at 80×24 shows its timings, not a table of
+// dashes.
+func TestTmuxCPURun(t *testing.T) {
+	tm := newTmux(t)
+	bin := binary(t)
+	tm.run("new-session", "-d", "-s", "main", "-x", "80", "-y", "24", "sh", "-c",
+		"'"+bin+"' replay testdata/recordings/cpu_torch113.jsonl.gz; echo EXIT=$?; sleep 60")
+	// The run lasted 0.4 s: it has ended by the first look.
+	scr := tm.waitFor(20*time.Second, "■ ended", "■ exited", "Timings · CPU run", "forward", "  39 ")
+	if strings.Contains(scr, "–") || strings.Contains(scr, "Memory ·") {
+		t.Errorf("a CPU run shows memory columns:\n%s", scr)
+	}
+	checkWidth(t, scr, 80)
+	tm.run("send-keys", "-t", "main", "q")
+	tm.waitFor(5*time.Second, "EXIT=0")
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -98,3 +98,23 @@ func BenchmarkFrameTick(b *testing.B) {
 		m, _ = update(b, m, frameTick(time.Time{}))
 	}
 }
+
+// BenchmarkRenderRanks draws a frame of four ranks 1,000 steps in: the
+// all-ranks line reads every rank's step peaks each frame.
+func BenchmarkRenderRanks(b *testing.B) {
+	m := live(b, runningOnly(demoEvents(b, "warmup", 1000, 4)), 160, 48)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.render()
+	}
+}
+
+// BenchmarkRanksLine is the all-ranks line alone, for its share of a frame.
+func BenchmarkRanksLine(b *testing.B) {
+	m := live(b, runningOnly(demoEvents(b, "warmup", 1000, 4)), 160, 48)
+	p := m.process()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = m.ranksLine(p)
+	}
+}

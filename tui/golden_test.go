@@ -8,6 +8,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/vramscope/vramscope/session"
 )
 
 // goldenRun runs the real program under teatest on the warmup demo (30
@@ -16,11 +18,18 @@ import (
 func goldenRun(t *testing.T, w, h int, keys ...string) {
 	evs := demoEvents(t, "warmup", 30, 1)
 	evs = evs[:len(evs)-1] // drop the goodbye: the run is in progress
-	src := &fakeSource{batches: batches(evs, 2000)}
+	goldenEvents(t, evs, "29 ", w, h, keys...)
+}
+
+// goldenEvents is goldenRun over any events: it waits for wait on the
+// screen before typing keys.
+func goldenEvents(t *testing.T, evs []session.Event, wait string, w, h int, keys ...string) {
+	t.Helper()
+	src := &fakeSource{batches: [][]session.Event{evs}} // one batch: the final frame cannot race the feed
 	m := New(WithSource(src), WithClock(fixedClock(evs)), WithDevice("simulated", simDevices()),
 		WithSocket("/tmp/vramscope-1000/vramscope.sock"))
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("29 ")) },
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(wait)) },
 		teatest.WithDuration(5*time.Second))
 	for _, k := range keys {
 		tm.Send(keyMsg(k))
@@ -37,3 +46,23 @@ func TestGoldenWarmup80x24(t *testing.T) { goldenRun(t, 80, 24) }
 func TestGoldenWarmup160x48(t *testing.T) { goldenRun(t, 160, 48, "+", "+", "home") }
 
 func TestGoldenHelp80x24(t *testing.T) { goldenRun(t, 80, 24, "?") }
+
+// The diagnosis page at 80×24: every line wrapped, none cut.
+func TestGoldenDiag80x24(t *testing.T) { goldenRun(t, 80, 24, "d") }
+
+// The anatomy page at 80×24, where the panel has no room beside the chart.
+func TestGoldenAnatomy80x24(t *testing.T) { goldenRun(t, 80, 24, "a") }
+
+// The glossary, a page down in the help.
+func TestGoldenGlossary80x24(t *testing.T) { goldenRun(t, 80, 24, "?", "pgdown") }
+
+// Three ranks still running: the all-ranks line above the table.
+func TestGoldenRanks80x24(t *testing.T) {
+	evs := demoEvents(t, "warmup", 30, 3)
+	goldenEvents(t, runningOnly(evs), "29 ", 80, 24)
+}
+
+// A real CPU run (torch 1.13, no CUDA): the compact timings view.
+func TestGoldenCPU80x24(t *testing.T) {
+	goldenEvents(t, recording(t, cpuRecording), "39 ", 80, 24)
+}

@@ -40,28 +40,54 @@ func (m *Model) headerView(p *session.Process) string {
 	return fitKept(strings.Join(top, sep), m.w) + "\n" + fitKept(m.processText(p), m.w)
 }
 
-// deviceText names the GPU the shown process runs on, and how it is read.
-func (m *Model) deviceText(p *session.Process) string {
-	name, total := "", session.Unknown
+// deviceTotal is the one device total the screen shows, and whose it
+// is: the driver's (NVML, as nvidia-smi shows it) when known, else what
+// torch reported in the hello (torch's is a little lower: it leaves out
+// memory the driver reserves).
+func (m *Model) deviceTotal(p *session.Process) (session.Bytes, string) {
 	var uuid string
 	if p != nil && p.Hello.CUDA != nil {
-		c := p.Hello.CUDA
-		name, total, uuid = c.Name, session.Bytes(c.Total), c.UUID
+		uuid = p.Hello.CUDA.UUID
+	}
+	if p != nil {
+		if g := m.store.GPUFor(p); g != nil && g.Total.Known() && g.Total > 0 {
+			return g.Total, "NVML"
+		}
+	}
+	if d := pickDevice(m.cfg.devices, uuid); d != nil && d.Total > 0 {
+		return session.Bytes(d.Total), "NVML"
+	}
+	if p != nil && p.Hello.CUDA != nil && p.Hello.CUDA.Total > 0 {
+		return session.Bytes(p.Hello.CUDA.Total), "torch"
+	}
+	return session.Unknown, ""
+}
+
+// deviceText names the GPU the shown process runs on, its total (one,
+// labelled with its source), and how it is read.
+func (m *Model) deviceText(p *session.Process) string {
+	if p != nil && p.OnCPU() {
+		return "CPU run (no CUDA device)"
+	}
+	name := ""
+	var uuid string
+	if p != nil && p.Hello.CUDA != nil {
+		name, uuid = p.Hello.CUDA.Name, p.Hello.CUDA.UUID
 	}
 	if d := pickDevice(m.cfg.devices, uuid); d != nil {
-		name, total = d.Name, session.Bytes(d.Total)
+		name = d.Name
 	}
-	dev := name
-	if total.Known() {
-		dev += " " + gibText(total)
-	}
-	dev = strings.TrimSpace(dev)
+	dev := strings.TrimSpace(name)
 	switch st := m.cfg.status; {
 	case st == "":
 	case strings.Contains(st, "unavailable"):
 		dev = strings.TrimSpace(dev + " " + styleWarn.Render(st))
 	case strings.Contains(st, "simulated") && !strings.Contains(dev, "simulated"):
 		dev = strings.TrimSpace(dev + " (simulated)")
+	}
+	if total, src := m.deviceTotal(p); total.Known() {
+		// The total first: on a narrow terminal the name is what gets cut.
+		dev = strings.TrimSuffix(gibText(total)+" total ("+src+") · "+dev, " · ")
 	}
 	if dev == "" {
 		dev = "no GPU known"
@@ -126,14 +152,10 @@ func (m *Model) connText(p *session.Process) string {
 		}
 		return styleInfo.Render("replay "+state) + fmt.Sprintf(" %s/%s", elapsed(r.now.Sub(r.start), false), elapsed(r.length(), false))
 	}
-	switch {
-	case p == nil:
+	if p == nil {
 		return rendered(&styleWarn, "◌ waiting for a training process")
-	case p.Connected:
-		return rendered(&styleOK, "● connected")
-	default:
-		return rendered(&styleBad, "○ disconnected")
 	}
+	return m.stateWord(p)
 }
 
 // processText is the second header line: which process, of how many, and
@@ -146,7 +168,11 @@ func (m *Model) processText(p *session.Process) string {
 		return styleDim.Render("listening on " + m.socketName())
 	}
 	h := &p.Hello
-	parts := []string{rendered(&styleBold, p.Label()) + fmt.Sprintf(" (%d/%d)", m.proc+1, len(m.store.Processes()))}
+	ps := ordered(m.store)
+	parts := []string{rendered(&styleBold, p.Label()) + fmt.Sprintf(" (%d/%d)", indexOf(ps, p.Key)+1, len(ps))}
+	if m.replay != nil {
+		parts = append(parts, m.stateWord(p)) // the first line tells the replay's state
+	}
 	if len(h.Argv) > 0 {
 		parts = append(parts, strings.Join(h.Argv, " "))
 	}

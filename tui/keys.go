@@ -6,7 +6,7 @@ import "github.com/charmbracelet/bubbles/key"
 type keyMap struct {
 	Quit, Help, Pause, Left, Right, ZoomIn, ZoomOut key.Binding
 	Tab, Record, Speed, Up, Down, PgUp, PgDown      key.Binding
-	Home, End                                       key.Binding
+	Home, End, Diag, Anatomy, Back                  key.Binding
 }
 
 func newKeyMap(replay, canRecord bool) keyMap {
@@ -27,6 +27,9 @@ func newKeyMap(replay, canRecord bool) keyMap {
 		PgDown:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
 		Home:    key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("home/g", "first step")),
 		End:     key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("end/G", "follow newest")),
+		Diag:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "diagnosis")),
+		Anatomy: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "anatomy")),
+		Back:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
 	}
 	if replay {
 		k.Pause.SetHelp("space", "pause")
@@ -48,14 +51,17 @@ func (k keyMap) ShortHelp() []key.Binding {
 		c.SetEnabled(a.Enabled())
 		return c
 	}
+	short := func(b key.Binding, desc string) key.Binding {
+		b.SetHelp(b.Help().Key, desc)
+		return b
+	}
 	left := "time"
 	if !k.Record.Enabled() && k.Speed.Enabled() {
 		left = "seek"
 	}
 	return []key.Binding{
-		k.Quit, k.Help, k.Pause,
-		pair(k.Left, k.Right, "←/→", left), pair(k.ZoomIn, k.ZoomOut, "+/-", "zoom"),
-		pair(k.Up, k.Down, "↑/↓", "steps"), k.Tab, k.Record, k.Speed,
+		k.Quit, k.Help, short(k.Diag, "diag"), k.Anatomy, k.Pause, pair(k.Up, k.Down, "↑/↓", "steps"), k.Tab,
+		pair(k.Left, k.Right, "←/→", left), pair(k.ZoomIn, k.ZoomOut, "+/-", "zoom"), k.Record, k.Speed,
 	}
 }
 
@@ -63,7 +69,7 @@ func (k keyMap) ShortHelp() []key.Binding {
 func (k keyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Quit, k.Help, k.Pause, k.Tab, k.Record, k.Speed},
-		{k.Left, k.Right, k.ZoomIn, k.ZoomOut},
+		{k.Diag, k.Anatomy, k.Back, k.Left, k.Right, k.ZoomIn, k.ZoomOut},
 		{k.Up, k.Down, k.PgUp, k.PgDown, k.Home, k.End},
 	}
 }

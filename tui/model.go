@@ -45,13 +45,15 @@ type Model struct {
 	replay *replayClock
 
 	w, h     int
-	proc     int // index of the process shown
+	focus    focus    // which process is shown
+	exits    *exitLog // which processes said goodbye
 	zoom     int
 	anchor   time.Time // right edge of the chart when scrolled back; zero follows
 	paused   bool
 	frozen   time.Time // live pause: the instant the view froze at
 	frozenAt int       // live pause: the newest step shown
-	showHelp bool
+	page     page      // the main view, or one panel on the whole body
+	pg       pager     // the open page's scroll position
 
 	recPath, recErr, srcErr string
 
@@ -79,7 +81,7 @@ func New(opts ...Option) Model {
 		cfg: cfg, store: cfg.store, ctx: ctx, cancel: cancel,
 		keys: newKeyMap(cfg.replaySet, cfg.recorder != nil), help: help.New(),
 		zoom: defaultZoom, chart: newMemChart(), table: newStepsTable(), diag: &diagCache{},
-		w: 80, h: 24, dirty: true,
+		exits: newExitLog(), w: 80, h: 24, dirty: true,
 	}
 	if m.store == nil || cfg.replaySet {
 		m.store = session.New()
@@ -90,6 +92,10 @@ func New(opts ...Option) Model {
 	case cfg.replaySet:
 		m.replay = newReplayClock(cfg.replay)
 	}
+	if m.replay != nil {
+		m.replay.exits = m.exits
+	}
+	m.follow()
 	m.reading = cfg.source != nil && m.replay == nil // Init starts the first read
 	if cfg.recorder != nil {
 		m.recPath = cfg.recorder.Path() // before the program starts, not in Update
@@ -127,6 +133,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.key(msg)
 	case batchMsg:
 		m.store.ApplyAll(msg)
+		m.exits.note(m.store, msg)
 		m.dirty, m.reading = true, false // the next frame reads again
 		return m, tea.Batch(m.armFrame(), m.armClock())
 	case sourceErrMsg:
@@ -167,9 +174,13 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.cancel()
 		return m, tea.Quit
 	case key.Matches(msg, k.Help):
-		m.showHelp = !m.showHelp
-	case m.showHelp && msg.Type == tea.KeyEsc:
-		m.showHelp = false
+		m.open(pageHelp)
+	case key.Matches(msg, k.Diag):
+		m.open(pageDiag)
+	case key.Matches(msg, k.Anatomy):
+		m.open(pageAnatomy)
+	case key.Matches(msg, k.Back):
+		m.page = pageMain
 	case key.Matches(msg, k.Pause):
 		m.togglePause()
 		cmd = m.armFrame() // a resumed replay plays again
@@ -182,10 +193,8 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.ZoomOut):
 		m.zoomBy(1)
 	case key.Matches(msg, k.Tab):
-		if n := len(m.store.Processes()); n > 0 {
-			m.proc = (m.proc + 1) % n
-			m.table = newStepsTable()
-			m.table.w, m.table.h = m.tableSize()
+		if m.focus.pick(m.store) {
+			m.refocus()
 		}
 	case key.Matches(msg, k.Speed):
 		if m.replay != nil {
@@ -193,6 +202,9 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	case key.Matches(msg, k.Record):
 		cmd = toggleRecording(m.cfg.recorder, m.recPath != "", m.cfg.recordPath)
+	case m.page != pageMain:
+		p := m.process()
+		m.pg = m.pg.update(msg, k, len(m.pageLines(p, m.diagnosis(p))), m.layout().bodyH)
 	default:
 		m.table = m.table.update(msg, k, m.visibleSteps(m.process()))
 	}
@@ -219,11 +231,41 @@ func (m *Model) togglePause() {
 
 // process is the process shown, nil before the first.
 func (m *Model) process() *session.Process {
-	ps := m.store.Processes()
-	if len(ps) == 0 {
+	if m.focus.key == "" {
 		return nil
 	}
-	return ps[min(m.proc, len(ps)-1)]
+	return m.store.Process(m.focus.key)
+}
+
+// follow moves the focus after the store changed (focus.go says how).
+func (m *Model) follow() {
+	if m.focus.follow(m.store) {
+		m.refocus()
+	}
+}
+
+// refocus resets what belongs to the process shown before.
+func (m *Model) refocus() {
+	m.table = newStepsTable()
+	m.table.w, m.table.h = m.tableSize()
+	m.pg = pager{}
+}
+
+// open shows a page, or the main view when it is open already.
+func (m *Model) open(p page) {
+	if m.page == p {
+		m.page = pageMain
+		return
+	}
+	m.page, m.pg = p, pager{}
+}
+
+// diagnosis is the shown process's diagnosis, nil before the first.
+func (m *Model) diagnosis(p *session.Process) *session.Diagnosis {
+	if p == nil {
+		return nil
+	}
+	return m.diag.get(m.store, p)
 }
 
 // now is the right edge of the live view: the newest data, the frozen

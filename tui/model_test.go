@@ -100,8 +100,8 @@ func TestTabSwitchesProcess(t *testing.T) {
 	evs := demoEvents(t, "warmup", 10, 3)
 	m := live(t, evs, 120, 40)
 	for i, want := range []string{"rank 0 · pid 4242 (1/3)", "rank 1 · pid 4243 (2/3)", "rank 2 · pid 4244 (3/3)", "rank 0 · pid 4242 (1/3)"} {
-		if m.proc != i%3 {
-			t.Errorf("proc = %d, want %d", m.proc, i%3)
+		if got := m.process().Rank(); got != i%3 {
+			t.Errorf("rank shown = %d, want %d", got, i%3)
 		}
 		if !strings.Contains(m.View(), want) {
 			t.Errorf("header does not say %q", want)
@@ -176,7 +176,7 @@ func TestWindowSizes(t *testing.T) {
 func TestHelpToggle(t *testing.T) {
 	m := live(t, demoEvents(t, "warmup", 5, 1), 120, 40)
 	m = press(t, m, "?")
-	if !m.showHelp {
+	if m.page != pageHelp {
 		t.Fatal("? did not open the help")
 	}
 	for _, b := range []string{"quit", "help", "pause", "earlier", "later", "zoom in", "zoom out", "process", "older step", "newer step", "page up", "page down", "first step", "follow newest"} {
@@ -184,10 +184,10 @@ func TestHelpToggle(t *testing.T) {
 			t.Errorf("help does not list %q", b)
 		}
 	}
-	if m = press(t, m, "?"); m.showHelp {
+	if m = press(t, m, "?"); m.page != pageMain {
 		t.Error("? did not close the help")
 	}
-	if m = press(t, m, "?", "esc"); m.showHelp {
+	if m = press(t, m, "?", "esc"); m.page != pageMain {
 		t.Error("esc did not close the help")
 	}
 }

@@ -29,6 +29,7 @@ type replayClock struct {
 	paused     bool
 	lastTick   time.Time
 	str        *replayStream // nil: events is the whole recording
+	exits      *exitLog      // told of each applied event's goodbyes
 }
 
 func newReplayClock(events []session.Event) *replayClock {
@@ -97,7 +98,7 @@ func (r *replayClock) tick(at time.Time, s *session.Store) {
 			return // the reader has not caught up
 		}
 		end := min(r.next+maxChunk, len(r.events))
-		s.ApplyAll(r.events[r.next:end])
+		r.apply(s, r.events[r.next:end])
 		r.next = end
 		r.now = r.events[end-1].At
 		return
@@ -112,8 +113,14 @@ func (r *replayClock) applyUntil(s *session.Store, t time.Time) {
 	for end < len(r.events) && !r.events[end].At.After(t) {
 		end++
 	}
-	s.ApplyAll(r.events[r.next:end])
+	r.apply(s, r.events[r.next:end])
 	r.next = end
+}
+
+// apply feeds events to s, and their goodbyes to the exit log.
+func (r *replayClock) apply(s *session.Store, evs []session.Event) {
+	s.ApplyAll(evs)
+	r.exits.note(s, evs)
 }
 
 // seek moves the clock by d. Going back rebuilds the store from the first

@@ -35,6 +35,7 @@ const (
 type replayMsg struct {
 	gen    int // the stream it belongs to; older ones are ignored
 	store  *session.Store
+	exits  *exitLog // the goodbyes the rebuilt store applied
 	evs    []session.Event
 	end    bool // the recording ends after evs
 	err    error
@@ -131,14 +132,15 @@ func readStream(ctx context.Context, open func() (ReplayStream, error), gen int,
 	}
 	defer src.Close()
 	var st *session.Store
+	var ex *exitLog
 	if rb != nil {
-		st = session.New()
+		st, ex = session.New(), newExitLog()
 	}
 	buf := make([]session.Event, 0, replayChunk)
 	for n := 1; ; n++ {
 		ev, err := src.Next()
 		if err != nil {
-			m := replayMsg{store: st, evs: buf, end: true}
+			m := replayMsg{store: st, exits: ex, evs: buf, end: true}
 			if !errors.Is(err, io.EOF) {
 				m.err = err
 			}
@@ -147,6 +149,9 @@ func readStream(ctx context.Context, open func() (ReplayStream, error), gen int,
 		}
 		if st != nil && rb.take(ev.At) {
 			st.Apply(ev)
+			if ev.IsGoodbye() || ev.HelloSession() != "" {
+				ex.note(st, []session.Event{ev})
+			}
 			if n%replayChunk == 0 && ctx.Err() != nil {
 				return
 			}
@@ -154,10 +159,10 @@ func readStream(ctx context.Context, open func() (ReplayStream, error), gen int,
 		}
 		buf = append(buf, ev)
 		if len(buf) == replayChunk || st != nil {
-			if !send(replayMsg{store: st, evs: buf}) {
+			if !send(replayMsg{store: st, exits: ex, evs: buf}) {
 				return
 			}
-			st, buf = nil, make([]session.Event, 0, replayChunk)
+			st, ex, buf = nil, nil, make([]session.Event, 0, replayChunk)
 		}
 	}
 }
@@ -242,6 +247,9 @@ func (m *Model) onReplay(msg replayMsg) tea.Cmd {
 	}
 	if msg.store != nil {
 		m.store, s.rb = msg.store, nil
+		if msg.exits != nil {
+			*m.exits = *msg.exits // the log the replay clock shares
+		}
 	}
 	r.push(msg.evs)
 	if msg.end {

@@ -42,6 +42,11 @@ func TestExtremeValuesRender(t *testing.T) {
 			if v := m.View(); v == "" {
 				t.Errorf("%s at %v: empty view", name, size)
 			}
+			for _, k := range []string{"d", "end", "pgup", "a", "down", "esc"} { // the pages too
+				if m = press(t, m, k); m.View() == "" {
+					t.Errorf("%s at %v: empty view after %s", name, size, k)
+				}
+			}
 		}
 	}
 }

@@ -15,6 +15,7 @@ type layout struct {
 	leftW, panelW  int // the panel is 0 wide below panelMinWidth columns
 	chartH, tableH int
 	diagH          int // diagnosis lines under the chart
+	ranksH         int // the all-ranks line above the table
 }
 
 // Fixed rows: two header lines, the banner and the footer.
@@ -29,8 +30,11 @@ func (m *Model) layout() layout {
 	if m.h >= 40 {
 		l.diagH = 4
 	}
+	if len(m.store.Processes()) > 1 {
+		l.ranksH = 1
+	}
 	l.chartH = max(l.bodyH/2, 8)
-	l.tableH = max(l.bodyH-l.chartH-l.diagH, 4)
+	l.tableH = max(l.bodyH-l.chartH-l.diagH-l.ranksH, 4)
 	return l
 }
 
@@ -43,8 +47,13 @@ func (m *Model) resize(w, h int) {
 	m.dirty = true
 }
 
+// tableSize is the steps table's size: under the chart, or the whole
+// body in a CPU run's compact view (less its title line).
 func (m *Model) tableSize() (int, int) {
 	l := m.layout()
+	if p := m.process(); p != nil && p.OnCPU() {
+		return m.w, l.bodyH - 1
+	}
 	return l.leftW, l.tableH
 }
 
@@ -57,18 +66,21 @@ func (m Model) View() string { return m.frame }
 func (m *Model) render() {
 	m.dirty = false
 	checkWraps()
+	if !m.paused {
+		m.follow() // the store may have changed since the last frame
+	}
 	p := m.process()
 	l := m.layout()
-	var d *session.Diagnosis
-	if p != nil {
-		d = m.diag.get(m.store, p)
-	}
+	d := m.diagnosis(p)
+	m.table.w, m.table.h = m.tableSize() // the ranks line or a CPU run may have changed it
 	var body string
 	switch {
-	case m.showHelp:
-		body = m.helpView(l.bodyH)
+	case m.page != pageMain:
+		body = m.pg.view(m.pageLines(p, d), m.w, l.bodyH)
 	case p == nil:
 		body = m.emptyView(l.bodyH)
+	case p.OnCPU():
+		body = m.cpuView(p, m.w, l.bodyH)
 	default:
 		body = m.bodyView(p, d, l)
 	}
@@ -103,15 +115,15 @@ func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) str
 	if d != nil {
 		marks = marksOf(d)
 	}
+	if l.ranksH > 0 {
+		left = append(left, fitKept(m.ranksLine(p), l.leftW))
+	}
 	left = append(left, m.table.view(m.visibleSteps(p), marks))
 	leftView := stackLines(left, l.leftW, l.bodyH)
 	if l.panelW == 0 {
 		return leftView
 	}
-	total := session.Unknown
-	if p.Hello.CUDA != nil {
-		total = session.Bytes(p.Hello.CUDA.Total)
-	}
+	total, _ := m.deviceTotal(p)
 	panel := anatomyKept(session.LayersOf(m.store, p), total, l.panelW, l.bodyH)
 	sep := strings.TrimSuffix(strings.Repeat(rendered(&styleDim, "│")+"\n", l.bodyH), "\n")
 	return joinColumns(leftView, sep, panel)
@@ -135,13 +147,6 @@ func (m *Model) emptyView(h int) string {
 		}, "\n")
 	}
 	box := styleBox.Render(msg)
-	return padLines(lipgloss.Place(m.w, h, lipgloss.Center, lipgloss.Center, box), m.w, h)
-}
-
-// helpView lists every binding.
-func (m *Model) helpView(h int) string {
-	title := styleBold.Render("Keys") + styleDim.Render("  (? or esc to close)")
-	box := styleBox.Render(title + "\n\n" + m.help.FullHelpView(m.keys.FullHelp()))
 	return padLines(lipgloss.Place(m.w, h, lipgloss.Center, lipgloss.Center, box), m.w, h)
 }
 

@@ -1,0 +1,44 @@
+package session
+
+import "github.com/vramscope/vramscope/ipc"
+
+// Read-only helpers for views: what an event says about a process's
+// life, without reaching into the protocol's message types.
+
+// IsGoodbye reports whether ev is a hook's goodbye: its process ended
+// cleanly (exit or remove), as opposed to a connection that just dropped.
+func (ev Event) IsGoodbye() bool { return ev.Msg != nil && ev.Msg.Type == ipc.TypeGoodbye }
+
+// HelloSession is the hook session key a hello announces, "" for any other
+// event.
+func (ev Event) HelloSession() string {
+	if ev.Msg != nil && ev.Msg.Type == ipc.TypeHello {
+		return ev.Msg.Session
+	}
+	return ""
+}
+
+// ByConn returns the process that speaks (or last spoke) on connection
+// conn, nil when none did. Unlike the store's live map it still answers
+// after the connection ended.
+func (s *Store) ByConn(conn uint64) *Process {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		if s.procs[i].Conn == conn {
+			return s.procs[i]
+		}
+	}
+	return nil
+}
+
+// Rank is the process's distributed rank, -1 when the hello named none.
+func (p *Process) Rank() int {
+	if p.Hello.Rank == nil {
+		return -1
+	}
+	return *p.Hello.Rank
+}
+
+// OnCPU reports whether the process has no CUDA allocator to read: no
+// CUDA device in its hello and no allocator snapshot so far. Such a run
+// has timings only.
+func (p *Process) OnCPU() bool { return p.Hello.CUDA == nil && p.Mem == nil }
