@@ -62,7 +62,7 @@ type Pair struct {
 	Steady Steady `json:"steady"`
 	// Layers are the anatomy at each side's session peak; Moved lists the
 	// names of those that changed by more than MovedFloor and MovedShare.
-	Layers []Layer `json:"layers"`
+	Layers []Layer  `json:"layers"`
 	Moved  []string `json:"moved"`
 	// Cells are every aligned step × phase cell.
 	Cells []Cell `json:"cells"`
@@ -70,14 +70,14 @@ type Pair struct {
 
 // Phase is one phase's peak allocated and reserved over the common steps.
 type Phase struct {
-	Phase         string        `json:"phase"`
-	PeakAllocated Delta         `json:"peak_allocated"`
-	PeakReserved  Delta         `json:"peak_reserved"`
-	PeakNVML      Delta         `json:"peak_nvml"`
-	WorstStep     int           `json:"worst_step"` // the step whose allocated peak changed most, -1 if none
-	WorstChange   *int64        `json:"worst_change"`
-	DurationA     float64       `json:"mean_duration_a_s"`
-	DurationB     float64       `json:"mean_duration_b_s"`
+	Phase         string  `json:"phase"`
+	PeakAllocated Delta   `json:"peak_allocated"`
+	PeakReserved  Delta   `json:"peak_reserved"`
+	PeakNVML      Delta   `json:"peak_nvml"`
+	WorstStep     int     `json:"worst_step"` // the step whose allocated peak changed most, -1 if none
+	WorstChange   *int64  `json:"worst_change"`
+	DurationA     float64 `json:"mean_duration_a_s"`
+	DurationB     float64 `json:"mean_duration_b_s"`
 }
 
 // Delta is a value on each side and B − A in bytes; Change is nil (null)
