@@ -249,8 +249,14 @@ func (b *builder) spans(p *session.Process, pid int) {
 	user := false
 	for i := range p.Spans() {
 		sp := &p.Spans()[i]
+		end := sp.End
 		if sp.Open() {
-			continue
+			// Still running when the recording ended (a crash, an OOM): drawn
+			// to the process's last event, marked unfinished.
+			end = p.Last
+			if !end.After(sp.Start) {
+				continue
+			}
 		}
 		tid := tidSteps
 		if sp.User {
@@ -266,7 +272,10 @@ func (b *builder) spans(p *session.Process, pid int) {
 		if sp.Last != nil {
 			args["allocated_end"] = sp.Last.Allocated
 		}
-		b.add(Event{Name: sp.Name, Cat: "phase", Ph: "X", Ts: b.us(sp.Start), Dur: dur(sp.Start, sp.End),
+		if sp.Open() {
+			args["unfinished"] = true
+		}
+		b.add(Event{Name: sp.Name, Cat: "phase", Ph: "X", Ts: b.us(sp.Start), Dur: dur(sp.Start, end),
 			Pid: pid, Tid: tid, Args: args})
 	}
 	if user {

@@ -218,6 +218,7 @@ func TestPerfettoEveryRecordingFollowsTheFormat(t *testing.T) {
 		{"../../testdata/recordings/small.jsonl", 1, 1, false},
 	} {
 		tr, out := exportFile(t, c.path)
+		checkNesting(t, c.path, tr)
 		procNames, instants, user := 0, 0, false
 		for _, e := range tr.TraceEvents {
 			ph, name := decode[string](t, e["ph"]), decode[string](t, e["name"])
@@ -236,6 +237,21 @@ func TestPerfettoEveryRecordingFollowsTheFormat(t *testing.T) {
 		}
 		if instants != c.instant || user != c.userTrack {
 			t.Errorf("%s: %d instant events (want %d), user track %v (want %v)", c.path, instants, c.instant, user, c.userTrack)
+		}
+		// The OOM run died in step 21 before its loss phase ended: the
+		// phase is drawn to the process's last event, marked unfinished.
+		unfinished := []string{}
+		for _, e := range tr.TraceEvents {
+			if args := decode[map[string]any](t, e["args"]); args["unfinished"] == true {
+				unfinished = append(unfinished, fmt.Sprintf("%s of step %v", decode[string](t, e["name"]), args["step"]))
+			}
+		}
+		want := []string{}
+		if strings.Contains(c.path, "oom") {
+			want = []string{"loss of step 21"}
+		}
+		if fmt.Sprint(unfinished) != fmt.Sprint(want) {
+			t.Errorf("%s: unfinished phases %v, want %v", c.path, unfinished, want)
 		}
 		if name := os.Getenv("VRAMSCOPE_TRACE_DIR"); name != "" { // for the external readers
 			if err := os.WriteFile(filepath.Join(name, filepath.Base(c.path)+".trace.json"), out, 0o644); err != nil {
@@ -318,5 +334,32 @@ func TestPerfettoReadByTraceModel(t *testing.T) {
 	}
 	if len(small) == 0 || small[0].Labels != "rank 0" || small[0].Threads[0].Instants != 1 {
 		t.Fatalf("small as the reader built it: %+v", small)
+	}
+}
+
+// checkNesting checks what the viewers need of complete events on one
+// thread: two slices either nest or do not overlap at all.
+func checkNesting(t *testing.T, path string, tr *traceFile) {
+	t.Helper()
+	byTrack := map[[2]int64][]slice{}
+	for _, e := range tr.TraceEvents {
+		if decode[string](t, e["ph"]) != "X" {
+			continue
+		}
+		s := slice{decode[string](t, e["name"]), decode[int64](t, e["pid"]), decode[int64](t, e["tid"]), decode[float64](t, e["ts"]), decode[float64](t, e["dur"])}
+		byTrack[[2]int64{s.pid, s.tid}] = append(byTrack[[2]int64{s.pid, s.tid}], s)
+	}
+	for _, ss := range byTrack {
+		for i, a := range ss {
+			for _, b := range ss[i+1:] {
+				aEnd, bEnd := a.ts+a.dur, b.ts+b.dur
+				overlap := a.ts < bEnd && b.ts < aEnd
+				nested := (a.ts <= b.ts && bEnd <= aEnd) || (b.ts <= a.ts && aEnd <= bEnd)
+				if overlap && !nested {
+					t.Fatalf("%s: %s [%.0f, %.0f] and %s [%.0f, %.0f] cross on pid %d tid %d",
+						path, a.name, a.ts, aEnd, b.name, b.ts, bEnd, a.pid, a.tid)
+				}
+			}
+		}
 	}
 }
