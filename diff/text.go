@@ -69,7 +69,7 @@ func (p *Pair) writeText(w *bufio.Writer) {
 		s.Reserved.A.Human(), s.Reserved.B.Human(), signedHuman(s.Reserved.Change))
 	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", s.Peak.A.Human(), s.Peak.B.Human(), signedHuman(s.Peak.Change))
 	if len(p.Moved) == 0 {
-		fmt.Fprintf(w, "  anatomy at the peak: no layer moved by %s or more\n", session.Bytes(MovedFloor).Human())
+		fmt.Fprintf(w, "  anatomy at the peak: no layer moved (by %s and %.0f%% of the peak or more)\n", session.Bytes(MovedFloor).Human(), MovedShare*100)
 		return
 	}
 	var moved []string
