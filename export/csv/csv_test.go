@@ -94,34 +94,42 @@ func TestCSVReadByPandas(t *testing.T) {
 		t.Skipf("SKIPPED: %s has no pandas (apt-get install python3-pandas)", py)
 	}
 	dir := t.TempDir()
+	args := []string{"-c", pandasCheck, joinCols()}
 	for _, src := range []string{"s001", "live", "clients", "oom"} {
 		path := filepath.Join(dir, src+".csv")
 		if err := os.WriteFile(path, writeCSV(t, "../../testdata/h100/"+src+".jsonl.gz"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		script := `
-import sys, pandas
-df = pandas.read_csv(sys.argv[1])
-assert list(df.columns) == sys.argv[2].split(","), list(df.columns)
-assert len(df) > 0
-for c in ["pid", "step", "count", "micro"]:
-    assert df[c].dtype.kind == "i", (c, df[c].dtype)
-for c in ["start_s", "end_s", "duration_s"]:
-    assert df[c].dtype.kind == "f", (c, df[c].dtype)
-    assert (df[c] >= 0).all(), c
-for c in ["user", "peak_exact"]:
-    assert df[c].dtype.kind == "b", (c, df[c].dtype)
-assert (df["end_s"] >= df["start_s"]).all()
-assert df["peak_allocated"].max() > 0
-print(len(df), int(df["peak_allocated"].max()))
-`
-		out, err := exec.Command(py, "-c", script, path, joinCols()).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: pandas: %v\n%s", src, err, out)
-		}
-		t.Logf("%s: rows, peak allocated: %s", src, bytes.TrimSpace(out))
+		args = append(args, path)
 	}
+	// One interpreter for every file: importing pandas costs seconds on a
+	// loaded machine.
+	out, err := exec.Command(py, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pandas: %v\n%s", err, out)
+	}
+	t.Logf("rows and peak allocated per file:\n%s", bytes.TrimSpace(out))
 }
+
+// pandasCheck reads each CSV with pandas.read_csv and no options.
+const pandasCheck = `
+import sys, pandas
+cols = sys.argv[1].split(",")
+for path in sys.argv[2:]:
+    df = pandas.read_csv(path)
+    assert list(df.columns) == cols, (path, list(df.columns))
+    assert len(df) > 0, path
+    for c in ["pid", "step", "count", "micro"]:
+        assert df[c].dtype.kind == "i", (path, c, df[c].dtype)
+    for c in ["start_s", "end_s", "duration_s"]:
+        assert df[c].dtype.kind == "f", (path, c, df[c].dtype)
+        assert (df[c] >= 0).all(), (path, c)
+    for c in ["user", "peak_exact"]:
+        assert df[c].dtype.kind == "b", (path, c, df[c].dtype)
+    assert (df["end_s"] >= df["start_s"]).all(), path
+    assert df["peak_allocated"].max() > 0, path
+    print(path.rsplit("/", 1)[-1], len(df), int(df["peak_allocated"].max()))
+`
 
 func joinCols() string {
 	var b bytes.Buffer
