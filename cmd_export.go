@@ -1,6 +1,7 @@
 package main
 
 import (
+	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
@@ -29,7 +30,8 @@ func newExportCmd() *cobra.Command {
   csv       the step × phase table, one row per step and phase, bytes and
             seconds; pandas.read_csv reads it with no options.
 
-Without -o it writes to stdout. docs/export.md describes both layouts.`,
+Without -o it writes to stdout; an OUT ending in .gz is gzipped.
+docs/export.md describes both layouts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExport(args[0], format, out, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -56,7 +58,20 @@ func runExport(path, format, out string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeOut(out, stdout, func(w io.Writer) error { return write(w, store) })
+	return writeOut(out, stdout, func(w io.Writer) error {
+		if !strings.HasSuffix(out, ".gz") {
+			return write(w, store)
+		}
+		// Perfetto and chrome://tracing open gzipped traces as they are.
+		zw := gzip.NewWriter(w)
+		if err := write(zw, store); err != nil {
+			return err
+		}
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("write %s: %w", out, err)
+		}
+		return nil
+	})
 }
 
 // loadExport reads a whole recording for an exporter, printing the

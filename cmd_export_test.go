@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +25,23 @@ func TestExportCommand(t *testing.T) {
 	}
 	if b, err := os.ReadFile(out); err != nil || !bytes.HasPrefix(b, []byte(`{"traceEvents":[`)) {
 		t.Fatalf("trace file: %v %.40q", err, b)
+	}
+	gz := filepath.Join(dir, "t.json.gz")
+	if err := runExport("testdata/h100/s001.jsonl.gz", "perfetto", gz, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(gz); err != nil {
+		t.Fatal(err)
+	} else {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("-o .gz is not gzip: %v", err)
+		}
+		b, _ := io.ReadAll(zr)
+		f.Close()
+		if !bytes.HasPrefix(b, []byte(`{"traceEvents":[`)) {
+			t.Fatalf("gzipped trace: %.40q", b)
+		}
 	}
 	if err := runExport("testdata/h100/s001.jsonl.gz", "csv", "", &stdout, &stderr); err != nil {
 		t.Fatal(err)
