@@ -35,9 +35,10 @@ test-py: build
 	fi
 
 # The packages where goroutines meet: the socket server, the feed, the
-# recorder, the demo's clients and the TUI's replay reader.
+# recorder, the demo's clients, the TUI's replay reader and the Prometheus
+# exporter.
 test-race:
-	go test -race ./ipc ./feed ./record ./demo ./tui
+	go test -race ./ipc ./feed ./record ./demo ./tui ./metrics
 
 test: vet test-go test-race test-py
 

@@ -20,6 +20,7 @@ type liveFlags struct {
 	socket    string
 	record    string
 	debug     string
+	prom      string
 	nvmlEvery time.Duration
 	procEvery time.Duration
 }
@@ -30,6 +31,7 @@ func (l *liveFlags) register(cmd *cobra.Command) {
 	f.StringVar(&l.record, "record", "", "record the session to this file while showing it (.gz: gzip)")
 	f.StringVar(&l.debug, "debug", "", "write a debug log to this file")
 	addNVMLFlags(cmd, &l.nvmlEvery, &l.procEvery)
+	addPrometheusFlag(cmd, &l.prom)
 }
 
 // defaultRecording is where 'r' records when no --record was given.
@@ -49,7 +51,8 @@ func runLive(ctx context.Context, l liveFlags) error {
 		return err
 	}
 	defer srv.Close()
-	f := feed.New(feed.WithOpener(recorder(record.SourceLive)))
+	prom := newPromExport(l.prom)
+	f := feed.New(append([]feed.Option{feed.WithOpener(recorder(record.SourceLive))}, prom.feedOptions()...)...)
 	if l.record != "" {
 		if err := f.Start(l.record); err != nil {
 			return err
@@ -58,6 +61,9 @@ func runLive(ctx context.Context, l liveFlags) error {
 	defer f.Stop()
 	ctx, cancel := context.WithCancel(orBackground(ctx))
 	defer cancel()
+	if err := prom.start(ctx, logf); err != nil {
+		return err
+	}
 	served := serve(ctx, srv, f, logf)
 	sampler := openNVML()
 	defer sampler.Close()

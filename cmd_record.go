@@ -24,6 +24,7 @@ type recordFlags struct {
 	duration  time.Duration
 	nvmlEvery time.Duration
 	procEvery time.Duration
+	prom      string
 }
 
 func newRecordCmd() *cobra.Command {
@@ -43,6 +44,7 @@ SIGTERM or when --duration has passed. It prints a one-line summary.`,
 	cmd.Flags().StringVar(&o.socket, "socket", "", "socket path (default $VRAMSCOPE_SOCKET, $XDG_RUNTIME_DIR/vramscope/vramscope.sock or /tmp/vramscope-$UID/vramscope.sock)")
 	cmd.Flags().DurationVar(&o.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	addNVMLFlags(cmd, &o.nvmlEvery, &o.procEvery)
+	addPrometheusFlag(cmd, &o.prom)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
@@ -69,8 +71,12 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
-	f := feed.New(feed.WithOpener(recorder(record.SourceLive)))
+	prom := newPromExport(o.prom)
+	f := feed.New(append([]feed.Option{feed.WithOpener(recorder(record.SourceLive))}, prom.feedOptions()...)...)
 	if err := f.Start(o.out); err != nil {
+		return err
+	}
+	if err := prom.start(ctx, logf); err != nil {
 		return err
 	}
 	sampler := openNVML()

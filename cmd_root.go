@@ -64,5 +64,6 @@ Run it in a second terminal, then add to the training script:
 	}
 	live.register(root)
 	root.AddCommand(newRecordCmd(), newReportCmd(), newReplayCmd(), newDemoCmd(), newDevicesCmd())
+	root.AddCommand(newExportCmd(), newDiffCmd(), newPlotCmd())
 	return root
 }

@@ -47,6 +47,7 @@ type Feed struct {
 	recPath  string
 	recErr   error
 	recCount uint64
+	tap      func(session.Event) // WithTap
 }
 
 // New returns an empty feed.
@@ -66,6 +67,9 @@ func (f *Feed) Put(ev session.Event) {
 	f.mu.Lock()
 	f.track(ev)
 	f.record(ev)
+	if f.tap != nil {
+		f.tap(ev)
+	}
 	if len(f.pending) >= f.limit {
 		// The consumer stopped taking events: keep the newest, count the rest.
 		n := len(f.pending) / 2

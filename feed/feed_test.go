@@ -172,3 +172,18 @@ func TestRecordingStartedMidSessionCarriesHellos(t *testing.T) {
 		t.Fatalf("recording opens with %+v, %+v, %+v", w.evs[0], w.evs[1].Note, w.evs[2])
 	}
 }
+
+func TestTapSeesEveryEventInOrder(t *testing.T) {
+	var got []uint64
+	f := New(WithTap(func(ev session.Event) { got = append(got, ev.Conn) }))
+	for i := uint64(1); i <= 3; i++ {
+		f.Put(session.Event{Conn: i})
+	}
+	evs, err := f.Next(context.Background())
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("consumer got %d events, %v", len(evs), err)
+	}
+	if len(got) != 3 || got[0] != 1 || got[2] != 3 {
+		t.Fatalf("tap saw %v, want 1 2 3", got)
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramscope/vramscope/diff"
+	"github.com/vramscope/vramscope/session"
+)
+
+func newDiffCmd() *cobra.Command {
+	var asJSON bool
+	var procA, procB string
+	cmd := &cobra.Command{
+		Use:   "diff A B",
+		Short: "Compare two recordings step by step and phase by phase",
+		Long: `diff compares two recordings, for example before and after activation
+checkpointing or a batch-size change. Processes are paired by rank (else in
+the order they started), steps by index and phases by name. It prints the
+per-phase peak deltas, the steady-peak change and the anatomy layers that
+moved (B − A). --process-a and --process-b pick one process of a file by
+pid, rank (rank:N), hook session id or position (#N, from 0), so two
+processes of one recording can be compared too. docs/diff.md has details.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDiff(args[0], args[1], procA, procB, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (schema "+diff.Schema+")")
+	cmd.Flags().StringVar(&procA, "process-a", "", "the process of A to compare: pid, rank:N, session id or #N")
+	cmd.Flags().StringVar(&procB, "process-b", "", "the process of B to compare: pid, rank:N, session id or #N")
+	return cmd
+}
+
+func runDiff(pathA, pathB, procA, procB string, asJSON bool, stdout, stderr io.Writer) error {
+	a, err := loadExport(pathA, stderr)
+	if err != nil {
+		return err
+	}
+	b, err := loadExport(pathB, stderr)
+	if err != nil {
+		return err
+	}
+	nameA, nameB := filepath.Base(pathA), filepath.Base(pathB)
+	var res diff.Result
+	if procA == "" && procB == "" {
+		res = diff.Compare(a, b, nameA, nameB)
+	} else {
+		pa, err := pickProcess(a, procA, pathA)
+		if err != nil {
+			return err
+		}
+		pb, err := pickProcess(b, procB, pathB)
+		if err != nil {
+			return err
+		}
+		res = diff.Result{Schema: diff.Schema, A: nameA, B: nameB, Pairs: []diff.Pair{diff.ComparePair(a, pa, b, pb)}}
+	}
+	if asJSON {
+		return res.WriteJSON(stdout)
+	}
+	return res.WriteText(stdout)
+}
+
+// pickProcess finds a process of a recording by a selector: "" (the only
+// process with steps, or the first), a pid, "rank:N", "#N" (position) or
+// a hook session id.
+func pickProcess(s *session.Store, sel, path string) (*session.Process, error) {
+	ps := s.Processes()
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("%s: no training process in the recording", path)
+	}
+	switch {
+	case sel == "":
+		for _, p := range ps {
+			if len(p.StepPeaks()) > 0 {
+				return p, nil
+			}
+		}
+		return ps[0], nil
+	case strings.HasPrefix(sel, "#"):
+		if i, err := strconv.Atoi(sel[1:]); err == nil && i >= 0 && i < len(ps) {
+			return ps[i], nil
+		}
+	case strings.HasPrefix(sel, "rank:"):
+		if r, err := strconv.Atoi(sel[5:]); err == nil {
+			for _, p := range ps {
+				if p.Hello.Rank != nil && *p.Hello.Rank == r {
+					return p, nil
+				}
+			}
+		}
+	default:
+		if p := s.Process(sel); p != nil {
+			return p, nil
+		}
+		if pid, err := strconv.Atoi(sel); err == nil {
+			for _, p := range ps {
+				if p.Hello.PID == pid {
+					return p, nil
+				}
+			}
+		}
+	}
+	return nil, fmt.Errorf("%s: no process %q (%d processes: pick by pid, rank:N, #N or session id)", path, sel, len(ps))
+}

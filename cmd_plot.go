@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/vramscope/vramscope/plot"
+	"github.com/vramscope/vramscope/session"
+)
+
+func newPlotCmd() *cobra.Command {
+	var out, proc, title string
+	var width, height float64
+	cmd := &cobra.Command{
+		Use:   "plot FILE -o run.svg",
+		Short: "Draw a recording's memory chart as SVG, PNG or PDF",
+		Long: `plot draws one process of a recording: allocated, reserved and the NVML
+figure over time, the phases shaded, the warmup marked and the session peak
+annotated, the picture to paste into an issue. The format follows -o's
+extension (.svg, .png, .pdf). --process picks the process (pid, rank:N,
+session id or #N); the default is the one with the highest allocated peak.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPlot(args[0], out, proc, plot.Options{
+				Width: vg.Length(width) * vg.Inch, Height: vg.Length(height) * vg.Inch, Title: title,
+			}, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "picture file: .svg, .png or .pdf")
+	cmd.Flags().StringVar(&proc, "process", "", "process to draw: pid, rank:N, session id or #N")
+	cmd.Flags().StringVar(&title, "title", "", "title (default: file, process, device, pattern)")
+	cmd.Flags().Float64Var(&width, "width", 10, "width in inches (PNG: 96 dpi)")
+	cmd.Flags().Float64Var(&height, "height", 5, "height in inches")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+func runPlot(path, out, proc string, o plot.Options, stdout, stderr io.Writer) error {
+	format := strings.TrimPrefix(filepath.Ext(out), ".")
+	if out == "-" || format == "" {
+		return fmt.Errorf("plot: -o needs a file name ending in .svg, .png or .pdf, got %q", out)
+	}
+	store, err := loadExport(path, stderr)
+	if err != nil {
+		return err
+	}
+	p, err := plotProcess(store, proc, path)
+	if err != nil {
+		return err
+	}
+	o.Source = filepath.Base(path)
+	return writeOut(out, stdout, func(w io.Writer) error { return plot.Write(w, format, store, p, o) })
+}
+
+// plotProcess is the process to draw: the one picked, else the one with
+// the highest allocated peak.
+func plotProcess(s *session.Store, sel, path string) (*session.Process, error) {
+	if sel != "" {
+		return pickProcess(s, sel, path)
+	}
+	var best *session.Process
+	for _, p := range s.Processes() {
+		if best == nil || p.MaxAllocated.Max() > best.MaxAllocated.Max() {
+			best = p
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("%s: no training process in the recording", path)
+	}
+	return best, nil
+}

@@ -1,0 +1,298 @@
+// Package diff compares two sessions, for example a run before and after
+// activation checkpointing or a batch-size change: processes paired by
+// rank (else in order), steps aligned by index and phases by name. It
+// reports per-phase peak deltas, the change in the steady-state peak and
+// the memory-anatomy layers that moved, as text or JSON (schema
+// vramscope.diff/v1, docs/diff.md).
+package diff
+
+import (
+	"sort"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// Schema names the JSON layout.
+const Schema = "vramscope.diff/v1"
+
+// MovedFloor is the smallest change of an anatomy layer that counts as
+// moved; a layer also has to move by at least MovedShare of the larger
+// peak, so allocator noise on a big run does not count.
+const (
+	MovedFloor = session.Bytes(1 << 20)
+	MovedShare = 0.01
+)
+
+// Result is the comparison of two sessions.
+type Result struct {
+	Schema string `json:"schema"`
+	A      string `json:"a"`
+	B      string `json:"b"`
+	// Pairs are the processes compared, A's with B's.
+	Pairs []Pair `json:"pairs"`
+	// UnpairedA and UnpairedB count processes with no counterpart.
+	UnpairedA int `json:"unpaired_a"`
+	UnpairedB int `json:"unpaired_b"`
+}
+
+// Side names one process of a pair.
+type Side struct {
+	Label   string `json:"label"`
+	Session string `json:"session"`
+	PID     int    `json:"pid"`
+	Rank    *int   `json:"rank"`
+	Steps   int    `json:"steps"`
+	// Pattern is the diagnosis's shape of the step peaks.
+	Pattern session.Pattern `json:"pattern"`
+}
+
+// Pair is the comparison of one process of A with one of B. Deltas are
+// B − A: positive means B uses more.
+type Pair struct {
+	A Side `json:"a"`
+	B Side `json:"b"`
+	// CommonSteps is how many step indices both have; the phase peaks
+	// below are over those steps only, so a longer run is not penalised
+	// for its extra steps.
+	CommonSteps int `json:"common_steps"`
+	// Phases are per-phase peaks, in the order the phases first appear.
+	Phases []Phase `json:"phases"`
+	// Steady is the steady-state (or highest) peak of each side, from the
+	// diagnosis.
+	Steady Steady `json:"steady"`
+	// Layers are the anatomy at each side's session peak; Moved lists the
+	// names of those that changed by more than MovedFloor and MovedShare.
+	Layers []Layer  `json:"layers"`
+	Moved  []string `json:"moved"`
+	// Cells are every aligned step × phase cell.
+	Cells []Cell `json:"cells"`
+}
+
+// Phase is one phase's peak allocated and reserved over the common steps.
+type Phase struct {
+	Phase         string  `json:"phase"`
+	PeakAllocated Delta   `json:"peak_allocated"`
+	PeakReserved  Delta   `json:"peak_reserved"`
+	PeakNVML      Delta   `json:"peak_nvml"`
+	WorstStep     int     `json:"worst_step"` // the step whose allocated peak changed most, -1 if none
+	WorstChange   *int64  `json:"worst_change"`
+	DurationA     float64 `json:"mean_duration_a_s"`
+	DurationB     float64 `json:"mean_duration_b_s"`
+}
+
+// Delta is a value on each side and B − A in bytes; Change is nil (null)
+// when either side is unknown. (A change can be negative, so it is not a
+// session.Bytes, whose negative values mean unknown.)
+type Delta struct {
+	A      session.Bytes `json:"a"`
+	B      session.Bytes `json:"b"`
+	Change *int64        `json:"change"`
+}
+
+// Steady compares the diagnoses' memory needs.
+type Steady struct {
+	// SteadyA and SteadyB say whether each figure is a steady state's
+	// peak (true) or the highest seen (growth, too few steps).
+	SteadyA   bool  `json:"steady_a"`
+	SteadyB   bool  `json:"steady_b"`
+	Allocated Delta `json:"allocated"`
+	Reserved  Delta `json:"reserved"`
+	// Peak is the session's allocated peak on each side.
+	Peak Delta `json:"peak"`
+}
+
+// Layer is one anatomy layer at each side's peak.
+type Layer struct {
+	Name string `json:"name"`
+	Delta
+}
+
+// Cell is one step × phase cell of both sides.
+type Cell struct {
+	Step          int    `json:"step"`
+	Phase         string `json:"phase"`
+	PeakAllocated Delta  `json:"peak_allocated"`
+	PeakReserved  Delta  `json:"peak_reserved"`
+}
+
+// Compare pairs the processes of a and b and compares each pair. nameA and
+// nameB label the sides (file names).
+func Compare(a, b *session.Store, nameA, nameB string) Result {
+	r := Result{Schema: Schema, A: nameA, B: nameB, Pairs: []Pair{}}
+	pa, pb := ordered(a), ordered(b)
+	n := min(len(pa), len(pb))
+	for i := 0; i < n; i++ {
+		r.Pairs = append(r.Pairs, ComparePair(a, pa[i], b, pb[i]))
+	}
+	r.UnpairedA, r.UnpairedB = len(pa)-n, len(pb)-n
+	return r
+}
+
+// ordered lists a store's processes with steps by rank, then in the order
+// they appeared; processes without any step (a hook that never trained)
+// are left out.
+func ordered(s *session.Store) []*session.Process {
+	var ps []*session.Process
+	for _, p := range s.Processes() {
+		if len(p.StepPeaks()) > 0 {
+			ps = append(ps, p)
+		}
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		ri, rj := ps[i].Hello.Rank, ps[j].Hello.Rank
+		if ri != nil && rj != nil {
+			return *ri < *rj
+		}
+		return ri != nil && rj == nil
+	})
+	return ps
+}
+
+func delta(a, b session.Bytes) Delta {
+	d := Delta{A: a, B: b}
+	if a.Known() && b.Known() {
+		c := int64(b - a)
+		d.Change = &c
+	}
+	return d
+}
+
+func side(p *session.Process, d *session.Diagnosis) Side {
+	return Side{Label: p.Label(), Session: p.Key, PID: p.Hello.PID, Rank: p.Hello.Rank,
+		Steps: len(p.StepPeaks()), Pattern: d.Pattern}
+}
+
+// ComparePair compares process pa of store a with pb of store b.
+func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *session.Process) Pair {
+	da, db := session.Diagnose(a, pa), session.Diagnose(b, pb)
+	pr := Pair{A: side(pa, &da), B: side(pb, &db), Phases: []Phase{}, Moved: []string{}, Cells: []Cell{}}
+	pr.Steady = Steady{
+		SteadyA: da.Need.Steady, SteadyB: db.Need.Steady,
+		Allocated: delta(da.Need.Allocated, db.Need.Allocated),
+		Reserved:  delta(da.Need.Reserved, db.Need.Reserved),
+		Peak:      delta(da.Peak.Allocated, db.Peak.Allocated),
+	}
+	pr.alignSteps(pa, pb)
+	la, lb := da.Layers.Peak.List(), db.Layers.Peak.List()
+	floor := max(int64(MovedFloor), int64(MovedShare*float64(max(da.Peak.Allocated, db.Peak.Allocated))))
+	for i := range la {
+		l := Layer{Name: la[i].Name, Delta: delta(la[i].Bytes, lb[i].Bytes)}
+		pr.Layers = append(pr.Layers, l)
+		if c := l.Change; c != nil && abs(*c) >= floor {
+			pr.Moved = append(pr.Moved, l.Name)
+		}
+	}
+	return pr
+}
+
+// alignSteps fills the cells and per-phase peaks from the step indices
+// both processes have in their step tables.
+func (pr *Pair) alignSteps(pa, pb *session.Process) {
+	byIndex := map[int]*session.Step{}
+	for _, st := range pb.Steps() {
+		byIndex[st.Index] = st
+	}
+	phases := map[string]*phaseAcc{}
+	var order []string
+	for _, sa := range pa.Steps() {
+		sb := byIndex[sa.Index]
+		if sb == nil {
+			continue
+		}
+		pr.CommonSteps++
+		for _, name := range phaseNames(sa, sb) {
+			ca, cb := sa.Cell(name), sb.Cell(name)
+			acc := phases[name]
+			if acc == nil {
+				acc = newAcc()
+				phases[name] = acc
+				order = append(order, name)
+			}
+			cell := Cell{Step: sa.Index, Phase: name,
+				PeakAllocated: delta(peak(ca, allocOf), peak(cb, allocOf)),
+				PeakReserved:  delta(peak(ca, resOf), peak(cb, resOf))}
+			pr.Cells = append(pr.Cells, cell)
+			acc.add(sa.Index, ca, cb, cell.PeakAllocated.Change)
+		}
+	}
+	for _, name := range order {
+		pr.Phases = append(pr.Phases, phases[name].phase(name))
+	}
+}
+
+// phaseNames lists the phases of two aligned steps: A's in order, then
+// those only B has.
+func phaseNames(a, b *session.Step) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, st := range []*session.Step{a, b} {
+		for i := range st.Phases {
+			if n := st.Phases[i].Name; !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
+func allocOf(c *session.Cell) session.Bytes { return c.PeakAllocated }
+func resOf(c *session.Cell) session.Bytes   { return c.PeakReserved }
+
+func peak(c *session.Cell, f func(*session.Cell) session.Bytes) session.Bytes {
+	if c == nil {
+		return session.Unknown
+	}
+	return f(c)
+}
+
+type phaseAcc struct {
+	alloc, res, gpu [2]session.Bytes
+	worstStep       int
+	worst           *int64
+	dur             [2]float64
+	n               [2]int
+}
+
+func newAcc() *phaseAcc {
+	u := [2]session.Bytes{session.Unknown, session.Unknown}
+	return &phaseAcc{alloc: u, res: u, gpu: u, worstStep: -1}
+}
+
+func (a *phaseAcc) add(step int, ca, cb *session.Cell, change *int64) {
+	for i, c := range []*session.Cell{ca, cb} {
+		if c == nil {
+			continue
+		}
+		a.alloc[i] = a.alloc[i].Max(c.PeakAllocated)
+		a.res[i] = a.res[i].Max(c.PeakReserved)
+		a.gpu[i] = a.gpu[i].Max(c.PeakGPU)
+		a.dur[i] += c.End.Sub(c.Start).Seconds()
+		a.n[i]++
+	}
+	if change != nil && (a.worst == nil || abs(*change) > abs(*a.worst)) {
+		a.worst, a.worstStep = change, step
+	}
+}
+
+func abs(b int64) int64 {
+	if b < 0 {
+		return -b
+	}
+	return b
+}
+
+func (a *phaseAcc) phase(name string) Phase {
+	p := Phase{Phase: name,
+		PeakAllocated: delta(a.alloc[0], a.alloc[1]),
+		PeakReserved:  delta(a.res[0], a.res[1]),
+		PeakNVML:      delta(a.gpu[0], a.gpu[1]),
+		WorstStep:     a.worstStep, WorstChange: a.worst}
+	if a.n[0] > 0 {
+		p.DurationA = a.dur[0] / float64(a.n[0])
+	}
+	if a.n[1] > 0 {
+		p.DurationB = a.dur[1] / float64(a.n[1])
+	}
+	return p
+}

@@ -1,0 +1,55 @@
+// Package export loads a recording into a session.Store for the exporters
+// (export/perfetto, export/csv, plot, diff): the same record.Reader and
+// store a replay uses, with limits wide enough that a file is exported
+// whole rather than as the bounded window the live view keeps.
+package export
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vramscope/vramscope/record"
+	"github.com/vramscope/vramscope/session"
+)
+
+// RawWindow is how much of a recording keeps every point of every series.
+// Beyond it (a recording longer than a day) older points are kept as the
+// store's min/max buckets, so peaks survive but fine detail does not.
+const RawWindow = 24 * time.Hour
+
+// StoreOptions are the store limits an export wants: every point of a
+// day-long recording, every span and step row of a long one.
+func StoreOptions() []session.Option {
+	return []session.Option{
+		session.WithRawWindow(RawWindow),
+		session.WithMaxSpans(2_000_000),
+		session.WithMaxSteps(200_000),
+		session.WithMaxStepPeaks(200_000),
+	}
+}
+
+// Load reads a recording into a new store built with StoreOptions (and
+// opts after them). It returns the file's header and the reader's warnings
+// (a torn last line, skipped bad lines): what it could read is kept.
+func Load(path string, opts ...session.Option) (*session.Store, record.Header, []string, error) {
+	r, err := record.Open(path)
+	if err != nil {
+		return nil, record.Header{}, nil, err
+	}
+	defer r.Close()
+	store := session.New(append(StoreOptions(), opts...)...)
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return store, r.Header(), r.Warnings(), nil
+		}
+		if err != nil {
+			return store, r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
+		}
+		if ev.Msg != nil {
+			ev.Msg.Raw = nil // only a recorder needs the raw line
+		}
+		store.Apply(ev)
+	}
+}

@@ -1,0 +1,166 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// procLabels label every per-process metric: where the process runs and
+// which hook session it is (a process that calls watch() again starts a
+// new session). rank and device are "" when unknown (no torch.distributed;
+// a CPU run); device is the CUDA index, uuid the device's UUID as NVML and
+// dcgm-exporter spell it.
+var procLabels = []string{"host", "pid", "rank", "device", "uuid", "session"}
+
+// gpuLabels label the NVML metrics: the monitor's host and the device.
+var gpuLabels = []string{"host", "uuid"}
+
+func desc(name, help string, labels []string, extra ...string) *prometheus.Desc {
+	return prometheus.NewDesc("vramscope_"+name, help, append(append([]string{}, labels...), extra...), nil)
+}
+
+// The metrics. docs/prometheus.md has the same list.
+var (
+	dAllocated    = desc("allocated_bytes", "PyTorch caching allocator: memory allocated to tensors now (torch.cuda.memory_allocated).", procLabels)
+	dReserved     = desc("reserved_bytes", "PyTorch caching allocator: memory reserved from the driver now (torch.cuda.memory_reserved).", procLabels)
+	dMaxAllocated = desc("max_allocated_bytes", "The allocator's peak counter (torch.cuda.max_memory_allocated) as last read; reset per phase when the hook resets peaks.", procLabels)
+	dPeakAlloc    = desc("peak_allocated_bytes", "Session peak of allocated memory: the highest max_allocated read so far.", procLabels)
+	dPeakRes      = desc("peak_reserved_bytes", "Session peak of reserved memory.", procLabels)
+	dStep         = desc("step", "The optimizer step in progress (the newest phase's step index).", procLabels)
+	dPhase        = desc("phase_info", "1 for the automatic phase in progress (zero_grad, forward, loss, backward, step).", procLabels, "phase")
+	dLastStep     = desc("last_step", "Index of the newest finished step, the one the step and phase peaks below describe.", procLabels)
+	dStepPeak     = desc("step_peak_allocated_bytes", "Allocated peak of the newest finished step.", procLabels)
+	dStepPeakRes  = desc("step_peak_reserved_bytes", "Reserved peak of the newest finished step.", procLabels)
+	dPhasePeak    = desc("phase_peak_allocated_bytes", "Allocated peak of each phase of the newest finished step.", procLabels, "phase")
+	dConnected    = desc("connected", "1 while the process's hook is connected.", procLabels)
+	dLost         = desc("lost_messages_total", "Hook messages that never reached the monitor (gaps in their sequence numbers).", procLabels)
+	dDuplicates   = desc("duplicate_messages_total", "Hook messages received twice (a replayed backlog) and ignored.", procLabels)
+	dHookDropped  = desc("hook_dropped_total", "Messages the hook dropped because its queue was full (it never blocks training).", procLabels)
+	dHookEvicted  = desc("hook_evicted_total", "Messages the hook evicted from its backlog while no monitor listened.", procLabels)
+	dSendErrors   = desc("hook_send_errors_total", "Socket send errors the hook counted.", procLabels)
+
+	dDevUsed   = desc("nvml_device_used_bytes", "NVML: device memory used.", gpuLabels)
+	dDevTotal  = desc("nvml_device_total_bytes", "NVML: device memory total.", gpuLabels)
+	dProcUsed  = desc("nvml_process_used_bytes", "NVML: memory the driver charges each compute process on the device (any process, hooked or not).", gpuLabels, "pid")
+	dProcesses = desc("processes", "Training processes (hook sessions) known to the monitor.", nil)
+	dBad       = desc("bad_messages_total", "Bad or orphan hook messages the monitor skipped.", nil)
+	dExpDrop   = desc("exporter_dropped_total", "Events the exporter could not apply because its queue was full.", nil)
+)
+
+// collector is the Exporter as a prometheus.Collector. It is unchecked
+// (Describe sends nothing): its label values come and go with processes.
+type collector struct{ e *Exporter }
+
+func (collector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect applies the queued events, then reads the store.
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.applyLocked()
+	s := e.store
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	count := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(dProcesses, float64(len(s.Processes())))
+	count(dBad, uint64(s.Errors))
+	count(dExpDrop, e.dropped)
+	for _, p := range s.Processes() {
+		collectProcess(p, labelsOf(p), gauge, count)
+	}
+	for _, g := range s.GPUs() {
+		if g.Last.At.IsZero() {
+			continue
+		}
+		gauge(dDevUsed, float64(g.Last.Used), e.host, g.UUID)
+		if g.Total.Known() {
+			gauge(dDevTotal, float64(g.Total), e.host, g.UUID)
+		}
+		for _, pr := range g.Processes {
+			gauge(dProcUsed, float64(pr.Used), e.host, g.UUID, strconv.Itoa(pr.PID))
+		}
+	}
+}
+
+func labelsOf(p *session.Process) []string {
+	h := &p.Hello
+	rank, device, uuid := "", "", ""
+	if h.Rank != nil {
+		rank = strconv.Itoa(*h.Rank)
+	}
+	if h.CUDA != nil {
+		device, uuid = strconv.Itoa(h.CUDA.Index), h.CUDA.UUID
+	}
+	return []string{h.Host, strconv.Itoa(h.PID), rank, device, uuid, p.Key}
+}
+
+type emit func(d *prometheus.Desc, v float64, labels ...string)
+type emitCount func(d *prometheus.Desc, v uint64, labels ...string)
+
+func collectProcess(p *session.Process, l []string, gauge emit, count emitCount) {
+	with := func(extra string) []string { return append(append([]string{}, l...), extra) }
+	connected := 0.0
+	if p.Connected {
+		connected = 1
+	}
+	gauge(dConnected, connected, l...)
+	count(dLost, p.Lost, l...)
+	count(dDuplicates, p.Duplicates, l...)
+	count(dHookDropped, p.Stats.Dropped, l...)
+	count(dHookEvicted, p.Stats.Evicted, l...)
+	count(dSendErrors, p.Stats.SendErrors, l...)
+	if m := p.Mem; m != nil {
+		gauge(dAllocated, float64(m.Allocated), l...)
+		gauge(dReserved, float64(m.Reserved), l...)
+		gauge(dMaxAllocated, float64(m.MaxAllocated), l...)
+	}
+	if v := p.MaxAllocated.Max(); v >= 0 {
+		gauge(dPeakAlloc, float64(max(v, p.Allocated.Max())), l...)
+	}
+	if v := p.Reserved.Max(); v >= 0 {
+		gauge(dPeakRes, float64(v), l...)
+	}
+	if sp := p.Spans(); len(sp) > 0 {
+		gauge(dStep, float64(sp[len(sp)-1].Step), l...)
+		for i := len(sp) - 1; i >= 0; i-- {
+			if sp[i].Open() && !sp[i].User {
+				gauge(dPhase, 1, with(sp[i].Name)...)
+				break
+			}
+		}
+	}
+	if st := lastFinished(p); st != nil {
+		gauge(dLastStep, float64(st.Index), l...)
+		if st.PeakAllocated.Known() {
+			gauge(dStepPeak, float64(st.PeakAllocated), l...)
+		}
+		if st.PeakReserved.Known() {
+			gauge(dStepPeakRes, float64(st.PeakReserved), l...)
+		}
+		seen := map[string]bool{}
+		for i := range st.Phases {
+			c := &st.Phases[i]
+			if c.PeakAllocated.Known() && !seen[c.Name] {
+				seen[c.Name] = true
+				gauge(dPhasePeak, float64(c.PeakAllocated), with(c.Name)...)
+			}
+		}
+	}
+}
+
+// lastFinished is the newest step of the table that a newer step follows
+// (the newest row may still be running).
+func lastFinished(p *session.Process) *session.Step {
+	st := p.Steps()
+	if len(st) < 2 {
+		return nil
+	}
+	return st[len(st)-2]
+}

@@ -1,0 +1,328 @@
+// Package plot draws one training process's memory as a picture to paste
+// into an issue or a pull request (SVG, PNG or PDF), with
+// gonum.org/v1/plot: allocated, reserved and the driver's figure over time,
+// the phases shaded, the warmup marked and the session peak annotated.
+// docs/plot.md shows an example.
+package plot
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"strings"
+	"time"
+
+	gplot "gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// Formats are the output formats, by file extension.
+var Formats = []string{"svg", "png", "pdf"}
+
+// Options size and title the picture.
+type Options struct {
+	// Width and Height are the picture's size (default 10 × 5 inches; a PNG
+	// is rendered at 96 dpi).
+	Width, Height vg.Length
+	// Title replaces the default title (the process and the file).
+	Title string
+	// Source names the recording, for the default title.
+	Source string
+}
+
+// phaseColors are the shading of the automatic phases (light, so the
+// curves stay readable); user phases share a grey.
+var phaseColors = map[string]color.NRGBA{
+	"zero_grad": {R: 0x99, G: 0x99, B: 0x99, A: 0x30},
+	"forward":   {R: 0x4c, G: 0x9b, B: 0xe8, A: 0x30},
+	"loss":      {R: 0xf2, G: 0xb7, B: 0x05, A: 0x38},
+	"backward":  {R: 0xe8, G: 0x5d, B: 0x4c, A: 0x30},
+	"step":      {R: 0x5c, G: 0xb8, B: 0x5c, A: 0x30},
+}
+
+var userColor = color.NRGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x20}
+
+// Curve colours.
+var (
+	allocColor    = color.NRGBA{R: 0x1f, G: 0x4e, B: 0xa8, A: 0xff}
+	reservedColor = color.NRGBA{R: 0x8e, G: 0x44, B: 0xad, A: 0xff}
+	nvmlColor     = color.NRGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff}
+	peakColor     = color.NRGBA{R: 0xd0, G: 0x10, B: 0x10, A: 0xff}
+)
+
+// gib is the y unit.
+const gib = float64(1 << 30)
+
+// Build draws process p of store s.
+func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error) {
+	d := session.Diagnose(s, p)
+	t0, t1 := window(p)
+	x := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
+
+	pl := gplot.New()
+	pl.Title.Text = o.Title
+	if pl.Title.Text == "" {
+		pl.Title.Text = title(p, o.Source, &d)
+	}
+	pl.X.Label.Text = "seconds"
+	pl.Y.Label.Text = "GiB"
+	pl.Y.Min = 0
+	pl.Legend.Top, pl.Legend.Left = true, true
+	pl.Legend.TextStyle.Font.Size = vg.Points(9)
+	pl.Add(plotter.NewGrid())
+	// The training, not the process's start-up: NVML sees the process
+	// (CUDA context, loading) seconds before the hook's first phase.
+	pad := max(t1.Sub(t0).Seconds()*0.01, 0.001)
+	defer func() { pl.X.Min, pl.X.Max = -pad, x(t1)+pad }() // Add widens the range to the data
+
+	// Headroom above the curves for the legend.
+	top := float64(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max(), 1)) / gib * 1.45
+	pl.Y.Max = top
+	if err := shadePhases(pl, p, x, top); err != nil {
+		return nil, err
+	}
+	right := x(t1) * 0.6 // labels past this point read leftwards
+	if err := markWarmup(pl, p, &d, x, top, right); err != nil {
+		return nil, err
+	}
+	curves := []struct {
+		s    *session.Series
+		name string
+		c    color.Color
+		dash bool
+	}{
+		{p.Reserved, "reserved", reservedColor, false},
+		{p.Allocated, "allocated", allocColor, false},
+		{p.GPU, nvmlName(p), nvmlColor, true},
+	}
+	for _, c := range curves {
+		xys := steps(c.s, x, x(t1))
+		if len(xys) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, fmt.Errorf("plot %s: %w", c.name, err)
+		}
+		l.Color, l.Width = c.c, vg.Points(1.2)
+		if c.dash {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		pl.Add(l)
+		pl.Legend.Add(c.name, l)
+	}
+	if err := annotatePeak(pl, p, &d, x, right); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Write draws process p of store s in format ("svg", "png" or "pdf") to w.
+func Write(w io.Writer, format string, s *session.Store, p *session.Process, o Options) error {
+	format = strings.ToLower(strings.TrimPrefix(format, "."))
+	known := false
+	for _, f := range Formats {
+		known = known || f == format
+	}
+	if !known {
+		return fmt.Errorf("unknown picture format %q: want svg, png or pdf", format)
+	}
+	pl, err := Build(s, p, o)
+	if err != nil {
+		return err
+	}
+	width, height := o.Width, o.Height
+	if width <= 0 {
+		width = 10 * vg.Inch
+	}
+	if height <= 0 {
+		height = 5 * vg.Inch
+	}
+	wt, err := pl.WriterTo(width, height, format)
+	if err != nil {
+		return fmt.Errorf("render %s: %w", format, err)
+	}
+	if _, err := wt.WriteTo(w); err != nil {
+		return fmt.Errorf("write %s: %w", format, err)
+	}
+	return nil
+}
+
+// window is the time the picture covers: from the hook's first phase (or
+// first allocator reading) to its last reading.
+func window(p *session.Process) (from, to time.Time) {
+	from, to = p.First, p.Last
+	if at, _, ok := p.Allocated.First(); ok {
+		from = at
+	}
+	if sp := p.Spans(); len(sp) > 0 && sp[0].Start.Before(from) {
+		from = sp[0].Start
+	}
+	if at, _, ok := p.Allocated.Last(); ok && at.After(from) {
+		to = at
+	}
+	if sp := p.Spans(); len(sp) > 0 && sp[len(sp)-1].End.After(to) {
+		to = sp[len(sp)-1].End
+	}
+	if !to.After(from) {
+		to = from.Add(time.Second)
+	}
+	return from, to
+}
+
+func title(p *session.Process, source string, d *session.Diagnosis) string {
+	t := p.Label()
+	if c := p.Hello.CUDA; c != nil {
+		t += " · " + c.Name
+	}
+	if source != "" {
+		t = source + " · " + t
+	}
+	return t + " · " + string(d.Pattern)
+}
+
+func nvmlName(p *session.Process) string {
+	if p.GPUSource == "device" {
+		return "NVML device used"
+	}
+	return "NVML process used"
+}
+
+// steps turns a series into a step line: a value holds until the next,
+// and the last one until end (the reading in effect when the run ended).
+func steps(s *session.Series, x func(time.Time) float64, end float64) plotter.XYs {
+	var xys plotter.XYs
+	s.Points(func(at time.Time, v int64) {
+		px, py := x(at), float64(v)/gib
+		if n := len(xys); n > 0 {
+			xys = append(xys, plotter.XY{X: px, Y: xys[n-1].Y})
+		}
+		xys = append(xys, plotter.XY{X: px, Y: py})
+	})
+	if n := len(xys); n > 0 && xys[n-1].X < end {
+		xys = append(xys, plotter.XY{X: end, Y: xys[n-1].Y})
+	}
+	return xys
+}
+
+// shadePhases draws each finished phase as a light band, one legend entry
+// per phase name.
+func shadePhases(pl *gplot.Plot, p *session.Process, x func(time.Time) float64, top float64) error {
+	seen := map[string]bool{}
+	for i := range p.Spans() {
+		sp := &p.Spans()[i]
+		if sp.Open() {
+			continue
+		}
+		c, ok := phaseColors[sp.Name]
+		if sp.User || !ok {
+			c = userColor
+		}
+		x0, x1 := x(sp.Start), x(sp.End)
+		band, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: 0}, {X: x1, Y: 0}, {X: x1, Y: top}, {X: x0, Y: top}})
+		if err != nil {
+			return fmt.Errorf("shade %s: %w", sp.Name, err)
+		}
+		band.Color, band.LineStyle.Width = c, 0
+		pl.Add(band)
+		if !seen[sp.Name] && !sp.User {
+			seen[sp.Name] = true
+			pl.Legend.Add(sp.Name, band)
+		}
+	}
+	return nil
+}
+
+// markWarmup draws a dashed line where the steady state begins, labelled
+// with the warmup's change, when the diagnosis found a warmup.
+func markWarmup(pl *gplot.Plot, p *session.Process, d *session.Diagnosis, x func(time.Time) float64, top, right float64) error {
+	if d.Pattern != session.PatternWarmup || d.SteadyFrom < 0 {
+		return nil
+	}
+	var at time.Time
+	for _, sp := range p.StepPeaks() {
+		if sp.Index == d.SteadyFrom {
+			at = sp.Start
+		}
+	}
+	if at.IsZero() {
+		return nil
+	}
+	l, err := plotter.NewLine(plotter.XYs{{X: x(at), Y: 0}, {X: x(at), Y: top}})
+	if err != nil {
+		return fmt.Errorf("warmup line: %w", err)
+	}
+	l.Color, l.Width = color.NRGBA{R: 0x20, G: 0x80, B: 0x20, A: 0xff}, vg.Points(1)
+	l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+	pl.Add(l)
+	change := session.Bytes(d.WarmupChange)
+	sign := "+"
+	if d.WarmupChange < 0 {
+		change, sign = -change, "−"
+	}
+	lab, err := plotter.NewLabels(plotter.XYLabels{
+		XYs:    plotter.XYs{{X: x(at), Y: top * 0.97}},
+		Labels: []string{fmt.Sprintf(" ← warmup | steady from step %d (%s%s) ", d.SteadyFrom, sign, change.Human())},
+	})
+	if err != nil {
+		return fmt.Errorf("warmup label: %w", err)
+	}
+	alignLabel(lab, x(at), right)
+	pl.Add(lab)
+	return nil
+}
+
+// annotatePeak marks the session's allocated peak: the moment the
+// allocator's max_allocated counter first reached its highest value (the
+// counter rises exactly when the peak happens), labelled with the size and
+// where the diagnosis places it.
+func annotatePeak(pl *gplot.Plot, p *session.Process, d *session.Diagnosis, x func(time.Time) float64, right float64) error {
+	if !d.Peak.Allocated.Known() {
+		return nil
+	}
+	top := p.MaxAllocated.Max()
+	var at time.Time
+	p.MaxAllocated.Points(func(t time.Time, v int64) {
+		if v == top && at.IsZero() {
+			at = t
+		}
+	})
+	if at.IsZero() {
+		return nil
+	}
+	y := float64(top) / gib
+	dot, err := plotter.NewScatter(plotter.XYs{{X: x(at), Y: y}})
+	if err != nil {
+		return fmt.Errorf("peak marker: %w", err)
+	}
+	dot.GlyphStyle = draw.GlyphStyle{Color: peakColor, Radius: vg.Points(3.5), Shape: draw.CircleGlyph{}}
+	pl.Add(dot)
+	where := ""
+	if d.Peak.Step >= 0 {
+		where = " · " + session.Where(d.Peak.Step, d.Peak.Phase)
+	}
+	lab, err := plotter.NewLabels(plotter.XYLabels{
+		XYs:    plotter.XYs{{X: x(at), Y: y}},
+		Labels: []string{fmt.Sprintf("  peak %s%s  ", session.Bytes(top).Human(), where)},
+	})
+	if err != nil {
+		return fmt.Errorf("peak label: %w", err)
+	}
+	lab.TextStyle[0].Color = peakColor
+	alignLabel(lab, x(at), right)
+	pl.Add(lab)
+	return nil
+}
+
+// alignLabel makes a label read leftwards from its point when the point is
+// far right, so it stays inside the picture.
+func alignLabel(l *plotter.Labels, at, right float64) {
+	if at > right {
+		l.TextStyle[0].XAlign = text.XRight
+	}
+}
