@@ -66,8 +66,11 @@ def _isolated(monkeypatch):
     client = _api._current
     if client is not None:
         client.close("removed", timeout=0.2)
+    for h in list(_api._handles):
+        h.remove()
     _api._current = None
     _api._refs = 0
+    _api._told.clear()
 
 
 def load_fixture_stats(name="memory_stats_torch23_a100.json"):
