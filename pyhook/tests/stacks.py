@@ -107,13 +107,15 @@ class GradientState:
         self.sync_gradients = True
 
 
-def accelerated_optimizer(torch, log=None):
+def accelerated_optimizer(torch, base=None):
     """Return accelerate's ``AcceleratedOptimizer`` (accelerate/optimizer.py): an
     ``Optimizer`` subclass whose ``__init__`` never calls ``Optimizer.__init__``,
     so the instance has no ``_optimizer_step_pre_hooks``; ``step`` and
-    ``zero_grad`` reach the wrapped optimizer only when gradients sync."""
+    ``zero_grad`` reach the wrapped optimizer only when gradients sync.
+    ``base`` defaults to torch's Optimizer; pass ``torch2_step_hooks(torch,
+    torch.optim.Optimizer)`` to get torch 2.x's class on torch 1.13."""
 
-    class AcceleratedOptimizer(torch.optim.Optimizer):
+    class AcceleratedOptimizer(base or torch.optim.Optimizer):
         def __init__(self, optimizer, device_placement=True, scaler=None, gradient_state=None):
             self.optimizer = optimizer
             self.scaler = scaler
@@ -163,7 +165,10 @@ class Accelerator:
         self.gradient_state = GradientState()
 
     def prepare(self, model, optimizer):
-        cls = accelerated_optimizer(self.torch)
+        base = None
+        if not hasattr(self.torch.optim.Optimizer, "register_step_pre_hook"):
+            base = torch2_step_hooks(self.torch, self.torch.optim.Optimizer)  # as on torch 2.x
+        cls = accelerated_optimizer(self.torch, base)
         return model, cls(optimizer, gradient_state=self.gradient_state)
 
     def backward(self, loss, **kwargs):

@@ -55,8 +55,9 @@ def static_figures(torch, model, optimizer):
     weights = unique_bytes(params + buffers)
     gradients = unique_bytes(p.grad for p in params if p.grad is not None)
     state = 0
-    if optimizer is not None:
-        state = unique_bytes(_tensors_in(list(optimizer.state.values()), torch.is_tensor))
+    opt_state = getattr(optimizer, "state", None) if optimizer is not None else None
+    if isinstance(opt_state, dict):  # a wrapper that skipped Optimizer.__init__ may have none
+        state = unique_bytes(_tensors_in(list(opt_state.values()), torch.is_tensor))
     first = params[0] if params else (buffers[0] if buffers else None)
     return {
         "weights": weights,
