@@ -121,3 +121,10 @@ def _uninstall():
     # A wrapper someone put on top of ours keeps calling ours, which is inert
     # now: with no listeners _run just calls the original.
     _state.update(torch=None, tensor=None, autograd=None)
+
+
+def _reset_for_tests():
+    """Forget every listener and undo the wrappers (tests build Watchers they never remove)."""
+    with _lock:
+        del _listeners[:]
+        _uninstall()
