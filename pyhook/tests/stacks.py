@@ -271,6 +271,13 @@ class LightningOptimizer:
     def __init__(self, optimizer, strategy):
         self._optimizer = optimizer
         self._strategy = strategy
+        # imitate the class of the wrapped object to make isinstance checks work
+        self.__class__ = type("Lightning" + optimizer.__class__.__name__,
+                              (self.__class__, optimizer.__class__), {})
+
+    @property
+    def optimizer(self):
+        return self._optimizer
 
     @property
     def param_groups(self):
@@ -280,7 +287,13 @@ class LightningOptimizer:
         self._optimizer.zero_grad(set_to_none=set_to_none)
 
     def step(self, closure=None, **kwargs):
+        if closure is None:
+            closure = _do_nothing_closure  # manual optimization: step() without a closure
         return self._strategy.optimizer_step(self._optimizer, closure, **kwargs)
+
+
+def _do_nothing_closure():
+    return None
 
 
 class LightningTrainer:

@@ -434,3 +434,20 @@ def test_second_watch_replaces_the_first_with_one_warning(torch_mod, monkeypatch
         assert begins(client, step) == ["zero_grad", "forward", "loss", "backward", "step"]
     second.remove()
     assert not _backward.installed()
+
+
+def test_lightning_optimizer_is_unwrapped_in_manual_optimization(torch_mod, monkeypatch):
+    torch = torch_mod
+    made = watched_client(monkeypatch)
+    model = torch.nn.Linear(8, 2)
+    raw = torch.optim.AdamW(model.parameters())
+    trainer = stacks.LightningTrainer(torch)
+    lopt = stacks.LightningOptimizer(raw, trainer)  # what self.optimizers() returns
+    assert isinstance(lopt, torch.optim.AdamW) and type(lopt).__name__ == "LightningAdamW"
+    handle = vramscope.watch(model, lopt)
+    assert handle.watcher.optimizer is raw
+    lopt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()  # manual_backward calls loss.backward()
+    lopt.step()
+    assert begins(made[0], 0) == ["zero_grad", "forward", "loss", "backward", "step"]
+    assert made[0].step == 1

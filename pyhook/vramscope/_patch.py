@@ -15,6 +15,7 @@ from . import _safe
 # accelerate's AcceleratedOptimizer (``.optimizer``, accelerate/optimizer.py)
 # and Lightning's LightningOptimizer (``._optimizer``, lightning/pytorch/core/optimizer.py).
 INNER = ("optimizer", "_optimizer")
+KNOWN = ("AcceleratedOptimizer", "LightningOptimizer")
 MAX_UNWRAP = 4
 
 
@@ -58,8 +59,10 @@ def unwrap_optimizer(opt):
                 break
         if inner is None:
             break
-        name = type(opt).__name__
-        if initialised(opt) and name not in ("AcceleratedOptimizer", "LightningOptimizer"):
+        # LightningOptimizer takes the class "Lightning" + the optimizer's class
+        # name (a subclass of both), so known wrappers are found in the MRO.
+        known = any(c.__name__ in KNOWN for c in type(opt).__mro__)
+        if initialised(opt) and not known:
             break  # a real Optimizer that merely holds another one
         opt = inner
     return opt
