@@ -210,3 +210,13 @@ def make_config(socket="/nonexistent/vramscope.sock", **kw):
 def queued(client):
     """Messages a client created but never sent (a client built with start=False)."""
     return [m for _, m in client._queue]
+
+
+def checkpoint(torch, fn, *args):
+    """torch.utils.checkpoint.checkpoint, reentrant as on torch 1.13; torch 2.x
+    wants ``use_reentrant`` passed explicitly (detected, not versioned)."""
+    import inspect
+    import torch.utils.checkpoint as cp
+    if "use_reentrant" in inspect.signature(cp.checkpoint).parameters:
+        return cp.checkpoint(fn, *args, use_reentrant=True)
+    return cp.checkpoint(fn, *args)

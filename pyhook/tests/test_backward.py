@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import make_config, queued
+from conftest import checkpoint, make_config, queued
 import stacks
 from vramscope import _backward, _client, _watch
 
@@ -95,7 +95,6 @@ def test_a_backward_of_another_model_is_not_this_ones(torch_mod):
 
 def test_checkpoint_recomputation_and_a_raising_backward_leave_nothing_open(torch_mod):
     torch = torch_mod
-    import torch.utils.checkpoint as cp
 
     class Ckpt(torch.nn.Module):
         def __init__(self):
@@ -104,7 +103,7 @@ def test_checkpoint_recomputation_and_a_raising_backward_leave_nothing_open(torc
             self.b = torch.nn.Linear(8, 8)
 
         def forward(self, x):
-            return cp.checkpoint(self.b, self.a(x).relu())
+            return checkpoint(torch, self.b, self.a(x).relu())
 
     model = Ckpt()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

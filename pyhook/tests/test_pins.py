@@ -13,7 +13,7 @@ import importlib.util
 import json
 import os
 
-from conftest import ROOT, FakeCuda
+from conftest import ROOT, FakeCuda, checkpoint
 from test_e2e import (has_goodbye, recorders, report_json, start, stop_ok,  # noqa: F401
                       the_process, vs_bin, workdir)
 import vramscope
@@ -144,7 +144,6 @@ def test_checkpointing_session_with_evals_reports_eight_steps(
     gradient accumulation, SGD momentum, StepLR and ``vramscope.phase("eval")``
     under ``no_grad`` after each of 8 optimizer steps (it was reported as 9)."""
     torch = torch_mod
-    import torch.utils.checkpoint as cp
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -154,7 +153,7 @@ def test_checkpointing_session_with_evals_reports_eight_steps(
 
         def forward(self, x):
             for b in self.blocks:
-                x = cp.checkpoint(lambda t, b=b: b(t).relu(), x)
+                x = checkpoint(torch, lambda t, b=b: b(t).relu(), x)
             return self.head(x)
 
     model = Net()
