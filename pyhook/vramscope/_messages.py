@@ -178,9 +178,9 @@ def _fast(msg):
 def _input_text(size):
     """Return ``,"input":{...}`` for a phase's input size, or None for another shape
     (protocol additions item 1: batch and tokens, each an int or null)."""
-    if type(size) is not dict or len(size) != 2:
+    if type(size) is not dict or tuple(size) != ("batch", "tokens"):
         return None
-    batch, tokens = size.get("batch", 0), size.get("tokens", 0)
+    batch, tokens = size["batch"], size["tokens"]
     for v in (batch, tokens):
         if v is not None and (type(v) is not int or v < 0):
             return None
