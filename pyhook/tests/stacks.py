@@ -312,7 +312,7 @@ class LightningTrainer:
     """
 
     def __init__(self, torch, callbacks=(), accumulate_grad_batches=1, log=None,
-                 val_every=0, sanity_val=0):
+                 val_every=0, sanity_val=0, amp_skip=None):
         self.torch = torch
         self.callbacks = list(callbacks)
         self.accumulate_grad_batches = accumulate_grad_batches
@@ -321,6 +321,10 @@ class LightningTrainer:
         self.sanity_val = sanity_val
         self.optimizers = []
         self.lightning_module = None
+        # MixedPrecision (plugins/precision/amp.py) when not None: the batch
+        # indices whose scaler.step finds inf gradients and skips the update.
+        self.amp_skip = amp_skip
+        self._batch_idx = 0
 
     def _fire(self, name, *args):
         if self.log is not None:
@@ -332,6 +336,16 @@ class LightningTrainer:
 
     # strategy / precision plugin
     def optimizer_step(self, optimizer, closure, **kwargs):
+        if self.amp_skip is not None:
+            # MixedPrecision.optimizer_step: runs the closure itself, then
+            # _after_closure, then scaler.step(optimizer), which calls
+            # optimizer.step() only when the gradients are finite.
+            result = closure()
+            self._fire("on_before_optimizer_step", optimizer)
+            if self._batch_idx not in self.amp_skip:
+                optimizer.step(**kwargs)
+            return result
+
         def wrapped_closure():
             result = closure()
             self._fire("on_before_optimizer_step", optimizer)  # precision._after_closure
@@ -353,6 +367,7 @@ class LightningTrainer:
         self._fire("on_train_start")
         self._fire("on_train_epoch_start")
         for batch_idx, batch in enumerate(batches):
+            self._batch_idx = batch_idx
             self._fire("on_train_batch_start", batch, batch_idx)
             closure = self._make_closure(module, opt, batch, batch_idx)
             if (batch_idx + 1) % self.accumulate_grad_batches != 0:

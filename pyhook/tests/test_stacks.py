@@ -451,3 +451,40 @@ def test_lightning_optimizer_is_unwrapped_in_manual_optimization(torch_mod, monk
     lopt.step()
     assert begins(made[0], 0) == ["zero_grad", "forward", "loss", "backward", "step"]
     assert made[0].step == 1
+
+
+def test_lightning_mixed_precision_skipped_step_still_ends_the_step(torch_mod, monkeypatch):
+    torch = torch_mod
+    made = watched_client(monkeypatch)
+    from vramscope.integrations.lightning import LightningHooks
+    trainer = stacks.LightningTrainer(torch, callbacks=[LightningHooks()], amp_skip={1})
+    trainer.fit(lightning_module(torch), [[torch.randn(32, 64)] for _ in range(3)])
+    client = made[0]
+    assert client.step == 3, "one step per batch, also the one whose update was skipped"
+    for step in range(3):
+        assert begins(client, step) == ["forward", "loss", "zero_grad", "backward", "step"]
+
+
+def test_hf_trainer_with_watch_in_a_user_callback_no_longer_crashes(torch_mod, monkeypatch):
+    """The recorded failure (clients.jsonl.gz, hf_trainer): a TrainerCallback
+    calling vramscope.watch(model, optimizer) in on_train_begin raised
+    AttributeError '_optimizer_step_pre_hooks' into the Trainer."""
+    torch = torch_mod
+    made = watched_client(monkeypatch)
+
+    class UserCallback:
+        def on_train_begin(self, args, state, control, model=None, optimizer=None, **kw):
+            vramscope.watch(model, optimizer)
+
+    model = GPT2Like.make(torch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stacks.hf_trainer_train(torch, model, torch.optim.AdamW(model.parameters()),
+                                [UserCallback()], GPT2Like.batches(torch, 4), accumulation=2)
+    client = made[0]
+    for step in range(2):
+        got = [n for n in begins(client, step) if n != "zero_grad"]
+        assert got == ["forward", "loss", "backward"] * 2 + ["step"], step
+    # Without the callback the step ends at the update, so the Trainer's
+    # model.zero_grad() after it opens the next step (docs/integrations.md).
+    assert begins(client, 2) == ["zero_grad"]

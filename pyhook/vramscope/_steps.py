@@ -66,6 +66,17 @@ class StepsMixin:
                 return
             self._finish_step()
 
+    def finish_open_step(self):
+        """End a step the optimizer never finished: ``step`` was opened (by a
+        framework, or a step hook whose step raised) but no post hook ran, as when
+        a mixed-precision scaler skips ``optimizer.step()`` (Lightning's
+        ``on_train_batch_end``). No-op otherwise."""
+        if not self._active:
+            return
+        with self._lock:
+            if self._open == "step" or self._step_called:
+                self._finish_step()
+
     def finish_step(self):
         """End the step now (HF Trainer's ``on_step_end``); no-op when idle."""
         if not self._active:

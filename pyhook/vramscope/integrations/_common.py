@@ -45,6 +45,11 @@ class Driver:
         if w is not None:
             _safe.call(w.finish_step)
 
+    def finish_open_step(self):
+        w = self.watcher
+        if w is not None:
+            _safe.call(w.finish_open_step)
+
     def stop(self):
         h, self.handle = self.handle, None
         if h is not None:

@@ -19,6 +19,7 @@ Lightning's hooks map onto the five phases (automatic optimization, Lightning
 ``on_after_backward``         ``backward`` ends
 ``on_before_optimizer_step``  ``step`` begins (the update, after the closure)
 optimizer step returns        ``step`` ends, the step counter advances
+``on_train_batch_end``        ends a ``step`` the optimizer never ran (a skipped AMP step)
 ``on_train_end``              the hooks are removed
 ============================  =========================================
 
@@ -52,6 +53,9 @@ class LightningHooks:
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer, *args):
         self._vramscope.phase("step")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
+        self._vramscope.finish_open_step()
 
     def on_train_end(self, trainer, pl_module):
         self._vramscope.stop()
