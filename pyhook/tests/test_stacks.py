@@ -488,3 +488,36 @@ def test_hf_trainer_with_watch_in_a_user_callback_no_longer_crashes(torch_mod, m
     # Without the callback the step ends at the update, so the Trainer's
     # model.zero_grad() after it opens the next step (docs/integrations.md).
     assert begins(client, 2) == ["zero_grad"]
+
+
+def test_a_watched_model_can_be_deep_copied_and_saved_whole(torch_mod, monkeypatch):
+    """EMA helpers deepcopy the model; some scripts torch.save(model). Both
+    used to fail on the hooks (a Watcher holds torch and a lock)."""
+    import copy
+    import io
+    import pickle
+    torch = torch_mod
+    made = watched_client(monkeypatch)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    vramscope.watch(model, opt)
+    ema = copy.deepcopy(model)
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    pickle.dumps(opt)
+    n = len(queued(made[0]))
+    ema.zero_grad()
+    ema(torch.randn(4, 8)).sum().backward()
+    assert len(queued(made[0])) == n, "the copy runs unobserved"
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    ema.zero_grad()
+    assert all(p.grad is not None for p in model.parameters()), "the copy zeroes its own grads"
+    buf.seek(0)
+    loaded = torch.load(buf) if "weights_only" not in torch.load.__code__.co_varnames \
+        else torch.load(buf, weights_only=False)
+    loaded(torch.randn(2, 8))
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    assert begins(made[0], 0) == ["zero_grad", "forward", "loss", "backward", "step"]

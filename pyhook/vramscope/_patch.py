@@ -118,11 +118,20 @@ def patch_method(obj, name, before, after, wrap_args=None):
     """
     had_own = name in getattr(obj, "__dict__", {})
     original = getattr(obj, name)
+    # The function behind a method bound to obj, to call on a copy of obj:
+    # copy.deepcopy rebinds this wrapper to the copy (an EMA model), which must
+    # run its own method, unobserved.
+    func = getattr(original, "__func__", None) \
+        if getattr(original, "__self__", None) is obj else None
     on = [True]
 
     report = _safe.report
 
     def method(_self, *args, **kwargs):
+        if _self is not obj:
+            if func is not None:
+                return func(_self, *args, **kwargs)
+            return original(*args, **kwargs)
         # _safe.call inlined: this runs twice a step on the training thread.
         if on[0]:
             try:

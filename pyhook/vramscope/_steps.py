@@ -56,6 +56,9 @@ class StepsMixin:
             if self._open != "step":
                 self._begin("step")  # the parameter update follows the closure
 
+    def _on_step_post_hook(self, optimizer, args, kwargs):
+        self._guarded(self._step_post)
+
     def _step_post(self):
         if not self._active:
             return

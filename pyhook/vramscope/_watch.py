@@ -101,6 +101,16 @@ class Watcher(StepsMixin):
             self.remove()
             raise
 
+    # A model copied with copy.deepcopy (an EMA copy) or pickled whole
+    # (torch.save(model)) carries our hooks along: a copy keeps calling this
+    # Watcher, which ignores modules it does not watch, and a pickle restores
+    # inert hooks. Either way, copying a watched model never fails.
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return (_inert, ())
+
     # ---- installation ---------------------------------------------------------------
 
     def _install(self, global_backward):
@@ -130,7 +140,7 @@ class Watcher(StepsMixin):
         self._undo.append(_patch.patch_method(opt, "zero_grad", self._zero_begin, self._zero_end))
         if self.uses_step_hooks:
             pre = opt.register_step_pre_hook(self._on_step_pre_hook)
-            post = opt.register_step_post_hook(lambda *_: self._guarded(self._step_post))
+            post = opt.register_step_post_hook(self._on_step_post_hook)
             self._undo += [pre.remove, post.remove]
         else:
             self._undo.append(_patch.patch_method(opt, "step", _noop, self._step_post,
@@ -223,7 +233,7 @@ class Watcher(StepsMixin):
         return None
 
     def _on_forward_pre(self, module, args, kwargs=None):
-        if not self._active:
+        if not self._active or module is not self._model:
             return None
         with self._lock:
             self._depth += 1
@@ -274,7 +284,7 @@ class Watcher(StepsMixin):
         self._acts.note_input(size)
 
     def _on_forward(self, module, args, output):
-        if not self._active:
+        if not self._active or module is not self._model:
             return None
         with self._lock:
             self._depth = max(0, self._depth - 1)
@@ -404,3 +414,18 @@ class Watcher(StepsMixin):
 
 def _noop():
     return None
+
+
+class _Inert:
+    """What an unpickled Watcher becomes: every hook is a no-op."""
+
+    def __getattr__(self, name):
+        return _inert_hook
+
+
+def _inert_hook(*args, **kwargs):
+    return None
+
+
+def _inert():
+    return _Inert()
