@@ -106,7 +106,9 @@ def _looks_like_module(obj):
 
 def check_args(model, optimizer):
     """Raise ValueError for arguments watch() cannot use (nothing is hooked yet)."""
-    opt_like = optimizer is not None and _patch.is_optimizer_like(optimizer)
+    # Lenient on purpose: anything with step() and zero_grad() can be watched.
+    opt_like = optimizer is not None and callable(getattr(optimizer, "step", None)) \
+        and callable(getattr(optimizer, "zero_grad", None))
     if not _looks_like_module(model):
         if _patch.is_optimizer_like(model) and (optimizer is None or _looks_like_module(optimizer)):
             raise ValueError(
@@ -116,8 +118,8 @@ def check_args(model, optimizer):
         raise ValueError("vramscope.watch: model must be a torch.nn.Module, got %s"
                          % type(model).__name__)
     if optimizer is not None and not opt_like:
-        raise ValueError("vramscope.watch: optimizer must be a torch optimizer (with step, "
-                         "zero_grad and param_groups) or None, got %s" % type(optimizer).__name__)
+        raise ValueError("vramscope.watch: optimizer must be a torch optimizer (with step "
+                         "and zero_grad) or None, got %s" % type(optimizer).__name__)
 
 
 _handles = []  # live Handles, for a second watch() on the same model or optimizer
