@@ -237,8 +237,11 @@ def test_swapped_arguments_raise_value_error_naming_it_before_hooking(torch_mod)
     torch = torch_mod
     model = torch.nn.Linear(4, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with pytest.raises(ValueError, match="swapped"):
+    with pytest.raises(ValueError, match=r"arguments look swapped: got the optimizer SGD first "
+                                         r"and Linear second; call vramscope.watch\(model, optimizer\)"):
         vramscope.watch(opt, model)
+    with pytest.raises(ValueError, match="got the optimizer SGD where the model goes"):
+        vramscope.watch(opt)
     with pytest.raises(ValueError, match="must be a torch.nn.Module"):
         vramscope.watch("model")
     with pytest.raises(ValueError, match="optimizer must be"):

@@ -110,7 +110,11 @@ def check_args(model, optimizer):
     opt_like = optimizer is not None and callable(getattr(optimizer, "step", None)) \
         and callable(getattr(optimizer, "zero_grad", None))
     if not _looks_like_module(model):
-        if _patch.is_optimizer_like(model) and (optimizer is None or _looks_like_module(optimizer)):
+        if _patch.is_optimizer_like(model) and optimizer is None:
+            raise ValueError(
+                "vramscope.watch: got the optimizer %s where the model goes; call "
+                "vramscope.watch(model, optimizer)" % type(model).__name__)
+        if _patch.is_optimizer_like(model) and _looks_like_module(optimizer):
             raise ValueError(
                 "vramscope.watch(model, optimizer): the arguments look swapped: got the "
                 "optimizer %s first and %s second; call vramscope.watch(model, optimizer)"
