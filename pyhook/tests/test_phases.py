@@ -270,3 +270,13 @@ def test_closure_that_raises_propagates_and_opens_no_step_phase(torch_mod):
         opt.step(closure)
     opt.zero_grad()
     assert spans(client) == [("zero_grad", "begin", 1, 0), ("zero_grad", "end", 1, 0)]
+
+
+def test_inference_only_watch_still_shows_no_grad_forwards(torch_mod):
+    torch = torch_mod
+    model = mlp(torch)
+    client = _client.Client(make_config(), start=False)
+    _watch.Watcher(torch, client, model, None, client.config)
+    with torch.no_grad():
+        model(torch.randn(2, 8))
+    assert spans(client) == [("forward", "begin", 0, 0), ("forward", "end", 0, 0)]
