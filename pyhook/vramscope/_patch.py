@@ -106,7 +106,8 @@ def replace_closure(args, kwargs, where, closure):
 
 
 def patch_method(obj, name, before, after, wrap_args=None):
-    """Wrap ``obj.name`` so ``before``/``after`` run around it; return an undo.
+    """Wrap ``obj.name`` so ``before``/``after`` (each may be None) run around it;
+    return an undo.
 
     ``wrap_args(args, kwargs)``, when given, returns the arguments to call the
     original with (the step patch wraps a closure with it).
@@ -132,14 +133,17 @@ def patch_method(obj, name, before, after, wrap_args=None):
             if func is not None:
                 return func(_self, *args, **kwargs)
             return original(*args, **kwargs)
-        # _safe.call inlined: this runs twice a step on the training thread.
+        # _safe.call inlined: this runs on the training thread every step.
         if on[0]:
             try:
-                before()
+                if before is not None:
+                    before()
                 if wrap_args is not None:
                     args, kwargs = wrap_args(args, kwargs)
             except Exception as exc:  # noqa: BLE001
                 report(exc)
+        if after is None:
+            return original(*args, **kwargs)
         try:
             return original(*args, **kwargs)
         finally:

@@ -122,14 +122,14 @@ class Watcher(StepsMixin):
             # Without kwargs in pre-hooks (torch 1.13) keyword inputs are read
             # by a wrapper of the instance's forward, which only looks.
             self._undo.append(_patch.patch_method(
-                m, "forward", _noop, _noop, wrap_args=self._peek_kwargs))
+                m, "forward", None, None, wrap_args=self._peek_kwargs))
         self._undo.append(h.remove)
         self._undo.append(m.register_forward_hook(self._on_forward).remove)
         self._undo.append(_patch.patch_method(m, "zero_grad", self._zero_begin, self._zero_end))
         if callable(getattr(m, "training_step", None)):
             # Lightning calls training_step, not forward (callorders/lightning.txt).
             self._undo.append(_patch.patch_method(
-                m, "training_step", _noop, self._training_step_end,
+                m, "training_step", None, self._training_step_end,
                 wrap_args=self._training_step_begin))
         if global_backward:
             _backward.add(self._torch, self)
@@ -143,7 +143,7 @@ class Watcher(StepsMixin):
             post = opt.register_step_post_hook(self._on_step_post_hook)
             self._undo += [pre.remove, post.remove]
         else:
-            self._undo.append(_patch.patch_method(opt, "step", _noop, self._step_post,
+            self._undo.append(_patch.patch_method(opt, "step", None, self._step_post,
                                                   wrap_args=self._step_pre))
 
     @staticmethod
@@ -215,7 +215,7 @@ class Watcher(StepsMixin):
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
         whose post hook never ran (its step() raised) is finished first."""
-        if self._step_called and self._closure_depth == 0:
+        if self._step_called and not self._closure_depth:
             self._finish_step()
         self._idle = False
 
@@ -276,9 +276,11 @@ class Watcher(StepsMixin):
         if self._open != "forward":  # training_step or a framework opened it
             self._begin("forward", input=size)
         if grad:
+            acts = self._acts
             if size is not None:
-                self._note_input(size)
-            self._acts.start()
+                acts.note_input(size)
+            if acts.measuring:  # unmeasured steps make no meter call
+                acts.start()
 
     def _note_input(self, size):
         self._acts.note_input(size)
@@ -303,7 +305,8 @@ class Watcher(StepsMixin):
         return None
 
     def _forward_end(self, output):
-        self._acts.pause()
+        if self._acts.measuring:
+            self._acts.pause()
         self._end("forward")
         if not self._torch.is_grad_enabled():
             return
@@ -378,7 +381,8 @@ class Watcher(StepsMixin):
 
     def _backward_begin(self):
         self._activity()
-        self._acts.collect()
+        if self._acts.measuring:
+            self._acts.collect()
         self._trained = False
         self._begin("backward")
 
@@ -411,10 +415,6 @@ class Watcher(StepsMixin):
             self._zero_depth = max(0, self._zero_depth - 1)
             if self._zero_depth == 0:
                 self._end("zero_grad")
-
-def _noop():
-    return None
-
 
 class _Inert:
     """What an unpickled Watcher becomes: every hook is a no-op."""
