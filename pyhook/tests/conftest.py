@@ -66,7 +66,7 @@ def _isolated(monkeypatch):
     client = _api._current
     if client is not None:
         client.close("removed", timeout=0.2)
-    for h in list(_api._handles):
+    for h in _api._live_handles():
         h.remove()
     _api._current = None
     _api._refs = 0

@@ -524,3 +524,21 @@ def test_a_watched_model_can_be_deep_copied_and_saved_whole(torch_mod, monkeypat
     model(torch.randn(4, 8)).sum().backward()
     opt.step()
     assert begins(made[0], 0) == ["zero_grad", "forward", "loss", "backward", "step"]
+
+
+def test_a_deleted_model_is_not_kept_alive_by_the_watch_registry(torch_mod, monkeypatch):
+    import gc
+    import weakref
+    torch = torch_mod
+    watched_client(monkeypatch)
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    vramscope.watch(model, opt)  # the handle dropped at once, as in the README
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    alive = weakref.ref(model)
+    del model, opt
+    gc.collect()
+    assert alive() is None, "a notebook's deleted model must free its (GPU) memory"
+    assert _api.watched() == []

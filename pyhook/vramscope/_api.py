@@ -9,6 +9,7 @@ import atexit
 import os
 import threading
 import warnings
+import weakref
 
 from . import _client, _config, _cuda, _messages, _patch, _safe, _watch
 
@@ -81,8 +82,7 @@ class Handle:
             return
         watcher.remove()
         with _lock:
-            if self in _handles:
-                _handles.remove(self)
+            _handles[:] = [r for r in _handles if r() is not None and r() is not self]
             if self.client is _current:
                 _refs -= 1
                 last = _refs <= 0
@@ -126,7 +126,14 @@ def check_args(model, optimizer):
                          "and zero_grad) or None, got %s" % type(optimizer).__name__)
 
 
-_handles = []  # live Handles, for a second watch() on the same model or optimizer
+# Weak references to live Handles, for a second watch() on the same model or
+# optimizer. Weak: a model the user deleted must not stay alive (and on the
+# GPU) through this list; its Watcher keeps its Handle while the hooks live.
+_handles = []
+
+
+def _live_handles():
+    return [h for h in (r() for r in _handles) if h is not None and h.watcher is not None]
 _told = set()  # one-time notices already given
 
 
@@ -144,14 +151,13 @@ def _replace_earlier(model, inner):
     """Remove live watches of ``model`` or ``inner`` (a notebook cell run twice)."""
     global _refs
     with _lock:
-        old = [h for h in _handles if h.watcher is not None and (
+        old = [h for h in _live_handles() if (
             h.watcher.model is model or (inner is not None and h.watcher.optimizer is inner))]
     for h in old:
         watcher, h.watcher = h.watcher, None
         watcher.remove()
         with _lock:
-            if h in _handles:
-                _handles.remove(h)
+            _handles[:] = [r for r in _handles if r() is not None and r() is not h]
             if h.client is _current:
                 _refs -= 1
     if old:
@@ -167,7 +173,7 @@ def _replace_earlier(model, inner):
 def watched():
     """Return the live Watchers (for integrations and tests)."""
     with _lock:
-        return [h.watcher for h in _handles if h.watcher is not None]
+        return [h.watcher for h in _live_handles()]
 
 
 def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=None,
@@ -215,7 +221,8 @@ def _watch_now(model, optimizer, config):
     with _lock:
         if client is _current:
             _refs += 1
-        _handles.append(handle)
+        _handles.append(weakref.ref(handle))
+    watcher.handle = handle  # the handle lives as long as the hooks do
     return handle
 
 
