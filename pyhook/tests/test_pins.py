@@ -185,3 +185,25 @@ def test_checkpointing_session_with_evals_reports_eight_steps(
         counts = {p["phase"]: p["count"] for p in st["phases"]}
         assert counts["forward"] == counts["backward"] == 4 and counts["eval"] == 1
     assert proc["anatomy"]["measured"]["batch_size"] == 16, "not the eval batch of 64"
+
+
+def test_zero_grad_after_the_update_reports_one_step_per_update(
+        torch_mod, vs_bin, workdir, recorders):  # noqa: F811
+    torch = torch_mod
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    out, sock = os.path.join(workdir, "tail.jsonl"), os.path.join(workdir, "s.sock")
+    rec = start(recorders, vs_bin, out, sock)
+    handle = vramscope.watch(model, opt, socket=sock)
+    for _ in range(4):
+        model(torch.randn(8, 16)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    handle.remove()
+    rec.wait_for(has_goodbye, "the hook's goodbye")
+    stop_ok(rec)
+    proc = the_process(report_json(vs_bin, out))
+    assert proc["steps_total"] == 4
+    for st in proc["steps"]:
+        assert [p["phase"] for p in st["phases"]] == ["forward", "loss", "backward", "step",
+                                                     "zero_grad"]

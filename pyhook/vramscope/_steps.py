@@ -98,6 +98,7 @@ class StepsMixin:
             _safe.call(self._send_anatomy, step, figures)
         self._client.step = step + 1
         self._client.micro = 0
+        self._zero_seen_last, self._zero_seen = self._zero_seen, False
         self._idle = True
         self._trained = False
         self._acts.prepare(step + 1)

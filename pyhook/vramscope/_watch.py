@@ -73,6 +73,9 @@ class Watcher(StepsMixin):
         self._backward_micro = 0
         self._zero_depth = 0
         self._closure_depth = 0
+        self._zero_seen = False  # this step began with zero_grad
+        self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
+        self._tail_step = None  # the step a tail zero_grad belongs to, while open
         self._step_called = False
         self._idle = True
         self._trained = False
@@ -209,6 +212,9 @@ class Watcher(StepsMixin):
             self._user_bw = False
             self._client.phase(name, "end", micro=self._backward_micro)
             self._client.micro = self._backward_micro + 1
+        elif self._tail_step is not None:
+            self._client.phase(name, "end", step=self._tail_step)
+            self._tail_step = None
         else:
             self._client.phase(name, "end")
 
@@ -402,11 +408,24 @@ class Watcher(StepsMixin):
             return
         with self._lock:
             self._zero_depth += 1
-            if self._zero_depth == 1:
-                self._activity()
+            if self._zero_depth != 1:
+                return
+            if self._idle and not self._zero_seen_last and self._client.step > 0 \
+                    and self._optimizer is not None and self._open is None:
+                # A loop that zeroes after optimizer.step(): the step just
+                # finished had no zero_grad, so this one is its tail, not the
+                # head of a step of its own (the last one would be a step with
+                # nothing but zero_grad). The step stays idle.
                 self._recover()
-                if self._open != "zero_grad":
-                    self._begin("zero_grad")
+                self._tail_step = self._client.step - 1
+                self._open = "zero_grad"
+                self._client.phase("zero_grad", "begin", step=self._tail_step)
+                return
+            self._activity()
+            self._recover()
+            self._zero_seen = True
+            if self._open != "zero_grad":
+                self._begin("zero_grad")
 
     def _zero_end(self):
         if not self._active:
