@@ -115,3 +115,18 @@ def test_eval_with_a_larger_batch_on_a_measured_step_keeps_the_training_batch(to
     (a,) = [m for m in queued(client) if m["type"] == "anatomy"]
     assert a["batch_size"] == 4 and a["tokens"] == 32
     assert inputs(client) == [{"batch": 4, "tokens": 32}, None]
+
+
+def test_the_oom_runs_batch_schedule_is_measured_at_every_doubling(torch_mod):
+    """oom.jsonl.gz's schedule (batch doubling every 3 steps, measured once at
+    step 2 and then stale): now each doubling is measured, the figure never
+    stays at the first batch's."""
+    torch = torch_mod
+    sizes = [4 * 2 ** (s // 3) for s in range(12)]  # 4,4,4,8,8,8,16,16,16,32,32,32
+    client = run(torch, mlp(torch), sizes, lambda b: torch.randn(b, 8))
+    a = anatomy(client)
+    assert sorted(a) == [0, 1, 2, 3, 6, 9]
+    per_sample = (8 + 16) * F32
+    for s in (3, 6, 9):
+        assert a[s]["activations_source"] == "measured"
+        assert a[s]["activations"] == sizes[s] * per_sample == a[s]["batch_size"] * per_sample
