@@ -192,13 +192,18 @@ class Watcher(StepsMixin):
 
     # ---- phase bookkeeping -------------------------------------------------------
 
-    def _begin(self, name, input=None):
+    def _begin(self, name, input=None, step=None):  # noqa: A002
+        """End the open phase and begin ``name`` (``step``: a number other than the
+        current one, for a tail zero_grad; its end edge carries it too)."""
         if self._open is not None:
             self._end(self._open)
         self._open = name
         if name == "backward":
             self._backward_micro = self._client.micro
-        if input is None:
+        if step is not None:
+            self._tail_step = step
+            self._client.phase(name, "begin", step=step)
+        elif input is None:
             self._client.phase(name, "begin")
         else:
             self._client.phase(name, "begin", input=input)
@@ -417,9 +422,7 @@ class Watcher(StepsMixin):
                 # head of a step of its own (the last one would be a step with
                 # nothing but zero_grad). The step stays idle.
                 self._recover()
-                self._tail_step = self._client.step - 1
-                self._open = "zero_grad"
-                self._client.phase("zero_grad", "begin", step=self._tail_step)
+                self._begin("zero_grad", step=self._client.step - 1)
                 return
             self._activity()
             self._recover()
