@@ -216,3 +216,51 @@ def input_size(is_tensor, args, kwargs):
         return {"batch": None, "tokens": None}
     batch = int(shape[0])
     return {"batch": batch, "tokens": batch * int(shape[1]) if len(shape) >= 2 else None}
+
+
+MAX_OUTPUT_TENSORS = 32
+def queue_callback_of(torch):
+    """Return autograd's ``queue_callback`` (end-of-backward callback), or None."""
+    engine = getattr(getattr(getattr(torch, "autograd", None), "Variable", None),
+                     "_execution_engine", None)
+    return getattr(engine, "queue_callback", None)
+
+
+def grad_tensors(torch, out, found, depth=0):
+    """Append to ``found`` the tensors requiring grad in a forward's output (nested
+    up to 3 levels in dicts, lists and tuples; at most MAX_OUTPUT_TENSORS)."""
+    if len(found) >= MAX_OUTPUT_TENSORS:
+        return
+    if torch.is_tensor(out):
+        if out.requires_grad:
+            found.append(out)
+    elif depth < 3 and isinstance(out, dict):
+        for v in out.values():
+            grad_tensors(torch, v, found, depth + 1)
+    elif depth < 3 and isinstance(out, (list, tuple)):
+        for v in out:
+            grad_tensors(torch, v, found, depth + 1)
+
+
+def kwargs_pre_hooks(module):
+    """Report whether ``register_forward_pre_hook`` takes ``with_kwargs`` (torch >= 2.0)."""
+    try:
+        import inspect
+        return "with_kwargs" in inspect.signature(module.register_forward_pre_hook).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _Inert:
+    """What an unpickled Watcher becomes: every hook is a no-op."""
+
+    def __getattr__(self, name):
+        return _inert_hook
+
+
+def _inert_hook(*args, **kwargs):
+    return None
+
+
+def inert():
+    return _Inert()

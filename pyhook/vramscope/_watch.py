@@ -10,40 +10,12 @@ import threading
 from . import _anatomy, _backward, _patch, _safe
 from ._steps import StepsMixin
 
-MAX_OUTPUT_TENSORS = 32
 # Re-exported for callers of the old module layout.
 patch_method = _patch.patch_method
 has_step_hooks = _patch.has_step_hooks
-
-
-def queue_callback_of(torch):
-    """Return autograd's ``queue_callback`` (end-of-backward callback), or None."""
-    engine = getattr(getattr(getattr(torch, "autograd", None), "Variable", None),
-                     "_execution_engine", None)
-    return getattr(engine, "queue_callback", None)
-
-
-def _grad_tensors(torch, out, found, depth=0):
-    if len(found) >= MAX_OUTPUT_TENSORS:
-        return
-    if torch.is_tensor(out):
-        if out.requires_grad:
-            found.append(out)
-    elif depth < 3 and isinstance(out, dict):
-        for v in out.values():
-            _grad_tensors(torch, v, found, depth + 1)
-    elif depth < 3 and isinstance(out, (list, tuple)):
-        for v in out:
-            _grad_tensors(torch, v, found, depth + 1)
-
-
-def _kwargs_pre_hooks(module):
-    """Report whether ``register_forward_pre_hook`` takes ``with_kwargs`` (torch >= 2.0)."""
-    try:
-        import inspect
-        return "with_kwargs" in inspect.signature(module.register_forward_pre_hook).parameters
-    except (TypeError, ValueError):
-        return False
+queue_callback_of = _patch.queue_callback_of
+_grad_tensors = _patch.grad_tensors
+_kwargs_pre_hooks = _patch.kwargs_pre_hooks
 
 
 class Watcher(StepsMixin):
@@ -112,13 +84,13 @@ class Watcher(StepsMixin):
         return self
 
     def __reduce__(self):
-        return (_inert, ())
+        return (_patch.inert, ())
 
     # ---- installation ---------------------------------------------------------------
 
     def _install(self, global_backward):
         m = self._model
-        if _kwargs_pre_hooks(m):
+        if _patch.kwargs_pre_hooks(m):
             h = m.register_forward_pre_hook(self._on_forward_pre_kw, with_kwargs=True)
         else:
             h = m.register_forward_pre_hook(self._on_forward_pre)
@@ -322,7 +294,7 @@ class Watcher(StepsMixin):
         if not self._torch.is_grad_enabled():
             return
         found = []
-        _grad_tensors(self._torch, output, found)
+        _patch.grad_tensors(self._torch, output, found)
         hook = self._grad_hook
         for t in found:
             t.register_hook(hook)
@@ -437,17 +409,3 @@ class Watcher(StepsMixin):
             self._zero_depth = max(0, self._zero_depth - 1)
             if self._zero_depth == 0:
                 self._end("zero_grad")
-
-class _Inert:
-    """What an unpickled Watcher becomes: every hook is a no-op."""
-
-    def __getattr__(self, name):
-        return _inert_hook
-
-
-def _inert_hook(*args, **kwargs):
-    return None
-
-
-def _inert():
-    return _Inert()
