@@ -219,6 +219,8 @@ def input_size(is_tensor, args, kwargs):
 
 
 MAX_OUTPUT_TENSORS = 32
+
+
 def queue_callback_of(torch):
     """Return autograd's ``queue_callback`` (end-of-backward callback), or None."""
     engine = getattr(getattr(getattr(torch, "autograd", None), "Variable", None),
@@ -263,4 +265,5 @@ def _inert_hook(*args, **kwargs):
 
 
 def inert():
+    """Return the object an unpickled Watcher becomes (Watcher.__reduce__)."""
     return _Inert()
