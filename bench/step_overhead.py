@@ -153,10 +153,12 @@ def accounting(args):
     client = _client.Client(_config.resolve(socket="/nonexistent", environ={}), start=False)
     res = {}
     for name, every in (("measured (every step)", 1), ("unmeasured", 10 ** 9)):
-        w = _watch.Watcher(torch, client, model, opt, client.config)
-        w._config = _config.resolve(socket="/nonexistent", activations_every=every, environ={})
+        cfg = _config.resolve(socket="/nonexistent", activations_every=every, environ={})
+        w = _watch.Watcher(torch, client, model, opt, cfg)
         client.step = 3  # past the always-measured first steps
-        w._prepare(3)
+        # The step bookkeeping moved to _anatomy.Activations; older copies (--pyhook) have _prepare.
+        prepare = getattr(w, "_prepare", None) or w._acts.prepare
+        prepare(3)
         samples = []
         for _ in range(args.blocks):
             samples.append(loop(model, opt, x, y, args.steps))

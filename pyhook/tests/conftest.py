@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import vramscope  # noqa: E402
-from vramscope import _api, _config, _cuda, _safe  # noqa: E402
+from vramscope import _api, _backward, _config, _cuda, _safe  # noqa: E402
 
 try:
     import torch
@@ -66,8 +66,12 @@ def _isolated(monkeypatch):
     client = _api._current
     if client is not None:
         client.close("removed", timeout=0.2)
+    for h in _api._live_handles():
+        h.remove()
     _api._current = None
     _api._refs = 0
+    _api._told.clear()
+    _backward._reset_for_tests()
 
 
 def load_fixture_stats(name="memory_stats_torch23_a100.json"):
@@ -206,3 +210,13 @@ def make_config(socket="/nonexistent/vramscope.sock", **kw):
 def queued(client):
     """Messages a client created but never sent (a client built with start=False)."""
     return [m for _, m in client._queue]
+
+
+def checkpoint(torch, fn, *args):
+    """torch.utils.checkpoint.checkpoint, reentrant as on torch 1.13; torch 2.x
+    wants ``use_reentrant`` passed explicitly (detected, not versioned)."""
+    import inspect
+    import torch.utils.checkpoint as cp
+    if "use_reentrant" in inspect.signature(cp.checkpoint).parameters:
+        return cp.checkpoint(fn, *args, use_reentrant=True)
+    return cp.checkpoint(fn, *args)

@@ -172,7 +172,8 @@ def test_gradient_accumulation_reports_the_largest_micro_step(torch_mod):
     opt.step()
     (a,) = [m for m in queued(client) if m["type"] == "anatomy"]
     assert a["activations"] == (8 * 8 + 8 * 16) * F32
-    assert a["batch_size"] == 4  # the first forward of the step
+    # The largest micro-step's activations go with the largest input of the step.
+    assert a["batch_size"] == 8 and a["activations_batch"] == 8 and a["tokens"] == 64
 
 
 def test_76m_parameters_with_adam(torch_mod):

@@ -26,6 +26,10 @@ def hot_messages():
             yield {"v": 1, "type": "mark", "seq": 8, "t": 0.5, "name": name, "step": 0,
                    "mem": mem}
     yield {"v": 1, "type": "sample", "seq": 2 ** 40, "t": 1e-7, "mem": MEM6}
+    for size in ({"batch": 8, "tokens": 4096}, {"batch": 8, "tokens": None},
+                 {"batch": None, "tokens": None}):
+        yield {"v": 1, "type": "phase", "seq": 9, "t": 2.5, "name": "forward", "step": 1,
+               "micro": 0, "edge": "begin", "user": False, "mem": MEM6, "input": size}
 
 
 @pytest.mark.parametrize("msg", list(hot_messages()))
@@ -41,6 +45,9 @@ def test_fast_path_matches_json_dumps(msg):
 @pytest.mark.parametrize("change", [
     {"extra": 1}, {"step": 1.5}, {"step": True}, {"seq": None}, {"user": 1},
     {"mem": {"allocated": 1.0}}, {"mem": [1]}, {"name": 5}, {"v": 2}, {"t": 3},
+    {"input": {"batch": 1.5, "tokens": None}}, {"input": [8]}, {"input": {"batch": 8}},
+    {"input": {"batch": 8, "x": 1}}, {"input": {"tokens": 1, "batch": 8}},
+    {"input": {"batch": -1, "tokens": None}}, {"input": {"batch": True, "tokens": None}},
 ])
 def test_other_shapes_take_the_generic_path(change):
     msg = {"v": 1, "type": "phase", "seq": 1, "t": 1.0, "name": "x", "step": 0,
@@ -69,6 +76,7 @@ def test_an_oversized_fast_line_is_refused():
 def test_client_messages_take_the_fast_path():
     client = _client.Client(make_config(), start=False)
     client.phase("forward", "begin")
+    client.phase("forward", "begin", input={"batch": 4, "tokens": 32})
     client.mark("checkpoint")
     for msg in queued(client):
         assert _messages._fast(msg) == generic(msg) + "\n"

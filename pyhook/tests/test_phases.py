@@ -3,7 +3,8 @@
 import pytest
 
 from conftest import make_config, queued
-from vramscope import _client, _watch
+import stacks
+from vramscope import _client, _patch, _watch
 
 AUTO = ("zero_grad", "forward", "loss", "backward", "step")
 
@@ -119,23 +120,41 @@ def test_lr_scheduler_keeps_working_and_remove_is_safe(torch_mod, before, recwar
     assert not [m for m in msgs if "lr_scheduler" in m or "overridden" in m], msgs
 
 
-def test_eval_under_no_grad_opens_no_loss_and_leaves_nothing_open(torch_mod):
+def test_eval_under_no_grad_between_steps_opens_no_step(torch_mod):
     torch = torch_mod
-    model, opt, client, _ = build(torch)
+    model, opt, client, watcher = build(torch)
+    with torch.no_grad():  # a sanity check before training: no step 0 of its own
+        model(torch.randn(2, 8))
     train(torch, model, opt, steps=1)
+    assert watcher.idle
     with torch.no_grad():
         model(torch.randn(2, 8))
         model(torch.randn(2, 8))
+    assert watcher.idle and client.step == 1
     train(torch, model, opt, steps=1)
+    assert spans(client) == expected_step(0) + expected_step(1)
+
+
+def test_eval_under_no_grad_inside_a_step_shows_as_forward_without_loss(torch_mod):
+    torch = torch_mod
+    model, opt, client, _ = build(torch)
+    opt.zero_grad()
+    with torch.no_grad():
+        model(torch.randn(2, 8))
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
     got = spans(client)
-    evals = [("forward", "begin", 1, 0), ("forward", "end", 1, 0)] * 2
-    assert got == expected_step(0) + evals + expected_step(1)
+    assert got[:4] == [("zero_grad", "begin", 0, 0), ("zero_grad", "end", 0, 0),
+                       ("forward", "begin", 0, 0), ("forward", "end", 0, 0)]
+    assert got[4:] == expected_step(0)[2:]
 
 
 def test_remove_restores_everything_and_is_idempotent(torch_mod):
     torch = torch_mod
     model, opt, client, watcher = build(torch)
-    assert "step" in opt.__dict__ and "zero_grad" in opt.__dict__
+    # The instance's step is wrapped only where it has no step hooks (torch 1.13).
+    assert ("step" in opt.__dict__) is (not watcher.uses_step_hooks)
+    assert "zero_grad" in opt.__dict__
     assert "zero_grad" in model.__dict__
     assert len(model._forward_hooks) == 1 and len(model._forward_pre_hooks) == 1
     train(torch, model, opt, steps=1)
@@ -162,38 +181,11 @@ def test_model_zero_grad_is_a_phase_too(torch_mod):
 
 
 def make_hooked_sgd(torch):
-    """An SGD with torch-2-style step hooks, so the hook path runs on torch 1.13 too."""
-
-    class _Handle:
-        def __init__(self, hooks, fn):
-            self.hooks, self.fn = hooks, fn
-
-        def remove(self):
-            if self.fn in self.hooks:
-                self.hooks.remove(self.fn)
-
-    class StepHookSGD(torch.optim.SGD):
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            self.pre, self.post = [], []
-
-        def register_step_pre_hook(self, fn):
-            self.pre.append(fn)
-            return _Handle(self.pre, fn)
-
-        def register_step_post_hook(self, fn):
-            self.post.append(fn)
-            return _Handle(self.post, fn)
-
-        def step(self, closure=None):
-            for fn in list(self.pre):
-                fn(self, (), {})
-            out = super().step(closure)
-            for fn in list(self.post):
-                fn(self, (), {})
-            return out
-
-    return StepHookSGD
+    """torch.optim.SGD with torch 2.x's step hooks (tests/stacks.py), so the
+    hook path runs on torch 1.13 too; on torch 2.x SGD already has them."""
+    if _patch.initialised(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)):
+        return torch.optim.SGD
+    return stacks.torch2_step_hooks(torch, torch.optim.SGD)
 
 
 @pytest.mark.parametrize("force", [None, False], ids=["detected", "forced-off"])
@@ -205,11 +197,12 @@ def test_step_hook_path_and_its_fallback(torch_mod, force):
     watcher = _watch.Watcher(torch, client, model, opt, client.config, step_hooks=force)
     assert watcher.uses_step_hooks is (force is None)
     assert ("step" in opt.__dict__) is (force is False)
-    assert len(opt.pre) == (1 if force is None else 0)
+    assert len(opt._optimizer_step_pre_hooks) == (1 if force is None else 0)
     train(torch, model, opt, steps=2)
     assert spans(client) == expected_step(0) + expected_step(1)
     watcher.remove()
-    assert opt.pre == [] and opt.post == [] and "step" not in opt.__dict__
+    assert not opt._optimizer_step_pre_hooks and not opt._optimizer_step_post_hooks
+    assert "step" not in opt.__dict__
 
 
 def test_without_queue_callback_backward_ends_at_the_next_phase(torch_mod):
@@ -219,9 +212,9 @@ def test_without_queue_callback_backward_ends_at_the_next_phase(torch_mod):
     assert spans(client) == expected_step(0, micro=2) + expected_step(1, micro=2)
 
 
-def test_no_step_hooks_on_this_torch_means_step_is_wrapped(torch_mod):
+def test_no_step_hooks_on_this_instance_means_step_is_wrapped(torch_mod):
     model, opt, client, watcher = build(torch_mod)
-    has = hasattr(torch_mod.optim.Optimizer, "register_step_pre_hook")
+    has = _patch.initialised(opt) and hasattr(opt, "register_step_pre_hook")
     assert watcher.uses_step_hooks is has
     assert ("step" in opt.__dict__) is (not has)
 
@@ -237,7 +230,36 @@ def test_forward_that_raises_does_not_wedge_detection(torch_mod):
     assert got == [("forward", "begin", 0, 0), ("forward", "end", 0, 0)] + expected_step(0)
 
 
-def test_user_exceptions_from_step_propagate_unchanged(torch_mod):
+@pytest.mark.parametrize("hooks", [True, False], ids=["step-hooks", "wrapped-step"])
+def test_user_exceptions_from_step_propagate_and_the_step_still_ends(torch_mod, hooks):
+    torch = torch_mod
+    base = stacks.torch2_step_hooks(torch, torch.optim.SGD) if hooks else torch.optim.SGD
+
+    class Failing(base):
+        fail = True
+
+        def step(self, closure=None):
+            if self.fail:
+                raise KeyError("from the update")
+            return super().step(closure)
+
+    if hooks:
+        Failing.step = stacks.torch2_step_hooks(torch, Failing).step
+    model = mlp(torch)
+    opt = Failing(model.parameters(), lr=0.1)
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config, step_hooks=hooks)
+    assert watcher.uses_step_hooks is hooks
+    with pytest.raises(KeyError, match="from the update"):
+        opt.step()
+    # Both paths: the raised step is ended and counted, at once (wrapper) or
+    # at the next phase (no post hook runs after a raise).
+    model(torch.randn(4, 8))
+    assert spans(client)[:3] == [("step", "begin", 0, 0), ("step", "end", 0, 0),
+                                 ("forward", "begin", 1, 0)]
+
+
+def test_closure_that_raises_propagates_and_opens_no_step_phase(torch_mod):
     torch = torch_mod
     model, opt, client, _ = build(torch)
 
@@ -246,4 +268,37 @@ def test_user_exceptions_from_step_propagate_unchanged(torch_mod):
 
     with pytest.raises(KeyError, match="from the user"):
         opt.step(closure)
-    assert spans(client) == [("step", "begin", 0, 0), ("step", "end", 0, 0)]
+    model(torch.randn(4, 8))
+    assert spans(client)[:1] == [("forward", "begin", 1, 0)]
+
+
+def test_inference_only_watch_still_shows_no_grad_forwards(torch_mod):
+    torch = torch_mod
+    model = mlp(torch)
+    client = _client.Client(make_config(), start=False)
+    _watch.Watcher(torch, client, model, None, client.config)
+    with torch.no_grad():
+        model(torch.randn(2, 8))
+    assert spans(client) == [("forward", "begin", 0, 0), ("forward", "end", 0, 0)]
+
+
+def test_zero_grad_after_step_belongs_to_the_step_it_follows(torch_mod):
+    torch = torch_mod
+    model, opt, client, watcher = build(torch)
+    for _ in range(3):
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()  # the other common loop shape: zero after the update
+    assert client.step == 3 and watcher.idle
+    want = []
+    for s in range(3):
+        want += expected_step(s)[2:] + [("zero_grad", "begin", s, 0), ("zero_grad", "end", s, 0)]
+    assert spans(client) == want, "no step 3 made of a lone zero_grad"
+
+
+def test_zero_grad_first_loops_keep_zero_grad_at_the_head(torch_mod):
+    torch = torch_mod
+    model, opt, client, _ = build(torch)
+    train(torch, model, opt, steps=3)
+    opt.zero_grad()  # a trailing zero after a zero-first loop opens the next step
+    assert spans(client)[-2:] == [("zero_grad", "begin", 3, 0), ("zero_grad", "end", 3, 0)]

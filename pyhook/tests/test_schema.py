@@ -8,10 +8,12 @@ from vramscope import _client, _messages, _watch
 import vramscope
 
 # Keys docs/protocol.md marks optional (absent is allowed).
-OPTIONAL = {"hello": {"nspid"}, "mem": {"alloc_retries", "ooms"}}
+OPTIONAL = {"hello": {"nspid"}, "mem": {"alloc_retries", "ooms"},
+            "phase": {"input"}}  # input: training forward begin edges only
 # Fields docs/protocol.md types as "X or null"; the fixture shows one of the two.
 NULLABLE = {"mem", "torch", "cuda", "activations", "batch_size", "rank", "local_rank",
-            "world_size"}
+            "world_size", "batch", "tokens", "activations_step", "activations_batch",
+            "activations_tokens", "activations_source"}
 
 
 def fixture_messages():

@@ -55,8 +55,9 @@ def static_figures(torch, model, optimizer):
     weights = unique_bytes(params + buffers)
     gradients = unique_bytes(p.grad for p in params if p.grad is not None)
     state = 0
-    if optimizer is not None:
-        state = unique_bytes(_tensors_in(list(optimizer.state.values()), torch.is_tensor))
+    opt_state = getattr(optimizer, "state", None) if optimizer is not None else None
+    if isinstance(opt_state, dict):  # a wrapper that skipped Optimizer.__init__ may have none
+        state = unique_bytes(_tensors_in(list(opt_state.values()), torch.is_tensor))
     first = params[0] if params else (buffers[0] if buffers else None)
     return {
         "weights": weights,
@@ -133,3 +134,128 @@ class SavedTensorMeter:
 
 def _unpack(t):
     return t
+
+
+FIRST_MEASURED = 3  # steps 0, 1 and 2 are always measured
+REMEASURE_RATIO = 2.0  # re-measure at most once per doubling of the input
+
+
+def size_ratio(batch, tokens, measured):
+    """Return the input-size ratio of (batch, tokens) to a measurement: tokens
+    when both sides know them, else batch; None when neither compares."""
+    if tokens is not None and measured.get("tokens"):
+        return tokens / measured["tokens"]
+    if batch is not None and measured.get("batch"):
+        return batch / measured["batch"]
+    return None
+
+
+class Activations:
+    """Activations decides when saved activations are measured and how fresh
+    the figure each anatomy message carries is (issue 14, protocol additions 2).
+
+    Steps 0-2 and every ``every``-th step are measured. A step whose first
+    training forward is at least twice the input size of the last measurement
+    is measured too (so at most once per doubling); any other step whose input
+    size differs from the last anatomy sent gets an anatomy message whose
+    activations are the last measurement scaled by the size ratio, labelled
+    ``"scaled"``.
+    """
+
+    def __init__(self, meter, every):
+        self.meter = meter
+        self.every = every
+        self.static = None  # the last static_figures(), reused by scaled messages
+        self.measured = None  # {"step", "batch", "tokens", "activations"}
+        self._sent = None  # (batch, tokens) of the last anatomy message
+        self.scheduled = False
+        self.measuring = False
+        self.remeasured = False
+        self.total = None
+        self.batch = None
+        self.tokens = None
+
+    def scheduled_at(self, step):
+        """Report whether ``step`` is measured by the schedule."""
+        return step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
+
+    def prepare(self, step):
+        """Start bookkeeping for ``step``; an unmeasured step touches no meter."""
+        self.scheduled = self.scheduled_at(step)
+        self.measuring = self.meter is not None and self.scheduled
+        self.remeasured = False
+        self.total = None
+        self.batch = self.tokens = None
+        if self.measuring:
+            self.meter.reset()
+
+    def note_input(self, size):
+        """Record a training forward's input size (the step keeps the largest)."""
+        first = self.batch is None and self.tokens is None
+        b, t = size.get("batch"), size.get("tokens")
+        if b is not None and (self.batch is None or b > self.batch):
+            self.batch = b
+        if t is not None and (self.tokens is None or t > self.tokens):
+            self.tokens = t
+        if first and not self.measuring and self.meter is not None \
+                and self.measured is not None:
+            r = size_ratio(self.batch, self.tokens, self.measured)
+            if r is not None and r >= REMEASURE_RATIO:
+                self.measuring = True
+                self.remeasured = True
+                self.meter.reset()
+
+    def start(self):
+        """Install the meter for a training forward of a measured step."""
+        if self.measuring:
+            if self.total is None:
+                self.total = 0
+            self.meter.start()
+
+    def pause(self):
+        """Remove the meter's hooks, keeping what it counted."""
+        meter = self.meter
+        if meter is not None and meter.active:
+            meter.stop()
+
+    stop = pause
+
+    def collect(self):
+        """Fold the current micro-step's count into the step's (the largest wins)."""
+        if not self.measuring or self.total is None:
+            return
+        self.pause()
+        self.total = max(self.total, self.meter.total)
+        self.meter.reset()
+
+    def finish(self, step):
+        """Return the activation fields of ``step``'s anatomy message (plus its
+        ``batch``), or None when the step sends none."""
+        self.collect()
+        size = (self.batch, self.tokens)
+        if self.measuring and self.total is not None:
+            self.measured = {"step": step, "batch": self.batch, "tokens": self.tokens,
+                             "activations": self.total}
+            self._sent = size
+            return {"activations": self.total, "activations_step": step,
+                    "activations_batch": self.batch, "activations_tokens": self.tokens,
+                    "activations_source": "measured", "tokens": self.tokens,
+                    "batch": self.batch}
+        known = self.batch is not None or self.tokens is not None
+        if self.scheduled or (self.measured is not None and known and size != self._sent):
+            if known:
+                self._sent = size
+            return self._scaled()
+        return None
+
+    def _scaled(self):
+        m = self.measured
+        r = size_ratio(self.batch, self.tokens, m) if m is not None else None
+        out = {"tokens": self.tokens, "batch": self.batch, "activations": None,
+               "activations_step": None, "activations_batch": None,
+               "activations_tokens": None, "activations_source": None}
+        if r is not None:
+            out.update(activations=int(round(m["activations"] * r)),
+                       activations_step=m["step"], activations_batch=m["batch"],
+                       activations_tokens=m["tokens"], activations_source="scaled")
+        return out

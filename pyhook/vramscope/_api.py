@@ -8,8 +8,10 @@ Handle is removed, and with reason ``exit`` at interpreter exit.
 import atexit
 import os
 import threading
+import warnings
+import weakref
 
-from . import _client, _config, _cuda, _messages, _safe, _watch
+from . import _client, _config, _cuda, _messages, _patch, _safe, _watch
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -80,6 +82,7 @@ class Handle:
             return
         watcher.remove()
         with _lock:
+            _handles[:] = [r for r in _handles if r() is not None and r() is not self]
             if self.client is _current:
                 _refs -= 1
                 last = _refs <= 0
@@ -96,6 +99,83 @@ class Handle:
         return False
 
 
+def _looks_like_module(obj):
+    return callable(getattr(obj, "register_forward_pre_hook", None)) \
+        and callable(getattr(obj, "parameters", None))
+
+
+def check_args(model, optimizer):
+    """Raise ValueError for arguments watch() cannot use (nothing is hooked yet)."""
+    # Lenient on purpose: anything with step() and zero_grad() can be watched.
+    opt_like = optimizer is not None and callable(getattr(optimizer, "step", None)) \
+        and callable(getattr(optimizer, "zero_grad", None))
+    if not _looks_like_module(model):
+        if _patch.is_optimizer_like(model) and optimizer is None:
+            raise ValueError(
+                "vramscope.watch: got the optimizer %s where the model goes; call "
+                "vramscope.watch(model, optimizer)" % type(model).__name__)
+        if _patch.is_optimizer_like(model) and _looks_like_module(optimizer):
+            raise ValueError(
+                "vramscope.watch(model, optimizer): the arguments look swapped: got the "
+                "optimizer %s first and %s second; call vramscope.watch(model, optimizer)"
+                % (type(model).__name__, type(optimizer).__name__))
+        raise ValueError("vramscope.watch: model must be a torch.nn.Module, got %s"
+                         % type(model).__name__)
+    if optimizer is not None and not opt_like:
+        raise ValueError("vramscope.watch: optimizer must be a torch optimizer (with step "
+                         "and zero_grad) or None, got %s" % type(optimizer).__name__)
+
+
+# Weak references to live Handles, for a second watch() on the same model or
+# optimizer. Weak: a model the user deleted must not stay alive (and on the
+# GPU) through this list; its Watcher keeps its Handle while the hooks live.
+_handles = []
+
+
+def _live_handles():
+    return [h for h in (r() for r in _handles) if h is not None and h.watcher is not None]
+_told = set()  # one-time notices already given
+
+
+def _say_once(key, text):
+    if key in _told:
+        return
+    _told.add(key)
+    try:
+        warnings.warn(text, RuntimeWarning, stacklevel=4)
+    except Exception:  # noqa: BLE001 - a warnings filter set to "error" must not escape
+        pass
+
+
+def _replace_earlier(model, inner):
+    """Remove live watches of ``model`` or ``inner`` (a notebook cell run twice)."""
+    global _refs
+    with _lock:
+        old = [h for h in _live_handles() if (
+            h.watcher.model is model or (inner is not None and h.watcher.optimizer is inner))]
+    for h in old:
+        watcher, h.watcher = h.watcher, None
+        watcher.remove()
+        with _lock:
+            _handles[:] = [r for r in _handles if r() is not None and r() is not h]
+            if h.client is _current:
+                _refs -= 1
+    if old:
+        try:
+            warnings.warn("vramscope: watch() again on a model or optimizer already watched; "
+                          "the earlier hooks were removed and replaced", RuntimeWarning,
+                          stacklevel=4)
+        except Exception:  # noqa: BLE001
+            pass
+    return bool(old)
+
+
+def watched():
+    """Return the live Watchers (for integrations and tests)."""
+    with _lock:
+        return [h.watcher for h in _live_handles()]
+
+
 def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=None,
           activations_every=None, batch_size=None):
     """Hook ``model`` (and ``optimizer``) and stream their phases to the monitor.
@@ -103,21 +183,47 @@ def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=Non
     Arguments override the environment (VRAMSCOPE_SOCKET, VRAMSCOPE_SAMPLE_HZ,
     VRAMSCOPE_RESET_PEAKS, VRAMSCOPE_ACTIVATIONS_EVERY). With
     VRAMSCOPE_DISABLE=1 nothing is hooked and no thread starts. Returns a Handle.
+
+    Only ``ValueError`` (a bad argument, raised before anything is hooked)
+    leaves this function: any other failure is reported once as a warning and
+    an inert Handle is returned, so training goes on. Optimizer wrappers
+    (accelerate's ``AcceleratedOptimizer``, Lightning's ``LightningOptimizer``)
+    are unwrapped; a second watch() of the same model or optimizer replaces
+    the first.
     """
     global _refs
+    check_args(model, optimizer)
     config = _config.resolve(socket=socket, sample_hz=sample_hz, reset_peaks=reset_peaks,
                              activations_every=activations_every, batch_size=batch_size)
     if config.disabled:
         return Handle()
+    try:
+        return _watch_now(model, optimizer, config)
+    except Exception as exc:  # noqa: BLE001 - watch() must never stop training
+        _safe.report(exc)
+        return Handle()
+
+
+def _watch_now(model, optimizer, config):
+    global _refs
     torch = _import_torch()
     if torch is None:
-        raise ImportError("vramscope.watch needs torch, which is not importable")
+        _say_once("torch", "vramscope: torch is not importable; watch() does nothing")
+        return Handle()
+    inner = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
+    _replace_earlier(model, inner)
     client = _client_for(config, model)
-    watcher = _watch.Watcher(torch, client, model, optimizer, config)
+    watcher = _watch.Watcher(torch, client, model, inner, config)
+    if watcher.step_fallback:
+        _say_once("fallback", "vramscope: %s has no step hooks (Optimizer.__init__ did not run "
+                  "on it); its step() is wrapped instead" % type(inner).__name__)
+    handle = Handle(watcher, client)
     with _lock:
         if client is _current:
             _refs += 1
-    return Handle(watcher, client)
+        _handles.append(weakref.ref(handle))
+    watcher.handle = handle  # the handle lives as long as the hooks do
+    return handle
 
 
 def _user_name(name):
@@ -136,23 +242,34 @@ class phase:  # noqa: N801 - used like a function: ``with vramscope.phase("eval"
     without watch() (the client starts on first use).
     """
 
-    __slots__ = ("name", "_client")
+    __slots__ = ("name", "_client", "_step")
 
     def __init__(self, name):
         self.name = _user_name(name)
         self._client = None
+        self._step = None
 
     def __enter__(self):
         if not _disabled():
             self._client = _safe.call(_client_for)
             if self._client is not None:
-                _safe.call(self._client.phase, self.name, "begin", True)
+                self._step = _safe.call(_user_step, self._client)
+                _safe.call(self._client.phase, self.name, "begin", True, self._step)
         return self
 
     def __exit__(self, *exc):
         if self._client is not None:
-            _safe.call(self._client.phase, self.name, "end", True)
+            _safe.call(self._client.phase, self.name, "end", True, self._step)
         return False
+
+
+def _user_step(client):
+    """The step a user phase belongs to: between steps (every watcher idle), the
+    step just finished, so an evaluation after the last step opens no step of its own."""
+    ws = [w for w in watched() if w._client is client]
+    if ws and client.step > 0 and all(w.idle for w in ws):
+        return client.step - 1
+    return client.step
 
 
 def mark(name):
@@ -174,6 +291,7 @@ def _at_exit():
 def _after_fork_in_child():
     global _current, _refs, _lock
     _lock = threading.Lock()
+    del _handles[:]
     _safe._lock = threading.Lock()
     client, _current, _refs = _current, None, 0
     if client is not None:

@@ -119,9 +119,10 @@ class Client:
         if self.cuda is not None and self.config.reset_peaks:
             _safe.call(self.cuda.reset_peaks)
 
-    def phase(self, name, edge, user=False, step=None, micro=None):
+    def phase(self, name, edge, user=False, step=None, micro=None, input=None):  # noqa: A002
         """Queue a phase edge with its allocator snapshot (emit() inlined:
-        ten of these run on the training thread every step)."""
+        ten of these run on the training thread every step). ``input`` is the
+        optional ``{"batch", "tokens"}`` of a training forward's begin edge."""
         mem = None
         if self.cuda is not None:  # CPU runs skip both calls
             if edge == "begin":
@@ -136,6 +137,8 @@ class Client:
             "micro": self.micro if micro is None else micro,
             "edge": edge, "user": user, "mem": mem,
         }
+        if input is not None:
+            msg["input"] = input
         with self._lock:
             if self._closed:
                 return False

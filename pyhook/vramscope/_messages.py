@@ -145,7 +145,9 @@ def _fast(msg):
         keys = _MARK_KEYS
     else:
         return None
-    if len(msg) != len(keys) or msg.get("v") != 1 or type(msg.get("seq")) is not int:
+    size = msg.get("input") if kind == "phase" else None
+    if len(msg) != len(keys) + (1 if size is not None else 0) or msg.get("v") != 1 \
+            or type(msg.get("seq")) is not int:
         return None
     t = msg.get("t")
     mem = _mem_text(msg.get("mem", 0))
@@ -162,10 +164,28 @@ def _fast(msg):
     micro, edge, user = msg.get("micro"), msg.get("edge"), msg.get("user")
     if type(micro) is not int or type(edge) is not str or type(user) is not bool:
         return None
+    extra = ""
+    if size is not None:
+        extra = _input_text(size)
+        if extra is None:
+            return None
     return ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
-            '"edge":%s,"user":%s,"mem":%s}\n' % (
+            '"edge":%s,"user":%s,"mem":%s%s}\n' % (
                 msg["seq"], t, _quote(name), step, micro, _quote(edge),
-                "true" if user else "false", mem))
+                "true" if user else "false", mem, extra))
+
+
+def _input_text(size):
+    """Return ``,"input":{...}`` for a phase's input size, or None for another shape
+    (protocol additions item 1: batch and tokens, each an int or null)."""
+    if type(size) is not dict or tuple(size) != ("batch", "tokens"):
+        return None
+    batch, tokens = size["batch"], size["tokens"]
+    for v in (batch, tokens):
+        if v is not None and (type(v) is not int or v < 0):
+            return None
+    return ',"input":{"batch":%s,"tokens":%s}' % (
+        "null" if batch is None else "%d" % batch, "null" if tokens is None else "%d" % tokens)
 
 
 def encode(msg):

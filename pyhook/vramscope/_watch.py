@@ -1,167 +1,153 @@
 """Automatic phase detection for one model and optimizer (docs/hook.md).
 
 Phases are sequential: beginning one ends the phase still open, so a phase
-whose end cannot be observed (a forward under ``no_grad``, a backward without
-an end callback) never stays open past the next one.
+whose end cannot be observed never stays open past the next one. Every
+allocator read goes through ``self._client.phase`` from ``_begin``/``_end``.
 """
 
 import threading
-import types
 
-from . import _anatomy, _safe
+from . import _anatomy, _backward, _patch, _safe
+from ._steps import StepsMixin
 
-FIRST_MEASURED = 3
-MAX_OUTPUT_TENSORS = 32
-
-
-def queue_callback_of(torch):
-    """Return autograd's ``queue_callback`` (end-of-backward callback), or None."""
-    engine = getattr(getattr(getattr(torch, "autograd", None), "Variable", None),
-                     "_execution_engine", None)
-    return getattr(engine, "queue_callback", None)
+# Re-exported for callers of the old module layout.
+patch_method = _patch.patch_method
+has_step_hooks = _patch.has_step_hooks
+queue_callback_of = _patch.queue_callback_of
+_grad_tensors = _patch.grad_tensors
+_kwargs_pre_hooks = _patch.kwargs_pre_hooks
 
 
-def has_step_hooks(optimizer):
-    """Report whether ``optimizer`` has per-instance step pre/post hooks (torch >= 2.0)."""
-    return (callable(getattr(optimizer, "register_step_pre_hook", None))
-            and callable(getattr(optimizer, "register_step_post_hook", None)))
+class Watcher(StepsMixin):
+    """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
-
-def patch_method(obj, name, before, after):
-    """Wrap ``obj.name`` so ``before``/``after`` run around it; return an undo.
-
-    The wrapper is a bound method of ``obj`` (torch 1.13's LR scheduler rebinds
-    ``optimizer.step.__func__``). Undo restores the original when the attribute
-    is still ours; when someone wrapped on top of us (a scheduler), it leaves
-    our wrapper in place but inert, so their wrapper keeps working.
+    ``framework_steps``: when True (set by the HF Trainer callback) the step
+    post hook ends ``step`` but the step counter advances at
+    :meth:`finish_step`, so the ``model.zero_grad()`` the Trainer runs after
+    the update stays in the step it belongs to.
     """
-    had_own = name in getattr(obj, "__dict__", {})
-    original = getattr(obj, name)
-    on = [True]
-
-    report = _safe.report
-
-    def method(_self, *args, **kwargs):
-        # _safe.call inlined: this runs twice a step on the training thread.
-        if on[0]:
-            try:
-                before()
-            except Exception as exc:  # noqa: BLE001
-                report(exc)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            if on[0]:
-                try:
-                    after()
-                except Exception as exc:  # noqa: BLE001
-                    report(exc)
-
-    method.__name__ = getattr(original, "__name__", name)
-    method.__doc__ = getattr(original, "__doc__", None)
-    method._vramscope_wrapper = True
-    # Keep the markers LR schedulers put on the step they wrapped, so a
-    # scheduler made before watch() still sees its counter in place.
-    for marker in ("_with_counter", "_wrapped_by_lr_sched"):
-        if getattr(original, marker, False):
-            setattr(method, marker, True)
-    bound = types.MethodType(method, obj)
-    setattr(obj, name, bound)
-
-    def undo():
-        on[0] = False
-        if obj.__dict__.get(name) is bound:
-            if had_own:
-                setattr(obj, name, original)
-            else:
-                delattr(obj, name)
-
-    return undo
-
-
-def _grad_tensors(torch, out, found, depth=0):
-    if len(found) >= MAX_OUTPUT_TENSORS:
-        return
-    if torch.is_tensor(out):
-        if out.requires_grad:
-            found.append(out)
-    elif depth < 3 and isinstance(out, dict):
-        for v in out.values():
-            _grad_tensors(torch, v, found, depth + 1)
-    elif depth < 3 and isinstance(out, (list, tuple)):
-        for v in out:
-            _grad_tensors(torch, v, found, depth + 1)
-
-
-class Watcher:
-    """Watcher hooks one model (and optimizer) and emits its phases through a client."""
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
-                 queue_callback="detect", meter=None):
+                 queue_callback="detect", meter=None, global_backward=True):
         self._torch = torch
         self._client = client
         self._model = model
-        self._optimizer = optimizer
+        self._optimizer = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
         self._config = config
         self._lock = threading.RLock()
         self._active = True
         self._open = None
         self._depth = 0
         self._skip_forward = False
+        self._quiet = False
         self._in_backward = False
+        self._user_bw = False
         self._backward_micro = 0
         self._zero_depth = 0
+        self._closure_depth = 0
+        self._zero_seen = False  # this step began with zero_grad
+        self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
+        self._tail_step = None  # the step a tail zero_grad belongs to, while open
+        self._step_called = False
+        self._idle = True
+        self._trained = False
+        self.framework_steps = False
         self._undo = []
         self._queue_callback = (queue_callback_of(torch) if queue_callback == "detect"
                                 else queue_callback)
+        opt = self._optimizer
         if step_hooks is None:
-            step_hooks = optimizer is not None and has_step_hooks(optimizer)
+            step_hooks = opt is not None and _patch.has_step_hooks(opt)
         self.uses_step_hooks = bool(step_hooks)
+        # An optimizer whose class has step hooks but whose instance cannot take
+        # them (Optimizer.__init__ skipped, nothing to unwrap): the patch is a fallback.
+        self.step_fallback = (opt is not None and not self.uses_step_hooks
+                              and callable(getattr(opt, "register_step_pre_hook", None)))
         if meter is None and config.activations_every > 0 \
                 and _anatomy.SavedTensorMeter.supported(torch):
             meter = _anatomy.SavedTensorMeter(torch, model)
-        self._meter = meter
-        self._measured_step = False
-        self._measuring = False
-        self._acts = None
-        self._batch = None
-        # Bound once: registered on every forward's output and queued on
-        # every backward, so no bound method is made per call.
+        self._acts = _anatomy.Activations(meter, config.activations_every)
         self._grad_hook = self._on_output_grad
         self._done_callback = self._on_backward_done
-        self._prepare(client.step)
-        self._install()
+        self._acts.prepare(client.step)
+        try:
+            self._install(global_backward)
+        except Exception:
+            self.remove()
+            raise
+
+    # A model copied with copy.deepcopy (an EMA copy) or pickled whole
+    # (torch.save(model)) carries our hooks along: a copy keeps calling this
+    # Watcher, which ignores modules it does not watch, and a pickle restores
+    # inert hooks. Either way, copying a watched model never fails.
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return (_patch.inert, ())
 
     # ---- installation ---------------------------------------------------------------
 
-    def _install(self):
+    def _install(self, global_backward):
         m = self._model
-        self._undo.append(m.register_forward_pre_hook(self._on_forward_pre).remove)
+        if _patch.kwargs_pre_hooks(m):
+            h = m.register_forward_pre_hook(self._on_forward_pre_kw, with_kwargs=True)
+        else:
+            h = m.register_forward_pre_hook(self._on_forward_pre)
+            # Without kwargs in pre-hooks (torch 1.13) keyword inputs are read
+            # by a wrapper of the instance's forward, which only looks.
+            self._undo.append(_patch.patch_method(
+                m, "forward", None, None, wrap_args=self._peek_kwargs))
+        self._undo.append(h.remove)
         self._undo.append(m.register_forward_hook(self._on_forward).remove)
-        self._undo.append(patch_method(m, "zero_grad", self._zero_begin, self._zero_end))
+        self._undo.append(_patch.patch_method(m, "zero_grad", self._zero_begin, self._zero_end))
+        if callable(getattr(m, "training_step", None)):
+            # Lightning calls training_step, not forward (callorders/lightning.txt).
+            self._undo.append(_patch.patch_method(
+                m, "training_step", None, self._training_step_end,
+                wrap_args=self._training_step_begin))
+        if global_backward:
+            _backward.add(self._torch, self)
+            self._undo.append(lambda: _backward.discard(self))
         opt = self._optimizer
         if opt is None:
             return
-        self._undo.append(patch_method(opt, "zero_grad", self._zero_begin, self._zero_end))
+        self._undo.append(_patch.patch_method(opt, "zero_grad", self._zero_begin, self._zero_end))
         if self.uses_step_hooks:
-            pre = opt.register_step_pre_hook(lambda *_: self._guarded(self._step_begin))
-            post = opt.register_step_post_hook(lambda *_: self._guarded(self._step_end))
+            pre = opt.register_step_pre_hook(self._on_step_pre_hook)
+            post = opt.register_step_post_hook(self._on_step_post_hook)
             self._undo += [pre.remove, post.remove]
         else:
-            self._undo.append(patch_method(opt, "step", self._step_begin, self._step_end))
+            self._undo.append(_patch.patch_method(opt, "step", None, self._step_post,
+                                                  wrap_args=self._step_pre))
 
     @staticmethod
     def _guarded(fn, *args):
-        # _safe.call without its extra frame: the hooks below run every step.
         try:
-            fn(*args)
+            return fn(*args)
         except Exception as exc:  # noqa: BLE001
             _safe.report(exc)
+            return None
 
     @property
     def active(self):
         """True until remove()."""
         return self._active
+
+    @property
+    def model(self):
+        """The watched model."""
+        return self._model
+
+    @property
+    def optimizer(self):
+        """The watched optimizer, unwrapped (None without one)."""
+        return self._optimizer
+
+    @property
+    def idle(self):
+        """True between steps: nothing of the next step has happened yet."""
+        return self._idle
 
     def remove(self):
         """Undo every hook and patch and close the open phase; idempotent."""
@@ -169,7 +155,7 @@ class Watcher:
             if not self._active:
                 return
             self._active = False
-            self._stop_meter()
+            self._acts.stop()
             if self._open is not None:
                 self._end(self._open)
         for undo in reversed(self._undo):
@@ -178,13 +164,21 @@ class Watcher:
 
     # ---- phase bookkeeping -------------------------------------------------------
 
-    def _begin(self, name):
+    def _begin(self, name, input=None, step=None):  # noqa: A002
+        """End the open phase and begin ``name`` (``step``: a number other than the
+        current one, for a tail zero_grad; its end edge carries it too)."""
         if self._open is not None:
             self._end(self._open)
         self._open = name
         if name == "backward":
             self._backward_micro = self._client.micro
-        self._client.phase(name, "begin")
+        if step is not None:
+            self._tail_step = step
+            self._client.phase(name, "begin", step=step)
+        elif input is None:
+            self._client.phase(name, "begin")
+        else:
+            self._client.phase(name, "begin", input=input)
 
     def _end(self, name):
         if self._open != name:
@@ -192,72 +186,90 @@ class Watcher:
         self._open = None
         if name == "backward":
             self._in_backward = False
+            self._user_bw = False
             self._client.phase(name, "end", micro=self._backward_micro)
             self._client.micro = self._backward_micro + 1
+        elif self._tail_step is not None:
+            self._client.phase(name, "end", step=self._tail_step)
+            self._tail_step = None
         else:
             self._client.phase(name, "end")
 
-    # ---- measurement of a step -----------------------------------------------------
+    def _activity(self):
+        """Training work is starting: the step is no longer idle, and a step
+        whose post hook never ran (its step() raised) is finished first."""
+        if self._step_called and not self._closure_depth:
+            self._finish_step()
+        self._idle = False
 
-    def _measured(self, step):
-        every = self._config.activations_every
-        return step < FIRST_MEASURED or (every > 0 and step % every == 0)
+    def _recover(self):
+        # A forward that raised leaves its meter installed and its depth counted.
+        self._acts.stop()
+        self._depth = 0
+        self._skip_forward = False
+        self._quiet = False
 
-    def _prepare(self, step):
-        self._measured_step = self._measured(step)
-        self._measuring = self._meter is not None and self._measured_step
-        self._acts = None
-        self._batch = None
-        if self._measuring:  # an unmeasured step touches no meter
-            self._meter.reset()
+    # ---- forward ---------------------------------------------------------------------
 
-    def _stop_meter(self):
-        meter = self._meter
-        if meter is not None and meter.active:
-            meter.stop()
+    def _on_forward_pre_kw(self, module, args, kwargs):
+        self._on_forward_pre(module, args, kwargs)
+        return None
 
-    def _collect_activations(self):
-        meter = self._meter
-        if meter is None or not self._measuring or self._acts is None:
-            return
-        self._acts = max(self._acts, meter.total)
-        meter.reset()
-
-    # ---- hooks (each runs guarded: a failure is counted, never raised) ----------------
-
-    def _on_forward_pre(self, module, args):
-        if not self._active:
+    def _on_forward_pre(self, module, args, kwargs=None):
+        if not self._active or module is not self._model:
             return None
         with self._lock:
             self._depth += 1
             if self._depth > 1:
                 return None
-            if self._in_backward and self._queue_callback is not None:
+            if self._in_backward and (self._user_bw or self._queue_callback is not None):
                 self._skip_forward = True  # recomputation inside backward (checkpointing)
                 return None
             try:
-                self._forward_begin(args)
+                self._forward_begin(args, kwargs)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
 
-    def _forward_begin(self, args):
-        self._begin("forward")
-        if not self._measured_step:
+    def _peek_kwargs(self, args, kwargs):
+        # torch 1.13: the pre-hook (which ran first) saw only positional inputs.
+        if kwargs and self._pending_kw and self._active:
+            self._pending_kw = False
+            size = _patch.input_size(self._torch.is_tensor, (), kwargs)
+            if size is not None:
+                with self._lock:
+                    self._note_input(size)
+                    self._acts.start()
+        return args, kwargs
+
+    _pending_kw = False
+
+    def _forward_begin(self, args, kwargs):
+        grad = self._torch.is_grad_enabled()
+        if not grad and self._idle and self._optimizer is not None:
+            # Evaluation between steps: no phase, no step, no batch (issue 8).
+            self._quiet = True
             return
-        if self._batch is None:
-            for a in args:
-                if self._torch.is_tensor(a):
-                    if a.dim() > 0:
-                        self._batch = int(a.shape[0])
-                    break
-        if self._measuring and self._torch.is_grad_enabled():
-            if self._acts is None:
-                self._acts = 0
-            self._meter.start()
+        size = None
+        if grad:
+            self._activity()
+            size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+            self._pending_kw = size is None
+            self._trained = True
+        if self._open != "forward":  # training_step or a framework opened it
+            self._begin("forward", input=size)
+        if grad:
+            acts = self._acts
+            if size is not None:
+                acts.note_input(size)
+            if acts.measuring:  # unmeasured steps make no meter call
+                acts.start()
+
+    def _note_input(self, size):
+        self._acts.note_input(size)
 
     def _on_forward(self, module, args, output):
-        if not self._active:
+        if not self._active or module is not self._model:
             return None
         with self._lock:
             self._depth = max(0, self._depth - 1)
@@ -266,6 +278,9 @@ class Watcher:
             if self._skip_forward:
                 self._skip_forward = False
                 return None
+            if self._quiet:
+                self._quiet = False
+                return None
             try:
                 self._forward_end(output)
             except Exception as exc:  # noqa: BLE001
@@ -273,19 +288,66 @@ class Watcher:
         return None
 
     def _forward_end(self, output):
-        self._stop_meter()
+        if self._acts.measuring:
+            self._acts.pause()
         self._end("forward")
         if not self._torch.is_grad_enabled():
             return
         found = []
-        _grad_tensors(self._torch, output, found)
+        _patch.grad_tensors(self._torch, output, found)
         hook = self._grad_hook
         for t in found:
             t.register_hook(hook)
         if found:
             self._begin("loss")
 
+    def _training_step_begin(self, args, kwargs):
+        if self._active and self._torch.is_grad_enabled():
+            with self._lock:
+                self._activity()
+                self._trained = True
+                if self._open != "forward":
+                    size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+                    self._begin("forward", input=size)
+                    if size is not None:
+                        self._note_input(size)
+                self._acts.start()
+        return args, kwargs
+
+    def _training_step_end(self):
+        # What training_step computed after the module's forward is the loss;
+        # without a module forward inside, "forward" stays open until the next
+        # phase (zero_grad or backward) and covers forward and loss together.
+        if self._active:
+            with self._lock:
+                self._acts.pause()
+
+    # ---- backward -----------------------------------------------------------------------
+
+    def user_backward_begin(self):
+        """Called by the global backward wrapper at the start of a user's backward;
+        returns True when it is this model's (a training forward since the last one)."""
+        if not self._active or self._in_backward:
+            return False
+        with self._lock:
+            if self._in_backward or not (self._trained or self._open in ("forward", "loss")):
+                return False
+            self._in_backward = True
+            self._user_bw = True
+            self._backward_begin()
+            return True
+
+    def user_backward_end(self):
+        """Called by the global backward wrapper when that backward returned or raised."""
+        with self._lock:
+            if self._user_bw:
+                self._end("backward")
+                self._in_backward = False
+                self._user_bw = False
+
     def _on_output_grad(self, grad):
+        # Fallback: autograd reached the model output of a backward that did not
+        # enter through the wrapper (torch.autograd.grad, a C++ caller).
         if not self._active or self._in_backward:
             return None
         with self._lock:
@@ -294,31 +356,50 @@ class Watcher:
             self._in_backward = True
             try:
                 self._backward_begin()
+                if self._queue_callback is not None:
+                    self._queue_callback(self._done_callback)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
 
     def _backward_begin(self):
-        self._collect_activations()
+        self._activity()
+        if self._acts.measuring:
+            self._acts.collect()
+        self._trained = False
         self._begin("backward")
-        if self._queue_callback is not None:
-            self._queue_callback(self._done_callback)
 
     def _on_backward_done(self):
         try:
             with self._lock:
-                self._end("backward")
-                self._in_backward = False
+                if not self._user_bw:
+                    self._end("backward")
+                    self._in_backward = False
         except Exception as exc:  # noqa: BLE001 - raising here would fail backward()
             _safe.report(exc)
+
+    # ---- zero_grad ---------------------------------------------------------------------
 
     def _zero_begin(self):
         if not self._active:
             return
         with self._lock:
             self._zero_depth += 1
-            if self._zero_depth == 1:
+            if self._zero_depth != 1:
+                return
+            if self._idle and not self._zero_seen_last and self._client.step > 0 \
+                    and self._optimizer is not None and self._open is None:
+                # A loop that zeroes after optimizer.step(): the step just
+                # finished had no zero_grad, so this one is its tail, not the
+                # head of a step of its own (the last one would be a step with
+                # nothing but zero_grad). The step stays idle.
                 self._recover()
+                self._begin("zero_grad", step=self._client.step - 1)
+                return
+            self._activity()
+            self._recover()
+            self._zero_seen = True
+            if self._open != "zero_grad":
                 self._begin("zero_grad")
 
     def _zero_end(self):
@@ -328,42 +409,3 @@ class Watcher:
             self._zero_depth = max(0, self._zero_depth - 1)
             if self._zero_depth == 0:
                 self._end("zero_grad")
-
-    def _recover(self):
-        # A forward that raised leaves its meter installed and its depth counted.
-        self._stop_meter()
-        self._depth = 0
-        self._skip_forward = False
-
-    def _step_begin(self):
-        if not self._active:
-            return
-        with self._lock:
-            self._recover()
-            self._begin("step")
-
-    def _step_end(self):
-        if not self._active:
-            return
-        with self._lock:
-            self._end("step")
-            step = self._client.step
-            if self._measured(step):
-                self._collect_activations()
-                _safe.call(self._send_anatomy, step)
-            self._client.step = step + 1
-            self._client.micro = 0
-            self._prepare(step + 1)
-
-    def _send_anatomy(self, step):
-        figures = _anatomy.static_figures(self._torch, self._model, self._optimizer)
-        batch = self._config.batch_size if self._config.batch_size is not None else self._batch
-        self._client.anatomy(step, {
-            "weights": figures["weights"],
-            "gradients": figures["gradients"],
-            "optimizer": figures["optimizer"],
-            "activations": self._acts if self._measuring else None,
-            "batch_size": batch,
-            "params": figures["params"],
-            "device": figures["device"],
-        })

@@ -1,0 +1,140 @@
+"""``backward`` begins when the user's backward starts (issue 8, finding 3)."""
+
+import pytest
+
+from conftest import checkpoint, make_config, queued
+import stacks
+from vramscope import _backward, _client, _watch
+
+VOCAB = 300
+
+
+def lm(torch):
+    return torch.nn.Sequential(torch.nn.Embedding(VOCAB, 16), torch.nn.Linear(16, VOCAB))
+
+
+def edges(client):
+    return [(m["name"], m["edge"]) for m in queued(client) if m["type"] == "phase"]
+
+
+def entry_points(torch):
+    acc = stacks.Accelerator(torch)
+    return {
+        "loss.backward()": lambda loss: loss.backward(),
+        # GradScaler.scale(loss) returns loss * scale, a Tensor whose backward is Tensor.backward
+        "scaler.scale(loss).backward()": lambda loss: (loss * 1024.0).backward(),
+        "accelerator.backward(loss)": acc.backward,
+        "torch.autograd.backward": lambda loss: torch.autograd.backward([loss]),
+    }
+
+
+@pytest.mark.parametrize("entry", ["loss.backward()", "scaler.scale(loss).backward()",
+                                   "accelerator.backward(loss)", "torch.autograd.backward"])
+def test_backward_begins_before_autograd_runs_the_loss_backward(torch_mod, entry):
+    torch = torch_mod
+    model = lm(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = _client.Client(make_config(), start=False)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    seen = []
+    ids = torch.randint(0, VOCAB, (4, 12))
+    opt.zero_grad()
+    logits = model(ids)
+    loss = torch.nn.functional.cross_entropy(logits.view(-1, VOCAB), ids.view(-1))
+    # The first autograd node of the backward is the loss's own: by then the
+    # backward phase must be open (it used to open only at the model's output).
+    loss.register_hook(lambda g: seen.append(edges(client)[-1]))
+    entry_points(torch)[entry](loss)
+    opt.step()
+    assert seen == [("backward", "begin")]
+    assert edges(client) == [
+        ("zero_grad", "begin"), ("zero_grad", "end"), ("forward", "begin"), ("forward", "end"),
+        ("loss", "begin"), ("loss", "end"), ("backward", "begin"), ("backward", "end"),
+        ("step", "begin"), ("step", "end")]
+
+
+def test_loss_ends_when_backward_is_called_not_when_autograd_reaches_the_output(torch_mod):
+    torch = torch_mod
+    model = lm(torch)
+    client = _client.Client(make_config(), start=False)
+    _watch.Watcher(torch, client, model, None, client.config)
+    ids = torch.randint(0, VOCAB, (4, 12))
+    logits = model(ids)
+    loss = torch.nn.functional.cross_entropy(logits.view(-1, VOCAB), ids.view(-1))
+    n = len(edges(client))
+    loss.backward()
+    assert edges(client)[n:] == [("loss", "end"), ("backward", "begin"), ("backward", "end")]
+
+
+def test_the_global_wrapper_is_refcounted_and_undone_by_the_last_remove(torch_mod):
+    torch = torch_mod
+    original = torch.Tensor.backward
+    a = _watch.Watcher(torch, _client.Client(make_config(), start=False), lm(torch), None,
+                       make_config())
+    b = _watch.Watcher(torch, _client.Client(make_config(), start=False), lm(torch), None,
+                       make_config())
+    assert torch.Tensor.backward is not original and _backward.installed()
+    a.remove()
+    assert _backward.installed()
+    b.remove()
+    assert torch.Tensor.backward is original and not _backward.installed()
+    assert torch.autograd.backward.__name__ == "backward"
+    assert not getattr(torch.autograd.backward, "_vramscope_wrapper", False)
+
+
+def test_a_backward_of_another_model_is_not_this_ones(torch_mod):
+    torch = torch_mod
+    watched, other = lm(torch), lm(torch)
+    client = _client.Client(make_config(), start=False)
+    w = _watch.Watcher(torch, client, watched, None, client.config)
+    ids = torch.randint(0, VOCAB, (2, 5))
+    other(ids).sum().backward()
+    assert edges(client) == []
+    w.remove()
+
+
+def test_checkpoint_recomputation_and_a_raising_backward_leave_nothing_open(torch_mod):
+    torch = torch_mod
+
+    class Ckpt(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(8, 8)
+            self.b = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return checkpoint(torch, self.b, self.a(x).relu())
+
+    model = Ckpt()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = _client.Client(make_config(), start=False)
+    w = _watch.Watcher(torch, client, model, opt, client.config)
+    x = torch.randn(4, 8, requires_grad=True)
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    assert [n for n, e in edges(client) if e == "begin"] == [
+        "zero_grad", "forward", "loss", "backward", "step"]
+    out = model(x).sum()
+
+    def fail(grad):
+        raise ValueError("from a user's grad hook")
+
+    out.register_hook(fail)
+    with pytest.raises(ValueError, match="grad hook"):
+        out.backward()
+    assert edges(client)[-2:] == [("backward", "begin"), ("backward", "end")]
+    assert w._open is None and not w._in_backward
+    opt.zero_grad()
+    model(x).sum().backward()
+    assert edges(client)[-2:] == [("backward", "begin"), ("backward", "end")]
+
+
+def test_torch_autograd_grad_still_gives_a_backward_through_the_output_hook(torch_mod):
+    torch = torch_mod
+    model = lm(torch)
+    client = _client.Client(make_config(), start=False)
+    _watch.Watcher(torch, client, model, None, client.config)
+    out = model(torch.randint(0, VOCAB, (2, 5))).sum()
+    torch.autograd.grad(out, list(model.parameters()))
+    assert ("backward", "begin") in edges(client)

@@ -1,0 +1,132 @@
+"""Activations follow the input size (issue 14; protocol additions 1 and 2), on real torch."""
+
+import pytest
+
+from conftest import make_config, queued
+from vramscope import _client, _watch
+
+F32 = 4
+
+
+def run(torch, model, sizes, make_input, every=100, kwargs=False):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    client = _client.Client(make_config(activations_every=every), start=False)
+    w = _watch.Watcher(torch, client, model, opt, client.config)
+    for size in sizes:
+        opt.zero_grad()
+        inp = make_input(size)
+        out = model(input_ids=inp) if kwargs else model(inp)
+        out.float().pow(2).mean().backward()
+        opt.step()
+    w.remove()
+    return client
+
+
+def anatomy(client):
+    return {m["step"]: m for m in queued(client) if m["type"] == "anatomy"}
+
+
+def inputs(client):
+    return [m.get("input") for m in queued(client) if m["type"] == "phase"
+            and m["name"] == "forward" and m["edge"] == "begin"]
+
+
+def mlp(torch):
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def test_growing_batch_is_remeasured_once_per_doubling_and_scaled_otherwise(torch_mod):
+    torch = torch_mod
+    sizes = [4, 4, 4, 8, 12, 12, 4, 16]
+    client = run(torch, mlp(torch), sizes, lambda b: torch.randn(b, 8))
+    a = anatomy(client)
+    # What autograd saves per sample: the input (8), the Linear output and the
+    # ReLU output (16, shared storage counted once: 16), as in test_anatomy.py.
+    per_sample = (8 + 16) * F32
+    assert sorted(a) == [0, 1, 2, 3, 4, 6, 7]  # step 5 has step 4's size: nothing new
+    for s in (0, 1, 2):
+        assert a[s]["activations_source"] == "measured" and a[s]["activations"] == 4 * per_sample
+    assert (a[3]["activations_source"], a[3]["activations_step"]) == ("measured", 3)
+    assert a[3]["activations"] == 8 * per_sample and a[3]["activations_batch"] == 8
+    # 12 is 1.5x the last measurement: scaled, labelled, and exact for this model.
+    assert a[4]["activations_source"] == "scaled" and a[4]["activations_step"] == 3
+    assert a[4]["activations"] == 12 * per_sample and a[4]["batch_size"] == 12
+    assert a[6]["activations_source"] == "scaled" and a[6]["activations"] == 4 * per_sample
+    assert a[7]["activations_source"] == "measured" and a[7]["activations"] == 16 * per_sample
+    assert inputs(client) == [{"batch": b, "tokens": b * 8} for b in sizes]
+
+
+def test_sequence_length_scales_by_tokens_with_keyword_inputs(torch_mod):
+    torch = torch_mod
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(100, 8)
+            self.out = torch.nn.Linear(8, 100)
+
+        def forward(self, input_ids=None):
+            return self.out(self.emb(input_ids).tanh())
+
+    lengths = [16, 16, 16, 24, 64, 64]
+    client = run(torch, LM(), lengths, lambda n: torch.randint(0, 100, (2, n)), kwargs=True)
+    a = anatomy(client)
+    assert sorted(a) == [0, 1, 2, 3, 4]
+    base = a[2]["activations"]
+    assert a[2]["tokens"] == 32 and a[2]["activations_tokens"] == 32
+    assert a[3]["activations_source"] == "scaled" and a[3]["tokens"] == 48
+    assert a[3]["activations"] == round(base * 48 / 32)
+    assert (a[4]["activations_source"], a[4]["activations_tokens"]) == ("measured", 128)
+    assert a[4]["activations"] == base * 4, "saved activations grow with tokens here"
+    assert all(x["batch_size"] == 2 for x in a.values())
+
+
+def test_growth_by_half_alternates_scaled_and_measured(torch_mod):
+    torch = torch_mod
+    sizes = [4, 4, 4, 6, 9, 13, 20]
+    client = run(torch, mlp(torch), sizes, lambda b: torch.randn(b, 8))
+    a = anatomy(client)
+    src = [a[s]["activations_source"] for s in range(3, 7)]
+    # measured at 4; 6 < 8 scaled; 9 >= 8 measured; 13 < 18 scaled; 20 >= 18 measured
+    assert src == ["scaled", "measured", "scaled", "measured"]
+
+
+@pytest.mark.parametrize("every", [0])
+def test_without_measurement_activations_stay_unknown(torch_mod, every):
+    torch = torch_mod
+    client = run(torch, mlp(torch), [4, 4, 4, 8], lambda b: torch.randn(b, 8), every=every)
+    a = anatomy(client)
+    assert sorted(a) == [0, 1, 2]
+    assert all(x["activations"] is None and x["activations_source"] is None for x in a.values())
+    assert a[2]["batch_size"] == 4 and a[2]["tokens"] == 32
+
+
+def test_eval_with_a_larger_batch_on_a_measured_step_keeps_the_training_batch(torch_mod):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    client = _client.Client(make_config(), start=False)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    with torch.no_grad():
+        model(torch.randn(64, 8))  # inside the step: a forward, never the batch
+    opt.step()
+    (a,) = [m for m in queued(client) if m["type"] == "anatomy"]
+    assert a["batch_size"] == 4 and a["tokens"] == 32
+    assert inputs(client) == [{"batch": 4, "tokens": 32}, None]
+
+
+def test_the_oom_runs_batch_schedule_is_measured_at_every_doubling(torch_mod):
+    """oom.jsonl.gz's schedule (batch doubling every 3 steps, measured once at
+    step 2 and then stale): now each doubling is measured, the figure never
+    stays at the first batch's."""
+    torch = torch_mod
+    sizes = [4 * 2 ** (s // 3) for s in range(12)]  # 4,4,4,8,8,8,16,16,16,32,32,32
+    client = run(torch, mlp(torch), sizes, lambda b: torch.randn(b, 8))
+    a = anatomy(client)
+    assert sorted(a) == [0, 1, 2, 3, 6, 9]
+    per_sample = (8 + 16) * F32
+    for s in (3, 6, 9):
+        assert a[s]["activations_source"] == "measured"
+        assert a[s]["activations"] == sizes[s] * per_sample == a[s]["batch_size"] * per_sample

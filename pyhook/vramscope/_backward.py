@@ -1,0 +1,130 @@
+"""One process-wide wrapper of ``torch.Tensor.backward`` and ``torch.autograd.backward``.
+
+``backward`` must begin when the user's backward starts, not when autograd
+reaches the model's output: a loss over a 30,000-word vocabulary spends most
+of its backward before that point (issue 8, seed model). Every path users
+take ends in these two functions: ``loss.backward()``,
+``scaler.scale(loss).backward()`` (a Tensor), ``accelerator.backward(loss)``
+(calls ``loss.backward``; observed in callorders/accelerate.txt) and
+``torch.autograd.backward``. ``Tensor.backward`` calls
+``torch.autograd.backward``; a per-thread depth makes that one backward.
+
+The wrapper is installed once, when the first Watcher registers, and undone
+when the last one leaves (refcounted). Undo restores the original only when
+the attribute is still ours; if someone wrapped on top of us, ours stays in
+place but inert. Each listener decides whether a backward is its own
+(``user_backward_begin`` returns True) and only those get the end call.
+"""
+
+import threading
+import weakref
+
+from . import _safe
+
+_lock = threading.Lock()
+# Weak references to Watchers, in registration order: a Watcher that was
+# never removed goes away with its model instead of listening forever.
+_listeners = []
+_state = {"torch": None, "tensor": None, "autograd": None}
+_local = threading.local()
+
+
+def _run(original, args, kwargs):
+    depth = getattr(_local, "depth", 0)
+    listeners = _listeners
+    if depth or not listeners:
+        _local.depth = depth + 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _local.depth = depth
+    accepted = []
+    for ref in list(listeners):
+        w = ref()
+        if w is None:
+            continue
+        try:
+            if w.user_backward_begin():
+                accepted.append(w)
+        except Exception as exc:  # noqa: BLE001 - never break backward()
+            _safe.report(exc)
+    _local.depth = 1
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _local.depth = 0
+        for w in accepted:
+            try:
+                w.user_backward_end()
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+
+
+def _make(original, name):
+    def backward(*args, **kwargs):
+        return _run(original, args, kwargs)
+
+    backward.__name__ = name
+    backward.__doc__ = getattr(original, "__doc__", None)
+    backward.__wrapped__ = original
+    backward._vramscope_wrapper = True
+    return backward
+
+
+def installed():
+    """Report whether the wrappers are in place (for tests)."""
+    return _state["torch"] is not None
+
+
+def add(torch, listener):
+    """Register ``listener``; install the wrappers on the first one."""
+    with _lock:
+        _listeners[:] = [r for r in _listeners if r() is not None]
+        if any(r() is listener for r in _listeners):
+            return
+        if _state["torch"] is None:
+            _install(torch)
+        _listeners.append(weakref.ref(listener))
+
+
+def discard(listener):
+    """Unregister ``listener``; undo the wrappers after the last one."""
+    with _lock:
+        _listeners[:] = [r for r in _listeners if r() is not None and r() is not listener]
+        if not _listeners:
+            _uninstall()
+
+
+def _install(torch):
+    tensor_cls = getattr(torch, "Tensor", None)
+    autograd = getattr(torch, "autograd", None)
+    tb = getattr(tensor_cls, "backward", None)
+    ab = getattr(autograd, "backward", None)
+    if tb is None or ab is None:
+        return  # the output-grad hook remains the only signal
+    wt, wa = _make(tb, "backward"), _make(ab, "backward")
+    tensor_cls.backward = wt
+    autograd.backward = wa
+    _state.update(torch=torch, tensor=(tb, wt), autograd=(ab, wa))
+
+
+def _uninstall():
+    torch = _state["torch"]
+    if torch is None:
+        return
+    tb, wt = _state["tensor"]
+    ab, wa = _state["autograd"]
+    if torch.Tensor.__dict__.get("backward") is wt:
+        torch.Tensor.backward = tb
+    if getattr(torch.autograd, "backward", None) is wa:
+        torch.autograd.backward = ab
+    # A wrapper someone put on top of ours keeps calling ours, which is inert
+    # now: with no listeners _run just calls the original.
+    _state.update(torch=None, tensor=None, autograd=None)
+
+
+def _reset_for_tests():
+    """Forget every listener and undo the wrappers (tests build Watchers they never remove)."""
+    with _lock:
+        del _listeners[:]
+        _uninstall()

@@ -1,0 +1,269 @@
+"""Instance patches and optimizer discovery for the Watcher (docs/hook.md).
+
+Everything here looks at the *instance*, never the class or torch's version:
+accelerate's ``AcceleratedOptimizer`` is an ``Optimizer`` subclass whose
+``Optimizer.__init__`` never ran, so the class has ``register_step_pre_hook``
+while the instance lacks the ``_optimizer_step_pre_hooks`` dict it writes to
+(issue 8, callorders/accelerate.txt).
+"""
+
+import types
+
+from . import _safe
+
+# Attributes under which known wrappers keep the real optimizer:
+# accelerate's AcceleratedOptimizer (``.optimizer``, accelerate/optimizer.py)
+# and Lightning's LightningOptimizer (``._optimizer``, lightning/pytorch/core/optimizer.py).
+INNER = ("optimizer", "_optimizer")
+KNOWN = ("AcceleratedOptimizer", "LightningOptimizer")
+MAX_UNWRAP = 4
+
+
+def is_optimizer_like(obj):
+    """Report whether ``obj`` looks like an optimizer: ``step``, ``zero_grad``, ``param_groups``."""
+    return (callable(getattr(obj, "step", None)) and callable(getattr(obj, "zero_grad", None))
+            and isinstance(_instance_attr(obj, "param_groups"), list))
+
+
+def _instance_attr(obj, name):
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # noqa: BLE001 - a property that raises is "absent"
+        return None
+
+
+def initialised(opt):
+    """Report whether ``Optimizer.__init__`` ran on this instance (its hook dicts exist)."""
+    d = getattr(opt, "__dict__", {})
+    return isinstance(d.get("_optimizer_step_pre_hooks"), dict) \
+        and isinstance(d.get("_optimizer_step_post_hooks"), dict)
+
+
+def unwrap_optimizer(opt):
+    """Return the optimizer that really runs the update under known wrappers.
+
+    Follows ``.optimizer`` / ``._optimizer`` while the object is a wrapper:
+    a known wrapper class, or an object whose ``Optimizer.__init__`` never
+    ran. Returns ``opt`` itself when there is nothing to unwrap.
+    """
+    seen = set()
+    for _ in range(MAX_UNWRAP):
+        if id(opt) in seen:
+            break
+        seen.add(id(opt))
+        inner = None
+        for name in INNER:
+            cand = _instance_attr(opt, name)
+            if cand is not None and cand is not opt and is_optimizer_like(cand):
+                inner = cand
+                break
+        if inner is None:
+            break
+        # LightningOptimizer takes the class "Lightning" + the optimizer's class
+        # name (a subclass of both), so known wrappers are found in the MRO.
+        known = any(c.__name__ in KNOWN for c in type(opt).__mro__)
+        if initialised(opt) and not known:
+            break  # a real Optimizer that merely holds another one
+        opt = inner
+    return opt
+
+
+def has_step_hooks(optimizer):
+    """Report whether this *instance* can take step pre/post hooks.
+
+    ``register_step_pre_hook`` writes into the instance's
+    ``_optimizer_step_pre_hooks``, created by ``Optimizer.__init__`` (torch >= 2.0);
+    a class that has the method says nothing about an instance whose
+    ``__init__`` was skipped.
+    """
+    return (callable(getattr(optimizer, "register_step_pre_hook", None))
+            and callable(getattr(optimizer, "register_step_post_hook", None))
+            and initialised(optimizer))
+
+
+def find_closure(args, kwargs):
+    """Return ``(where, closure)`` of an ``optimizer.step`` call: where is
+    ``"kw"`` or the positional index, or ``(None, None)``."""
+    c = kwargs.get("closure")
+    if c is not None:
+        return "kw", c
+    for i, a in enumerate(args):
+        # torch's step hooks get ``self`` as args[0]; an optimizer is not callable.
+        if callable(a) and not hasattr(a, "param_groups"):
+            return i, a
+    return None, None
+
+
+def replace_closure(args, kwargs, where, closure):
+    """Return ``(args, kwargs)`` with the closure at ``where`` replaced."""
+    if where == "kw":
+        kwargs = dict(kwargs)
+        kwargs["closure"] = closure
+        return args, kwargs
+    args = list(args)
+    args[where] = closure
+    return tuple(args), kwargs
+
+
+def patch_method(obj, name, before, after, wrap_args=None):
+    """Wrap ``obj.name`` so ``before``/``after`` (each may be None) run around it;
+    return an undo.
+
+    ``wrap_args(args, kwargs)``, when given, returns the arguments to call the
+    original with (the step patch wraps a closure with it).
+
+    The wrapper is a bound method of ``obj`` (torch 1.13's LR scheduler rebinds
+    ``optimizer.step.__func__``). Undo restores the original when the attribute
+    is still ours; when someone wrapped on top of us (a scheduler), it leaves
+    our wrapper in place but inert, so their wrapper keeps working.
+    """
+    had_own = name in getattr(obj, "__dict__", {})
+    original = getattr(obj, name)
+    # The function behind a method bound to obj, to call on a copy of obj:
+    # copy.deepcopy rebinds this wrapper to the copy (an EMA model), which must
+    # run its own method, unobserved.
+    func = getattr(original, "__func__", None) \
+        if getattr(original, "__self__", None) is obj else None
+    on = [True]
+
+    report = _safe.report
+
+    def method(_self, *args, **kwargs):
+        if _self is not obj:
+            if func is not None:
+                return func(_self, *args, **kwargs)
+            return original(*args, **kwargs)
+        # _safe.call inlined: this runs on the training thread every step.
+        if on[0]:
+            try:
+                if before is not None:
+                    before()
+                if wrap_args is not None:
+                    args, kwargs = wrap_args(args, kwargs)
+            except Exception as exc:  # noqa: BLE001
+                report(exc)
+        if after is None:
+            return original(*args, **kwargs)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            if on[0]:
+                try:
+                    after()
+                except Exception as exc:  # noqa: BLE001
+                    report(exc)
+
+    method.__name__ = getattr(original, "__name__", name)
+    method.__doc__ = getattr(original, "__doc__", None)
+    method._vramscope_wrapper = True
+    method.__wrapped__ = original  # inspect.signature(model.forward) still tells the truth
+    # Keep the markers LR schedulers put on the step they wrapped, so a
+    # scheduler made before watch() still sees its counter in place.
+    for marker in ("_with_counter", "_wrapped_by_lr_sched"):
+        if getattr(original, marker, False):
+            setattr(method, marker, True)
+    bound = types.MethodType(method, obj)
+    setattr(obj, name, bound)
+
+    def undo():
+        on[0] = False
+        if obj.__dict__.get(name) is bound:
+            if had_own:
+                setattr(obj, name, original)
+            else:
+                delattr(obj, name)
+
+    return undo
+
+
+def first_tensor(is_tensor, args, kwargs):
+    """Return the first tensor among ``args`` then ``kwargs`` values (one level
+    into lists, tuples and dicts, as a batch from a DataLoader is), or None."""
+    for a in args:
+        t = _tensor_in(is_tensor, a)
+        if t is not None:
+            return t
+    if kwargs:
+        for a in kwargs.values():
+            t = _tensor_in(is_tensor, a)
+            if t is not None:
+                return t
+    return None
+
+
+def _tensor_in(is_tensor, a):
+    if is_tensor(a):
+        return a
+    if isinstance(a, (list, tuple)):
+        for v in a[:8]:
+            if is_tensor(v):
+                return v
+    elif isinstance(a, dict):
+        for v in list(a.values())[:8]:
+            if is_tensor(v):
+                return v
+    return None
+
+
+def input_size(is_tensor, args, kwargs):
+    """Return ``{"batch": int|None, "tokens": int|None}`` of a forward's inputs,
+    or None when no tensor input was found (protocol additions item 1)."""
+    t = first_tensor(is_tensor, args, kwargs)
+    if t is None:
+        return None
+    shape = t.shape
+    if len(shape) == 0:
+        return {"batch": None, "tokens": None}
+    batch = int(shape[0])
+    return {"batch": batch, "tokens": batch * int(shape[1]) if len(shape) >= 2 else None}
+
+
+MAX_OUTPUT_TENSORS = 32
+
+
+def queue_callback_of(torch):
+    """Return autograd's ``queue_callback`` (end-of-backward callback), or None."""
+    engine = getattr(getattr(getattr(torch, "autograd", None), "Variable", None),
+                     "_execution_engine", None)
+    return getattr(engine, "queue_callback", None)
+
+
+def grad_tensors(torch, out, found, depth=0):
+    """Append to ``found`` the tensors requiring grad in a forward's output (nested
+    up to 3 levels in dicts, lists and tuples; at most MAX_OUTPUT_TENSORS)."""
+    if len(found) >= MAX_OUTPUT_TENSORS:
+        return
+    if torch.is_tensor(out):
+        if out.requires_grad:
+            found.append(out)
+    elif depth < 3 and isinstance(out, dict):
+        for v in out.values():
+            grad_tensors(torch, v, found, depth + 1)
+    elif depth < 3 and isinstance(out, (list, tuple)):
+        for v in out:
+            grad_tensors(torch, v, found, depth + 1)
+
+
+def kwargs_pre_hooks(module):
+    """Report whether ``register_forward_pre_hook`` takes ``with_kwargs`` (torch >= 2.0)."""
+    try:
+        import inspect
+        return "with_kwargs" in inspect.signature(module.register_forward_pre_hook).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _Inert:
+    """What an unpickled Watcher becomes: every hook is a no-op."""
+
+    def __getattr__(self, name):
+        return _inert_hook
+
+
+def _inert_hook(*args, **kwargs):
+    return None
+
+
+def inert():
+    """Return the object an unpickled Watcher becomes (Watcher.__reduce__)."""
+    return _Inert()

@@ -1,0 +1,163 @@
+"""Optimizer steps, closures, the end of a step and the entry points of the
+framework callbacks: the half of the Watcher that decides where a step ends
+(docs/hook.md, docs/integrations.md). Mixed into :class:`_watch.Watcher`."""
+
+from . import _anatomy, _patch, _safe
+
+
+class StepsMixin:
+    """Step, closure and framework methods of the Watcher (which defines
+    ``_begin``, ``_end``, ``_activity``, ``_recover`` and the state they use)."""
+
+    # ---- step ----------------------------------------------------------------------------
+
+    def _on_step_pre_hook(self, optimizer, args, kwargs):
+        try:
+            new = self._step_pre(args, kwargs)
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+            return None
+        return None if new[0] is args and new[1] is kwargs else new
+
+    def _step_pre(self, args, kwargs):
+        """Begin ``step``, or, for ``step(closure)``, wrap the closure so its
+        phases show as themselves and ``step`` begins when it returns."""
+        if not self._active:
+            return args, kwargs
+        with self._lock:
+            self._activity()
+            self._recover()
+            self._step_called = True
+            where, closure = _patch.find_closure(args, kwargs)
+            if closure is None:
+                if self._open != "step":  # a framework may have opened it
+                    self._begin("step")
+                return args, kwargs
+            return _patch.replace_closure(args, kwargs, where, self._wrap_closure(closure))
+
+    def _wrap_closure(self, closure):
+        def closure_watched(*a, **k):
+            self._closure_depth += 1
+            ok = False
+            try:
+                out = closure(*a, **k)
+                ok = True
+                return out
+            finally:
+                self._closure_depth -= 1
+                if ok and self._active:
+                    self._guarded(self._closure_done)
+
+        return closure_watched
+
+    def _closure_done(self):
+        with self._lock:
+            self._recover()
+            if self._open != "step":
+                self._begin("step")  # the parameter update follows the closure
+
+    def _on_step_post_hook(self, optimizer, args, kwargs):
+        self._guarded(self._step_post)
+
+    def _step_post(self):
+        if not self._active:
+            return
+        with self._lock:
+            if self.framework_steps:
+                self._step_called = False
+                self._end("step")
+                return
+            self._finish_step()
+
+    def finish_open_step(self):
+        """End a step the optimizer never finished: ``step`` was opened (by a
+        framework, or a step hook whose step raised) but no post hook ran, as when
+        a mixed-precision scaler skips ``optimizer.step()`` (Lightning's
+        ``on_train_batch_end``). No-op otherwise."""
+        if not self._active:
+            return
+        with self._lock:
+            if self._open == "step" or self._step_called:
+                self._finish_step()
+
+    def finish_step(self):
+        """End the step now (HF Trainer's ``on_step_end``); no-op when idle."""
+        if not self._active:
+            return
+        with self._lock:
+            if not self._idle or self._step_called:
+                self._finish_step()
+
+    def _finish_step(self):
+        self._step_called = False
+        if self._open is not None:
+            self._end(self._open)
+        step = self._client.step
+        figures = self._acts.finish(step)
+        if figures is not None:
+            _safe.call(self._send_anatomy, step, figures)
+        self._client.step = step + 1
+        self._client.micro = 0
+        self._zero_seen_last, self._zero_seen = self._zero_seen, False
+        self._idle = True
+        self._trained = False
+        self._acts.prepare(step + 1)
+
+    def _send_anatomy(self, step, acts):
+        if acts.get("activations_source") == "scaled" and self._acts.static is not None:
+            figures = self._acts.static  # a scaled message reuses the last walk
+        else:
+            figures = _anatomy.static_figures(self._torch, self._model, self._optimizer)
+            self._acts.static = figures
+        step_batch = acts.pop("batch", None)
+        batch = self._config.batch_size if self._config.batch_size is not None else step_batch
+        msg = {
+            "weights": figures["weights"],
+            "gradients": figures["gradients"],
+            "optimizer": figures["optimizer"],
+            "activations": acts["activations"],
+            "batch_size": batch,
+            "params": figures["params"],
+            "device": figures["device"],
+        }
+        for k in ("tokens", "activations_step", "activations_batch", "activations_tokens",
+                  "activations_source"):
+            msg[k] = acts.get(k)
+        self._client.anatomy(step, msg)
+
+    # ---- framework integrations (integrations/) -------------------------------------------
+
+    def framework_phase(self, name, batch=None):
+        """Begin ``name`` from a framework callback; no-op when it is already open.
+
+        ``batch`` (forward only) is the framework's batch object, read for its size.
+        """
+        if not self._active:
+            return
+        with self._lock:
+            if self._open == name:
+                return
+            if name == "backward":
+                if not self._in_backward:
+                    self._in_backward = True
+                    self._user_bw = True  # ended by framework_end("backward")
+                    self._backward_begin()
+                return
+            self._activity()
+            if name == "forward":
+                size = None
+                if batch is not None:
+                    size = _patch.input_size(self._torch.is_tensor, (batch,), None)
+                self._trained = True
+                self._begin("forward", input=size)
+                if size is not None:
+                    self._note_input(size)
+            else:
+                self._begin(name)
+
+    def framework_end(self, name):
+        """End ``name`` from a framework callback when it is the open phase."""
+        if not self._active:
+            return
+        with self._lock:
+            self._end(name)

@@ -1,0 +1,72 @@
+"""What both framework callbacks share: one watch per fit, driven by the
+framework's own hooks, and a lazily built class (the framework is imported
+when the callback class is first used, never when this package is imported)."""
+
+from .. import _api, _safe
+
+
+class Driver:
+    """Driver owns the Handle of one fit and forwards framework hooks to its Watcher.
+
+    Every method is guarded: a callback that raises would stop the framework's
+    training loop, and the hook's first promise is that it never breaks training.
+    """
+
+    def __init__(self, watch_kwargs):
+        self.watch_kwargs = dict(watch_kwargs)
+        self.handle = None
+
+    @property
+    def watcher(self):
+        h = self.handle
+        return h.watcher if h is not None else None
+
+    def start(self, model, optimizer, framework_steps=False):
+        def go():
+            self.stop()
+            self.handle = _api.watch(model, optimizer, **self.watch_kwargs)
+            w = self.watcher
+            if w is not None:
+                w.framework_steps = framework_steps
+        _safe.call(go)
+
+    def phase(self, name, batch=None):
+        w = self.watcher
+        if w is not None:
+            _safe.call(w.framework_phase, name, batch)
+
+    def end(self, name):
+        w = self.watcher
+        if w is not None:
+            _safe.call(w.framework_end, name)
+
+    def finish_step(self):
+        w = self.watcher
+        if w is not None:
+            _safe.call(w.finish_step)
+
+    def finish_open_step(self):
+        w = self.watcher
+        if w is not None:
+            _safe.call(w.finish_open_step)
+
+    def stop(self):
+        h, self.handle = self.handle, None
+        if h is not None:
+            _safe.call(h.remove)
+
+
+def lazy_class(module_globals, name, build):
+    """Return a module ``__getattr__`` that builds ``name`` with ``build()`` on first use."""
+
+    def __getattr__(attr):
+        if attr != name:
+            raise AttributeError("module %r has no attribute %r"
+                                 % (module_globals["__name__"], attr))
+        cls = module_globals.get("_built")
+        if cls is None:
+            cls = build()
+            module_globals["_built"] = cls
+        return cls
+
+    return __getattr__
