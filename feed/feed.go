@@ -29,6 +29,15 @@ type Opener func(path string) (Writer, error)
 // ErrNoOpener is returned by Start when the feed cannot record.
 var ErrNoOpener = errors.New("recording is not available here")
 
+// DefaultLimit is how many events may wait for a slow consumer: at most
+// about 45 MB of hook messages (a 64 KiB line each is the worst case of a
+// message, a few hundred bytes the usual one).
+const DefaultLimit = 1 << 16
+
+// keepCap is the largest batch buffer kept for reuse once a burst is over:
+// a flood's buffers go back to the garbage collector.
+const keepCap = 1 << 14
+
 // Feed is safe for concurrent use by any number of producers and one
 // consumer.
 type Feed struct {
@@ -52,7 +61,7 @@ type Feed struct {
 // New returns an empty feed.
 func New(opts ...Option) *Feed {
 	f := &Feed{
-		ready: make(chan struct{}, 1), limit: 1 << 20, now: time.Now,
+		ready: make(chan struct{}, 1), limit: DefaultLimit, now: time.Now,
 		hellos: map[uint64]*ipc.Message{}, lastSeq: map[uint64]uint64{},
 	}
 	for _, o := range opts {
@@ -69,7 +78,9 @@ func (f *Feed) Put(ev session.Event) {
 	if len(f.pending) >= f.limit {
 		// The consumer stopped taking events: keep the newest, count the rest.
 		n := len(f.pending) / 2
-		f.pending = append(f.pending[:0], f.pending[n:]...)
+		kept := copy(f.pending, f.pending[n:])
+		clear(f.pending[kept:]) // let the discarded events be collected
+		f.pending = f.pending[:kept]
 		f.overflow += uint64(n)
 	}
 	f.pending = append(f.pending, ev)
@@ -140,6 +151,12 @@ func (f *Feed) Next(ctx context.Context) ([]session.Event, error) {
 		f.mu.Lock()
 		if len(f.pending) > 0 {
 			out := f.pending
+			// The previous batch is the consumer's no more: drop its
+			// references, and the buffer itself if a burst grew it.
+			clear(f.spare)
+			if cap(f.spare) > keepCap {
+				f.spare = nil
+			}
 			f.pending, f.spare = f.spare[:0], out
 			f.mu.Unlock()
 			return out, nil

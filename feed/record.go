@@ -14,9 +14,7 @@ func (f *Feed) record(ev session.Event) {
 		return
 	}
 	if err := f.rec.Write(ev); err != nil {
-		f.recErr = fmt.Errorf("recording to %s stopped: %w", f.recPath, err)
-		_ = f.rec.Close()
-		f.rec, f.recPath = nil, ""
+		f.fail(err)
 		return
 	}
 	f.recCount++
@@ -81,11 +79,25 @@ func (f *Feed) Path() string {
 	return f.recPath
 }
 
-// Err is why the last recording stopped by itself, nil if it did not.
+// Err is why the last recording stopped by itself, nil if it did not. A
+// writer that failed in the background (a flush to a full disk, with no
+// event since) is found here too, and the recording is closed.
 func (f *Feed) Err() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if e, ok := f.rec.(interface{ Err() error }); ok && f.recErr == nil {
+		if err := e.Err(); err != nil {
+			f.fail(err)
+		}
+	}
 	return f.recErr
+}
+
+// fail stops the recording after a write failure; f.mu is held.
+func (f *Feed) fail(err error) {
+	f.recErr = fmt.Errorf("recording to %s stopped: %w", f.recPath, err)
+	_ = f.rec.Close()
+	f.rec, f.recPath = nil, ""
 }
 
 // Recorded is the number of events written to the current (or last)
