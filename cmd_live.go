@@ -74,6 +74,10 @@ func runLive(ctx context.Context, l liveFlags) error {
 	srv.Close()
 	<-served
 	<-polled
+	if rerr := f.Err(); rerr != nil && err == nil {
+		// The TUI showed it; the exit status and the terminal say it too.
+		err = rerr
+	}
 	return err
 }
 

@@ -175,7 +175,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		Session: p.Key, PID: h.PID, Rank: h.Rank, LocalRank: h.LocalRank, WorldSize: h.WorldSize,
 		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.Connected,
 		Lost: p.Lost, Duplicates: p.Duplicates, Dropped: p.Stats.Dropped, Evicted: p.Stats.Evicted,
-		StepsTotal: len(p.StepPeaks()), Steps: []Step{},
+		StepsTotal: p.StepCount(), Steps: []Step{},
 	}
 	if h.Torch != "" {
 		out.Torch = &h.Torch
@@ -230,14 +230,13 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 // cover the whole session) and their phases in the table.
 func totals(p *session.Process) Totals {
 	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1}
-	peaks := p.StepPeaks()
-	t.Steps = len(peaks)
-	for _, sp := range peaks {
-		if sp.PeakAllocated > t.PeakAllocated {
-			t.PeakAllocated, t.PeakAllocatedStep = sp.PeakAllocated, sp.Index
+	t.Steps = p.StepCount() // every step, not only the summaries still held
+	if a, r, ok := p.SessionPeaks(); ok {
+		if a.PeakAllocated > t.PeakAllocated {
+			t.PeakAllocated, t.PeakAllocatedStep = a.PeakAllocated, a.Index
 		}
-		if sp.PeakReserved > t.PeakReserved {
-			t.PeakReserved, t.PeakReservedStep = sp.PeakReserved, sp.Index
+		if r.PeakReserved > t.PeakReserved {
+			t.PeakReserved, t.PeakReservedStep = r.PeakReserved, r.Index
 		}
 	}
 	if !p.First.IsZero() {
