@@ -88,13 +88,14 @@ func demoSource(ctx context.Context, sc demo.Scenario, o demoFlags, logf func(st
 		}
 	}
 	sctx, stopServer := context.WithCancel(context.Background())
-	served := serve(sctx, srv, f, logf)
-	nv := newSimNVML(f.Samples)
+	// The simulated NVML follows the hook lines the server receives, not
+	// the ones the demo sends: a sample is never recorded ahead of them.
+	tap := newNVMLTap(newSimNVML(f.Samples))
+	served := serveTo(sctx, srv, tap.deliver(f.Deliver), logf)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- demo.Run(ctx, sock, sc,
-			demo.WithSteps(o.steps), demo.WithSpeed(o.speed), demo.WithRanks(o.ranks),
-			demo.WithOnMem(nv.onMem), demo.WithOnExit(nv.onExit))
+			demo.WithSteps(o.steps), demo.WithSpeed(o.speed), demo.WithRanks(o.ranks))
 	}()
 	cleanup = func() {
 		stopServer()
