@@ -160,7 +160,7 @@ func runDemoHeadless(ctx context.Context, sc demo.Scenario, o demoFlags, stdout,
 		if err := f.Stop(); err != nil && recErr == nil {
 			recErr = err
 		}
-		fmt.Fprintln(stderr, summary(store, o.out, recorded))
+		fmt.Fprintln(stderr, summary(store, o.out, recorded, f.Rejected()))
 		if recErr != nil && !warned {
 			fmt.Fprintf(stderr, "vramscope: %v\n", recErr)
 		}

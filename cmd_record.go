@@ -96,7 +96,7 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 	if err := f.Stop(); err != nil && recErr == nil {
 		recErr = err
 	}
-	fmt.Fprintln(stderr, summary(store, o.out, recorded))
+	fmt.Fprintln(stderr, summary(store, o.out, recorded, f.Rejected()))
 	return recErr
 }
 
@@ -123,7 +123,9 @@ func consume(ctx context.Context, f *feed.Feed, store *session.Store) error {
 const recordCheck = 250 * time.Millisecond
 
 // summary is the one line a headless run ends with.
-func summary(s *session.Store, path string, events uint64) string {
+// bad is the feed's count of bad lines: the store sees only their
+// rate-limited reports.
+func summary(s *session.Store, path string, events, bad uint64) string {
 	var steps int
 	var dropped uint64
 	for _, p := range s.Processes() {
@@ -135,5 +137,5 @@ func summary(s *session.Store, path string, events uint64) string {
 		size = session.Bytes(fi.Size()).Human()
 	}
 	return fmt.Sprintf("vramscope: %d clients, %d events, %d steps, %d lost, %d dropped by hooks, %d bad messages; wrote %s (%s)",
-		len(s.Processes()), events, steps, s.Lost(), dropped, s.Errors, path, size)
+		len(s.Processes()), events, steps, s.Lost(), dropped, max(bad, uint64(s.Errors)), path, size)
 }

@@ -87,3 +87,14 @@ func TestFloodMemoryIsBoundedAndReturned(t *testing.T) {
 	}
 	t.Logf("heap: %d KB before, %d KB during (stalled), %d KB after", before>>10, during>>10, after>>10)
 }
+
+// Bad lines are counted in full though the server reports them at a
+// limited rate: a report stands for itself and the lines it skipped.
+func TestRejectedLinesAreCountedInFull(t *testing.T) {
+	f := New()
+	f.Deliver(ipc.Delivery{Conn: 1, Kind: ipc.Rejected, Err: errors.New("not JSON")})
+	f.Deliver(ipc.Delivery{Conn: 1, Kind: ipc.Rejected, Err: errors.New("not JSON (and 41 more)"), Skipped: 41})
+	if n := f.Rejected(); n != 43 {
+		t.Errorf("Rejected() = %d, want 43", n)
+	}
+}

@@ -56,6 +56,7 @@ type Feed struct {
 	recPath  string
 	recErr   error
 	recCount uint64
+	rejected uint64 // bad lines, each counted though reports are limited
 }
 
 // New returns an empty feed.
@@ -113,6 +114,9 @@ func (f *Feed) Deliver(d ipc.Delivery) {
 	case ipc.Received:
 		ev.Msg = d.Msg
 	case ipc.Rejected:
+		f.mu.Lock()
+		f.rejected += 1 + d.Skipped
+		f.mu.Unlock()
 		ev.Note = &session.Note{Kind: session.NoteError, Text: fmt.Sprintf("connection %d: %v", d.Conn, d.Err)}
 	case ipc.Connected:
 		ev.Note = &session.Note{Kind: session.NoteConnect, Text: fmt.Sprintf("connection %d opened", d.Conn)}
@@ -176,4 +180,12 @@ func (f *Feed) Overflow() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.overflow
+}
+
+// Rejected is the number of bad lines the socket server skipped, every one
+// counted, though it reports them at a limited rate.
+func (f *Feed) Rejected() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rejected
 }

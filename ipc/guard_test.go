@@ -223,27 +223,29 @@ func TestBadLinesAreReportedAtALimitedRate(t *testing.T) {
 	if rejected > rejectBurst+3 || len(logs) > rejectBurst+3 {
 		t.Fatalf("%d bad lines gave %d reports and %d log lines: not limited", bad, rejected, len(logs))
 	}
-	// Each report stands for its own line plus the count it carries.
-	total := 0
+	// Each report stands for its own line plus the count it carries, in
+	// Skipped and in its text.
+	total, fromText := uint64(0), 0
 	for _, d := range ds {
 		if d.Kind != Rejected {
 			continue
 		}
+		total += 1 + d.Skipped
 		var n int
 		msg := d.Err.Error()
 		switch {
 		case strings.Contains(msg, "more bad lines skipped without a report"):
 			fmt.Sscanf(msg, "%d more", &n)
-		case strings.Contains(msg, "and "):
+		case strings.Contains(msg, "(and "):
 			fmt.Sscanf(msg[strings.Index(msg, "(and ")+5:], "%d", &n)
 			n++
 		default:
 			n = 1
 		}
-		total += n
+		fromText += n
 	}
-	if total != bad {
-		t.Errorf("reports account for %d bad lines, want %d", total, bad)
+	if total != bad || fromText != bad {
+		t.Errorf("reports account for %d bad lines (%d by their text), want %d", total, fromText, bad)
 	}
 }
 

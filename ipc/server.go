@@ -63,6 +63,9 @@ type Delivery struct {
 	// (Disconnected; nil when the peer closed it cleanly or the server shut
 	// down). Its text is one line.
 	Err error
+	// Skipped is, for Rejected, how many more bad lines this report stands
+	// for: reports are rate-limited, the count is not.
+	Skipped uint64
 }
 
 // Server accepts hook connections on a Unix socket and decodes their lines.
@@ -255,7 +258,7 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 		closed := s.closed
 		s.mu.Unlock()
 		if n := lim.suppressed(); n > 0 && !closed {
-			deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected,
+			deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected, Skipped: n - 1,
 				Err: fmt.Errorf("%d more bad lines skipped without a report of their own (reports are limited to %d, then one every %v)", n, rejectBurst, rejectEvery)})
 		}
 		switch {
@@ -349,7 +352,7 @@ func (s *Server) reject(id uint64, deliver func(Delivery), lim *limiter, err err
 		err = fmt.Errorf("%w (and %d more bad lines since the last report)", err, skipped)
 	}
 	s.logf("conn %d: %s", id, oneLine(err))
-	deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected, Err: err})
+	deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected, Err: err, Skipped: skipped})
 }
 
 // Close stops accepting, closes every connection and removes the socket
