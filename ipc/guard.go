@@ -87,13 +87,15 @@ func (s *Server) limitedLogf(format string, args ...any) {
 	s.logf(format, args...)
 }
 
-// deadline keeps a connection's read deadline ahead of its last line
-// without a timer update per line: it is re-armed once a quarter of the
-// wait has passed.
+// deadline keeps a connection's read deadline: fixed until its hello
+// (lines before it do not buy time), then ahead of its last line, without
+// a timer update per line: it is re-armed once a quarter of the wait has
+// passed.
 type deadline struct {
 	c     net.Conn
 	wait  time.Duration
 	armed time.Time
+	idle  bool // the hello came: each line moves the deadline
 }
 
 func (d *deadline) arm(now time.Time) {
@@ -103,8 +105,14 @@ func (d *deadline) arm(now time.Time) {
 	}
 }
 
+// hello switches from the hello timeout to the idle timeout.
+func (d *deadline) hello(now time.Time, idle time.Duration) {
+	d.idle, d.wait = true, idle
+	d.arm(now)
+}
+
 func (d *deadline) touch(now time.Time) {
-	if now.Sub(d.armed) >= d.wait/4 {
+	if d.idle && now.Sub(d.armed) >= d.wait/4 {
 		d.arm(now)
 	}
 }

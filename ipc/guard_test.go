@@ -66,6 +66,30 @@ func TestIdleConnectionsDoNotLockOutAHook(t *testing.T) {
 	}
 }
 
+// Lines before the hello do not buy time: the hello timeout is counted
+// from the connect.
+func TestHelloTimeoutIsNotExtendedByBadLines(t *testing.T) {
+	s, col := serve(t, WithHelloTimeout(300*time.Millisecond))
+	c := dial(t, s)
+	defer c.Close()
+	start := time.Now()
+	go func() {
+		for i := 0; i < 30; i++ {
+			if _, err := fmt.Fprint(c, sampleLine(i+1)); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	ds := col.waitFor(t, "the connection closed", func(ds []Delivery) bool { return countKind(ds, Disconnected) == 1 })
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("closed after %v: lines before the hello extended its timeout", took)
+	}
+	if last := ds[len(ds)-1]; !errors.Is(last.Err, ErrIdle) || !strings.Contains(last.Err.Error(), "no hello within 300ms") {
+		t.Errorf("ended with %v", last.Err)
+	}
+}
+
 func TestIdleTimeoutAfterHello(t *testing.T) {
 	s, col := serve(t, WithIdleTimeout(300*time.Millisecond))
 	c := dial(t, s)

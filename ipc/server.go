@@ -284,6 +284,7 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			n := len(line)
 			for errors.Is(err, bufio.ErrBufferFull) {
+				dl.touch(time.Now()) // data flows: not idle
 				line, err = r.ReadSlice('\n')
 				n += len(line)
 			}
@@ -316,8 +317,7 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 		default:
 			if m.Type == TypeHello && !hello {
 				cn.hello.Store(true)
-				dl.wait = s.idleWait
-				dl.arm(time.Now())
+				dl.hello(time.Now(), s.idleWait)
 			}
 			deliver(Delivery{Conn: id, At: s.now(), Kind: Received, Msg: m})
 		}
