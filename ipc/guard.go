@@ -44,13 +44,22 @@ type conn struct {
 	evicted atomic.Bool // closed by evictSilentLocked
 }
 
+// evictGrace protects a connection younger than this from eviction: a
+// hook's hello is on its way, and a storm of new connections must not push
+// it out before it lands.
+const evictGrace = 250 * time.Millisecond
+
 // evictSilentLocked closes the oldest connection that has not said hello,
 // making room at a full server: a hook says hello at once, so a connection
 // without one is a stray or a squatter, and a real hook must never be shut
 // out by them. It reports whether it made room. s.mu is held.
 func (s *Server) evictSilentLocked() bool {
 	var victim *conn
+	young := time.Now().Add(-evictGrace)
 	for _, c := range s.conns {
+		if c.opened.After(young) {
+			continue
+		}
 		if !c.hello.Load() && !c.evicted.Load() && (victim == nil || c.opened.Before(victim.opened)) {
 			victim = c
 		}

@@ -22,13 +22,14 @@ import (
 // at once (the oldest silent one is closed), and the silent ones are closed
 // after the hello timeout anyway.
 func TestIdleConnectionsDoNotLockOutAHook(t *testing.T) {
-	s, col := serve(t, WithHelloTimeout(time.Second))
+	s, col := serve(t, WithHelloTimeout(1500*time.Millisecond))
 	idle := make([]net.Conn, DefaultMaxConns)
 	for i := range idle {
 		idle[i] = dial(t, s)
 		defer idle[i].Close()
 	}
 	col.waitFor(t, "256 idle connections", func(ds []Delivery) bool { return countKind(ds, Connected) == DefaultMaxConns })
+	time.Sleep(evictGrace) // past the grace that protects a newcomer's hello
 	hook := dial(t, s)
 	defer hook.Close()
 	start := time.Now()
@@ -36,7 +37,7 @@ func TestIdleConnectionsDoNotLockOutAHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	col.waitFor(t, "the hook's hello", func(ds []Delivery) bool { return countKind(ds, Received) == 1 })
-	if took := time.Since(start); took > 900*time.Millisecond {
+	if took := time.Since(start); took > time.Second {
 		t.Errorf("the hook's hello took %v: it waited for the hello timeout instead of getting a slot", took)
 	}
 	ds := col.waitFor(t, "every idle connection closed", func(ds []Delivery) bool { return countKind(ds, Disconnected) == DefaultMaxConns })
@@ -46,7 +47,7 @@ func TestIdleConnectionsDoNotLockOutAHook(t *testing.T) {
 		case d.Kind != Disconnected:
 		case errors.Is(d.Err, errEvicted):
 			evicted++
-		case errors.Is(d.Err, ErrIdle) && strings.Contains(d.Err.Error(), "no hello within 1s"):
+		case errors.Is(d.Err, ErrIdle) && strings.Contains(d.Err.Error(), "no hello within 1.5s"):
 			timedOut++
 		default:
 			t.Errorf("conn %d ended with %v", d.Conn, d.Err)
@@ -358,5 +359,25 @@ func TestSeqJumpIsRefused(t *testing.T) {
 		"rejected: field seq: jumps from 1 to 2199023255552 on this connection (at most 2^40 at once)", "4"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A storm of new connections does not push out a hook whose hello is on
+// its way: connections younger than evictGrace are not evicted, the storm's
+// extra connections are refused instead.
+func TestAStormDoesNotEvictANewcomer(t *testing.T) {
+	s, col := serve(t, WithMaxConns(3))
+	hook := dial(t, s)
+	defer hook.Close()
+	for i := 0; i < 6; i++ {
+		c := dial(t, s)
+		defer c.Close()
+	}
+	fmt.Fprint(hook, helloLine("late"))
+	ds := col.waitFor(t, "the hook's hello", func(ds []Delivery) bool { return countKind(ds, Received) == 1 })
+	for _, d := range ds {
+		if d.Kind == Disconnected && errors.Is(d.Err, errEvicted) {
+			t.Errorf("conn %d was evicted within its grace", d.Conn)
+		}
 	}
 }
