@@ -87,6 +87,62 @@ def test_a_socket_of_another_user_is_never_connected():
     assert "belongs to uid 65534, not to you (uid 0)" in warned[0]
 
 
+def test_a_listener_of_another_user_gets_nothing_even_behind_our_files():
+    """The files look like ours (owner and 0700 directory), but the process
+    listening runs as another uid: SO_PEERCRED tells, before any byte."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the listener as another uid (65534)")
+    base = tempfile.mkdtemp(prefix="vs-")
+    os.chmod(base, 0o755)
+    d = os.path.join(base, "d")
+    os.mkdir(d, 0o700)
+    os.chown(d, 65534, 65534)
+    path = os.path.join(d, "vramscope.sock")
+    ready_r, ready_w = os.pipe()
+    got_r, got_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(ready_r)
+            os.close(got_r)
+            os.setgid(65534)
+            os.setuid(65534)
+            srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            srv.bind(path)
+            srv.listen(4)
+            os.write(ready_w, b"1")
+            srv.settimeout(1.5)
+            data = b""
+            try:
+                while True:
+                    conn, _ = srv.accept()
+                    conn.settimeout(0.5)
+                    try:
+                        data += conn.recv(200)
+                    except socket.timeout:
+                        pass
+            except socket.timeout:
+                pass
+            os.write(got_w, b"got:" + data)
+        finally:
+            os._exit(0)
+    try:
+        os.close(ready_w)
+        os.close(got_w)
+        assert os.read(ready_r, 1) == b"1"
+        os.chown(d, 0, 0)  # now both look like ours
+        os.chown(path, 0, 0)
+        assert _sockcheck.unsafe(path) is None
+        client, warned = run_for(0.5, path)
+        got = os.read(got_r, 300)
+        os.waitpid(pid, 0)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert got == b"got:", "the hook sent bytes to another user's listener: %r" % got
+    assert client.connects == 0
+    assert len(warned) == 1 and "runs as uid 65534, not as you (uid 0)" in warned[0], warned
+
+
 def test_an_open_directory_is_refused_with_its_real_mode(sock_path):
     """Finding 13: a 1777 directory was reported as "mode 0777"."""
     d = os.path.dirname(sock_path)

@@ -279,7 +279,9 @@ class Client:
             sock.close()
             self._reach.failed(exc)
             return
-        self._reach.connected()
+        if not self._reach.connected(sock):
+            sock.close()
+            return
         self._sock = sock
         self.connects += 1
         backlog = sorted(self._first + list(self._ring), key=lambda item: item[0])

@@ -8,7 +8,9 @@ shared ``/tmp``, where another local user could create
 the hook checks that the socket's directory is a directory that belongs to
 it with mode 0700 (no group or other access) and that the socket belongs to
 it too, as the monitor's own ``Listen`` makes them. Otherwise it does not
-connect, and warns once (issue 11).
+connect, and warns once (issue 11). Once connected, and before it sends
+anything, it checks that the listener runs as its user (``SO_PEERCRED``),
+as the monitor checks the hook.
 
 Reachability: a hook that has never reached a monitor after
 ``UNREACHABLE_AFTER`` seconds warns once with where it is trying and how to
@@ -22,7 +24,9 @@ raise.
 
 import errno
 import os
+import socket
 import stat
+import struct
 import time
 import warnings
 
@@ -103,8 +107,8 @@ def _warn(text):
 class Reach:
     """Reach follows one client's attempts to reach its monitor.
 
-    ``allowed()`` is asked before each attempt, ``failed(exc)`` and
-    ``connected()`` after it. Each of the two warnings is given at most once.
+    ``allowed()`` is asked before each attempt, ``failed(exc)`` or
+    ``connected(sock)`` after it. Each of the two warnings is given at most once.
     """
 
     def __init__(self, path, after=None, clock=time.monotonic):
@@ -144,6 +148,30 @@ class Reach:
         _warn("no monitor reached at %s after %.0f s: %s" % (
             self.path, now - self._first_failure, why))
 
-    def connected(self):
-        """Note that a monitor was reached."""
-        self.reached = True
+    def connected(self, sock):
+        """Check the listener at the other end of ``sock`` (Linux: its uid, by
+        ``SO_PEERCRED``) and return True when it runs as this user; else warn
+        once and return False, and the caller closes ``sock`` unused."""
+        uid = peer_uid(sock)
+        if uid is None or uid == os.geteuid():
+            self.reached = True
+            return True
+        if not self.warned_unsafe:
+            self.warned_unsafe = True
+            _warn("not sending to %s: the monitor listening there runs as uid %d, not as you "
+                  "(uid %d)" % (self.path, uid, os.geteuid()))
+        return False
+
+
+def peer_uid(sock):
+    """Return the uid of the process at the other end of a Unix socket, or
+    None where the system cannot tell (SO_PEERCRED is Linux's)."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid
