@@ -78,6 +78,9 @@ func runLive(ctx context.Context, l liveFlags) error {
 		// The TUI showed it; the exit status and the terminal say it too.
 		err = rerr
 	}
+	if serr := f.Stop(); serr != nil && err == nil {
+		err = serr // the last flush can meet the full disk too
+	}
 	return err
 }
 
