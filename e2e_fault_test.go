@@ -204,3 +204,44 @@ func TestDemoNVMLLinesFollowTheHookLines(t *testing.T) {
 		t.Errorf("an NVML sample is recorded %v ahead of the hook lines before it", worst)
 	}
 }
+
+// Finding 1: the live view's --record kept showing ● REC on a full disk,
+// printed nothing and exited 0. On a real 64 KiB filesystem the header now
+// trades ● REC for the error, and quitting exits 1 with it.
+func TestLiveRecordOnAFullDisk(t *testing.T) {
+	dir := tinyfs.Mount(t, 64<<10)
+	tm := newTmux(t)
+	bin := binary(t)
+	sockDir, err := os.MkdirTemp("", "vs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sockDir)
+	sock := filepath.Join(sockDir, "d", "s.sock")
+	rec := filepath.Join(dir, "live.jsonl")
+	tm.run("new-session", "-d", "-s", "main", "-x", "200", "-y", "40", "sh", "-c",
+		"'"+bin+"' --record '"+rec+"' --socket '"+sock+"' 2>&1; echo EXIT=$?; sleep 60")
+	tm.waitFor(10*time.Second, "● REC "+rec)
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := bufio.NewWriter(c)
+	fmt.Fprintf(w, `{"v":1,"type":"hello","seq":0,"t":1.5,"session":"full","pid":42,"clock":{"mono":1.5,"wall":1763794800.25}}`+"\n")
+	for seq := 1; seq < 5000; seq++ { // about 600 KB: ten times the disk
+		fmt.Fprintf(w, `{"v":1,"type":"sample","seq":%d,"t":%d.5,"mem":{"allocated":%d,"max_allocated":1,"reserved":1,"max_reserved":1}}`+"\n", seq, seq, seq)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	scr := tm.waitFor(10*time.Second, "no space left on device")
+	if strings.Contains(scr, "● REC") {
+		t.Errorf("● REC still shown after the recording stopped:\n%s", scr)
+	}
+	tm.run("send-keys", "-t", "main", "q")
+	scr = tm.waitFor(5*time.Second, "EXIT=")
+	if !strings.Contains(scr, "EXIT=1") || !strings.Contains(scr, "vramscope: recording to "+rec+" stopped") {
+		t.Errorf("after quitting:\n%s", scr)
+	}
+}

@@ -1,7 +1,9 @@
 package feed
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"github.com/vramscope/vramscope/session"
@@ -95,7 +97,7 @@ func (f *Feed) Err() error {
 
 // fail stops the recording after a write failure; f.mu is held.
 func (f *Feed) fail(err error) {
-	f.recErr = fmt.Errorf("recording to %s stopped: %w", f.recPath, err)
+	f.recErr = &stoppedError{path: f.recPath, err: err}
 	_ = f.rec.Close()
 	f.rec, f.recPath = nil, ""
 }
@@ -107,3 +109,23 @@ func (f *Feed) Recorded() uint64 {
 	defer f.mu.Unlock()
 	return f.recCount
 }
+
+// stoppedError says why a recording stopped by itself, short enough for
+// the TUI's header: the operating system's reason ("no space left on
+// device"), not the chain of paths that led to it. It unwraps to the full
+// error.
+type stoppedError struct {
+	path string
+	err  error
+}
+
+func (e *stoppedError) Error() string {
+	cause := e.err
+	var pe *fs.PathError
+	if errors.As(e.err, &pe) {
+		cause = pe.Err
+	}
+	return fmt.Sprintf("recording to %s stopped: %v", e.path, cause)
+}
+
+func (e *stoppedError) Unwrap() error { return e.err }
