@@ -206,7 +206,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Steps = append(out.Steps, row)
 	}
-	out.Totals = totals(p)
+	out.Totals = totals(p, -1)
 	b := session.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
 	if a := p.Anatomy; a != nil {
@@ -226,12 +226,17 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	return out
 }
 
-// totals finds the session peaks over every step (the per-step summaries
-// cover the whole session) and their phases in the table.
-func totals(p *session.Process) Totals {
+// totals finds the session peaks over every step, leaving out step
+// partial when it is the newest (-1: none), and their phases in the table.
+// Steps and peaks come from the session's running totals, not from the
+// per-step summaries, which are bounded.
+func totals(p *session.Process, partial int) Totals {
 	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1}
-	t.Steps = p.StepCount() // every step, not only the summaries still held
-	if a, r, ok := p.SessionPeaks(); ok {
+	t.Steps = p.StepCount()
+	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
+		t.Steps--
+	}
+	if a, r, ok := p.SessionPeaks(partial); ok {
 		if a.PeakAllocated > t.PeakAllocated {
 			t.PeakAllocated, t.PeakAllocatedStep = a.PeakAllocated, a.Index
 		}

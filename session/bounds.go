@@ -8,25 +8,46 @@ const DefaultMaxProcesses = 1024
 
 // sessionTotals are figures over every step of a session, kept as steps
 // arrive, so that bounding the per-step summaries (WithMaxStepPeaks) does
-// not bound them: past 11,000 steps the report's totals were wrong.
+// not bound them: past 11,000 steps the report's totals were wrong. The
+// newest step is kept apart, so a report can leave out a step the process
+// ended in the middle of.
 type sessionTotals struct {
-	steps          int
-	alloc, reserve StepPeak // the steps with the highest peaks
+	steps     int
+	newest    StepPeak
+	hasNewest bool
+	prior     peakPair // over the steps before the newest
+}
+
+// peakPair holds the steps with the highest allocated and reserved peaks.
+type peakPair struct {
+	alloc, reserve StepPeak
 	seen           bool
+}
+
+func (pp *peakPair) add(sp StepPeak) {
+	if !pp.seen || sp.PeakAllocated > pp.alloc.PeakAllocated {
+		pp.alloc = sp
+	}
+	if !pp.seen || sp.PeakReserved > pp.reserve.PeakReserved {
+		pp.reserve = sp
+	}
+	pp.seen = true
 }
 
 // observe takes a step summary, new (a step not seen before) or updated.
 func (t *sessionTotals) observe(sp StepPeak, isNew bool) {
-	if isNew {
+	switch {
+	case isNew:
+		if t.hasNewest {
+			t.prior.add(t.newest)
+		}
+		t.newest, t.hasNewest = sp, true
 		t.steps++
+	case t.hasNewest && sp.Index == t.newest.Index:
+		t.newest = sp
+	default: // a late update of an older step: summaries only grow
+		t.prior.add(sp)
 	}
-	if !t.seen || sp.PeakAllocated > t.alloc.PeakAllocated {
-		t.alloc = sp
-	}
-	if !t.seen || sp.PeakReserved > t.reserve.PeakReserved {
-		t.reserve = sp
-	}
-	t.seen = true
 }
 
 // StepCount is the number of steps of the whole session, however many
@@ -34,10 +55,15 @@ func (t *sessionTotals) observe(sp StepPeak, isNew bool) {
 func (p *Process) StepCount() int { return p.totals.steps }
 
 // SessionPeaks returns the summaries of the steps with the highest
-// allocated and reserved peaks over the whole session; ok is false before
-// the first step.
-func (p *Process) SessionPeaks() (alloc, reserved StepPeak, ok bool) {
-	return p.totals.alloc, p.totals.reserve, p.totals.seen
+// allocated and reserved peaks over the whole session, leaving out step
+// exclude when it is the newest (a step the process ended in the middle
+// of); -1 leaves out nothing. ok is false when no step counts.
+func (p *Process) SessionPeaks(exclude int) (alloc, reserved StepPeak, ok bool) {
+	pp := p.totals.prior
+	if t := &p.totals; t.hasNewest && t.newest.Index != exclude {
+		pp.add(t.newest)
+	}
+	return pp.alloc, pp.reserve, pp.seen
 }
 
 // makeRoom forgets one process when the store holds its limit, before a

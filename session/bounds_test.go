@@ -32,9 +32,27 @@ func TestTotalsCoverEveryStep(t *testing.T) {
 	if n := p.StepCount(); n != 20000 {
 		t.Errorf("StepCount %d, want 20000", n)
 	}
-	a, r, ok := p.SessionPeaks()
+	a, r, ok := p.SessionPeaks(-1)
 	if !ok || a.Index != 9000 || a.PeakAllocated != Bytes(mib(5000)) || r.Index != 9000 || r.PeakReserved != Bytes(mib(5010)) {
 		t.Errorf("session peaks: allocated step %d %v, reserved step %d %v", a.Index, a.PeakAllocated, r.Index, r.PeakReserved)
+	}
+}
+
+// The newest step can be left out of the session peaks (a step the process
+// ended in the middle of), and only the newest.
+func TestSessionPeaksLeaveOutTheNewestStep(t *testing.T) {
+	f := newFeed(1, "s1")
+	for step, peak := range []int64{10, 30, 20, 90} {
+		f.phase("forward", step, 0, 0.01, mem(1, 1, 1), mem(peak, peak, peak))
+	}
+	s := New()
+	s.ApplyAll(f.evs)
+	p := s.Processes()[0]
+	for _, c := range []struct{ exclude, step int }{{-1, 3}, {3, 1}, {1, 3}} {
+		a, r, ok := p.SessionPeaks(c.exclude)
+		if !ok || a.Index != c.step || r.Index != c.step {
+			t.Errorf("leaving out %d: peaks at steps %d and %d, want %d", c.exclude, a.Index, r.Index, c.step)
+		}
 	}
 }
 
