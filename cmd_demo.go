@@ -88,13 +88,14 @@ func demoSource(ctx context.Context, sc demo.Scenario, o demoFlags, logf func(st
 		}
 	}
 	sctx, stopServer := context.WithCancel(context.Background())
-	served := serve(sctx, srv, f, logf)
-	nv := newSimNVML(f.Samples)
+	// The simulated NVML follows the hook lines the server receives, not
+	// the ones the demo sends: a sample is never recorded ahead of them.
+	tap := newNVMLTap(newSimNVML(f.Samples))
+	served := serveTo(sctx, srv, tap.deliver(f.Deliver), logf)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- demo.Run(ctx, sock, sc,
-			demo.WithSteps(o.steps), demo.WithSpeed(o.speed), demo.WithRanks(o.ranks),
-			demo.WithOnMem(nv.onMem), demo.WithOnExit(nv.onExit))
+			demo.WithSteps(o.steps), demo.WithSpeed(o.speed), demo.WithRanks(o.ranks))
 	}()
 	cleanup = func() {
 		stopServer()
@@ -126,6 +127,7 @@ func runDemoHeadless(ctx context.Context, sc demo.Scenario, o demoFlags, stdout,
 	defer cleanup()
 	store := session.New()
 	var runErr error
+	warned := false
 	for finished := false; !finished; {
 		select {
 		case runErr = <-done:
@@ -136,6 +138,10 @@ func runDemoHeadless(ctx context.Context, sc demo.Scenario, o demoFlags, stdout,
 				store.ApplyAll(evs)
 			}
 			cancel()
+			if err := f.Err(); err != nil && !warned {
+				warned = true // the demo goes on for its report; the exit status says it
+				fmt.Fprintf(stderr, "vramscope: %v\n", err)
+			}
 		}
 	}
 	// The server may still hold the last lines: wait until every rank said
@@ -147,14 +153,25 @@ func runDemoHeadless(ctx context.Context, sc demo.Scenario, o demoFlags, stdout,
 	if runErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("demo: %w", runErr)
 	}
+	var recErr error
 	if o.out != "" {
 		recorded := f.Recorded()
-		if err := f.Stop(); err != nil {
-			return err
+		recErr = f.Err()
+		if err := f.Stop(); err != nil && recErr == nil {
+			recErr = err
 		}
-		fmt.Fprintln(stderr, summary(store, o.out, recorded))
+		fmt.Fprintln(stderr, summary(store, o.out, recorded, f.Rejected()))
+		if recErr != nil && !warned {
+			fmt.Fprintf(stderr, "vramscope: %v\n", recErr)
+		}
 	}
-	return report.Build(store).WriteText(stdout)
+	if err := report.Build(store).WriteText(stdout); err != nil {
+		return err
+	}
+	if recErr != nil {
+		return fmt.Errorf("the recording %s is incomplete: %w", o.out, recErr)
+	}
+	return nil
 }
 
 func connected(s *session.Store) bool {

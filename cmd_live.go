@@ -80,6 +80,13 @@ func runLive(ctx context.Context, l liveFlags) error {
 	srv.Close()
 	<-served
 	<-polled
+	if rerr := f.Err(); rerr != nil && err == nil {
+		// The TUI showed it; the exit status and the terminal say it too.
+		err = rerr
+	}
+	if serr := f.Stop(); serr != nil && err == nil {
+		err = serr // the last flush can meet the full disk too
+	}
 	return err
 }
 

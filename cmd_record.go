@@ -86,32 +86,56 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "vramscope: recording to %s; listening on %s; %s; Ctrl-C to stop\n", o.out, srv.Path(), sampler.Status())
 
 	store := session.New()
-	for {
-		evs, err := f.Next(ctx)
-		if err != nil {
-			break
-		}
-		store.ApplyAll(evs)
+	recErr := consume(ctx, f, store)
+	if recErr != nil {
+		// Say it now, not after Ctrl-C: recording is all this command does.
+		fmt.Fprintf(stderr, "vramscope: %v; stopping\n", recErr)
 	}
 	srv.Close()
 	<-served
 	<-polled
 	drain(f, store, 50*time.Millisecond)
 	recorded := f.Recorded()
-	recErr := f.Err()
-	if err := f.Stop(); err != nil {
-		return err
+	if recErr == nil {
+		recErr = f.Err()
 	}
-	fmt.Fprintln(stderr, summary(store, o.out, recorded))
+	if err := f.Stop(); err != nil && recErr == nil {
+		recErr = err
+	}
+	fmt.Fprintln(stderr, summary(store, o.out, recorded, f.Rejected()))
 	return recErr
 }
 
+// consume applies the feed's events until ctx is done or the recording
+// fails (a full disk), which it returns. The recording is checked at least
+// every recordCheck, so a failure found by the writer's background flush
+// is reported with no event to trigger it.
+func consume(ctx context.Context, f *feed.Feed, store *session.Store) error {
+	for ctx.Err() == nil {
+		nctx, cancel := context.WithTimeout(ctx, recordCheck)
+		evs, err := f.Next(nctx)
+		cancel()
+		if err == nil {
+			store.ApplyAll(evs)
+		}
+		if err := f.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordCheck is how often a headless command looks at its recording.
+const recordCheck = 250 * time.Millisecond
+
 // summary is the one line a headless run ends with.
-func summary(s *session.Store, path string, events uint64) string {
+// bad is the feed's count of bad lines: the store sees only their
+// rate-limited reports.
+func summary(s *session.Store, path string, events, bad uint64) string {
 	var steps int
 	var dropped uint64
 	for _, p := range s.Processes() {
-		steps += len(p.StepPeaks())
+		steps += p.StepCount()
 		dropped += p.Stats.Dropped
 	}
 	size := "?"
@@ -119,5 +143,5 @@ func summary(s *session.Store, path string, events uint64) string {
 		size = session.Bytes(fi.Size()).Human()
 	}
 	return fmt.Sprintf("vramscope: %d clients, %d events, %d steps, %d lost, %d dropped by hooks, %d bad messages; wrote %s (%s)",
-		len(s.Processes()), events, steps, s.Lost(), dropped, s.Errors, path, size)
+		len(s.Processes()), events, steps, s.Lost(), dropped, max(bad, uint64(s.Errors)), path, size)
 }

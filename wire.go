@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -195,10 +196,15 @@ func privateSocket() (path string, cleanup func(), err error) {
 // serve runs the socket server until ctx is done and returns a channel
 // closed when it has stopped.
 func serve(ctx context.Context, srv *ipc.Server, f *feed.Feed, logf func(string, ...any)) <-chan struct{} {
+	return serveTo(ctx, srv, f.Deliver, logf)
+}
+
+// serveTo is serve with its own delivery callback.
+func serveTo(ctx context.Context, srv *ipc.Server, deliver func(ipc.Delivery), logf func(string, ...any)) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ctx, f.Deliver); err != nil && ctx.Err() == nil {
+		if err := srv.Serve(ctx, deliver); err != nil && ctx.Err() == nil {
 			logf("socket server stopped: %v", err)
 		}
 	}()
@@ -259,3 +265,71 @@ func (d *simNVML) onMem(rank int, at time.Time, m ipc.Mem) {
 }
 
 func (d *simNVML) onExit(rank int) { d.sim.OnExit(rank) }
+
+// nvmlTap drives the demo's simulated NVML from the hook messages as the
+// monitor receives them, so each sample is put in the feed (and the
+// recording) right after the hook line it reflects. Driven from the
+// demo's sender, it ran up to 11 s ahead of the lines still in the socket
+// at full speed, and a replay then held the process back (issue 11).
+type nvmlTap struct {
+	nv    *simNVML
+	mu    sync.Mutex
+	conns map[uint64]tapConn
+}
+
+// tapConn is what the tap needs of a connection's hello.
+type tapConn struct {
+	rank int
+	mono float64
+	wall float64
+}
+
+func newNVMLTap(nv *simNVML) *nvmlTap { return &nvmlTap{nv: nv, conns: map[uint64]tapConn{}} }
+
+// deliver hands d on to next, then to the simulated device.
+func (t *nvmlTap) deliver(next func(ipc.Delivery)) func(ipc.Delivery) {
+	return func(d ipc.Delivery) {
+		next(d)
+		t.observe(d)
+	}
+}
+
+func (t *nvmlTap) observe(d ipc.Delivery) {
+	if d.Kind == ipc.Disconnected {
+		t.mu.Lock()
+		c, ok := t.conns[d.Conn]
+		delete(t.conns, d.Conn)
+		t.mu.Unlock()
+		if ok {
+			t.nv.onExit(c.rank)
+		}
+		return
+	}
+	if d.Kind != ipc.Received {
+		return
+	}
+	m := d.Msg
+	if m.Type == ipc.TypeHello && m.Clock != nil {
+		c := tapConn{mono: m.Clock.Mono, wall: m.Clock.Wall}
+		if m.Rank != nil {
+			c.rank = *m.Rank
+		}
+		t.mu.Lock()
+		t.conns[d.Conn] = c
+		t.mu.Unlock()
+		return
+	}
+	if m.Mem == nil {
+		return
+	}
+	t.mu.Lock()
+	c, ok := t.conns[d.Conn]
+	t.mu.Unlock()
+	if !ok {
+		return
+	}
+	// The hello's clock pair maps the hook's time to wall time, to the
+	// microsecond, as the store does.
+	at := time.Unix(0, 0).Add(time.Duration(math.Round((c.wall+m.T-c.mono)*1e6)) * time.Microsecond)
+	t.nv.onMem(c.rank, at, *m.Mem)
+}

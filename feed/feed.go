@@ -29,6 +29,15 @@ type Opener func(path string) (Writer, error)
 // ErrNoOpener is returned by Start when the feed cannot record.
 var ErrNoOpener = errors.New("recording is not available here")
 
+// DefaultLimit is how many events may wait for a slow consumer: at most
+// about 45 MB of hook messages (a 64 KiB line each is the worst case of a
+// message, a few hundred bytes the usual one).
+const DefaultLimit = 1 << 16
+
+// keepCap is the largest batch buffer kept for reuse once a burst is over:
+// a flood's buffers go back to the garbage collector.
+const keepCap = 1 << 14
+
 // Feed is safe for concurrent use by any number of producers and one
 // consumer.
 type Feed struct {
@@ -48,12 +57,13 @@ type Feed struct {
 	recErr   error
 	recCount uint64
 	tap      func(session.Event) // WithTap
+	rejected uint64              // bad lines, each counted though reports are limited
 }
 
 // New returns an empty feed.
 func New(opts ...Option) *Feed {
 	f := &Feed{
-		ready: make(chan struct{}, 1), limit: 1 << 20, now: time.Now,
+		ready: make(chan struct{}, 1), limit: DefaultLimit, now: time.Now,
 		hellos: map[uint64]*ipc.Message{}, lastSeq: map[uint64]uint64{},
 	}
 	for _, o := range opts {
@@ -73,7 +83,9 @@ func (f *Feed) Put(ev session.Event) {
 	if len(f.pending) >= f.limit {
 		// The consumer stopped taking events: keep the newest, count the rest.
 		n := len(f.pending) / 2
-		f.pending = append(f.pending[:0], f.pending[n:]...)
+		kept := copy(f.pending, f.pending[n:])
+		clear(f.pending[kept:]) // let the discarded events be collected
+		f.pending = f.pending[:kept]
 		f.overflow += uint64(n)
 	}
 	f.pending = append(f.pending, ev)
@@ -106,6 +118,9 @@ func (f *Feed) Deliver(d ipc.Delivery) {
 	case ipc.Received:
 		ev.Msg = d.Msg
 	case ipc.Rejected:
+		f.mu.Lock()
+		f.rejected += 1 + d.Skipped
+		f.mu.Unlock()
 		ev.Note = &session.Note{Kind: session.NoteError, Text: fmt.Sprintf("connection %d: %v", d.Conn, d.Err)}
 	case ipc.Connected:
 		ev.Note = &session.Note{Kind: session.NoteConnect, Text: fmt.Sprintf("connection %d opened", d.Conn)}
@@ -144,6 +159,12 @@ func (f *Feed) Next(ctx context.Context) ([]session.Event, error) {
 		f.mu.Lock()
 		if len(f.pending) > 0 {
 			out := f.pending
+			// The previous batch is the consumer's no more: drop its
+			// references, and the buffer itself if a burst grew it.
+			clear(f.spare)
+			if cap(f.spare) > keepCap {
+				f.spare = nil
+			}
 			f.pending, f.spare = f.spare[:0], out
 			f.mu.Unlock()
 			return out, nil
@@ -163,4 +184,12 @@ func (f *Feed) Overflow() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.overflow
+}
+
+// Rejected is the number of bad lines the socket server skipped, every one
+// counted, though it reports them at a limited rate.
+func (f *Feed) Rejected() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rejected
 }

@@ -8,7 +8,7 @@ type Option func(*Feed)
 // WithOpener lets the feed record: open creates the recording file.
 func WithOpener(open Opener) Option { return func(f *Feed) { f.open = open } }
 
-// WithLimit bounds the events pending for a slow consumer (default 1<<20);
+// WithLimit bounds the events pending for a slow consumer (default DefaultLimit);
 // past it the oldest half is discarded and counted in Overflow.
 func WithLimit(n int) Option {
 	return func(f *Feed) {

@@ -1,7 +1,9 @@
 package feed
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"github.com/vramscope/vramscope/session"
@@ -14,9 +16,7 @@ func (f *Feed) record(ev session.Event) {
 		return
 	}
 	if err := f.rec.Write(ev); err != nil {
-		f.recErr = fmt.Errorf("recording to %s stopped: %w", f.recPath, err)
-		_ = f.rec.Close()
-		f.rec, f.recPath = nil, ""
+		f.fail(err)
 		return
 	}
 	f.recCount++
@@ -81,11 +81,25 @@ func (f *Feed) Path() string {
 	return f.recPath
 }
 
-// Err is why the last recording stopped by itself, nil if it did not.
+// Err is why the last recording stopped by itself, nil if it did not. A
+// writer that failed in the background (a flush to a full disk, with no
+// event since) is found here too, and the recording is closed.
 func (f *Feed) Err() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if e, ok := f.rec.(interface{ Err() error }); ok && f.recErr == nil {
+		if err := e.Err(); err != nil {
+			f.fail(err)
+		}
+	}
 	return f.recErr
+}
+
+// fail stops the recording after a write failure; f.mu is held.
+func (f *Feed) fail(err error) {
+	f.recErr = &stoppedError{path: f.recPath, err: err}
+	_ = f.rec.Close()
+	f.rec, f.recPath = nil, ""
 }
 
 // Recorded is the number of events written to the current (or last)
@@ -95,3 +109,23 @@ func (f *Feed) Recorded() uint64 {
 	defer f.mu.Unlock()
 	return f.recCount
 }
+
+// stoppedError says why a recording stopped by itself, short enough for
+// the TUI's header: the operating system's reason ("no space left on
+// device"), not the chain of paths that led to it. It unwraps to the full
+// error.
+type stoppedError struct {
+	path string
+	err  error
+}
+
+func (e *stoppedError) Error() string {
+	cause := e.err
+	var pe *fs.PathError
+	if errors.As(e.err, &pe) {
+		cause = pe.Err
+	}
+	return fmt.Sprintf("recording to %s stopped: %v", e.path, cause)
+}
+
+func (e *stoppedError) Unwrap() error { return e.err }

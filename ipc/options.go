@@ -53,3 +53,29 @@ func WithDialTimeout(d time.Duration) Option {
 		}
 	}
 }
+
+// WithHelloTimeout sets how long a new connection may take to say hello
+// before it is closed (default DefaultHelloTimeout).
+func WithHelloTimeout(d time.Duration) Option {
+	return func(s *Server) {
+		if d > 0 {
+			s.helloWait = d
+		}
+	}
+}
+
+// WithIdleTimeout sets how long a connection that said hello may send
+// nothing before it is closed (default DefaultIdleTimeout).
+func WithIdleTimeout(d time.Duration) Option {
+	return func(s *Server) {
+		if d > 0 {
+			s.idleWait = d
+		}
+	}
+}
+
+// WithPeerUID sets the only uid whose connections are served (default: the
+// monitor's effective uid). Tests use it to stand in for another user.
+func WithPeerUID(uid int) Option {
+	return func(s *Server) { s.uid = uid }
+}

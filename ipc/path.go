@@ -55,7 +55,7 @@ func prepareDir(dir string) error {
 		return fmt.Errorf("socket directory %s is owned by uid %d, not by you (uid %d); use another path (--socket or VRAMSCOPE_SOCKET)", dir, uid, os.Geteuid())
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("socket directory %s has mode %04o, want 0700 (no group or other access); fix with: chmod 700 %s", dir, perm, dir)
+		return fmt.Errorf("socket directory %s has mode %04o, want 0700 (no group or other access); fix with: chmod 700 %s", dir, unixMode(fi.Mode()), dir)
 	}
 	return nil
 }
@@ -86,6 +86,22 @@ func clearStale(path string, dialTimeout time.Duration) error {
 		return fmt.Errorf("remove stale socket %s: %w", path, err)
 	}
 	return nil
+}
+
+// unixMode is a mode as chmod writes it, special bits included: a shared
+// /tmp-like directory is 1777, not 0777 (issue 11).
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	return u
 }
 
 // dirOf returns the directory that holds path.

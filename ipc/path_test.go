@@ -86,6 +86,18 @@ func TestListenRefusesOpenDirectory(t *testing.T) {
 	}
 }
 
+// Issue 11: a 1777 directory was reported as "mode 0777".
+func TestListenReportsTheStickyBit(t *testing.T) {
+	dir := shortDir(t)
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Listen(WithSocketPath(filepath.Join(dir, "s.sock")))
+	if err == nil || !strings.Contains(err.Error(), "has mode 1777, want 0700") {
+		t.Fatalf("got %v, want the mode as chmod writes it", err)
+	}
+}
+
 func TestListenRefusesForeignDirectory(t *testing.T) {
 	dir := shortDir(t)
 	if os.Geteuid() == 0 {

@@ -162,6 +162,9 @@ func (m *Message) Validate() error {
 	if err := m.validateType(); err != nil {
 		return err
 	}
+	if err := m.validateRanges(); err != nil {
+		return err
+	}
 	return m.validateStrings()
 }
 

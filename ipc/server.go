@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -62,6 +63,9 @@ type Delivery struct {
 	// (Disconnected; nil when the peer closed it cleanly or the server shut
 	// down). Its text is one line.
 	Err error
+	// Skipped is, for Rejected, how many more bad lines this report stands
+	// for: reports are rate-limited, the count is not.
+	Skipped uint64
 }
 
 // Server accepts hook connections on a Unix socket and decodes their lines.
@@ -72,12 +76,18 @@ type Server struct {
 	now         func() time.Time
 	maxConns    int
 	dialTimeout time.Duration
+	helloWait   time.Duration // a connection must say hello within this
+	idleWait    time.Duration // and then send a line at least this often
+	uid         int           // the only peer uid served (SO_PEERCRED)
+
+	turns  chan struct{} // fair share of decoding: see takeTurn
+	logLim *limiter      // server-wide log lines (refusals, timeouts)
 
 	ln *net.UnixListener
 	fi fs.FileInfo // the socket file we created, to remove only our own
 
 	mu      sync.Mutex
-	conns   map[uint64]net.Conn
+	conns   map[uint64]*conn
 	nextID  uint64
 	closed  bool
 	serving bool
@@ -97,11 +107,16 @@ func Listen(opts ...Option) (*Server, error) {
 		now:         time.Now,
 		maxConns:    DefaultMaxConns,
 		dialTimeout: 500 * time.Millisecond,
-		conns:       make(map[uint64]net.Conn),
+		helloWait:   DefaultHelloTimeout,
+		idleWait:    DefaultIdleTimeout,
+		uid:         os.Geteuid(),
+		conns:       make(map[uint64]*conn),
+		logLim:      newLimiter(logBurst, logEvery),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.turns = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 	if s.path == "" {
 		s.path = DefaultSocketPath()
 	}
@@ -185,24 +200,29 @@ func (s *Server) acceptLoop(deliver func(Delivery)) error {
 			return fmt.Errorf("accept on %s: %w", s.path, err)
 		}
 		backoff = 0
+		if uid, ok := peerUID(c); ok && uid != s.uid {
+			s.limitedLogf("refused a connection on %s from uid %d: only uid %d's hooks are served", s.path, uid, s.uid)
+			c.Close()
+			continue
+		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return nil
 		}
-		if len(s.conns) >= s.maxConns {
+		if len(s.conns) >= s.maxConns && !s.evictSilentLocked() {
 			s.mu.Unlock()
-			s.logf("refused a connection on %s: already %d connections open (the limit)", s.path, s.maxConns)
+			s.limitedLogf("refused a connection on %s: already %d connections open (the limit), each has said hello", s.path, s.maxConns)
 			c.Close()
 			continue
 		}
 		s.nextID++
-		id := s.nextID
-		s.conns[id] = c
+		cn := &conn{c: c, id: s.nextID, opened: time.Now()}
+		s.conns[cn.id] = cn
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.handle(c, id, deliver)
+		go s.handle(cn, deliver)
 	}
 }
 
@@ -223,73 +243,116 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// handle reads one connection's lines until it ends.
-func (s *Server) handle(c net.Conn, id uint64, deliver func(Delivery)) {
+// handle reads one connection's lines until it ends. The connection must
+// say hello within the hello timeout and then send a line at least every
+// idle timeout (the hook sends stats every second); each line is decoded
+// and delivered in a turn shared fairly with every other connection.
+func (s *Server) handle(cn *conn, deliver func(Delivery)) {
+	id := cn.id
 	var endErr error
+	lim := newLimiter(rejectBurst, rejectEvery)
 	defer func() {
-		c.Close()
+		cn.c.Close()
 		s.mu.Lock()
 		delete(s.conns, id)
 		closed := s.closed
 		s.mu.Unlock()
-		if closed {
+		if n := lim.suppressed(); n > 0 && !closed {
+			deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected, Skipped: n - 1,
+				Err: fmt.Errorf("%d more bad lines skipped without a report of their own (reports are limited to %d, then one every %v)", n, rejectBurst, rejectEvery)})
+		}
+		switch {
+		case closed:
 			endErr = nil // we cut it; that is no fault of the peer
+		case cn.evicted.Load():
+			endErr = errEvicted
+		}
+		if endErr != nil && !closed {
+			s.limitedLogf("conn %d closed: %s", id, oneLine(endErr))
 		}
 		deliver(Delivery{Conn: id, At: s.now(), Kind: Disconnected, Err: endErr})
 		s.wg.Done()
 	}()
 	deliver(Delivery{Conn: id, At: s.now(), Kind: Connected})
 
-	r := bufio.NewReaderSize(c, MaxMessageBytes)
-	hello := false
+	dl := deadline{c: cn.c, wait: s.helloWait}
+	dl.arm(time.Now())
+	r := bufio.NewReaderSize(cn.c, MaxMessageBytes)
+	seq := seqCheck{}
 	for {
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			n := len(line)
 			for errors.Is(err, bufio.ErrBufferFull) {
+				dl.touch(time.Now()) // data flows: not idle
 				line, err = r.ReadSlice('\n')
 				n += len(line)
 			}
-			s.reject(id, deliver, fmt.Errorf("%w (%d bytes skipped)", ErrTooLong, n))
+			s.reject(id, deliver, lim, fmt.Errorf("%w (%d bytes skipped)", ErrTooLong, n))
 			if err != nil {
-				endErr = readEnd(err)
+				endErr = s.readEnd(err, cn)
 				return
 			}
 			continue
 		}
 		if err != nil {
 			if len(line) > 0 && !s.isClosed() {
-				s.reject(id, deliver, fmt.Errorf("connection closed mid-line (%d bytes without newline skipped)", len(line)))
+				s.reject(id, deliver, lim, fmt.Errorf("connection closed mid-line (%d bytes without newline skipped)", len(line)))
 			}
-			endErr = readEnd(err)
+			endErr = s.readEnd(err, cn)
 			return
 		}
+		dl.touch(time.Now())
+		s.takeTurn()
 		m, derr := Decode(line)
+		if derr == nil {
+			derr = seq.check(m)
+		}
+		hello := cn.hello.Load()
 		switch {
 		case derr != nil:
-			s.reject(id, deliver, derr)
+			s.reject(id, deliver, lim, derr)
 		case !hello && m.Type != TypeHello:
-			s.reject(id, deliver, fmt.Errorf("%w (type %q, seq %d)", errBeforeHello, m.Type, m.Seq))
+			s.reject(id, deliver, lim, fmt.Errorf("%w (type %q, seq %d)", errBeforeHello, m.Type, m.Seq))
 		default:
-			if m.Type == TypeHello {
-				hello = true
+			if m.Type == TypeHello && !hello {
+				cn.hello.Store(true)
+				dl.hello(time.Now(), s.idleWait)
 			}
 			deliver(Delivery{Conn: id, At: s.now(), Kind: Received, Msg: m})
 		}
+		s.endTurn()
 	}
 }
 
 // readEnd turns the error that ended a read into the Disconnected cause.
-func readEnd(err error) error {
+func (s *Server) readEnd(err error, cn *conn) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if cn.hello.Load() {
+			return fmt.Errorf("%w: no line for %v", ErrIdle, s.idleWait)
+		}
+		return fmt.Errorf("%w: no hello within %v", ErrIdle, s.helloWait)
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		return nil
 	}
 	return fmt.Errorf("read: %w", err)
 }
 
-func (s *Server) reject(id uint64, deliver func(Delivery), err error) {
+// reject reports a bad line: logged and delivered while the connection's
+// report budget lasts (rejectBurst, then one every rejectEvery, each with
+// the count of those skipped since), only counted beyond it, so a flood of
+// bad lines cannot become a flood of log lines and recorded notes.
+func (s *Server) reject(id uint64, deliver func(Delivery), lim *limiter, err error) {
+	ok, skipped := lim.allow(time.Now())
+	if !ok {
+		return
+	}
+	if skipped > 0 {
+		err = fmt.Errorf("%w (and %d more bad lines since the last report)", err, skipped)
+	}
 	s.logf("conn %d: %s", id, oneLine(err))
-	deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected, Err: err})
+	deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected, Err: err, Skipped: skipped})
 }
 
 // Close stops accepting, closes every connection and removes the socket
@@ -301,7 +364,7 @@ func (s *Server) Close() error {
 		s.closed = true
 		conns := make([]net.Conn, 0, len(s.conns))
 		for _, c := range s.conns {
-			conns = append(conns, c)
+			conns = append(conns, c.c)
 		}
 		s.mu.Unlock()
 		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {

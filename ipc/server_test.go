@@ -353,7 +353,13 @@ func TestServerMaxConns(t *testing.T) {
 	a, b := dial(t, s), dial(t, s)
 	defer a.Close()
 	defer b.Close()
-	col.waitFor(t, "two connections", func(ds []Delivery) bool { return countKind(ds, Connected) == 2 })
+	// Both say hello: a full server of hooks refuses the next connection.
+	for i, c := range []net.Conn{a, b} {
+		if _, err := c.Write([]byte(helloLine(fmt.Sprint("h", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col.waitFor(t, "two hellos", func(ds []Delivery) bool { return countKind(ds, Received) == 2 })
 	c := dial(t, s)
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -365,10 +371,10 @@ func TestServerMaxConns(t *testing.T) {
 		t.Errorf("logs %q: want one line about the limit", logs)
 	}
 	// The first two still work.
-	if _, err := a.Write([]byte(helloLine("a"))); err != nil {
+	if _, err := a.Write([]byte(sampleLine(1))); err != nil {
 		t.Fatal(err)
 	}
-	col.waitFor(t, "hello on a kept connection", func(ds []Delivery) bool { return countKind(ds, Received) == 1 })
+	col.waitFor(t, "a sample on a kept connection", func(ds []Delivery) bool { return countKind(ds, Received) == 3 })
 }
 
 func TestServeCancelEndsEverything(t *testing.T) {

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bufio"
+	"compress/flate"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -13,6 +14,11 @@ import (
 
 // maxLine bounds one line of a recording; a longer line is skipped.
 const maxLine = 4 << 20
+
+// maxHeader bounds the first line: a header is a few hundred bytes, so a
+// file whose first MiB has no newline (/dev/zero, a binary) is not a
+// recording, and is not read further.
+const maxHeader = 1 << 20
 
 // maxWarnings bounds how many warnings a Reader keeps; the rest are counted.
 const maxWarnings = 100
@@ -66,7 +72,7 @@ func newReader(name string, src io.Reader) (*Reader, error) {
 		br = bufio.NewReaderSize(gz, 64<<10)
 	}
 	r.br = br
-	line, complete, err := r.readLine()
+	line, complete, err := r.readHeader()
 	if err != nil && !isEnd(err) {
 		return nil, fmt.Errorf("%s: read header: %w", name, err)
 	}
@@ -84,10 +90,36 @@ func newReader(name string, src io.Reader) (*Reader, error) {
 	return r, nil
 }
 
+// readHeader reads the first line, at most maxHeader bytes of it.
+func (r *Reader) readHeader() (line []byte, complete bool, err error) {
+	r.line++
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		r.pending = append(r.pending, chunk...)
+		if len(r.pending) > maxHeader {
+			return nil, false, fmt.Errorf("%w (its first %d bytes hold no line break: the first line of a recording is its header, a few hundred bytes)", errNotRecording, maxHeader)
+		}
+		switch {
+		case err == nil:
+			return r.pending[:len(r.pending)-1], true, nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return r.pending, false, err
+		}
+	}
+}
+
 // isEnd reports whether err ends the stream: EOF, or a truncated gzip
 // stream (the writer was killed before Close).
 func isEnd(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// damaged reports whether err is corruption inside a gzip stream (bad
+// deflate data, a checksum or a second member's header), rather than a
+// failure to read the file: the events before it are worth keeping.
+func damaged(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.As(err, &corrupt) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader)
 }
 
 // readLine returns the next line without its newline. complete is false
@@ -168,6 +200,9 @@ func (r *Reader) nextLine() ([]byte, error) {
 			}
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				r.warn("the gzip stream ends early: the writer did not close the file; events up to its last flush were read")
+			} else if damaged(err) {
+				// Past the cap too: it says why the rest is missing.
+				r.warnings = append(r.warnings, fmt.Sprintf("line %d: the gzip stream is damaged (%v); the events before it were read, what follows is lost", r.line, err))
 			} else if !errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("%s: read line %d: %w", r.name, r.line, err)
 			}

@@ -93,7 +93,7 @@ func Create(path string, h Header, opts ...Option) (*Writer, error) {
 	if w.overwrite {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := os.OpenFile(path, flags, 0o600) // like the socket: argv and host are private
 	if errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create recording %s: the file exists; choose another name or remove it", path)
 	}
@@ -192,6 +192,15 @@ func (w *Writer) flushLocked() error {
 	w.dirty = false
 	w.lastFlush = w.now()
 	return nil
+}
+
+// Err is the first write or flush failure (a full disk), nil while the
+// recording is healthy. The background flush can fail with no Write to
+// report it; a caller that polls Err learns of it within a flush interval.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 // Flush hands buffered events to the OS now.

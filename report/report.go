@@ -175,7 +175,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		Session: p.Key, PID: h.PID, Rank: h.Rank, LocalRank: h.LocalRank, WorldSize: h.WorldSize,
 		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.Connected,
 		Lost: p.Lost, Duplicates: p.Duplicates, Dropped: p.Stats.Dropped, Evicted: p.Stats.Evicted,
-		StepsTotal: len(p.StepPeaks()), Steps: []Step{},
+		StepsTotal: p.StepCount(), Steps: []Step{},
 	}
 	if h.Torch != "" {
 		out.Torch = &h.Torch
@@ -206,7 +206,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Steps = append(out.Steps, row)
 	}
-	out.Totals = totals(p)
+	out.Totals = totals(p, -1)
 	b := session.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
 	if a := p.Anatomy; a != nil {
@@ -226,18 +226,22 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	return out
 }
 
-// totals finds the session peaks over every step (the per-step summaries
-// cover the whole session) and their phases in the table.
-func totals(p *session.Process) Totals {
+// totals finds the session peaks over every step, leaving out step
+// partial when it is the newest (-1: none), and their phases in the table.
+// Steps and peaks come from the session's running totals, not from the
+// per-step summaries, which are bounded.
+func totals(p *session.Process, partial int) Totals {
 	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1}
-	peaks := p.StepPeaks()
-	t.Steps = len(peaks)
-	for _, sp := range peaks {
-		if sp.PeakAllocated > t.PeakAllocated {
-			t.PeakAllocated, t.PeakAllocatedStep = sp.PeakAllocated, sp.Index
+	t.Steps = p.StepCount()
+	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
+		t.Steps--
+	}
+	if a, r, ok := p.SessionPeaks(partial); ok {
+		if a.PeakAllocated > t.PeakAllocated {
+			t.PeakAllocated, t.PeakAllocatedStep = a.PeakAllocated, a.Index
 		}
-		if sp.PeakReserved > t.PeakReserved {
-			t.PeakReserved, t.PeakReservedStep = sp.PeakReserved, sp.Index
+		if r.PeakReserved > t.PeakReserved {
+			t.PeakReserved, t.PeakReservedStep = r.PeakReserved, r.Index
 		}
 	}
 	if !p.First.IsZero() {

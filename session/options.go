@@ -56,3 +56,14 @@ func WithMaxSpans(n int) Option {
 		}
 	}
 }
+
+// WithMaxProcesses bounds the processes kept (default DefaultMaxProcesses);
+// past it the oldest disconnected ones are forgotten and counted in
+// Store.Forgotten.
+func WithMaxProcesses(n int) Option {
+	return func(s *Store) {
+		if n >= 1 {
+			s.limits.procs = n
+		}
+	}
+}

@@ -57,6 +57,7 @@ type Process struct {
 	peaks      []StepPeak // one per step, whole session
 	lastSeq    uint64
 	limits     limits
+	totals     sessionTotals
 }
 
 // Anatomy is one tensor accounting made by the hook.
@@ -80,6 +81,7 @@ type Mark struct {
 type limits struct {
 	spans, steps, peaks, marks, anatomies int
 	window, width                         time.Duration
+	procs                                 int // processes a Store keeps
 }
 
 func newProcess(key string, l limits) *Process {
@@ -328,10 +330,12 @@ func (p *Process) updatePeak(index int) {
 	for k := len(p.peaks) - 1; k >= 0 && k >= len(p.peaks)-4; k-- {
 		if p.peaks[k].Index == index {
 			p.peaks[k] = sum
+			p.totals.observe(sum, false)
 			return
 		}
 	}
 	p.peaks = append(p.peaks, sum)
+	p.totals.observe(sum, true)
 	// Keep the first summaries (warmup lives there) and the newest ones
 	// (growth is judged there); drop a block from the middle at a time.
 	if keep := p.limits.peaks; len(p.peaks) > keep+keep/10 {

@@ -26,6 +26,8 @@ type Store struct {
 	LastError string
 	// Notes are the newest connection notes (bounded).
 	Notes []TimedNote
+	// Forgotten counts processes dropped to bound memory (WithMaxProcesses).
+	Forgotten int
 }
 
 // TimedNote is a Note with its time.
@@ -66,7 +68,7 @@ func New(opts ...Option) *Store {
 		byKey:  map[string]*Process{},
 		byConn: map[uint64]*Process{},
 		limits: limits{
-			spans: 20000, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256,
+			spans: 20000, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256, procs: DefaultMaxProcesses,
 			window: 10 * time.Minute, width: time.Second,
 		},
 	}
@@ -188,6 +190,7 @@ func (s *Store) hello(ev Event) {
 	m := ev.Msg
 	p := s.byKey[m.Session]
 	if p == nil {
+		s.makeRoom()
 		p = newProcess(m.Session, s.limits)
 		s.byKey[m.Session] = p
 		s.procs = append(s.procs, p)

@@ -135,7 +135,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.store.ApplyAll(msg)
 		m.exits.note(m.store, msg)
 		m.dirty, m.reading = true, false // the next frame reads again
-		return m, tea.Batch(m.armFrame(), m.armClock())
+		return m, tea.Batch(m.armFrame(), m.armClock(), watchRecording(m.cfg.recorder, m.recPath))
 	case sourceErrMsg:
 		m.reading, m.srcDone = false, true
 		m.logf("source: %v", msg.err)

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 
-from . import _messages, _safe
+from . import _messages, _safe, _sockcheck
 
 QUEUE_SIZE = 8192
 RING_SIZE = 4096
@@ -72,6 +72,7 @@ class Client:
         self._wake = threading.Event()
         self._sender = None
         self._sampler = None
+        self._reach = _sockcheck.Reach(config.socket)
         info = _safe.call(cuda.device_info) if cuda is not None else None
         self.hello = _messages.build_hello(config, self.session, torch_version, info)
         self._hello_line = _messages.encode(self.hello)
@@ -271,11 +272,17 @@ class Client:
     def _connect(self):
         if os.getpid() != self._hello_pid():
             return
+        if not self._reach.allowed():
+            return
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self._send_timeout)
         try:
             sock.connect(self.config.socket)
-        except OSError:
+        except OSError as exc:
+            sock.close()
+            self._reach.failed(exc)
+            return
+        if not self._reach.connected(sock):
             sock.close()
             return
         self._sock = sock
