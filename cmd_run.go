@@ -73,6 +73,9 @@ See docs/run.md.`,
 
 func runRun(ctx context.Context, o runFlags, argv []string, stderr io.Writer) error {
 	ctx = orBackground(ctx)
+	if err := launch.Check(argv); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "vramscope-run-") // 0700: a private socket directory
 	if err != nil {
 		return fmt.Errorf("make the run's directory: %w", err)

@@ -29,17 +29,26 @@ type Spec struct {
 	Stdout, Stderr io.Writer
 }
 
+// Check says whether argv names a command that can be started, before
+// anything else (a monitor, a recording) is set up for it.
+func Check(argv []string) error {
+	if len(argv) == 0 {
+		return errors.New("no command to run: put it after --, e.g. vramscope run -- python train.py")
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return fmt.Errorf("run %s: %w", argv[0], err)
+	}
+	return nil
+}
+
 // Start starts the command. The child stays in vramscope's process group,
 // so a terminal's Ctrl-C and job control reach it as they would without
 // vramscope, and it may read the terminal (pdb works).
 func Start(s Spec) (*Child, error) {
-	if len(s.Argv) == 0 {
-		return nil, errors.New("no command to run: put it after --, e.g. vramscope run -- python train.py")
+	if err := Check(s.Argv); err != nil {
+		return nil, err
 	}
-	path, err := exec.LookPath(s.Argv[0])
-	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", s.Argv[0], err)
-	}
+	path, _ := exec.LookPath(s.Argv[0])
 	cmd := &exec.Cmd{Path: path, Args: s.Argv, Env: s.Env, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", describe(s.Argv), err)
