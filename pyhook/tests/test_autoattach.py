@@ -191,3 +191,34 @@ def test_find_optimizer_prefers_the_wrapped_one_and_the_model_s_own(torch_mod):
     assert _autoattach.find_optimizer(torch, other) is unrelated
     assert _autoattach.find_optimizer(torch, torch.nn.Linear(2, 2)) is None
     del wrapper
+
+
+def test_watch_imported_before_torch_still_wins(startup, torch_mod):
+    # `from vramscope import watch` runs before auto-attach is installed (at
+    # torch's import), so this watch is the unpatched one: auto-attach
+    # must still see it and stand down at the first forward.
+    proc = run_py(startup, """
+import json
+from vramscope import watch
+import torch
+from vramscope import _autoattach
+from torch.nn.modules import module as modmod
+st = _autoattach.state()
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+h = watch(model, opt)
+for _ in range(2):
+    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+print(json.dumps({"auto_model": st.model is None, "standing_down": st.standing_down,
+                  "hooks": len(modmod._global_forward_pre_hooks),
+                  "model_pre_hooks": len(model._forward_pre_hooks)}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"auto_model": True, "standing_down": True,
+                                       "hooks": 0, "model_pre_hooks": 1}
+
+
+def test_startup_costs_nothing_without_torch(startup, torch_mod):
+    proc = run_py(startup, "import sys; print(sorted(m for m in sys.modules if 'vramscope' in m or m == 'torch'))")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

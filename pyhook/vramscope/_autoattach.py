@@ -26,8 +26,6 @@ is guarded, and a failure turns auto-attach off with one warning.
 """
 
 import gc
-import importlib.abc
-import importlib.util
 import os
 import sys
 import threading
@@ -119,27 +117,28 @@ def _explicit_watch(model, optimizer=None, **kwargs):
     return handle
 
 
-class _TorchImported(importlib.abc.MetaPathFinder):
+class _TorchImported:
     """A post-import hook: calls back once ``import torch`` has completed.
 
-    It finds torch's spec through the other finders and wraps its loader's
-    ``exec_module``; it then takes itself off ``sys.meta_path``.
+    A meta path finder (no importlib.abc: importing it costs more than this
+    whole module). It takes itself off ``sys.meta_path``, asks the other
+    finders for torch's spec and wraps the loader's ``exec_module``.
     """
 
     def __init__(self, callback):
         self._callback = callback
-        self._busy = False
 
     def find_spec(self, name, path=None, target=None):  # noqa: D102 - importlib API
-        if name != "torch" or self._busy:
+        if name != "torch":
             return None
-        self._busy = True
-        try:
-            _safe.call(sys.meta_path.remove, self)
-            spec = importlib.util.find_spec(name)
-        finally:
-            self._busy = False
-        loader = getattr(spec, "loader", None) if spec is not None else None
+        _safe.call(sys.meta_path.remove, self)
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
         exec_module, callback = loader.exec_module, self._callback
@@ -218,6 +217,12 @@ def _attach(st, module, args):
         return None
     with _lock:
         if st.model is not None or st.standing_down:
+            return None
+        if _api.current_client() is not None and _api._refs > 0:
+            # The script watch()ed already, through a reference to watch
+            # taken before auto-attach was installed: it is in charge.
+            st.standing_down = True
+            _remove_global_hooks(st)
             return None
         st.model = module
         _remove_module_hook(st)
