@@ -222,3 +222,31 @@ def test_startup_costs_nothing_without_torch(startup, torch_mod):
     proc = run_py(startup, "import sys; print(sorted(m for m in sys.modules if 'vramscope' in m or m == 'torch'))")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_late_optimizer_rewatch_keeps_the_connection(startup, torch_mod):
+    # What torch 2.x's global optimizer step pre-hook does on a late
+    # optimizer's first step(), called directly so torch 1.13 runs it too:
+    # the model is watched again with the optimizer, on the same client.
+    proc = run_py(startup, """
+import json, warnings, torch
+from vramscope import _autoattach, _api
+st = _autoattach.state()
+model = torch.nn.Linear(4, 2)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    model(torch.randn(2, 4)).sum().backward()
+first, client = st.handle, _api.current_client()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+other = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+_autoattach._on_optimizer_step(other, (), {})   # not this model's: ignored
+ignored = st.optimizer is None
+_autoattach._on_optimizer_step(opt, (), {})
+print(json.dumps({"ignored_other": ignored, "optimizer": st.optimizer is opt,
+                  "old_removed": not first.active, "new": st.handle.active,
+                  "same_client": _api.current_client() is client and not client.closed,
+                  "model_pre_hooks": len(model._forward_pre_hooks)}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"ignored_other": True, "optimizer": True, "old_removed": True,
+                                       "new": True, "same_client": True, "model_pre_hooks": 1}
