@@ -140,6 +140,8 @@ func runHeadless(ctx context.Context, o runFlags, socket string, spec launch.Spe
 
 // runWithTUI shows the live view while the command runs with its output in
 // a log file; the view stays after the command ends, until the user quits.
+// Signals reach the command from its start: a SIGTERM from a scheduler
+// stops it even while the view is up (bubbletea quits the view on it too).
 func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec, stderr io.Writer) error {
 	logPath := o.log
 	if logPath == "" {
@@ -151,48 +153,78 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 	}
 	defer out.Close()
 	spec.Stdout, spec.Stderr = out, out // stdin: /dev/null, the view reads the keyboard
-	started := make(chan *launch.Child, 1)
-	var startErr error
+	var (
+		child    *launch.Child
+		startErr error
+		relayed  = make(chan os.Signal, 4)
+	)
+	stop := func() {}
 	lf := liveFlags{socket: socket, debug: o.debug, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery,
 		title: "run: " + launch.Describe(spec.Argv),
+		// Called by runLive on this goroutine once the server listens,
+		// before the view starts.
 		listening: func(string) {
-			child, err := launch.Start(spec)
-			if err != nil {
-				startErr = err
-				close(started)
-				return
+			if child, startErr = launch.Start(spec); startErr == nil {
+				stop = child.Relay(nil, relayed) // the view's raw terminal sends no signals
 			}
-			started <- child
 		}}
 	liveErr := runLive(ctx, lf)
-	var child *launch.Child
-	select {
-	case child = <-started:
-	default:
-	}
+	defer func() { stop() }()
 	if child == nil {
 		if startErr != nil {
 			return startErr
 		}
 		return liveErr
 	}
-	interrupted := make(chan os.Signal, 1)
-	stop := child.Relay(nil, interrupted)
-	defer stop()
+	told := stopSignal(relayed)
+	if told == nil && liveErr != nil {
+		// The view may have ended on a signal whose relay is a moment behind.
+		select {
+		case told = <-relayed:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	select {
 	case <-child.Done():
 	default:
-		fmt.Fprintf(stderr, "vramscope: interrupting %s (pid %d); waiting for it to exit (Ctrl-C again kills it)\n", launch.Describe(spec.Argv), child.PID())
-		child.Signal(syscall.SIGINT)
-		select {
-		case <-child.Done():
-		case <-interrupted:
-			child.Signal(syscall.SIGKILL)
+		if told != nil {
+			fmt.Fprintf(stderr, "vramscope: %s (pid %d) got %v; waiting for it to exit (Ctrl-C kills it)\n", launch.Describe(spec.Argv), child.PID(), told)
+		} else {
+			fmt.Fprintf(stderr, "vramscope: interrupting %s (pid %d); waiting for it to exit (Ctrl-C again kills it)\n", launch.Describe(spec.Argv), child.PID())
+			child.Signal(syscall.SIGINT)
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-child.Done():
+				waiting = false
+			case sig := <-relayed:
+				if isStop(sig) {
+					child.Signal(syscall.SIGKILL)
+				}
+			}
 		}
 	}
 	fmt.Fprintf(stderr, "vramscope: the command's output is in %s\n", logPath)
-	if liveErr != nil {
-		return liveErr
+	if liveErr != nil && told == nil {
+		return liveErr // a signal ends the view with an error of its own: the command's code says more
 	}
 	return child.Wait()
+}
+
+// isStop reports whether sig asks a process to stop (SIGUSR1 and SIGUSR2,
+// which training scripts use for checkpoints, do not).
+func isStop(sig os.Signal) bool { return sig != syscall.SIGUSR1 && sig != syscall.SIGUSR2 }
+
+// stopSignal returns the first stop signal already passed on, or nil.
+func stopSignal(relayed <-chan os.Signal) os.Signal {
+	for {
+		select {
+		case sig := <-relayed:
+			if isStop(sig) {
+				return sig
+			}
+		default:
+			return nil
+		}
+	}
 }

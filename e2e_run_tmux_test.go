@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -54,5 +56,36 @@ func TestTmuxRun(t *testing.T) {
 				t.Errorf("log %s (%v) lacks %q:\n%s", log, err, tc.inLog, b)
 			}
 		})
+	}
+}
+
+// A SIGTERM to vramscope while the view is up (a scheduler ending the job)
+// reaches the command at once; the view ends, and the command's own exit
+// code comes back.
+func TestTmuxRunSIGTERM(t *testing.T) {
+	bin, py, script := binary(t), torchPython(t), trainScript(t)
+	tm := newTmux(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "train.log")
+	sh := "cd '" + dir + "' && '" + bin + "' run --log '" + log + "' -- '" + py + "' '" + script + "' --steps 100000 --sleep 0.05 --trap" +
+		"; echo EXIT=$?; sleep 60"
+	tm.run("new-session", "-d", "-s", "main", "-x", "160", "-y", "48", "sh", "-c", sh)
+	tm.waitFor(90*time.Second, "run: ", "backward", "● connected")
+	// vramscope is the pane's shell's only child.
+	shell := strings.TrimSpace(tm.run("display-message", "-p", "-t", "main", "#{pane_pid}"))
+	kids, err := os.ReadFile("/proc/" + shell + "/task/" + shell + "/children")
+	if err != nil || len(strings.Fields(string(kids))) != 1 {
+		t.Fatalf("children of the pane's shell %s: %q (%v)", shell, kids, err)
+	}
+	pid, _ := strconv.Atoi(strings.Fields(string(kids))[0])
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	scr := tm.waitFor(30*time.Second, "EXIT=42")
+	if strings.Contains(scr, "interrupting") {
+		t.Errorf("the command was interrupted a second time after the SIGTERM:\n%s", scr)
+	}
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "got SIGTERM") {
+		t.Errorf("the command's log lacks its SIGTERM handler's line:\n%s", b)
 	}
 }

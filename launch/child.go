@@ -107,9 +107,10 @@ var Relayed = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sysca
 // reached the child: the terminal sends those to the whole foreground
 // process group, which the child shares, and passing them on again would
 // interrupt it twice (a second KeyboardInterrupt inside its cleanup). Other
-// signals, and SIGINT sent with kill, are passed on. When interrupted is
-// non-nil it gets each SIGINT and SIGTERM too (the TUI mode uses it).
-func (c *Child) Relay(ttyDelivered func() bool, interrupted chan<- os.Signal) (stop func()) {
+// signals, and SIGINT sent with kill, are passed on. When notify is
+// non-nil it gets each signal passed on, if it has room (the live view
+// uses it to know the command was already told to stop).
+func (c *Child) Relay(ttyDelivered func() bool, notify chan<- os.Signal) (stop func()) {
 	ch := make(chan os.Signal, 8)
 	signal.Notify(ch, Relayed...)
 	quit := make(chan struct{})
@@ -121,16 +122,16 @@ func (c *Child) Relay(ttyDelivered func() bool, interrupted chan<- os.Signal) (s
 			case <-c.done:
 				return
 			case sig := <-ch:
-				if interrupted != nil && (sig == syscall.SIGINT || sig == syscall.SIGTERM) {
-					select {
-					case interrupted <- sig:
-					default:
-					}
-				}
 				if (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && ttyDelivered != nil && ttyDelivered() {
 					continue
 				}
 				c.Signal(sig)
+				if notify != nil {
+					select {
+					case notify <- sig:
+					default:
+					}
+				}
 			}
 		}
 	}()
