@@ -1,8 +1,8 @@
 """Auto-attach: watch() the model that trains, with no code change (docs/run.md).
 
 ``vramscope run`` puts a sitecustomize on the command's PYTHONPATH that
-calls :func:`install`. Nothing happens until torch is imported; then, with
-torch's global hooks (features detected, never versions):
+calls :func:`install` once torch is imported (launch/sitecustomize.py). It
+then attaches with torch's global hooks (features detected, never versions):
 
 * ``torch.nn.modules.module.register_module_forward_pre_hook``: the first
   module that runs a forward in training mode, with gradients enabled and
@@ -35,6 +35,7 @@ from . import _api, _safe
 
 _lock = threading.RLock()
 _state = None
+_REAL_WATCH = _api.watch  # taken before install() replaces it
 
 
 class _State:
@@ -49,7 +50,7 @@ class _State:
         self.module_hook = None  # RemovableHandle of the global forward pre-hook
         self.step_hook = None  # RemovableHandle of the global optimizer step pre-hook
         self.finder = None
-        self.real_watch = _api.watch
+        self.real_watch = _REAL_WATCH
         self.warned = False
 
 
@@ -82,7 +83,8 @@ def install():
 def _patch_watch():
     # vramscope.watch is looked up at call time, so replacing the attribute
     # sees every ``vramscope.watch(...)`` and every ``from vramscope import
-    # watch`` made after this point (sitecustomize runs before the script).
+    # watch`` made after this point. One made before (before torch was
+    # imported) keeps the original: _attach sees its client instead.
     import vramscope
 
     vramscope.watch = _explicit_watch
@@ -93,7 +95,7 @@ def _explicit_watch(model, optimizer=None, **kwargs):
     """The user's watch(): auto-attach steps aside, then the real watch() runs."""
     st = _state
     if st is None:
-        return _api.watch(model, optimizer, **kwargs)
+        return _REAL_WATCH(model, optimizer, **kwargs)
     with _lock:
         first = not st.standing_down
         st.standing_down = True
