@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -191,15 +190,15 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 			fmt.Fprintf(stderr, "vramscope: %s (pid %d) got %v; waiting for it to exit (Ctrl-C kills it)\n", launch.Describe(spec.Argv), child.PID(), told)
 		} else {
 			fmt.Fprintf(stderr, "vramscope: interrupting %s (pid %d); waiting for it to exit (Ctrl-C again kills it)\n", launch.Describe(spec.Argv), child.PID())
-			child.Signal(syscall.SIGINT)
+			child.Signal(os.Interrupt)
 		}
 		for waiting := true; waiting; {
 			select {
 			case <-child.Done():
 				waiting = false
 			case sig := <-relayed:
-				if isStop(sig) {
-					child.Signal(syscall.SIGKILL)
+				if launch.Stopping(sig) {
+					child.Signal(os.Kill)
 				}
 			}
 		}
@@ -211,16 +210,12 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 	return child.Wait()
 }
 
-// isStop reports whether sig asks a process to stop (SIGUSR1 and SIGUSR2,
-// which training scripts use for checkpoints, do not).
-func isStop(sig os.Signal) bool { return sig != syscall.SIGUSR1 && sig != syscall.SIGUSR2 }
-
 // stopSignal returns the first stop signal already passed on, or nil.
 func stopSignal(relayed <-chan os.Signal) os.Signal {
 	for {
 		select {
 		case sig := <-relayed:
-			if isStop(sig) {
+			if launch.Stopping(sig) {
 				return sig
 			}
 		default:

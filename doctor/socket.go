@@ -61,14 +61,6 @@ func probe(path string) (listenState, fs.FileInfo, error) {
 	return unknown, fi, err
 }
 
-func owner(fi fs.FileInfo) (int, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return int(st.Uid), true
-}
-
 func describeFile(fi fs.FileInfo, uid int) string {
 	s := fi.Mode().String()
 	if o, ok := owner(fi); ok {

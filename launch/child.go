@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"syscall"
 )
 
 // Child is a running command.
@@ -87,17 +86,14 @@ func exitError(argv []string, ps *os.ProcessState, err error) error {
 	if ps == nil {
 		return fmt.Errorf("wait for %s: %w", describe(argv), err)
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &ExitError{Code: 128 + int(ws.Signal()), Desc: fmt.Sprintf("%s was killed by %v", describe(argv), ws.Signal())}
+	if sig, ok := killedBy(ps); ok {
+		return &ExitError{Code: 128 + int(sig), Desc: fmt.Sprintf("%s was killed by %v", describe(argv), sig)}
 	}
 	if code := ps.ExitCode(); code != 0 {
 		return &ExitError{Code: code, Desc: fmt.Sprintf("%s exited with status %d", describe(argv), code)}
 	}
 	return nil
 }
-
-// Relayed are the signals vramscope passes on to the command.
-var Relayed = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
 // Relay passes the signals vramscope receives on to the child until stop is
 // called or the child exits. vramscope itself does not die of them: it
@@ -122,7 +118,7 @@ func (c *Child) Relay(ttyDelivered func() bool, notify chan<- os.Signal) (stop f
 			case <-c.done:
 				return
 			case sig := <-ch:
-				if (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && ttyDelivered != nil && ttyDelivered() {
+				if ttyKey(sig) && ttyDelivered != nil && ttyDelivered() {
 					continue
 				}
 				c.Signal(sig)
