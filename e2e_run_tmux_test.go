@@ -89,3 +89,35 @@ func TestTmuxRunSIGTERM(t *testing.T) {
 		t.Errorf("the command's log lacks its SIGTERM handler's line:\n%s", b)
 	}
 }
+
+// Headless in a terminal: Ctrl-C reaches the command from the terminal (it
+// shares vramscope's foreground process group); vramscope outlives it to
+// write the recording's summary and passes the command's exit code on.
+// (Whether vramscope also sends a second SIGINT cannot be seen here: two
+// SIGINTs that close together are delivered to Python as one.)
+func TestTmuxRunHeadlessCtrlC(t *testing.T) {
+	bin, py, script := binary(t), torchPython(t), trainScript(t)
+	tm := newTmux(t)
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	// The shell traps INT (a handler, reset for its children) to outlive the Ctrl-C.
+	sh := "trap true INT; cd '" + dir + "' && '" + bin + "' run --record run.jsonl -- '" + py + "' '" + script +
+		"' --steps 100000 --sleep 0.05 --count-int --ready '" + ready + "'; echo EXIT=$?; sleep 60"
+	tm.run("new-session", "-d", "-s", "main", "-x", "160", "-y", "48", "sh", "-c", sh)
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the script never became ready:\n%s", tm.screen())
+		}
+	}
+	tm.run("send-keys", "-t", "main", "C-c")
+	scr := tm.waitFor(30*time.Second, "EXIT=3")
+	if !strings.Contains(scr, "SIGINTs: ") {
+		t.Errorf("the command did not report its SIGINT:\n%s", scr)
+	}
+	if !strings.Contains(scr, "vramscope: 1 clients,") {
+		t.Errorf("vramscope did not outlive Ctrl-C to write its summary:\n%s", scr)
+	}
+}

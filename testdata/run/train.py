@@ -8,6 +8,7 @@ end-to-end tests (e2e_run_test.go, pyhook/tests/test_autoattach.py).
   --spawn        start a second copy of this script (same environment) first
   --watch        call vramscope.watch(model, opt) explicitly
   --ready FILE   create FILE once the first step is done
+  --count-int    count SIGINTs; a second after the first, print the count and exit 3
 """
 
 import argparse
@@ -27,7 +28,12 @@ p.add_argument("--trap", action="store_true")
 p.add_argument("--spawn", action="store_true")
 p.add_argument("--watch", action="store_true")
 p.add_argument("--ready")
+p.add_argument("--count-int", action="store_true")
 a = p.parse_args()
+
+sigints = []
+if a.count_int:
+    signal.signal(signal.SIGINT, lambda signum, frame: sigints.append(time.monotonic()))
 
 if a.trap:
     def on_term(signum, frame):
@@ -60,6 +66,9 @@ for step in range(a.steps):
         open(a.ready, "w").close()
     if a.sleep:
         time.sleep(a.sleep)
+    if sigints and time.monotonic() - sigints[0] > 1.0:
+        print("SIGINTs: %d" % len(sigints), flush=True)
+        sys.exit(3)
 print("trained %d steps in pid %d" % (a.steps, os.getpid()), flush=True)
 if second is not None:
     second.wait()
