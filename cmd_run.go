@@ -29,7 +29,8 @@ type runFlags struct {
 	nvmlEvery time.Duration
 	procEvery time.Duration
 	// The exports branch's --prometheus ADDR belongs here: register it in
-	// newRunCmd and pass it on in runRun's liveFlags and recordFlags.
+	// newRunCmd and pass it on where runHeadless builds its recordFlags and
+	// runWithTUI its liveFlags (both marked "prometheus:").
 }
 
 // lastWords is how long the monitor keeps reading after the command has
@@ -109,7 +110,7 @@ func runHeadless(ctx context.Context, o runFlags, socket string, spec launch.Spe
 	defer cancel()
 	listening := make(chan struct{})
 	recorded := make(chan error, 1)
-	ro := recordFlags{out: o.record, socket: socket, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery}
+	ro := recordFlags{out: o.record, socket: socket, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery} // prometheus: here
 	go func() {
 		recorded <- recordUntil(ctx, ro, stderr, func(path string) {
 			fmt.Fprintf(stderr, "vramscope: recording to %s; running %s with VRAMSCOPE_SOCKET=%s\n", o.record, launch.Describe(spec.Argv), path)
@@ -158,7 +159,7 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 		relayed  = make(chan os.Signal, 4)
 	)
 	stop := func() {}
-	lf := liveFlags{socket: socket, debug: o.debug, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery,
+	lf := liveFlags{socket: socket, debug: o.debug, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery, // prometheus: here
 		title: "run: " + launch.Describe(spec.Argv),
 		// Called by runLive on this goroutine once the server listens,
 		// before the view starts.
