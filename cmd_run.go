@@ -55,7 +55,7 @@ See docs/run.md.`,
 		Example: `  vramscope run -- python train.py --epochs 3
   vramscope run --record run.jsonl.gz -- torchrun --nproc_per_node 2 train.py
   vramscope run -- accelerate launch train.py`,
-		Args: cobra.MinimumNArgs(1),
+		Args: cobra.ArbitraryArgs, // launch.Check says what is missing
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(cmd.Context(), o, args, cmd.ErrOrStderr())
 		},
