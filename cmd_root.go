@@ -20,7 +20,9 @@ from NVML, a step-one warmup diagnosis and a memory anatomy.
 Run it in a second terminal, then add to the training script:
 
     import vramscope
-    vramscope.watch(model, optimizer)`,
+    vramscope.watch(model, optimizer)
+
+Or, with no code change: vramscope run -- python train.py`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
