@@ -11,7 +11,7 @@ then attaches with torch's global hooks (features detected, never versions):
   among the live objects. ``vramscope.watch(model, optimizer)`` hooks both,
   and the global module hook is removed at once: it costs a call per module
   only until the first training forward.
-* ``torch.optim.optimizer.register_optimizer_step_pre_hook`` (torch >= 2.0):
+* ``torch.optim.optimizer.register_optimizer_step_pre_hook`` (torch 2.x):
   an optimizer created after that first forward is picked up at its first
   ``step()``. Without this hook (torch 1.13) such a late optimizer is not
   seen, and one warning says to call ``vramscope.watch(model, optimizer)``.
