@@ -226,22 +226,38 @@ def test_startup_costs_nothing_without_torch(startup, torch_mod):
 
 def test_late_optimizer_rewatch_keeps_the_connection(startup, torch_mod):
     # What torch 2.x's global optimizer step pre-hook does on a late
-    # optimizer's first step(), called directly so torch 1.13 runs it too:
-    # the model is watched again with the optimizer, on the same client.
+    # optimizer's first step(). torch 1.13 lacks the hook, so its call site
+    # is reproduced: a registry of RemovableHandles iterated live with
+    # chain(), as profile_hook_step does in torch 2.x's torch/optim/
+    # optimizer.py (a hook that removed itself there would raise
+    # "mutated during iteration" into step()). The model is watched again
+    # with the optimizer, on the same client.
     proc = run_py(startup, """
 import json, warnings, torch
+from collections import OrderedDict
+from itertools import chain
+from torch.utils.hooks import RemovableHandle
 from vramscope import _autoattach, _api
 st = _autoattach.state()
+registry = OrderedDict()
+st.step_hook = RemovableHandle(registry)
+registry[st.step_hook.id] = _autoattach._on_optimizer_step
+other_tool = RemovableHandle(registry)   # another library's global hook after ours
+registry[other_tool.id] = lambda *a: None
+
+def step_pre_hooks(optimizer):
+    for pre_hook in chain(registry.values(), OrderedDict().values()):
+        pre_hook(optimizer, (optimizer,), {})
+
 model = torch.nn.Linear(4, 2)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    model(torch.randn(2, 4)).sum().backward()
+model(torch.randn(2, 4)).sum().backward()
 first, client = st.handle, _api.current_client()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 other = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
-_autoattach._on_optimizer_step(other, (), {})   # not this model's: ignored
+step_pre_hooks(other)   # not this model's: ignored
 ignored = st.optimizer is None
-_autoattach._on_optimizer_step(opt, (), {})
+step_pre_hooks(opt)
+step_pre_hooks(opt)
 print(json.dumps({"ignored_other": ignored, "optimizer": st.optimizer is opt,
                   "old_removed": not first.active, "new": st.handle.active,
                   "same_client": _api.current_client() is client and not client.closed,

@@ -261,7 +261,10 @@ def _on_optimizer_step(optimizer, args, kwargs):
             if st.optimizer is not None or st.standing_down or not _shares_params(optimizer, st.model):
                 return None
             st.optimizer = optimizer
-            _remove_step_hook(st)
+            # This hook stays registered, inert from now on (one call that
+            # returns at once per step): torch 2.x iterates its global hooks
+            # live (chain(...values())), so removing one from inside it
+            # raises into step() when another global hook follows.
             old = st.handle
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # our own re-watch of the same model
