@@ -7,14 +7,14 @@ export CGO_ENABLED := 1
 # go-nvml's C headers warn about deprecated declarations; they are harmless.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build test test-go test-race test-py check-pkg bench vet demo
+.PHONY: all build test test-go test-race test-py check-pkg wheel check-wheel check-install bench vet demo
 
 all: build
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-
+# The version comes from the build info Go stamps (module version and VCS
+# revision), the same for make, go build and go install: no -ldflags.
 build:
-	go build -ldflags "-X main.version=$(VERSION)" -o $(BIN) .
+	go build -o $(BIN) .
 
 vet:
 	go vet ./...
@@ -49,6 +49,51 @@ check-pkg:
 	$(PYTHON) -m pip install -q --no-build-isolation --no-deps --target $(CURDIR)/bin/pkgcheck ./pyhook
 	cd /tmp && PYTHONPATH=$(CURDIR)/bin/pkgcheck $(PYTHON) -c 'import vramscope, vramscope.integrations.lightning, vramscope.integrations.transformers, sys; assert vramscope.__file__.startswith("$(CURDIR)/bin/pkgcheck"), vramscope.__file__; print("pip install ./pyhook: vramscope", vramscope.__version__)'
 	rm -rf $(CURDIR)/bin/pkgcheck $(CURDIR)/pyhook/build
+
+# The platform wheel: the hook package with the monitor binary inside and a
+# `vramscope` command, as ruff and uv ship theirs (docs/install.md). Built
+# from a staging copy so ./pyhook itself never holds a binary.
+WHEEL_DIR := $(CURDIR)/bin/dist
+WHEEL_SRC := $(CURDIR)/bin/wheel-src
+wheel:
+	rm -rf $(WHEEL_SRC) $(WHEEL_DIR)
+	mkdir -p $(WHEEL_SRC)/vramscope/_bin $(WHEEL_DIR)
+	cp pyhook/pyproject.toml pyhook/setup.py pyhook/README.md $(WHEEL_SRC)/
+	cd pyhook && find vramscope -name '*.py' -not -path '*/__pycache__/*' -exec cp --parents {} $(WHEEL_SRC)/ \;
+	go build -trimpath -o $(WHEEL_SRC)/vramscope/_bin/vramscope .
+	cd $(WHEEL_SRC) && $(PYTHON) -m pip wheel -q --no-build-isolation --no-deps -w $(WHEEL_DIR) .
+	rm -rf $(WHEEL_SRC)
+	@ls $(WHEEL_DIR)/vramscope-*.whl
+
+# CI's check of the wheel: a fresh venv (no torch, no PyPI), the wheel
+# installed offline, the monitor run from it, the hook imported from it, and
+# `vramscope run` attaching the wheel's hook to the system Python's torch.
+WHEEL_VENV := $(CURDIR)/bin/wheel-venv
+check-wheel: wheel
+	rm -rf $(WHEEL_VENV)
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install -q --no-index --no-deps $(WHEEL_DIR)/vramscope-*.whl
+	cd /tmp && $(WHEEL_VENV)/bin/vramscope version
+	cd /tmp && $(WHEEL_VENV)/bin/vramscope demo --headless --steps 5 >/dev/null
+	cd /tmp && $(WHEEL_VENV)/bin/python -c 'import vramscope, sys; assert vramscope.__file__.startswith("$(WHEEL_VENV)"), vramscope.__file__; print("wheel: import vramscope", vramscope.__version__, "from", vramscope.__file__)'
+	cd /tmp && $(WHEEL_VENV)/bin/python -m vramscope version | grep -q '^protocol: v'
+	cd /tmp && $(WHEEL_VENV)/bin/vramscope run --record $(WHEEL_VENV)/run.jsonl -- $(PYTHON) $(CURDIR)/testdata/run/train.py --steps 3
+	$(WHEEL_VENV)/bin/vramscope report $(WHEEL_VENV)/run.jsonl | grep -q 'totals: 3 steps'
+	rm -rf $(WHEEL_VENV)
+	@echo "check-wheel: passed"
+
+# `go install .` from a fresh clone stamps the commit into the version (a
+# git worktree does not: Go finds no .git directory there).
+INSTALL_CHECK := $(CURDIR)/bin/install-check
+check-install:
+	rm -rf $(INSTALL_CHECK)
+	git clone -q --no-checkout $(CURDIR) $(INSTALL_CHECK)/src
+	git -C $(INSTALL_CHECK)/src checkout -q $$(git rev-parse HEAD)
+	cd $(INSTALL_CHECK)/src && GOFLAGS=-buildvcs=true GOBIN=$(INSTALL_CHECK)/bin go install .
+	$(INSTALL_CHECK)/bin/vramscope version | tee $(INSTALL_CHECK)/version.txt
+	grep -q "^revision: $$(git rev-parse HEAD)" $(INSTALL_CHECK)/version.txt
+	rm -rf $(INSTALL_CHECK)
+	@echo "check-install: passed"
 
 bench: build
 	go test -run '^$$' -bench . -benchmem ./...

@@ -23,6 +23,11 @@ type liveFlags struct {
 	prom      string
 	nvmlEvery time.Duration
 	procEvery time.Duration
+	// title replaces the header's first words (`vramscope run` names its
+	// command there); listening, when set, gets the socket path once the
+	// server listens. Neither is a flag.
+	title     string
+	listening func(string)
 }
 
 func (l *liveFlags) register(cmd *cobra.Command) {
@@ -70,12 +75,18 @@ func runLive(ctx context.Context, l liveFlags) error {
 	polled := poll(ctx, sampler, f, logf, l.nvmlEvery, l.procEvery)
 	devs, _ := sampler.Devices()
 	logf("listening on %s; %s", srv.Path(), sampler.Status())
-
-	err = tui.Run(tui.New(
+	opts := []tui.Option{
 		tui.WithSource(f), tui.WithRecorder(f, defaultRecording()),
 		tui.WithDevice(sampler.Status(), devs), tui.WithSocket(srv.Path()),
 		tui.WithDebugLog(logWriter(logf)),
-	))
+	}
+	if l.title != "" {
+		opts = append(opts, tui.WithTitle(l.title))
+	}
+	if l.listening != nil {
+		l.listening(srv.Path())
+	}
+	err = tui.Run(tui.New(opts...))
 	cancel()
 	srv.Close()
 	<-served

@@ -65,6 +65,13 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
+	return recordUntil(ctx, o, stderr, nil)
+}
+
+// recordUntil records until ctx is done; `vramscope run` calls it with a
+// context that ends after the command. listening, when not nil, gets the
+// socket path once the server listens.
+func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening func(string)) error {
 	logf := stderrLog(stderr)
 	srv, err := ipc.Listen(ipc.WithSocketPath(o.socket), ipc.WithLogf(logf))
 	if err != nil {
@@ -83,7 +90,11 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 	defer sampler.Close()
 	polled := poll(ctx, sampler, f, logf, o.nvmlEvery, o.procEvery)
 	served := serve(ctx, srv, f, logf)
-	fmt.Fprintf(stderr, "vramscope: recording to %s; listening on %s; %s; Ctrl-C to stop\n", o.out, srv.Path(), sampler.Status())
+	if listening != nil {
+		listening(srv.Path())
+	} else {
+		fmt.Fprintf(stderr, "vramscope: recording to %s; listening on %s; %s; Ctrl-C to stop\n", o.out, srv.Path(), sampler.Status())
+	}
 
 	store := session.New()
 	recErr := consume(ctx, f, store)

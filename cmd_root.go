@@ -3,25 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
-
-// version is set by the build (-ldflags "-X main.version=..."); go install
-// builds report their module version instead.
-var version = "dev"
-
-func buildVersion() string {
-	if version != "dev" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return version
-}
 
 func newRootCmd() *cobra.Command {
 	var live liveFlags
@@ -35,8 +20,9 @@ from NVML, a step-one warmup diagnosis and a memory anatomy.
 Run it in a second terminal, then add to the training script:
 
     import vramscope
-    vramscope.watch(model, optimizer)`,
-		Version:       buildVersion(),
+    vramscope.watch(model, optimizer)
+
+Or, with no code change: vramscope run -- python train.py`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -62,8 +48,12 @@ Run it in a second terminal, then add to the training script:
 			pprof.StopCPUProfile()
 		}
 	}
+	// --version prints what `vramscope version` prints.
+	root.SetVersionTemplate("{{.Version}}")
+	root.Version = build().String()
 	live.register(root)
-	root.AddCommand(newRecordCmd(), newReportCmd(), newReplayCmd(), newDemoCmd(), newDevicesCmd())
+	root.AddCommand(newRecordCmd(), newReportCmd(), newReplayCmd(), newDemoCmd(), newDevicesCmd(),
+		newVersionCmd(), newRunCmd(), newDoctorCmd())
 	root.AddCommand(newExportCmd(), newDiffCmd(), newPlotCmd())
 	return root
 }

@@ -206,4 +206,7 @@ func TestBuildWithoutCgoDegrades(t *testing.T) {
 	if !strings.Contains(got, "NVML unavailable: this vramscope was built without cgo") {
 		t.Fatalf("devices without cgo: %q", got)
 	}
+	if v, _ := runBin(t, out, "version"); !strings.Contains(v, "\nnvml: not built in (CGO_ENABLED=0 build)") {
+		t.Errorf("version without cgo: %q", v)
+	}
 }

@@ -6,12 +6,19 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/vramscope/vramscope/launch"
 )
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
+		var exit *launch.ExitError
+		if errors.As(err, &exit) { // `run` passes its command's exit code on
+			os.Exit(exit.Code)
+		}
 		fmt.Fprintln(os.Stderr, "vramscope:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,74 @@
+# Written by `vramscope run` (docs/run.md). Python runs the first
+# sitecustomize it finds on sys.path, and this directory comes first on
+# PYTHONPATH: so this module runs the sitecustomize it shadows, as Python
+# would have, and arranges for vramscope's auto-attach to start once
+# `import torch` completes. A process that never imports torch (pip, the
+# torchrun launcher's helpers) pays for two small functions and nothing else.
+# It never raises: a failure is one line on stderr and training goes on.
+import os
+import sys
+
+
+def _vramscope_chain(here):
+    from importlib.machinery import PathFinder
+
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = type(sys)("sitecustomize")
+    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+def _vramscope_attach():
+    try:
+        from vramscope import _autoattach
+        _autoattach.install()
+    except Exception as exc:  # noqa: BLE001 - never break the training process
+        sys.stderr.write("vramscope: auto-attach is off in this process: %r\n" % (exc,))
+
+
+class _VramscopeAfterTorch:
+    """A meta path finder that calls _vramscope_attach once torch is imported."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_attach(module):
+            exec_module(module)
+            _vramscope_attach()
+
+        loader.exec_module = exec_then_attach
+        return spec
+
+
+def _vramscope_boot():
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        _vramscope_chain(here)
+    except Exception as exc:  # noqa: BLE001 - as Python reports a failing sitecustomize
+        sys.stderr.write("Error in sitecustomize (chained by vramscope run): %r\n" % (exc,))
+    if os.environ.get("VRAMSCOPE_AUTOATTACH", "1") == "0":
+        return
+    if "torch" in sys.modules:
+        _vramscope_attach()
+    else:
+        sys.meta_path.insert(0, _VramscopeAfterTorch())
+
+
+_vramscope_boot()

@@ -1,0 +1,268 @@
+"""Auto-attach (`vramscope run`'s startup module) with real torch.
+
+Each case runs in a fresh interpreter, as `vramscope run` starts one: auto-
+attach changes process-wide state (torch's global hooks, vramscope.watch).
+The startup directory is built from launch/sitecustomize.py, the file the Go
+binary writes, so the chaining tested here is the one users get.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+
+from vramscope import _autoattach
+
+TRAIN = os.path.join(ROOT, "testdata", "run", "train.py")
+
+
+@pytest.fixture
+def startup(tmp_path):
+    """A startup dir as `vramscope run` makes it, and a shadowed sitecustomize after it."""
+    first = tmp_path / "startup"
+    first.mkdir()
+    shutil.copy(os.path.join(ROOT, "launch", "sitecustomize.py"), first / "sitecustomize.py")
+    shadowed = tmp_path / "shadowed"
+    shadowed.mkdir()
+    (shadowed / "sitecustomize.py").write_text(
+        "import os\nos.environ['SHADOWED_SITECUSTOMIZE_RAN'] = '1'\n")
+    path = os.pathsep.join([str(first), str(shadowed), os.path.join(ROOT, "pyhook")])
+    return path
+
+
+def run_py(pythonpath, code_or_args, sock="/nonexistent/vs.sock", extra_env=None):
+    env = dict(os.environ, PYTHONPATH=pythonpath, VRAMSCOPE_SOCKET=sock)
+    env.pop("VRAMSCOPE_AUTOATTACH", None)
+    env.update(extra_env or {})
+    args = code_or_args if isinstance(code_or_args, list) else ["-c", textwrap.dedent(code_or_args)]
+    return subprocess.run([sys.executable, "-W", "always"] + args, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def phases(msgs, pid=None):
+    return [(m["step"], m["name"], m["edge"]) for m in msgs if m.get("type") == "phase"]
+
+
+def test_startup_chains_the_shadowed_sitecustomize_and_attaches(startup, monitor, torch_mod):
+    proc = run_py(startup, [TRAIN, "--steps", "3"], sock=monitor.path)
+    assert proc.returncode == 0, proc.stderr
+    assert "trained 3 steps" in proc.stdout
+    assert "Warning" not in proc.stderr, proc.stderr
+    assert monitor.wait_for(lambda m: any(x.get("type") == "goodbye" for x in m.messages()))
+    got = phases(monitor.messages())
+    begins = [(s, n) for s, n, e in got if e == "begin"]
+    # Step 0 starts at the first training forward (the eval pass under
+    # no_grad is skipped); step 1 on carries the five phases.
+    assert begins[:4] == [(0, "forward"), (0, "loss"), (0, "backward"), (0, "step")]
+    assert begins[4:9] == [(1, n) for n in ("zero_grad", "forward", "loss", "backward", "step")]
+    # The shadowed sitecustomize ran too.
+    proc = run_py(startup, "import os; print(os.environ.get('SHADOWED_SITECUSTOMIZE_RAN'))",
+                  extra_env={"VRAMSCOPE_AUTOATTACH": "0"})
+    assert proc.stdout.strip() == "1", proc.stderr
+
+
+STATE = """
+import json, torch, vramscope
+from vramscope import _autoattach, _api
+from torch.nn.modules import module as modmod
+st = _autoattach.state()
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+opt = torch.optim.Adam(model.parameters())
+def step():
+    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+"""
+
+
+def test_attach_finds_the_optimizer_and_removes_the_global_hook(startup, torch_mod):
+    proc = run_py(startup, STATE + """
+hooks_before = len(modmod._global_forward_pre_hooks)
+step()
+print(json.dumps({
+    "before": hooks_before, "after": len(modmod._global_forward_pre_hooks),
+    "model": st.model is model, "optimizer": st.optimizer is opt,
+    "watching": st.handle is not None and st.handle.active}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got == {"before": 1, "after": 0, "model": True, "optimizer": True, "watching": True}
+
+
+def test_explicit_watch_after_attach_takes_over_the_same_connection(startup, torch_mod):
+    proc = run_py(startup, STATE + """
+step()
+auto, client = st.handle, _api.current_client()
+mine = vramscope.watch(model, opt)
+step()
+print(json.dumps({
+    "auto_removed": not auto.active, "mine": mine.active,
+    "same_client": _api.current_client() is client and not client.closed,
+    "model_pre_hooks": len(model._forward_pre_hooks), "standing_down": st.standing_down}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got == {"auto_removed": True, "mine": True, "same_client": True,
+                   "model_pre_hooks": 1, "standing_down": True}
+    assert "Warning" not in proc.stderr, proc.stderr
+
+
+def test_explicit_watch_before_training_stands_auto_attach_down(startup, torch_mod):
+    proc = run_py(startup, STATE + """
+mine = vramscope.watch(model, opt)
+step(); step()
+print(json.dumps({"auto": st.handle is None and st.model is None,
+                  "hooks": len(modmod._global_forward_pre_hooks), "mine": mine.active}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"auto": True, "hooks": 0, "mine": True}
+
+
+def test_a_late_optimizer(startup, torch_mod):
+    # Forward before the optimizer exists: found by torch's global optimizer
+    # hook where torch has it (2.x), else one warning says what to do.
+    proc = run_py(startup, """
+import json, torch
+from vramscope import _autoattach
+import torch.optim.optimizer as optmod
+st = _autoattach.state()
+model = torch.nn.Linear(4, 2)
+model(torch.randn(2, 4)).sum().backward()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+opt.step()
+print(json.dumps({"global_hook": hasattr(optmod, "register_optimizer_step_pre_hook"),
+                  "optimizer": st.optimizer is opt}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    if got["global_hook"]:
+        assert got["optimizer"], proc.stderr
+    else:
+        assert not got["optimizer"]
+        assert proc.stderr.count("found no optimizer for Linear") == 1, proc.stderr
+
+
+def test_install_before_torch_waits_for_its_import(torch_mod):
+    env_path = os.path.join(ROOT, "pyhook")
+    proc = run_py(env_path, """
+import sys
+from vramscope import _autoattach
+_autoattach.install()
+st = _autoattach.state()
+assert "torch" not in sys.modules and st.module_hook is None
+import torch
+print(st.module_hook is not None, st.finder is None, st.finder not in sys.meta_path)
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True", "True"]
+
+
+def accelerated_optimizer(torch):
+    class _AcceleratedOptimizer(torch.optim.Optimizer):
+        """accelerate's AcceleratedOptimizer as its source has it (src/accelerate/
+        optimizer.py): it subclasses Optimizer, skips Optimizer.__init__, keeps
+        the real optimizer in ``.optimizer`` and forwards ``param_groups`` to it."""
+
+        def __init__(self, optimizer):  # noqa: D107 - no super().__init__, as accelerate
+            self.optimizer = optimizer
+
+        @property
+        def param_groups(self):
+            return self.optimizer.param_groups
+
+        @param_groups.setter
+        def param_groups(self, value):
+            self.optimizer.param_groups = value
+    return _AcceleratedOptimizer
+
+
+def test_find_optimizer_prefers_the_wrapped_one_and_the_model_s_own(torch_mod):
+    torch = torch_mod
+    model = torch.nn.Linear(4, 4)
+    other = torch.nn.Linear(4, 4)
+    inner = torch.optim.SGD(model.parameters(), lr=0.1)
+    wrapper = accelerated_optimizer(torch)(inner)
+    unrelated = torch.optim.SGD(other.parameters(), lr=0.1)
+    assert _autoattach.find_optimizer(torch, model) is inner
+    assert _autoattach.find_optimizer(torch, other) is unrelated
+    assert _autoattach.find_optimizer(torch, torch.nn.Linear(2, 2)) is None
+    del wrapper
+
+
+def test_watch_imported_before_torch_still_wins(startup, torch_mod):
+    # `from vramscope import watch` runs before auto-attach is installed (at
+    # torch's import), so this watch is the unpatched one: auto-attach
+    # must still see it and stand down at the first forward.
+    proc = run_py(startup, """
+import json
+from vramscope import watch
+import torch
+from vramscope import _autoattach
+from torch.nn.modules import module as modmod
+st = _autoattach.state()
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+h = watch(model, opt)
+for _ in range(2):
+    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+print(json.dumps({"auto_model": st.model is None, "standing_down": st.standing_down,
+                  "hooks": len(modmod._global_forward_pre_hooks),
+                  "model_pre_hooks": len(model._forward_pre_hooks)}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"auto_model": True, "standing_down": True,
+                                       "hooks": 0, "model_pre_hooks": 1}
+
+
+def test_startup_costs_nothing_without_torch(startup, torch_mod):
+    proc = run_py(startup, "import sys; print(sorted(m for m in sys.modules if 'vramscope' in m or m == 'torch'))")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_late_optimizer_rewatch_keeps_the_connection(startup, torch_mod):
+    # What torch 2.x's global optimizer step pre-hook does on a late
+    # optimizer's first step(). torch 1.13 lacks the hook, so its call site
+    # is reproduced: a registry of RemovableHandles iterated live with
+    # chain(), as profile_hook_step does in torch 2.x's torch/optim/
+    # optimizer.py (a hook that removed itself there would raise
+    # "mutated during iteration" into step()). The model is watched again
+    # with the optimizer, on the same client.
+    proc = run_py(startup, """
+import json, warnings, torch
+from collections import OrderedDict
+from itertools import chain
+from torch.utils.hooks import RemovableHandle
+from vramscope import _autoattach, _api
+st = _autoattach.state()
+registry = OrderedDict()
+st.step_hook = RemovableHandle(registry)
+registry[st.step_hook.id] = _autoattach._on_optimizer_step
+other_tool = RemovableHandle(registry)   # another library's global hook after ours
+registry[other_tool.id] = lambda *a: None
+
+def step_pre_hooks(optimizer):
+    for pre_hook in chain(registry.values(), OrderedDict().values()):
+        pre_hook(optimizer, (optimizer,), {})
+
+model = torch.nn.Linear(4, 2)
+model(torch.randn(2, 4)).sum().backward()
+first, client = st.handle, _api.current_client()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+other = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+step_pre_hooks(other)   # not this model's: ignored
+ignored = st.optimizer is None
+step_pre_hooks(opt)
+step_pre_hooks(opt)
+print(json.dumps({"ignored_other": ignored, "optimizer": st.optimizer is opt,
+                  "old_removed": not first.active, "new": st.handle.active,
+                  "same_client": _api.current_client() is client and not client.closed,
+                  "model_pre_hooks": len(model._forward_pre_hooks)}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"ignored_other": True, "optimizer": True, "old_removed": True,
+                                       "new": True, "same_client": True, "model_pre_hooks": 1}

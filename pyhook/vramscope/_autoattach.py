@@ -1,0 +1,334 @@
+"""Auto-attach: watch() the model that trains, with no code change (docs/run.md).
+
+``vramscope run`` puts a sitecustomize on the command's PYTHONPATH that
+calls :func:`install` once torch is imported (launch/sitecustomize.py). It
+then attaches with torch's global hooks (features detected, never versions):
+
+* ``torch.nn.modules.module.register_module_forward_pre_hook``: the first
+  module that runs a forward in training mode, with gradients enabled and
+  parameters that require them, is the model. Its optimizer is the
+  ``torch.optim.Optimizer`` that holds most of its parameters, found once
+  among the live objects. ``vramscope.watch(model, optimizer)`` hooks both,
+  and the global module hook is removed at once: it costs a call per module
+  only until the first training forward.
+* ``torch.optim.optimizer.register_optimizer_step_pre_hook`` (torch 2.x):
+  an optimizer created after that first forward is picked up at its first
+  ``step()``. Without this hook (torch 1.13) such a late optimizer is not
+  seen, and one warning says to call ``vramscope.watch(model, optimizer)``.
+
+An explicit ``vramscope.watch()`` wins: the first one stands auto-attach down
+for the whole process, and when auto-attach had already hooked a model, the
+user's watch takes its place on the same connection (the monitor sees one
+process, without a disconnect).
+
+Like the rest of the hook, nothing here may break training: every hook body
+is guarded, and a failure turns auto-attach off with one warning.
+"""
+
+import gc
+import os
+import sys
+import threading
+import warnings
+
+from . import _api, _safe
+
+_lock = threading.RLock()
+_state = None
+_REAL_WATCH = _api.watch  # taken before install() replaces it
+
+
+class _State:
+    """What auto-attach holds in this process."""
+
+    def __init__(self):
+        self.torch = None
+        self.standing_down = False  # an explicit watch() took over
+        self.model = None
+        self.optimizer = None
+        self.handle = None
+        self.module_hook = None  # RemovableHandle of the global forward pre-hook
+        self.step_hook = None  # RemovableHandle of the global optimizer step pre-hook
+        self.finder = None
+        self.real_watch = _REAL_WATCH
+        self.warned = False
+
+
+def state():
+    """Return auto-attach's state in this process, or None before install (for tests)."""
+    return _state
+
+
+def install():
+    """Arm auto-attach in this process; idempotent, never raises.
+
+    With ``VRAMSCOPE_DISABLE=1`` or ``VRAMSCOPE_AUTOATTACH=0`` it does nothing.
+    """
+    global _state
+    if os.environ.get("VRAMSCOPE_AUTOATTACH", "1") == "0" or _api._disabled():
+        return
+    with _lock:
+        if _state is not None:
+            return
+        _state = _State()
+        _patch_watch()
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "nn"):
+            _safe.call(_on_torch, torch)
+        else:
+            _state.finder = _TorchImported(_on_torch_imported)
+            sys.meta_path.insert(0, _state.finder)
+
+
+def _patch_watch():
+    # vramscope.watch is looked up at call time, so replacing the attribute
+    # sees every ``vramscope.watch(...)`` and every ``from vramscope import
+    # watch`` made after this point. One made before (before torch was
+    # imported) keeps the original: _attach sees its client instead.
+    import vramscope
+
+    vramscope.watch = _explicit_watch
+    _api.watch = _explicit_watch
+
+
+def _explicit_watch(model, optimizer=None, **kwargs):
+    """The user's watch(): auto-attach steps aside, then the real watch() runs."""
+    st = _state
+    if st is None:
+        return _REAL_WATCH(model, optimizer, **kwargs)
+    with _lock:
+        first = not st.standing_down
+        st.standing_down = True
+        _remove_global_hooks(st)
+        auto, st.handle = st.handle, None
+    if not first or auto is None:
+        return st.real_watch(model, optimizer, **kwargs)
+    # Watch first, then drop auto-attach's handle: the connection always
+    # holds a handle, so the monitor sees no goodbye. The hook warns when a
+    # second watch() replaces an earlier one on the same model; that
+    # earlier one was ours, so that warning alone is not passed on.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            handle = st.real_watch(model, optimizer, **kwargs)
+        finally:
+            _safe.call(auto.remove)
+    for w in caught:
+        if "replac" not in str(w.message):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return handle
+
+
+class _TorchImported:
+    """A post-import hook: calls back once ``import torch`` has completed.
+
+    A meta path finder (no importlib.abc: importing it costs more than this
+    whole module). It takes itself off ``sys.meta_path``, asks the other
+    finders for torch's spec and wraps the loader's ``exec_module``.
+    """
+
+    def __init__(self, callback):
+        self._callback = callback
+
+    def find_spec(self, name, path=None, target=None):  # noqa: D102 - importlib API
+        if name != "torch":
+            return None
+        _safe.call(sys.meta_path.remove, self)
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module, callback = loader.exec_module, self._callback
+
+        def exec_then_attach(module):
+            exec_module(module)
+            _safe.call(callback, module)
+
+        loader.exec_module = exec_then_attach
+        return spec
+
+
+def _on_torch_imported(torch):
+    with _lock:
+        if _state is not None and _state.finder is not None:
+            _state.finder = None
+    _on_torch(torch)
+
+
+def _on_torch(torch):
+    """Register torch's global hooks, each where this torch has it."""
+    st = _state
+    with _lock:
+        if st is None or st.standing_down or st.torch is not None:
+            return
+        st.torch = torch
+        modmod = getattr(getattr(getattr(torch, "nn", None), "modules", None), "module", None)
+        register_module = getattr(modmod, "register_module_forward_pre_hook", None)
+        if not callable(register_module):
+            _warn_once(st, "this torch has no global module hooks "
+                           "(torch.nn.modules.module.register_module_forward_pre_hook); "
+                           "auto-attach is off: call vramscope.watch(model, optimizer)")
+            return
+        st.module_hook = register_module(_on_module_call)
+        optmod = getattr(getattr(torch, "optim", None), "optimizer", None)
+        register_step = getattr(optmod, "register_optimizer_step_pre_hook", None)
+        if callable(register_step):
+            st.step_hook = register_step(_on_optimizer_step)
+
+
+def _warn_once(st, text):
+    if not st.warned:
+        st.warned = True
+        try:
+            warnings.warn("vramscope: " + text, RuntimeWarning, stacklevel=3)
+        except Exception:  # noqa: BLE001 - a warnings filter set to "error"
+            pass
+
+
+def _trains(torch, module):
+    if not getattr(module, "training", False) or not torch.is_grad_enabled():
+        return False
+    try:
+        return any(p.requires_grad for p in module.parameters())
+    except Exception:  # noqa: BLE001 - an exotic module
+        return False
+
+
+def _on_module_call(module, args):
+    """The global forward pre-hook: runs before every module's forward until attached."""
+    st = _state
+    if st is None or st.model is not None or st.standing_down:
+        return None
+    try:
+        return _attach(st, module, args)
+    except Exception as exc:  # noqa: BLE001 - never into the training loop
+        _safe.report(exc)
+        with _lock:
+            _remove_global_hooks(st)
+        return None
+
+
+def _attach(st, module, args):
+    torch = st.torch
+    if not _trains(torch, module):
+        return None
+    with _lock:
+        if st.model is not None or st.standing_down:
+            return None
+        if _api.current_client() is not None and _api._refs > 0:
+            # The script watch()ed already, through a reference to watch
+            # taken before auto-attach was installed: it is in charge.
+            st.standing_down = True
+            _remove_global_hooks(st)
+            return None
+        st.model = module
+        _remove_module_hook(st)
+        optimizer = find_optimizer(torch, module)
+        st.optimizer = optimizer
+        before = set(getattr(module, "_forward_pre_hooks", {}))
+        st.handle = st.real_watch(module, optimizer)
+        if optimizer is None and st.step_hook is None:
+            _warn_once(st, "auto-attach found no optimizer for %s when it first trained, and "
+                           "this torch has no global optimizer hooks: the zero_grad and step "
+                           "phases are not marked; call vramscope.watch(model, optimizer)"
+                       % type(module).__name__)
+        elif optimizer is not None:
+            _remove_step_hook(st)
+    # torch took the list of this call's pre-hooks before ours ran, so the
+    # hooks watch() just registered on the model miss this first forward:
+    # run them now, as torch would have (a hook may replace the inputs).
+    for key, hook in list(getattr(module, "_forward_pre_hooks", {}).items()):
+        if key in before or key in getattr(module, "_forward_pre_hooks_with_kwargs", ()):
+            continue
+        result = hook(module, args)
+        if result is not None:
+            args = result if isinstance(result, tuple) else (result,)
+    return args
+
+
+def _on_optimizer_step(optimizer, args, kwargs):
+    """The global optimizer step pre-hook (torch >= 2.0): a late optimizer joins."""
+    st = _state
+    if st is None or st.standing_down or st.optimizer is not None or st.model is None:
+        return None
+    try:
+        with _lock:
+            if st.optimizer is not None or st.standing_down or not _shares_params(optimizer, st.model):
+                return None
+            st.optimizer = optimizer
+            # This hook stays registered, inert from now on (one call that
+            # returns at once per step): torch 2.x iterates its global hooks
+            # live (chain(...values())), so removing one from inside it
+            # raises into step() when another global hook follows.
+            old = st.handle
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # our own re-watch of the same model
+                st.handle = st.real_watch(st.model, optimizer)
+            if old is not None:
+                old.remove()
+    except Exception as exc:  # noqa: BLE001
+        _safe.report(exc)
+    return None
+
+
+def _param_ids(optimizer):
+    ids = set()
+    for group in getattr(optimizer, "param_groups", ()):
+        for p in group.get("params", ()):
+            ids.add(id(p))
+    return ids
+
+
+def _shares_params(optimizer, model):
+    ids = _param_ids(optimizer)
+    return any(id(p) in ids for p in model.parameters())
+
+
+def find_optimizer(torch, model):
+    """Return the optimizer that holds most of ``model``'s parameters, or None.
+
+    Wrappers that subclass ``Optimizer`` around another (accelerate's
+    ``AcceleratedOptimizer``) share their inner optimizer's param groups;
+    the inner one is chosen, as its ``step()`` runs exactly when a real
+    step happens. One pass over the live objects (``gc.get_objects()``),
+    once per process.
+    """
+    base = getattr(getattr(torch, "optim", None), "Optimizer", None)
+    if base is None:
+        return None
+    mine = {id(p) for p in model.parameters()}
+    found = [o for o in gc.get_objects() if issubclass(type(o), base)]  # type(): no __class__ lookup (torch.distributed.reduce_op warns on any)
+    scored = []
+    for o in found:
+        n = len(mine & _param_ids(o))
+        if n:
+            wraps_another = any(getattr(o, "optimizer", None) is x for x in found)
+            scored.append((n, not wraps_another, id(o), o))
+    if not scored:
+        return None
+    return max(scored, key=lambda t: t[:3])[3]
+
+
+def _remove_module_hook(st):
+    h, st.module_hook = st.module_hook, None
+    if h is not None:
+        _safe.call(h.remove)
+
+
+def _remove_step_hook(st):
+    h, st.step_hook = st.step_hook, None
+    if h is not None:
+        _safe.call(h.remove)
+
+
+def _remove_global_hooks(st):
+    _remove_module_hook(st)
+    _remove_step_hook(st)
+    f, st.finder = st.finder, None
+    if f is not None and f in sys.meta_path:
+        _safe.call(sys.meta_path.remove, f)

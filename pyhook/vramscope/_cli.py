@@ -1,0 +1,68 @@
+"""The ``vramscope`` command a pip install puts on PATH (docs/install.md).
+
+The platform wheel carries the monitor, a Go binary, as ``vramscope/_bin/
+vramscope``; this entry point replaces itself with it (``os.execv``), the
+way ruff and uv ship theirs. The pure-Python package (``pip install
+./pyhook``) has no binary: then a ``vramscope`` found further on PATH is
+used, and without one the command says how to get it.
+"""
+
+import os
+import sys
+
+HOW_TO_GET = """\
+vramscope: this Python package is the training hook only; it carries no monitor binary.
+Get the monitor one of these ways (docs/install.md):
+  - install the platform wheel, which carries it:  make wheel  (in a checkout), then
+    pip install bin/dist/vramscope-*.whl
+  - build it from a checkout (needs Go and gcc):  go install .   or   make build
+The hook itself works as it is: import vramscope; vramscope.watch(model, optimizer)
+"""
+
+
+def bundled():
+    """Return the path of the monitor binary inside this package, or None."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bin", "vramscope")
+    return path if os.path.isfile(path) else None
+
+
+def _is_script(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return True
+
+
+def on_path(argv0=None):
+    """Return a monitor binary on PATH that is not this entry point, or None."""
+    me = os.path.realpath(argv0 or sys.argv[0])
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        cand = os.path.join(d or os.curdir, "vramscope")
+        if not (os.path.isfile(cand) and os.access(cand, os.X_OK)):
+            continue
+        if os.path.realpath(cand) == me or _is_script(cand):
+            continue  # this entry point, or another Python one
+        return cand
+    return None
+
+
+def main(argv=None):
+    """Run the monitor with ``argv`` (default: this command's arguments)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    binary = bundled() or on_path()
+    if binary is None:
+        sys.stderr.write(HOW_TO_GET)
+        return 2
+    if not os.access(binary, os.X_OK):
+        sys.stderr.write("vramscope: %s is not executable; reinstall the wheel (pip keeps the "
+                         "executable bit) or chmod +x it\n" % binary)
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(binary, [binary] + args)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
