@@ -28,9 +28,7 @@ type runFlags struct {
 	noAttach  bool
 	nvmlEvery time.Duration
 	procEvery time.Duration
-	// The exports branch's --prometheus ADDR belongs here: register it in
-	// newRunCmd and pass it on where runHeadless builds its recordFlags and
-	// runWithTUI its liveFlags (both marked "prometheus:").
+	prom      string // --prometheus ADDR, passed on to record or the live view
 }
 
 // lastWords is how long the monitor keeps reading after the command has
@@ -68,6 +66,7 @@ See docs/run.md.`,
 	f.StringVar(&o.debug, "debug", "", "live view: write a debug log to this file")
 	f.BoolVar(&o.noAttach, "no-attach", false, "set the socket only: no auto-attach (the script calls vramscope.watch itself)")
 	addNVMLFlags(cmd, &o.nvmlEvery, &o.procEvery)
+	addPrometheusFlag(cmd, &o.prom)
 	return cmd
 }
 
@@ -110,7 +109,7 @@ func runHeadless(ctx context.Context, o runFlags, socket string, spec launch.Spe
 	defer cancel()
 	listening := make(chan struct{})
 	recorded := make(chan error, 1)
-	ro := recordFlags{out: o.record, socket: socket, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery} // prometheus: here
+	ro := recordFlags{out: o.record, socket: socket, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery, prom: o.prom}
 	go func() {
 		recorded <- recordUntil(ctx, ro, stderr, func(path string) {
 			fmt.Fprintf(stderr, "vramscope: recording to %s; running %s with VRAMSCOPE_SOCKET=%s\n", o.record, launch.Describe(spec.Argv), path)
@@ -159,7 +158,7 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 		relayed  = make(chan os.Signal, 4)
 	)
 	stop := func() {}
-	lf := liveFlags{socket: socket, debug: o.debug, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery, // prometheus: here
+	lf := liveFlags{socket: socket, debug: o.debug, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery, prom: o.prom,
 		title: "run: " + launch.Describe(spec.Argv),
 		// Called by runLive on this goroutine once the server listens,
 		// before the view starts.

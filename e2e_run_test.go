@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,5 +252,47 @@ func TestRunRelaysSignals(t *testing.T) {
 				t.Errorf("recording after %v: %+v", tc.sig, rep.Processes)
 			}
 		})
+	}
+}
+
+// TestRunServesPrometheus: `run --prometheus` serves the run's own metrics
+// while the command trains (auto-attached, 0.2 s a step).
+func TestRunServesPrometheus(t *testing.T) {
+	bin, py, script := binary(t), torchPython(t), trainScript(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	scraped := make(chan string, 1)
+	scrape := func(*os.Process) {
+		go func() {
+			body := ""
+			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+				resp, err := http.Get("http://" + addr + "/metrics")
+				if err != nil {
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if body = string(b); strings.Contains(body, "vramscope_last_step{") {
+					break
+				}
+			}
+			scraped <- body
+		}()
+	}
+	out := filepath.Join(t.TempDir(), "run.jsonl.gz")
+	r := runCmd(t, bin, scrape, "run", "--record", out, "--prometheus", addr, "--", py, script, "--steps", "25", "--sleep", "0.2")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "serving Prometheus metrics on http://"+addr+"/metrics") {
+		t.Errorf("no serving line in stderr:\n%s", r.stderr)
+	}
+	body := <-scraped
+	if !strings.Contains(body, "vramscope_last_step{") || !strings.Contains(body, "vramscope_step{") {
+		t.Errorf("no step metrics while the command trained:\n%s", body)
 	}
 }

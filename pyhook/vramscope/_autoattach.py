@@ -91,6 +91,13 @@ def _patch_watch():
     _api.watch = _explicit_watch
 
 
+def _mid_step(handle):
+    # Auto-attach hooks inside step 0, after any zero_grad it had.
+    watcher = getattr(handle, "watcher", None)
+    if watcher is not None:
+        watcher.started_mid_step()
+
+
 def _explicit_watch(model, optimizer=None, **kwargs):
     """The user's watch(): auto-attach steps aside, then the real watch() runs."""
     st = _state
@@ -232,6 +239,7 @@ def _attach(st, module, args):
         st.optimizer = optimizer
         before = set(getattr(module, "_forward_pre_hooks", {}))
         st.handle = st.real_watch(module, optimizer)
+        _mid_step(st.handle)
         if optimizer is None and st.step_hook is None:
             _warn_once(st, "auto-attach found no optimizer for %s when it first trained, and "
                            "this torch has no global optimizer hooks: the zero_grad and step "
@@ -269,6 +277,7 @@ def _on_optimizer_step(optimizer, args, kwargs):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # our own re-watch of the same model
                 st.handle = st.real_watch(st.model, optimizer)
+            _mid_step(st.handle)
             if old is not None:
                 old.remove()
     except Exception as exc:  # noqa: BLE001

@@ -378,6 +378,14 @@ class Watcher(StepsMixin):
         except Exception as exc:  # noqa: BLE001 - raising here would fail backward()
             _safe.report(exc)
 
+    def started_mid_step(self):
+        """Say that watch() ran inside step 0, after its zero_grad (auto-attach
+        hooks at the first training forward): step 0 counts as having had its
+        zero_grad, so the next one heads step 1 instead of being taken for the
+        tail of a loop that zeroes after ``optimizer.step()``."""
+        with self._lock:
+            self._zero_seen = True
+
     # ---- zero_grad ---------------------------------------------------------------------
 
     def _zero_begin(self):
