@@ -1,6 +1,11 @@
 package session
 
-import "time"
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
 
 // Layers is one process's memory split by what holds it, at one moment.
 // Every layer is Unknown where its source is missing: the allocator layers
@@ -44,6 +49,22 @@ type Layers struct {
 	// visible for ProcessUsed).
 	ProcessUsed Bytes `json:"process_used"`
 	DeviceUsed  Bytes `json:"device_used"`
+	// ProcessUsedStale is true at the peak when no per-process reading (1
+	// Hz) was taken during the peak's phase: ProcessUsed is then Unknown,
+	// and DeviceUsed (10 Hz, all processes) bounds it from above.
+	ProcessUsedStale bool `json:"process_used_stale"`
+
+	// ActivationsNote says how fresh Activations is: "measured at step 2,
+	// batch 1024", "...; scaled ×128 (estimate)", or "stale: ...". ""
+	// without a measurement.
+	ActivationsNote string `json:"activations_note"`
+	// ActivationsStale is true when the last measurement belongs to
+	// another input size and nothing says how to scale it: Activations and
+	// Other are then Unknown and Transient holds their sum.
+	ActivationsStale bool `json:"activations_stale"`
+	// Transient is activations + other/temporaries: allocated − weights −
+	// gradients − optimizer state, never below 0; Unknown without them.
+	Transient Bytes `json:"activations_and_temporaries"`
 }
 
 // Layer is one named layer of a Layers, for views that list them.
@@ -67,13 +88,21 @@ func (l *Layers) List() []Layer {
 // ok is false when none is known.
 func (l *Layers) Largest() (Layer, bool) {
 	best, ok := Layer{}, false
-	for _, x := range l.List()[:5] {
+	parts := l.List()[:5]
+	if l.ActivationsStale {
+		parts = append(parts, Layer{TransientName, l.Transient})
+	}
+	for _, x := range parts {
 		if x.Bytes.Known() && (!ok || x.Bytes > best.Bytes) {
 			best, ok = x, true
 		}
 	}
 	return best, ok
 }
+
+// TransientName names activations and temporaries together, the layer
+// Largest reports when the activations figure is stale.
+const TransientName = "activations+temporaries"
 
 // Breakdown is a process's layers now and at its session peak.
 type Breakdown struct {
@@ -92,7 +121,7 @@ func unknownLayers() Layers {
 		Step: -1, Allocated: Unknown, Reserved: Unknown,
 		Weights: Unknown, Gradients: Unknown, Optimizer: Unknown, Activations: Unknown,
 		Other: Unknown, Cache: Unknown, NonPyTorch: Unknown, OtherProcesses: Unknown,
-		ProcessUsed: Unknown, DeviceUsed: Unknown,
+		ProcessUsed: Unknown, DeviceUsed: Unknown, Transient: Unknown,
 	}
 }
 
@@ -132,6 +161,7 @@ func layersNow(s *Store, p *Process) Layers {
 		}
 	}
 	l.fill(anatomyAt(p, l.Step))
+	p.freshen(&l, anatomyAt(p, l.Step))
 	return l
 }
 
@@ -144,7 +174,14 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 	l.Allocated, l.Reserved = pk.allocated, pk.reserved
 	switch p.GPUSource {
 	case "process":
-		l.ProcessUsed = pk.gpu
+		// Only a reading taken during the peak's phase is a figure at the
+		// peak; one from before it is not (the process list is read at 1
+		// Hz, a phase often lasts less).
+		if v, ok := p.GPU.MaxBetween(pk.from, pk.to); ok && !pk.from.IsZero() {
+			l.ProcessUsed = Bytes(v)
+		} else {
+			l.ProcessUsedStale = true
+		}
 		if g := s.GPUFor(p); g != nil && !pk.from.IsZero() {
 			if v, ok := g.Used.MaxBetween(pk.from, pk.to); ok {
 				l.DeviceUsed = Bytes(v)
@@ -160,6 +197,7 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 		l.DeviceUsed = pk.gpu
 	}
 	l.fill(anatomyAt(p, l.Step))
+	p.freshen(&l, anatomyAt(p, l.Step))
 	return l
 }
 
@@ -174,14 +212,13 @@ func (l *Layers) fill(a *Anatomy) {
 	if l.Activations.Known() && !activationsLive(l.Phase) {
 		l.Activations = 0
 	}
-	if !l.Allocated.Known() || !l.Activations.Known() {
+	if !l.Allocated.Known() {
 		return
 	}
-	rest := l.Allocated
-	for _, part := range []Bytes{l.Weights, l.Gradients, l.Optimizer, l.Activations} {
-		rest -= part
+	l.Transient = max(l.Allocated-l.Weights-l.Gradients-l.Optimizer, 0)
+	if l.Activations.Known() {
+		l.Other = max(l.Transient-l.Activations, 0)
 	}
-	l.Other = max(rest, 0)
 }
 
 // activationsLive reports whether a phase runs while the tensors saved for
@@ -224,4 +261,118 @@ func peakInEffect(s *Series, from, to time.Time) Bytes {
 		v = v.Max(Bytes(m))
 	}
 	return v
+}
+
+// freshen says how fresh the activations figure is at the layers' step and
+// scales or withdraws it when it belongs to another input size: scaled by
+// the input-size ratio when the hook reported both sizes (tokens when both
+// are known, else the batch), withdrawn (stale) when it did not and the
+// step's peak shows the input changed.
+func (p *Process) freshen(l *Layers, a *Anatomy) {
+	if a == nil || !a.Activations.Known() {
+		return
+	}
+	note := fmt.Sprintf("measured at step %d", a.ActivationsStep)
+	if a.ActivationsBatch > 0 {
+		note += fmt.Sprintf(", batch %d", a.ActivationsBatch)
+	}
+	if a.ActivationsTokens > 0 {
+		note += fmt.Sprintf(", %d tokens", a.ActivationsTokens)
+	}
+	if a.ActivationsSource == "scaled" {
+		if r, ok := ratio(a.Tokens, a.ActivationsTokens, a.BatchSize.int64(), a.ActivationsBatch); ok {
+			note += fmt.Sprintf("; scaled ×%s by the hook (estimate)", ratioString(r))
+		} else {
+			note += "; scaled by the hook (estimate)"
+		}
+	}
+	l.ActivationsNote = note
+	live := activationsLive(l.Phase)
+	if l.Step < 0 || l.Step == a.ActivationsStep || !live {
+		return
+	}
+	batch, tokens := p.inputOf(l.Step)
+	if batch > 0 || tokens > 0 {
+		mt, mb := a.ActivationsTokens, a.ActivationsBatch
+		if a.ActivationsSource == "scaled" { // the figure is already at the anatomy's size
+			mt, mb = a.Tokens, a.BatchSize.int64()
+		}
+		if r, ok := ratio(tokens, mt, batch, mb); ok {
+			if r != 1 {
+				l.Activations = Bytes(math.Round(float64(a.Activations) * r))
+				l.ActivationsNote = note + fmt.Sprintf("; scaled ×%s to step %d's input (estimate)", ratioString(r), l.Step)
+				if l.Transient.Known() {
+					l.Other = max(l.Transient-l.Activations, 0)
+				}
+			}
+			return
+		}
+	}
+	if p.Inputs || !l.Allocated.Known() {
+		return
+	}
+	// An older hook reports no input size: the measurement holds only as
+	// long as the step peaks stay where they were when it was made.
+	then, _ := p.peakOfStep(a.ActivationsStep)
+	now, running := p.peakOfStep(l.Step)
+	if !then.Known() || !now.Known() || absDiff(now, then) <= Tolerance(then) || running && now < then {
+		return // (a step still running has not reached its peak yet)
+	}
+	l.ActivationsStale = true
+	l.ActivationsNote = "stale: " + note + fmt.Sprintf("; step %d peaks %s MiB above step %d", l.Step, now.Sub(then).MiBString(), a.ActivationsStep)
+	if now < then {
+		l.ActivationsNote = "stale: " + note + fmt.Sprintf("; step %d peaks %s MiB below step %d", l.Step, then.Sub(now).MiBString(), a.ActivationsStep)
+	}
+	l.Activations, l.Other = Unknown, Unknown
+}
+
+// ratio is the input-size ratio now/then: tokens when both are known, else
+// the batch; ok is false when neither pair is.
+func ratio(tokens, mTokens, batch, mBatch int64) (float64, bool) {
+	switch {
+	case tokens > 0 && mTokens > 0:
+		return float64(tokens) / float64(mTokens), true
+	case batch > 0 && mBatch > 0:
+		return float64(batch) / float64(mBatch), true
+	}
+	return 0, false
+}
+
+// ratioString prints a ratio with at most two decimals: 128, 1.5, 0.25.
+func ratioString(r float64) string {
+	return strconv.FormatFloat(math.Round(r*100)/100, 'f', -1, 64)
+}
+
+// inputOf is the input size of a step: its table row's, else the open
+// forward's; -1 when unknown.
+func (p *Process) inputOf(step int) (batch, tokens int64) {
+	batch, tokens = -1, -1
+	if st := p.stepRow(step); st != nil {
+		batch, tokens = st.Batch, st.Tokens
+	}
+	for k := len(p.spans) - 1; k >= 0 && k >= len(p.spans)-8; k-- {
+		if sp := &p.spans[k]; sp.Step == step && !sp.User {
+			batch, tokens = max(batch, sp.Batch), max(tokens, sp.Tokens)
+		}
+	}
+	return batch, tokens
+}
+
+// peakOfStep is a step's training peak from the per-step summaries and the
+// open phases' peaks, Unknown when unknown; running is true while the step
+// has an open phase (its peak so far is a lower bound).
+func (p *Process) peakOfStep(step int) (v Bytes, running bool) {
+	v = Unknown
+	for k := len(p.peaks) - 1; k >= 0; k-- {
+		if p.peaks[k].Index == step {
+			v = p.peaks[k].PeakAllocated
+			break
+		}
+	}
+	for _, i := range p.open {
+		if sp := &p.spans[i]; sp.Step == step && !sp.User {
+			v, running = v.Max(sp.PeakAllocated), true
+		}
+	}
+	return v, running
 }

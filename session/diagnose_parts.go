@@ -157,7 +157,7 @@ func advise(d *Diagnosis) []Advice {
 	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {
 		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), Where(d.Peak.Step, d.Peak.Phase))
 		switch d.Peak.Dominant {
-		case "activations":
+		case "activations", TransientName:
 			out = append(out, Advice{Text: "activation checkpointing, or smaller micro-batches with gradient accumulation", Because: because})
 		case "optimizer state":
 			out = append(out, Advice{Text: "lighter optimizer state (8-bit Adam, Adafactor) or shard it (ZeRO, FSDP)", Because: because})

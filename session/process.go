@@ -47,12 +47,19 @@ type Process struct {
 	Anatomies []Anatomy
 	// Marks are the user's point events (bounded).
 	Marks []Mark
+	// End is how the process ended, nil while it runs.
+	End *End
+	// OOM is the hook's out-of-memory report, nil when none came.
+	OOM *OOM
+	// Inputs is true once a forward reported its input size.
+	Inputs bool
 
 	First, Last time.Time
 
 	pendingGap []point // process readings waiting for the hook's reserved at their time
 	spans      []Span  // recent spans, oldest first (bounded)
 	open       []int   // indices into spans of open phases
+	pendingFwd int     // index into spans of an ended forward not yet in its step, -1
 	steps      []*Step
 	peaks      []StepPeak // one per step, whole session
 	lastSeq    uint64
@@ -67,6 +74,43 @@ type Anatomy struct {
 	Activations, BatchSize        Bytes // Unknown when not measured
 	Params                        int64
 	Device                        string
+	// Tokens is the step's input tokens, -1 when unknown.
+	Tokens int64
+	// ActivationsStep is the step Activations was measured at and
+	// ActivationsBatch, ActivationsTokens the input size then (-1 when the
+	// hook did not say: an older hook measures at Step, batch BatchSize).
+	// ActivationsSource is "measured", "scaled" (the hook scaled its last
+	// measurement by the input-size ratio) or "" (not said).
+	ActivationsStep                     int
+	ActivationsBatch, ActivationsTokens int64
+	ActivationsSource                   string
+}
+
+// End is how a process ended: its goodbye, or the connection closing
+// without one.
+type End struct {
+	At time.Time
+	// Goodbye is true when the hook said goodbye; Reason is its reason
+	// ("exit", "removed", "error").
+	Goodbye bool
+	Reason  string
+	// Abrupt is true when the process ended without a goodbye, with an
+	// uncaught exception (reason "error"), or in the middle of a step.
+	Abrupt bool
+	// Step and Phase are the automatic phase that was open, -1 and "" when
+	// it ended between phases.
+	Step  int
+	Phase string
+}
+
+// OOM is the allocator's out-of-memory report as the hook sent it.
+type OOM struct {
+	At    time.Time
+	Step  int
+	Phase string
+	Mem   *ipc.Mem
+	// Requested, DeviceFree and DeviceTotal are Unknown when not sent.
+	Requested, DeviceFree, DeviceTotal Bytes
 }
 
 // Mark is a named point event.
@@ -91,6 +135,7 @@ func newProcess(key string, l limits) *Process {
 		GPU:          newSeries(l.window, l.width),
 		NonPyTorch:   newSeries(l.window, l.width),
 		Others:       newSeries(l.window, l.width),
+		pendingFwd:   -1,
 		limits:       l,
 	}
 }
@@ -253,6 +298,9 @@ func (p *Process) phase(at time.Time, m *ipc.Message) {
 
 func (p *Process) begin(at time.Time, m *ipc.Message) {
 	if !m.User {
+		p.settleForward(m.Name == "loss" || m.Name == "backward")
+	}
+	if !m.User {
 		// Automatic phases follow one another: a new one closes the last.
 		for k := len(p.open) - 1; k >= 0; k-- {
 			if !p.spans[p.open[k]].User {
@@ -261,11 +309,22 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 		}
 	}
 	p.compactSpans()
-	p.spans = append(p.spans, Span{
+	sp := Span{
 		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: m.Mem,
 		PeakAllocated: Unknown, PeakReserved: Unknown,
 		PeakGPU: inEffect(p.GPU, at), PeakNonPyTorch: inEffect(p.NonPyTorch, at),
-	})
+		Batch: -1, Tokens: -1,
+	}
+	if in := m.Input; in != nil && !m.User {
+		p.Inputs = true
+		if in.Batch != nil {
+			sp.Batch = *in.Batch
+		}
+		if in.Tokens != nil {
+			sp.Tokens = *in.Tokens
+		}
+	}
+	p.spans = append(p.spans, sp)
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
 }
@@ -281,8 +340,93 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 		sp.PeakNonPyTorch = sp.PeakNonPyTorch.Max(Bytes(v))
 	}
 	p.open = append(p.open[:k], p.open[k+1:]...)
+	if sp.Name == "forward" && !sp.User {
+		// A training forward is followed by loss (the hook begins it when
+		// the output needs a gradient); a forward under no_grad is not.
+		// Which one this was is known at the next automatic phase.
+		p.settleForward(false)
+		p.pendingFwd = p.open0(sp)
+		return
+	}
 	p.step(sp.Step).add(sp)
 	p.updatePeak(sp.Step)
+}
+
+// open0 is the index of a span in p.spans.
+func (p *Process) open0(sp *Span) int {
+	for i := len(p.spans) - 1; i >= 0; i-- {
+		if &p.spans[i] == sp {
+			return i
+		}
+	}
+	return -1
+}
+
+// settleForward puts the ended forward waiting for its successor into its
+// step: as training when a loss or backward follows it, else as an
+// evaluation forward (no gradient: under no_grad, or its output needs
+// none), a phase of its own called EvalPhase that does not count towards
+// the training step's peak.
+func (p *Process) settleForward(trained bool) {
+	i := p.pendingFwd
+	if i < 0 {
+		return
+	}
+	p.pendingFwd = -1
+	sp := &p.spans[i]
+	if !trained {
+		sp.Name, sp.User = EvalPhase, true
+	}
+	p.step(sp.Step).add(sp)
+	p.updatePeak(sp.Step)
+}
+
+// EvalPhase names a forward that no backward followed: evaluation under
+// no_grad. It is shown as a phase of its own, outside the training peak.
+const EvalPhase = "eval"
+
+// finish records how the process ended: at its goodbye, or when its
+// connection closed without one.
+func (p *Process) finish(at time.Time, goodbye bool, reason string) {
+	if p.End != nil {
+		return
+	}
+	p.settleForward(false)
+	e := &End{At: at, Goodbye: goodbye, Reason: reason, Step: -1}
+	for k := len(p.open) - 1; k >= 0; k-- {
+		if sp := &p.spans[p.open[k]]; !sp.User {
+			e.Step, e.Phase = sp.Step, sp.Name
+			break
+		}
+	}
+	if e.Step < 0 && !goodbye {
+		// Gone between phases: unless the last phase was the optimizer
+		// step, the step it belongs to did not finish.
+		for k := len(p.spans) - 1; k >= 0; k-- {
+			if sp := &p.spans[k]; !sp.User {
+				if sp.Name != "step" {
+					e.Step = sp.Step
+				}
+				break
+			}
+		}
+	}
+	e.Abrupt = !goodbye || reason == "error" || e.Step >= 0
+	p.End = e
+}
+
+// oom records the hook's out-of-memory report.
+func (p *Process) oom(at time.Time, m *ipc.Message) {
+	o := &OOM{At: at, Step: m.Step, Phase: m.Phase, Mem: m.Mem, Requested: Unknown, DeviceFree: Unknown, DeviceTotal: Unknown}
+	for _, f := range []struct {
+		dst *Bytes
+		v   *int64
+	}{{&o.Requested, m.Requested}, {&o.DeviceFree, m.DeviceFree}, {&o.DeviceTotal, m.DeviceTotal}} {
+		if f.v != nil {
+			*f.dst = Bytes(*f.v)
+		}
+	}
+	p.OOM = o
 }
 
 // compactSpans drops the oldest closed spans once the bound is reached.
@@ -294,9 +438,15 @@ func (p *Process) compactSpans() {
 	for _, i := range p.open {
 		drop = min(drop, i)
 	}
+	if p.pendingFwd >= 0 {
+		drop = min(drop, p.pendingFwd)
+	}
 	p.spans = append(p.spans[:0], p.spans[drop:]...)
 	for k := range p.open {
 		p.open[k] -= drop
+	}
+	if p.pendingFwd >= 0 {
+		p.pendingFwd -= drop
 	}
 }
 
@@ -346,12 +496,28 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 		At: at, Step: m.Step, Params: m.Params, Device: m.Device,
 		Weights: Bytes(m.Weights), Gradients: Bytes(m.Gradients), Optimizer: Bytes(m.Optimizer),
 		Activations: Unknown, BatchSize: Unknown,
+		Tokens: -1, ActivationsStep: m.Step, ActivationsBatch: -1, ActivationsTokens: -1,
+		ActivationsSource: m.ActivationsSource,
 	}
 	if m.Activations != nil {
 		a.Activations = Bytes(*m.Activations)
 	}
 	if m.BatchSize != nil {
 		a.BatchSize = Bytes(*m.BatchSize)
+		a.ActivationsBatch = *m.BatchSize
+	}
+	if m.Tokens != nil {
+		a.Tokens = *m.Tokens
+		a.ActivationsTokens = *m.Tokens
+	}
+	if m.ActivationsStep != nil {
+		a.ActivationsStep = *m.ActivationsStep
+	}
+	if m.ActivationsBatch != nil {
+		a.ActivationsBatch = *m.ActivationsBatch
+	}
+	if m.ActivationsTokens != nil {
+		a.ActivationsTokens = *m.ActivationsTokens
 	}
 	if len(p.Anatomies) >= p.limits.anatomies {
 		p.Anatomies = append(p.Anatomies[:1], p.Anatomies[2:]...)
