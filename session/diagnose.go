@@ -1,6 +1,5 @@
 package session
 
-
 // The thresholds of the diagnosis. docs/diagnosis.md explains each rule.
 const (
 	// SteadyMinSteps is how many finished steps without a new high make a
