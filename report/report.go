@@ -48,8 +48,13 @@ type Process struct {
 	// used memory), "device" (device used: per-process memory not visible)
 	// or "" (no NVML data).
 	NVML string `json:"nvml"`
-	// Connected is true when the recording ended without the hook's goodbye.
+	// Connected is true when the recording ended without the hook's
+	// goodbye: the connection closed without one (a crash, a kill) or the
+	// recording stopped while the process ran. diagnosis.end says which.
 	Connected bool `json:"connected"`
+	// PartialStep is the step the process ended in the middle of, left out
+	// of the pattern and the totals; -1 when none.
+	PartialStep int `json:"partial_step"`
 	// Lost counts messages that never arrived (seq gaps), Duplicates the
 	// replayed ones ignored, Dropped and Evicted the hook's own losses.
 	Lost       uint64 `json:"lost"`
@@ -173,7 +178,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	h := &p.Hello
 	out := Process{
 		Session: p.Key, PID: h.PID, Rank: h.Rank, LocalRank: h.LocalRank, WorldSize: h.WorldSize,
-		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.Connected,
+		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.End == nil || !p.End.Goodbye, PartialStep: -1,
 		Lost: p.Lost, Duplicates: p.Duplicates, Dropped: p.Stats.Dropped, Evicted: p.Stats.Evicted,
 		StepsTotal: len(p.StepPeaks()), Steps: []Step{},
 	}
@@ -206,7 +211,10 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Steps = append(out.Steps, row)
 	}
-	out.Totals = totals(p)
+	if e := p.End; e != nil && e.Step >= 0 {
+		out.PartialStep = e.Step
+	}
+	out.Totals = totals(p, out.PartialStep)
 	b := session.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
 	if a := p.Anatomy; a != nil {
@@ -226,11 +234,15 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	return out
 }
 
-// totals finds the session peaks over every step (the per-step summaries
-// cover the whole session) and their phases in the table.
-func totals(p *session.Process) Totals {
+// totals finds the session peaks over every whole step (the per-step
+// summaries cover the whole session; a step the process ended in the middle
+// of is left out) and their phases in the table.
+func totals(p *session.Process, partial int) Totals {
 	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1}
 	peaks := p.StepPeaks()
+	if n := len(peaks); partial >= 0 && n > 0 && peaks[n-1].Index == partial {
+		peaks = peaks[:n-1]
+	}
 	t.Steps = len(peaks)
 	for _, sp := range peaks {
 		if sp.PeakAllocated > t.PeakAllocated {

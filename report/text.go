@@ -166,6 +166,9 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 	for i := range now {
 		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", now[i].Name, now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
 	}
+	if a.Now.ActivationsStale || a.Peak.ActivationsStale {
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "activ.+temporaries", a.Now.Transient.MiBString(), a.Peak.Transient.MiBString())
+	}
 	fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= allocated", a.Now.Allocated.MiBString(), a.Peak.Allocated.MiBString())
 	fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= reserved", a.Now.Reserved.MiBString(), a.Peak.Reserved.MiBString())
 	if m := a.Measured; m != nil {
@@ -178,6 +181,12 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 		w.WriteString("    no anatomy from the hook yet\n")
 	}
 	fmt.Fprintf(w, "    now: %s · at peak: %s\n", session.Where(a.Now.Step, a.Now.Phase), session.Where(a.Peak.Step, a.Peak.Phase))
+	for _, n := range session.ActivationsNotes(session.Breakdown{Now: a.Now, Peak: a.Peak}) {
+		fmt.Fprintf(w, "    %s\n", n)
+	}
+	if a.Peak.ProcessUsedStale {
+		fmt.Fprintf(w, "    NVML process at peak: no reading during the peak's phase (1 Hz); device used then ≤ %s MiB\n", a.Peak.DeviceUsed.MiBString())
+	}
 }
 
 // site is " (backward of step 1)", "" when the step is unknown.

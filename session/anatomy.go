@@ -376,3 +376,22 @@ func (p *Process) peakOfStep(step int) (v Bytes, running bool) {
 	}
 	return v, running
 }
+
+// ActivationsNotes are the lines that say how fresh the activations figure
+// is, now and at the peak ("activations at peak: stale: measured at step
+// 2, batch 1024; ..."); one line when both say the same, none without a
+// measurement.
+func ActivationsNotes(b Breakdown) []string {
+	now, peak := b.Now.ActivationsNote, b.Peak.ActivationsNote
+	switch {
+	case now == "" && peak == "":
+		return nil
+	case now == peak:
+		return []string{"activations: " + now}
+	case now == "":
+		return []string{"activations at peak: " + peak}
+	case peak == "":
+		return []string{"activations now: " + now}
+	}
+	return []string{"activations now: " + now, "activations at peak: " + peak}
+}

@@ -108,11 +108,11 @@ func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
 	return body
 }
 
-// growing applies the growth rule to the steps after the warmup: it finds
-// where the growth starts (the change point of a flat-then-rising fit),
-// fits the rate over the growing segment only, and calls it growth when
-// that segment and its recent half both rise significantly and by more
-// than the run's spread. It returns the growing segment, nil when there is
+// growing applies the growth rule: it finds where the growth starts (the
+// change point of a flat-then-rising fit), fits the rate over the growing
+// segment only, and calls it growth when that segment rises significantly
+// (t ≥ GrowthMinT) and by more than the run's spread, and its recent half
+// still sets new highs (a warmup's does not). It returns the growing segment, nil when there is
 // no growth.
 func (d *Diagnosis) growing(p *Process, body []StepPeak, band Bytes) []StepPeak {
 	if len(body) < GrowthMinSteps {
@@ -121,12 +121,17 @@ func (d *Diagnosis) growing(p *Process, body []StepPeak, band Bytes) []StepPeak 
 	c := changePoint(body)
 	seg := body[c:]
 	recent := seg[len(seg)-max(GrowthMinSteps, len(seg)/2):]
+	earlier := seg[:len(seg)-len(recent)]
 	b, t := fit(seg, peakOf)
-	br, tr := fit(recent, peakOf)
 	span := float64(seg[len(seg)-1].Index - seg[0].Index)
-	rspan := float64(recent[len(recent)-1].Index - recent[0].Index)
-	if b < float64(MinGrowthPerStep) || br < float64(MinGrowthPerStep) ||
-		t < GrowthMinT || tr < GrowthMinT || b*span <= float64(band) || br*rspan <= float64(Tolerance(seg[len(seg)-1].PeakAllocated)) {
+	top, _, _ := maxOf(recent)
+	before, _, _ := maxOf(earlier)
+	if len(earlier) == 0 {
+		before = seg[0].PeakAllocated
+	}
+	// Growth has not levelled off: the recent half sets a new high beyond
+	// the band over everything before it (a warmup's recent half does not).
+	if b < float64(MinGrowthPerStep) || t < GrowthMinT || b*span <= float64(band) || top <= before+band {
 		return nil
 	}
 	d.Pattern = PatternGrowth

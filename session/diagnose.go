@@ -108,6 +108,11 @@ type Diagnosis struct {
 
 	// Layers are the process's layers, now and at the peak.
 	Layers Breakdown `json:"-"`
+	// End is how the process ended (the flight recorder), nil while it
+	// runs; Phases are the user and evaluation phases, diagnosed on their
+	// own.
+	End    *Ending      `json:"end"`
+	Phases []PhasePeaks `json:"user_phases"`
 	// AllocRetries is the allocator's retry count (cudaMalloc failed, the
 	// cache was freed and the call retried), 0 on CPU runs.
 	AllocRetries int64 `json:"alloc_retries"`
@@ -183,6 +188,8 @@ type BatchEstimate struct {
 	Current   int64    `json:"current"`
 	Max       int64    `json:"max"`
 	PerSample Bytes    `json:"per_sample"`
+	// Capped is true when Max is BatchCapFactor × Current, not the fit.
+	Capped bool `json:"capped"`
 	Assumes   []string `json:"assumes"`
 }
 
@@ -215,6 +222,8 @@ func Diagnose(s *Store, p *Process) Diagnosis {
 			d.Peak.Dominant, d.Peak.DominantBytes = l.Name, l.Bytes
 		}
 	}
+	d.End = ending(s, p)
+	d.Phases = userPhases(p, d.PeakAfter)
 	d.Causes = causes(p, &d, pk, tail)
 	d.Spike = spike(p, d.LastStep)
 	d.Need = need(s, p, &d, tail)
