@@ -42,7 +42,7 @@ const (
 	synthWall  = 1763794800.0
 	synthMono  = 1000.0
 	synthTotal = 85899345920 // 80 GiB
-	sMiB        = 1 << 20
+	sMiB       = 1 << 20
 )
 
 func newSynth(weights int64, inputs bool) *synth {
@@ -51,7 +51,7 @@ func newSynth(weights int64, inputs bool) *synth {
 	s.msg(map[string]any{"type": "hello", "session": "synth", "pid": 4242, "host": "h", "argv": []string{"train.py"},
 		"torch": "2.3.1", "cuda": map[string]any{"index": 0, "uuid": "GPU-1", "name": "H100", "total": synthTotal},
 		"clock": map[string]any{"mono": synthMono, "wall": synthWall},
-		"hook": map[string]any{"version": "0.2.0", "sample_hz": 50.0, "reset_peaks": true, "activations_every": 100}})
+		"hook":  map[string]any{"version": "0.2.0", "sample_hz": 50.0, "reset_peaks": true, "activations_every": 100}})
 	s.seq = 0
 	return s
 }

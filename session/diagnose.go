@@ -185,12 +185,12 @@ type Need struct {
 
 // BatchEstimate is an estimate of the largest batch that fits.
 type BatchEstimate struct {
-	Current   int64    `json:"current"`
-	Max       int64    `json:"max"`
-	PerSample Bytes    `json:"per_sample"`
+	Current   int64 `json:"current"`
+	Max       int64 `json:"max"`
+	PerSample Bytes `json:"per_sample"`
 	// Capped is true when Max is BatchCapFactor × Current, not the fit.
-	Capped bool `json:"capped"`
-	Assumes   []string `json:"assumes"`
+	Capped  bool     `json:"capped"`
+	Assumes []string `json:"assumes"`
 }
 
 // Advice is one suggestion and the measurement that triggered it.
