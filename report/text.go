@@ -185,7 +185,11 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 		fmt.Fprintf(w, "    %s\n", n)
 	}
 	if a.Peak.ProcessUsedStale {
-		fmt.Fprintf(w, "    NVML process at peak: no reading during the peak's phase (1 Hz); device used then ≤ %s MiB\n", a.Peak.DeviceUsed.MiBString())
+		line := "    NVML process at peak: stale, no reading (1 Hz) during the peak's phase"
+		if a.Peak.DeviceUsed.Known() {
+			line += "; device used then (10 Hz) ≤ " + a.Peak.DeviceUsed.MiBString() + " MiB"
+		}
+		w.WriteString(line + "\n")
 	}
 }
 

@@ -9,7 +9,7 @@ import atexit
 import os
 import threading
 
-from . import _client, _config, _cuda, _messages, _safe, _watch
+from . import _client, _config, _cuda, _messages, _oom, _safe, _watch
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -114,6 +114,7 @@ def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=Non
         raise ImportError("vramscope.watch needs torch, which is not importable")
     client = _client_for(config, model)
     watcher = _watch.Watcher(torch, client, model, optimizer, config)
+    _safe.call(_oom.install, torch, client, lambda: getattr(watcher, "_open", None))
     with _lock:
         if client is _current:
             _refs += 1
@@ -168,7 +169,7 @@ def mark(name):
 def _at_exit():
     client = _current
     if client is not None:
-        _safe.call(client.close, "exit", 0.5)
+        _safe.call(client.close, _oom.exit_reason(), 0.5)
 
 
 def _after_fork_in_child():
