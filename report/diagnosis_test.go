@@ -182,3 +182,51 @@ func TestReplayGivesTheSameDiagnosis(t *testing.T) {
 		t.Fatalf("live:\n%s\nreplay:\n%s", strings.Join(a.Lines, "\n"), strings.Join(b.Lines, "\n"))
 	}
 }
+
+// Activations measured at batch 1024 are scaled to a step whose forward
+// reported batch 131072, and labelled as an estimate; the report says so.
+func TestActivationsScaleWithTheReportedInput(t *testing.T) {
+	s := newSynth(500*sMiB, true)
+	for i := range 8 {
+		batch := int64(1024)
+		if i >= 3 {
+			batch = 131072
+		}
+		s.train(batch*sMiB/64, batch)
+	}
+	s.goodbye("exit")
+	p := s.report(t)
+	pk := p.Anatomy.Peak
+	if pk.Step < 3 || pk.Activations != 131072*sMiB/64 || pk.ActivationsStale {
+		t.Fatalf("peak step %d activations %s (%s)", pk.Step, pk.Activations.MiBString(), pk.ActivationsNote)
+	}
+	want := "measured at step 0, batch 1024; scaled ×128 to step"
+	if !strings.HasPrefix(pk.ActivationsNote, want) || !strings.HasSuffix(pk.ActivationsNote, "(estimate)") {
+		t.Fatalf("note %q, want %q…", pk.ActivationsNote, want)
+	}
+	if dom := p.Diagnosis.Peak.Dominant; dom != "activations" {
+		t.Fatalf("dominant %s", dom)
+	}
+}
+
+// An optimizer step that peaks a whole model's size above its start gets
+// advice naming the fix: fused, or foreach=False.
+func TestOptimizerSpikeAdviceNamesTheFix(t *testing.T) {
+	s := newSynth(500*sMiB, false)
+	s.spike = 1000 * sMiB
+	for range 6 {
+		s.train(1000*sMiB, 64)
+	}
+	s.goodbye("exit")
+	d := s.report(t).Diagnosis
+	var got *session.Advice
+	for i := range d.Advice {
+		if strings.Contains(d.Advice[i].Text, "foreach") {
+			got = &d.Advice[i]
+		}
+	}
+	if got == nil || !strings.Contains(got.Text, "fused=True") || !strings.Contains(got.Text, "foreach=False") ||
+		!strings.Contains(got.Because, "1000 MiB above its start") || !strings.Contains(got.Because, "2.0× the weights") {
+		t.Fatalf("advice %+v", d.Advice)
+	}
+}

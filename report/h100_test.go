@@ -93,9 +93,10 @@ func TestH100S001AgainstItsOwnPrints(t *testing.T) {
 	// (the two are read a few operations apart) — for zero_grad, backward
 	// and step of every step, and forward of step 0. Two things this old
 	// recording truly shows: "loss" ends where backward begins, after the
-	// print; and from step 1 on hook 0.1.0's forward-end figure is the
-	// allocated after the loss (step 5: 3392.71 MiB against the print's
-	// 2934.71 MiB), so forward is left out there.
+	// print; and from step 1 on its forward-end figure equals the print
+	// after the loss (step 5: 3392.71 MiB against the forward print's
+	// 2934.71 MiB; the same model in clients.jsonl.gz ends forward at
+	// 2935 MiB), so forward is left out there.
 	printed := map[[2]any]int64{}
 	for _, tr := range truth {
 		printed[[2]any{tr.Step, tr.Phase}] = tr.Allocated
@@ -124,4 +125,29 @@ func TestH100S001AgainstItsOwnPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "s001.txt.golden", b.Bytes())
+}
+
+// live.jsonl.gz: two processes on one H100, NVML per process at 1 Hz. The
+// process reading from before the peak is never shown at the peak, and the
+// headroom comes from the newest readings: nvidia-smi saw the first
+// process at 5464 MiB (README), so the memory counted as used is at least
+// that, not the stale 1 Hz figure of the peak's phase.
+func TestH100LiveNVMLIsUsedOnlyWithItsTime(t *testing.T) {
+	r := Build(loadRecording(t, "../testdata/h100/live.jsonl.gz"))
+	first := r.Processes[0]
+	pk := first.Anatomy.Peak
+	if pk.ProcessUsed.Known() || !pk.ProcessUsedStale {
+		t.Fatalf("process figure at the peak %s (stale %v): no reading was taken during the peak's phase", pk.ProcessUsed.MiBString(), pk.ProcessUsedStale)
+	}
+	n := first.Diagnosis.Need
+	if n.Used < 5464*sMiB || n.Headroom != n.DeviceTotal-n.Used {
+		t.Fatalf("used %s MiB (%s), headroom %s", n.Used.MiBString(), n.UsedBasis, n.Headroom.MiBString())
+	}
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "NVML process at peak: stale") {
+		t.Fatalf("the text report does not mark the stale reading")
+	}
 }

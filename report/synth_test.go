@@ -36,6 +36,7 @@ type synth struct {
 	inputs  bool // send the protocol's input field on forward begins
 	total   int64
 	cur     int64
+	spike   int64 // temporaries of optimizer.step() above its start
 }
 
 const (
@@ -110,7 +111,7 @@ func (s *synth) train(acts, batch int64) {
 	if !s.optim {
 		s.optim, o = true, 2*w
 	}
-	s.phase("step", base+w, held+o+w, held+o+w, 0, false)
+	s.phase("step", base+w, held+o+w, held+o+w+s.spike, 0, false)
 	if s.step == 0 {
 		s.anatomy(acts, batch)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,9 @@ type Layers struct {
 	// batch 1024", "...; scaled ×128 (estimate)", or "stale: ...". ""
 	// without a measurement.
 	ActivationsNote string `json:"activations_note"`
+	// ActivationsBrief is the note in a few words, for narrow panels:
+	// "step 2, batch 80", "×128 of step 2 (est.)", "stale (step 2)".
+	ActivationsBrief string `json:"-"`
 	// ActivationsStale is true when the last measurement belongs to
 	// another input size and nothing says how to scale it: Activations and
 	// Other are then Unknown and Transient holds their sum.
@@ -287,6 +291,13 @@ func (p *Process) freshen(l *Layers, a *Anatomy) {
 		}
 	}
 	l.ActivationsNote = note
+	l.ActivationsBrief = fmt.Sprintf("step %d", a.ActivationsStep)
+	if a.ActivationsBatch > 0 {
+		l.ActivationsBrief += fmt.Sprintf(", batch %d", a.ActivationsBatch)
+	}
+	if a.ActivationsSource == "scaled" {
+		l.ActivationsBrief = "scaled from " + l.ActivationsBrief + " (est.)"
+	}
 	live := activationsLive(l.Phase)
 	if l.Step < 0 || l.Step == a.ActivationsStep || !live {
 		return
@@ -301,6 +312,7 @@ func (p *Process) freshen(l *Layers, a *Anatomy) {
 			if r != 1 {
 				l.Activations = Bytes(math.Round(float64(a.Activations) * r))
 				l.ActivationsNote = note + fmt.Sprintf("; scaled ×%s to step %d's input (estimate)", ratioString(r), l.Step)
+				l.ActivationsBrief = fmt.Sprintf("×%s of step %d (est.)", ratioString(r), a.ActivationsStep)
 				if l.Transient.Known() {
 					l.Other = max(l.Transient-l.Activations, 0)
 				}
@@ -319,6 +331,7 @@ func (p *Process) freshen(l *Layers, a *Anatomy) {
 		return // (a step still running has not reached its peak yet)
 	}
 	l.ActivationsStale = true
+	l.ActivationsBrief = fmt.Sprintf("stale (step %d)", a.ActivationsStep)
 	l.ActivationsNote = "stale: " + note + fmt.Sprintf("; step %d peaks %s MiB above step %d", l.Step, now.Sub(then).MiBString(), a.ActivationsStep)
 	if now < then {
 		l.ActivationsNote = "stale: " + note + fmt.Sprintf("; step %d peaks %s MiB below step %d", l.Step, then.Sub(now).MiBString(), a.ActivationsStep)
@@ -375,6 +388,22 @@ func (p *Process) peakOfStep(step int) (v Bytes, running bool) {
 		}
 	}
 	return v, running
+}
+
+// ActivationsBrief is one short line for a narrow panel: how fresh the
+// activations are at the peak (and now, when that differs in kind), ""
+// without a measurement.
+func ActivationsBrief(b Breakdown) string {
+	now, peak := b.Now.ActivationsBrief, b.Peak.ActivationsBrief
+	switch {
+	case peak == "" && now == "":
+		return ""
+	case peak == "" || peak == now:
+		return "activations: " + now
+	case now == "" || !b.Now.ActivationsStale && !b.Peak.ActivationsStale && !strings.Contains(peak+now, "×"):
+		return "activations at peak: " + peak
+	}
+	return "activations: " + now + "; at peak " + peak
 }
 
 // ActivationsNotes are the lines that say how fresh the activations figure

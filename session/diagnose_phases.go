@@ -60,7 +60,9 @@ func userPhases(p *Process, training Bytes) []PhasePeaks {
 func (u *PhasePeaks) Line() string {
 	line := fmt.Sprintf("%s peaks at %s MiB", u.Name, u.Peak.MiBString())
 	switch {
-	case u.Every > 0:
+	case u.Every == 1:
+		line += " every step"
+	case u.Every > 1:
 		line += fmt.Sprintf(" every %d steps", u.Every)
 	case u.Steps == 1:
 		line += " (once)"

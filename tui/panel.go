@@ -65,7 +65,7 @@ func anatomyView(b session.Breakdown, total session.Bytes, w, h int) string {
 		fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), mib(b.Peak.ProcessUsed)),
 		"")
 	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
-	for _, n := range session.ActivationsNotes(b) { // how fresh the activations are
+	if n := session.ActivationsBrief(b); n != "" { // how fresh the activations are
 		lines = append(lines, styleDim.Render(clip(n, w)))
 	}
 	if b.Peak.Step >= 0 {
