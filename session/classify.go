@@ -122,7 +122,7 @@ func (d *Diagnosis) growing(p *Process, body []StepPeak, band Bytes) []StepPeak 
 	seg := body[c:]
 	recent := seg[len(seg)-max(GrowthMinSteps, len(seg)/2):]
 	earlier := seg[:len(seg)-len(recent)]
-	b, t := fit(seg, peakOf)
+	b, t := fit(seg, false)
 	span := float64(seg[len(seg)-1].Index - seg[0].Index)
 	top, _, _ := maxOf(recent)
 	before, _, _ := maxOf(earlier)
@@ -154,7 +154,7 @@ func (d *Diagnosis) growthKind(p *Process, seg []StepPeak, slope float64) {
 	}
 	d.HeldFrom, d.HeldTo, d.HeldPerStep = Unknown, Unknown, Unknown
 	if len(held) >= GrowthMinSteps {
-		bh, _ := fit(held, heldOf)
+		bh, _ := fit(held, true)
 		d.HeldPerStep = Bytes(math.Round(bh))
 		d.HeldFrom, d.HeldTo = held[0].Held, held[len(held)-1].Held
 	}
@@ -227,27 +227,32 @@ func changePoint(pk []StepPeak) int {
 		my += float64(pk[i].PeakAllocated)
 	}
 	my /= float64(n)
-	// Suffix sums of x, x², x·y and y (y centred, x from the first step)
-	// keep the squares small enough for float64.
-	sx, sxx, sxy, sy := make([]float64, n+1), make([]float64, n+1), make([]float64, n+1), make([]float64, n+1)
 	var yy float64
-	for i := n - 1; i >= 0; i-- {
-		x, y := float64(pk[i].Index)-x0, float64(pk[i].PeakAllocated)-my
-		sx[i], sxx[i], sxy[i], sy[i] = sx[i+1]+x, sxx[i+1]+x*x, sxy[i+1]+x*y, sy[i+1]+y
+	for i := range pk {
+		y := float64(pk[i].PeakAllocated) - my
 		yy += y * y
 	}
+	// Suffix sums of x, x², x·y and y (y centred, x from the first step, so
+	// the squares stay small enough for float64), built from the end.
+	var sx, sxx, sxy, sy float64
 	best, bestSSE := 0, math.Inf(1)
 	N := float64(n)
-	for j := 0; j <= n-GrowthMinSteps; j++ {
-		xc, cnt := float64(pk[j].Index)-x0, float64(n-j)
-		h := sx[j] - cnt*xc
-		hh := sxx[j] - 2*xc*sx[j] + cnt*xc*xc
-		hy := sxy[j] - xc*sy[j] // Σy over all is 0: y is centred
+	for j := n - 1; j >= 0; j-- {
+		x, y := float64(pk[j].Index)-x0, float64(pk[j].PeakAllocated)-my
+		sx, sxx, sxy, sy = sx+x, sxx+x*x, sxy+x*y, sy+y
+		if j > n-GrowthMinSteps {
+			continue
+		}
+		xc, cnt := x, float64(n-j)
+		h := sx - cnt*xc
+		hh := sxx - 2*xc*sx + cnt*xc*xc
+		hy := sxy - xc*sy // Σy over all is 0: y is centred
 		vxx := hh - h*h/N
 		if vxx <= 0 || hy <= 0 {
 			continue
 		}
-		if sse := yy - hy*hy/vxx; sse < bestSSE*(1-1e-9) {
+		// Going backwards, an equal fit keeps the earlier change point.
+		if sse := yy - hy*hy/vxx; sse <= bestSSE*(1+1e-9) {
 			best, bestSSE = j, sse
 		}
 	}
@@ -259,6 +264,7 @@ func changePoint(pk []StepPeak) int {
 // steady trend or a few jumps do not move), scaled to a standard deviation
 // of one peak (× 1.4826 / √2).
 func noise(pk []StepPeak) float64 {
+	pk = pk[len(pk)-min(len(pk), NoiseWindow):]
 	if len(pk) < 3 {
 		return 0
 	}
@@ -273,8 +279,13 @@ func noise(pk []StepPeak) float64 {
 	return 1.4826 * medianF(d) / math.Sqrt2
 }
 
-// median is the median allocated peak of pk.
+// NoiseWindow is how many recent steps the spread and the level are read
+// from: enough for a robust figure, and a bounded cost per frame.
+const NoiseWindow = 512
+
+// median is the median allocated peak of pk (its last NoiseWindow steps).
 func median(pk []StepPeak) Bytes {
+	pk = pk[len(pk)-min(len(pk), NoiseWindow):]
 	v := make([]float64, len(pk))
 	for i := range pk {
 		v[i] = float64(pk[i].PeakAllocated)
@@ -301,6 +312,3 @@ func absDiff(a, b Bytes) Bytes {
 	}
 	return b - a
 }
-
-func peakOf(sp *StepPeak) Bytes { return sp.PeakAllocated }
-func heldOf(sp *StepPeak) Bytes { return sp.Held }

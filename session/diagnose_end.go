@@ -96,11 +96,11 @@ func ending(s *Store, p *Process) *Ending {
 	if v, ok := p.Allocated.MaxBetween(from, end); ok {
 		out.AllocatedPeak = Bytes(v)
 	}
+	if !out.Abrupt {
+		return out // a clean exit: nothing to explain
+	}
 	p.oomEvidence(out)
 	out.LikelyOOM = len(out.Evidence) > 0
-	if !out.Abrupt {
-		return out
-	}
 	if out.Phase == "loss" && !p.Inputs && out.LikelyOOM {
 		// An older hook begins backward only when the gradient reaches the
 		// model's output, so its loss phase holds the start of backward;
@@ -135,22 +135,22 @@ func (p *Process) oomEvidence(out *Ending) {
 }
 
 // memBefore is the allocator snapshot at the start of a step (its first
-// span still kept), else the oldest kept snapshot; nil when none.
+// span still kept; an earlier one when the step has none), nil when none.
 func (p *Process) memBefore(step int) *ipc.Mem {
-	var first *ipc.Mem
-	for k := range p.spans {
+	var at *ipc.Mem
+	if step < 0 {
+		return nil
+	}
+	for k := len(p.spans) - 1; k >= 0; k-- {
 		sp := &p.spans[k]
-		if sp.Begin == nil {
-			continue
+		if sp.Step < step && at != nil {
+			break // spans are in time order: the step's first one is found
 		}
-		if first == nil {
-			first = sp.Begin
-		}
-		if sp.Step == step {
-			return sp.Begin
+		if sp.Begin != nil {
+			at = sp.Begin
 		}
 	}
-	return first
+	return at
 }
 
 // grewIn lists how much each phase of a step allocated above its start,
@@ -161,7 +161,11 @@ func (p *Process) grewIn(step int) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
-	for k := range p.spans {
+	first := len(p.spans)
+	for first > 0 && p.spans[first-1].Step >= step {
+		first--
+	}
+	for k := first; k < len(p.spans); k++ {
 		sp := &p.spans[k]
 		if sp.Step != step || sp.User || sp.Begin == nil || seen[sp.Name] {
 			continue

@@ -107,11 +107,17 @@ func Tolerance(level Bytes) Bytes {
 	return max(Bytes(math.Round(LevelTolerance*float64(level))), LevelToleranceMin)
 }
 
-// fit is the least-squares line through a figure of the steps (of) against
-// the step index: its slope in bytes per step and the slope's t statistic
+// fit is the least-squares line through the steps' allocated peaks (or,
+// with held, the memory held between steps) against the step index: its slope in bytes per step and the slope's t statistic
 // (slope over its standard error; +Inf for an exact rising line, 0 for a
 // flat one).
-func fit(pk []StepPeak, of func(*StepPeak) Bytes) (slope, t float64) {
+func fit(pk []StepPeak, held bool) (slope, t float64) {
+	of := func(sp *StepPeak) Bytes {
+		if held {
+			return sp.Held
+		}
+		return sp.PeakAllocated
+	}
 	n := float64(len(pk))
 	if len(pk) < 3 {
 		return 0, 0
