@@ -170,9 +170,7 @@ func TestReplayGivesTheSameDiagnosis(t *testing.T) {
 	}
 	s.disconnect()
 	live := Build(s.store(t))
-	st := s.store(t) // a fresh read, paced as replay paces it
-	_ = st
-	evs := readAll(t, s)
+	evs := readAll(t, s) // a fresh read, paced as replay paces it
 	session.PaceByTimeline(evs)
 	replayed := session.New()
 	replayed.ApplyAll(evs)
