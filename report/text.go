@@ -47,6 +47,9 @@ func (p *Process) writeText(w *bufio.Writer) {
 		plural(t.Steps, "step", "steps"), t.DurationS,
 		mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
 		mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
+	if p.PartialStep >= 0 {
+		fmt.Fprintf(w, "  step %d is partial (the process ended in it): left out of the totals and the pattern\n", p.PartialStep)
+	}
 	p.writeAnatomy(w)
 	w.WriteString("\n  diagnosis\n")
 	for _, l := range p.Diagnosis.Lines {
