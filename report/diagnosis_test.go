@@ -228,3 +228,22 @@ func TestOptimizerSpikeAdviceNamesTheFix(t *testing.T) {
 		t.Fatalf("advice %+v", d.Advice)
 	}
 }
+
+// An out-of-memory error the run catches and survives (a batch-size finder
+// retrying smaller) is reported as such, not as the run's end.
+func TestSurvivedOOMIsNotAnEnd(t *testing.T) {
+	s := newSynth(500*sMiB, true)
+	s.train(1000*sMiB, 64)
+	s.msg(map[string]any{"type": "oom", "step": 1, "phase": "forward", "mem": nil, "requested": 8192 * sMiB, "device_free": nil, "device_total": nil})
+	for range 5 {
+		s.train(1000*sMiB, 32)
+	}
+	p := s.report(t) // still connected: the recording stopped while it ran
+	d := p.Diagnosis
+	if d.End == nil || d.End.Abrupt || !d.End.Survived || d.End.OOMStep != 1 || p.PartialStep != -1 {
+		t.Fatalf("end %+v, partial %d", d.End, p.PartialStep)
+	}
+	if !strings.HasPrefix(d.Headline, "out of memory in forward of step 1 (caught) · ") {
+		t.Fatalf("headline %s", d.Headline)
+	}
+}

@@ -49,6 +49,12 @@ type Ending struct {
 	Fragmentation Bytes `json:"fragmentation"`
 	// Requested is what the failed allocation asked for (hook's oom report).
 	Requested   Bytes `json:"requested"`
+	// OOMStep and OOMPhase are where the hook's oom report came from (-1
+	// and "" without one); Survived is true when the process went on after
+	// it (the error was caught).
+	OOMStep  int    `json:"oom_step"`
+	OOMPhase string `json:"oom_phase"`
+	Survived bool   `json:"survived_oom"`
 	DeviceTotal Bytes `json:"device_total"`
 	// Grew lists what grew in the unfinished step, phase by phase.
 	Grew []string `json:"grew"`
@@ -63,7 +69,7 @@ func ending(s *Store, p *Process) *Ending {
 	if e == nil && p.OOM == nil {
 		return nil
 	}
-	out := &Ending{Step: -1, AllocatedBefore: Unknown, AllocatedPeak: Unknown, Allocated: Unknown,
+	out := &Ending{Step: -1, OOMStep: -1, AllocatedBefore: Unknown, AllocatedPeak: Unknown, Allocated: Unknown,
 		Reserved: Unknown, Fragmentation: Unknown, Requested: Unknown, DeviceTotal: Unknown, Evidence: []string{}, Grew: []string{}}
 	end := p.Last
 	if e != nil {
@@ -71,11 +77,22 @@ func ending(s *Store, p *Process) *Ending {
 		end = e.At
 	}
 	if o := p.OOM; o != nil {
-		out.Abrupt = true
-		out.Step, out.Phase, out.Requested = o.Step, o.Phase, o.Requested
-		out.Evidence = append(out.Evidence, "the hook caught torch's out-of-memory error")
+		// An out-of-memory error a process survives (caught and retried
+		// with a smaller batch, as HF's find_executable_batch_size does) is
+		// not its end: it only explains an end that follows it.
+		out.Survived = e == nil || !e.Abrupt
+		if !out.Survived {
+			out.Step, out.Phase = o.Step, o.Phase
+		}
+		out.OOMStep, out.OOMPhase, out.Requested = o.Step, o.Phase, o.Requested
+		line := "the hook caught torch's out-of-memory error"
 		if o.Requested.Known() {
-			out.Evidence[0] += " (an allocation of " + o.Requested.MiBString() + " MiB failed)"
+			line += " (an allocation of " + o.Requested.MiBString() + " MiB failed)"
+		}
+		out.Evidence = append(out.Evidence, line)
+		if out.Survived {
+			out.LikelyOOM = true
+			return out
 		}
 	}
 	if c := p.Hello.CUDA; c != nil && c.Total > 0 {
@@ -193,6 +210,9 @@ func (p *Process) grewIn(step int) []string {
 
 // Lines are the flight recorder's lines for an abrupt end.
 func (e *Ending) Lines() []string {
+	if e != nil && e.Survived {
+		return []string{"out of memory in " + Where(e.OOMStep, e.OOMPhase) + ", caught: the run went on · " + strings.Join(e.Evidence, "; ")}
+	}
 	if e == nil || !e.Abrupt {
 		return nil
 	}

@@ -17,6 +17,9 @@ func (d *Diagnosis) Headline() string {
 	if e := d.End; e != nil && e.Abrupt {
 		return e.Lines()[0] + " · " + h
 	}
+	if e := d.End; e != nil && e.Survived {
+		return "out of memory in " + Where(e.OOMStep, e.OOMPhase) + " (caught) · " + h
+	}
 	return h
 }
 
