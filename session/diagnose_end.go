@@ -48,14 +48,14 @@ type Ending struct {
 	// in blocks the failed allocation may not fit.
 	Fragmentation Bytes `json:"fragmentation"`
 	// Requested is what the failed allocation asked for (hook's oom report).
-	Requested   Bytes `json:"requested"`
+	Requested Bytes `json:"requested"`
 	// OOMStep and OOMPhase are where the hook's oom report came from (-1
 	// and "" without one); Survived is true when the process went on after
 	// it (the error was caught).
-	OOMStep  int    `json:"oom_step"`
-	OOMPhase string `json:"oom_phase"`
-	Survived bool   `json:"survived_oom"`
-	DeviceTotal Bytes `json:"device_total"`
+	OOMStep     int    `json:"oom_step"`
+	OOMPhase    string `json:"oom_phase"`
+	Survived    bool   `json:"survived_oom"`
+	DeviceTotal Bytes  `json:"device_total"`
 	// Grew lists what grew in the unfinished step, phase by phase.
 	Grew []string `json:"grew"`
 	// Expandable is true when fragmentation is large enough for
