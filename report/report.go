@@ -142,6 +142,14 @@ type Measured struct {
 	BatchSize   *int64        `json:"batch_size"`
 	Params      int64         `json:"params"`
 	Device      string        `json:"device"`
+	// ActivationsStep, ActivationsBatch and ActivationsTokens say when and
+	// at which input size Activations was measured (the step and batch of
+	// the message itself for hooks that do not say); ActivationsSource is
+	// "measured", "scaled" or "" (not said).
+	ActivationsStep   int    `json:"activations_step"`
+	ActivationsBatch  *int64 `json:"activations_batch"`
+	ActivationsTokens *int64 `json:"activations_tokens"`
+	ActivationsSource string `json:"activations_source"`
 }
 
 // Diagnosis is session.Diagnosis with its rendered headline and lines.
@@ -219,7 +227,16 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
 	if a := p.Anatomy; a != nil {
 		m := &Measured{Step: a.Step, Weights: a.Weights, Gradients: a.Gradients, Optimizer: a.Optimizer,
-			Activations: a.Activations, Params: a.Params, Device: a.Device}
+			Activations: a.Activations, Params: a.Params, Device: a.Device,
+			ActivationsStep: a.ActivationsStep, ActivationsSource: a.ActivationsSource}
+		if a.ActivationsBatch > 0 {
+			v := a.ActivationsBatch
+			m.ActivationsBatch = &v
+		}
+		if a.ActivationsTokens > 0 {
+			v := a.ActivationsTokens
+			m.ActivationsTokens = &v
+		}
 		if a.BatchSize.Known() {
 			bs := int64(a.BatchSize)
 			m.BatchSize = &bs
