@@ -247,3 +247,22 @@ func TestSurvivedOOMIsNotAnEnd(t *testing.T) {
 		t.Fatalf("headline %s", d.Headline)
 	}
 }
+
+// A slow leak under ±15 % noise is still found: the spread widens the band
+// but the trend is far beyond it.
+func TestLeakUnderNoiseIsGrowth(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	s := newSynth(500*sMiB, false)
+	for range 300 {
+		s.held += 5 * sMiB
+		s.train(noisy(rng, 1000*sMiB, 0.15), 64)
+	}
+	s.goodbye("exit")
+	d := s.report(t).Diagnosis
+	if d.Pattern != session.PatternGrowth || d.GrowthKind != session.GrowthLeak {
+		t.Fatalf("%s (kind %s)", d.Headline, d.GrowthKind)
+	}
+	if got := float64(d.GrowthPerStep) / sMiB; got < 4 || got > 6 {
+		t.Fatalf("rate %.1f MiB/step, want about 5", got)
+	}
+}
