@@ -78,3 +78,34 @@ def test_other_exceptions_send_no_oom(monkeypatch):
     assert not _oom._is_oom(RuntimeError, RuntimeError("shape mismatch"))
     OutOfMemoryError = type("OutOfMemoryError", (RuntimeError,), {})
     assert _oom._is_oom(OutOfMemoryError, OutOfMemoryError("x"))
+
+
+SCRIPT = r"""
+import torch, vramscope
+model = torch.nn.Linear(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+vramscope.watch(model, opt)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+model(torch.randn(4, 8))
+raise RuntimeError("CUDA out of memory. Tried to allocate 4.00 GiB")
+"""
+
+
+def test_a_real_process_dying_of_oom_says_so(torch_mod, monitor, tmp_path):
+    """A real interpreter on real torch (CPU): the uncaught error is reported
+    before atexit's goodbye, which says "error"."""
+    import subprocess
+    env = dict(os.environ, VRAMSCOPE_SOCKET=monitor.path,
+               PYTHONPATH=os.path.join(ROOT, "pyhook"))
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 1 and b"CUDA out of memory" in proc.stderr, "the traceback still prints"
+    assert monitor.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
+    got = monitor.messages()
+    kinds = [m["type"] for m in got]
+    assert "oom" in kinds and kinds.index("oom") < len(kinds) - 1
+    oom = got[kinds.index("oom")]
+    assert oom["step"] == 2 and oom["mem"] is None  # a CPU run has no allocator
+    assert got[-1]["reason"] == "error"
