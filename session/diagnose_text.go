@@ -147,11 +147,12 @@ func (d *Diagnosis) Lines() []string {
 		lines = append(lines, line)
 	}
 	if b := d.Need.Batch; b != nil {
-		up := fmt.Sprintf("~%d", b.Max)
 		if b.Capped {
-			up = fmt.Sprintf("%d or more (capped at %d× the measured batch)", b.Max, BatchCapFactor)
+			lines = append(lines, fmt.Sprintf("estimate: batch %d (%d× the measured %d, where the estimate stops) or more fits if activations scale linearly with the batch (%s per sample)",
+				b.Max, BatchCapFactor, b.Current, b.PerSample.Human()))
+		} else {
+			lines = append(lines, fmt.Sprintf("estimate: batch up to ~%d (measured %d) if activations scale linearly with the batch (%s per sample)", b.Max, b.Current, b.PerSample.Human()))
 		}
-		lines = append(lines, fmt.Sprintf("estimate: batch up to %s (measured %d) if activations scale linearly with the batch (%s per sample)", up, b.Current, b.PerSample.Human()))
 	}
 	for _, a := range d.Advice {
 		lines = append(lines, "→ "+a.Text+" — because "+a.Because)
