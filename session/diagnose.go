@@ -181,6 +181,11 @@ type Need struct {
 	Headroom  Bytes  `json:"headroom"`
 	// Batch is the largest batch estimated to fit, nil when unknown.
 	Batch *BatchEstimate `json:"batch"`
+	// PhasePeak is the highest peak of a user or evaluation phase when it
+	// is above Allocated (the run needs it too), Unknown otherwise;
+	// PhaseName names that phase.
+	PhasePeak Bytes  `json:"phase_peak"`
+	PhaseName string `json:"phase_name"`
 }
 
 // BatchEstimate is an estimate of the largest batch that fits.
@@ -227,6 +232,12 @@ func Diagnose(s *Store, p *Process) Diagnosis {
 	d.Causes = causes(p, &d, pk, tail)
 	d.Spike = spike(p, d.LastStep)
 	d.Need = need(s, p, &d, tail)
+	d.Need.PhasePeak = Unknown
+	for _, u := range d.Phases {
+		if u.Peak > d.Need.Allocated && u.Peak > d.Need.PhasePeak && d.Need.Allocated.Known() {
+			d.Need.PhasePeak, d.Need.PhaseName = u.Peak, u.Name
+		}
+	}
 	d.Advice = advise(&d)
 	return d
 }

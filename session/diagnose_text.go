@@ -141,6 +141,9 @@ func (d *Diagnosis) Lines() []string {
 			kind = "steady"
 		}
 		line := fmt.Sprintf("needed (%s peak): %s MiB allocated, %s MiB reserved", kind, n.Allocated.MiBString(), n.Reserved.MiBString())
+		if n.PhasePeak.Known() {
+			line += fmt.Sprintf("; %s needs more: %s MiB allocated", n.PhaseName, n.PhasePeak.MiBString())
+		}
 		if n.Headroom.Known() {
 			line += fmt.Sprintf("; headroom %s of %s MiB (used: %s)", n.Headroom.MiBString(), n.DeviceTotal.MiBString(), n.UsedBasis)
 		}
