@@ -120,6 +120,23 @@ func TestH100S001AgainstItsOwnPrints(t *testing.T) {
 	if checked != 19 {
 		t.Errorf("compared %d phase ends, want 19 (3 per step + forward of step 0)", checked)
 	}
+	// NVML lists processes at 1 Hz and the run took 0.82 s: only step 0's
+	// forward had a reading taken during it; every other phase's NVML
+	// figure is a reading from before it and says so.
+	fresh := 0
+	for _, st := range p.Steps {
+		for _, ph := range st.Phases {
+			if ph.NVMLPeak.Known() && !ph.NVMLStale {
+				fresh++
+				if st.Step != 0 || ph.Phase != "forward" {
+					t.Errorf("step %d %s: NVML reading during the phase?", st.Step, ph.Phase)
+				}
+			}
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d phases with an NVML reading taken during them, want 1", fresh)
+	}
 	var b bytes.Buffer
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)

@@ -109,6 +109,10 @@ type Phase struct {
 	// NVMLPeak − PeakReserved (only when NVML is "process").
 	NVMLPeak   session.Bytes `json:"nvml_peak"`
 	NonPyTorch session.Bytes `json:"non_pytorch"`
+	// NVMLStale is true when no NVML reading was taken during the phase:
+	// NVMLPeak is then the reading in effect when it began, not a figure
+	// of the phase.
+	NVMLStale bool `json:"nvml_stale"`
 }
 
 // Totals summarize a process over the whole session.
@@ -211,6 +215,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
 				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact,
 				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
+				NVMLStale: c.PeakGPU.Known() && !c.GPUDuring,
 			}
 			if p.GPUSource == "process" {
 				ph.NonPyTorch = c.PeakNonPyTorch

@@ -124,7 +124,11 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	if nvml {
 		head += fmt.Sprintf("  %9s  %11s", "NVML peak", "non-PyTorch")
 	}
-	fmt.Fprintf(w, "%s   (MiB; ≥ lower bound)\n", head)
+	legend := "(MiB; ≥ lower bound)"
+	if nvml {
+		legend = "(MiB; ≥ lower bound; ' NVML read before the phase)"
+	}
+	fmt.Fprintf(w, "%s   %s\n", head, legend)
 	row := func(st *Step) {
 		for i, ph := range st.Phases {
 			step := ""
@@ -138,7 +142,11 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, ph.Phase,
 				ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
 			if nvml {
-				fmt.Fprintf(w, "  %9s  %11s", ph.NVMLPeak.MiBString(), ph.NonPyTorch.MiBString())
+				gpu := ph.NVMLPeak.MiBString()
+				if ph.NVMLStale {
+					gpu += "'" // not a figure of this phase (1 Hz process list)
+				}
+				fmt.Fprintf(w, "  %9s  %11s", gpu, ph.NonPyTorch.MiBString())
 			}
 			w.WriteString("\n")
 		}

@@ -171,6 +171,7 @@ func (p *Process) observe(at time.Time, m *ipc.Mem) {
 func (p *Process) observeGPU(at time.Time, used int64, source string) {
 	p.GPU.Push(at, used)
 	p.GPUSource = source
+	p.markGPUDuring(at)
 	p.attributeAt(at, Bytes(used), func(sp *Span) *Bytes { return &sp.PeakGPU },
 		func(c *Cell) *Bytes { return &c.PeakGPU }, func(st *Step) *Bytes { return &st.PeakGPU })
 	if source == "process" {
@@ -235,6 +236,23 @@ func (p *Process) attributeAt(at time.Time, v Bytes, span func(*Span) *Bytes, ce
 		if step != nil && !sp.User {
 			*step(st) = step(st).Max(v)
 			p.updatePeak(sp.Step)
+		}
+	}
+}
+
+// markGPUDuring notes, on every recent span that covers at (and on its
+// step cell once it has ended), that an NVML reading was taken during it.
+func (p *Process) markGPUDuring(at time.Time) {
+	for k := len(p.spans) - 1; k >= 0 && k >= len(p.spans)-gpuLookback; k-- {
+		sp := &p.spans[k]
+		if sp.Start.After(at) || !sp.Open() && sp.End.Before(at) || sp.GPUDuring {
+			continue
+		}
+		sp.GPUDuring = true
+		if !sp.Open() {
+			if c := p.step(sp.Step).Cell(sp.Name); c != nil {
+				c.GPUDuring = true
+			}
 		}
 	}
 }
@@ -308,6 +326,7 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	sp.close(at, m, reset)
 	if v, ok := p.GPU.MaxBetween(sp.Start, at); ok {
 		sp.PeakGPU = sp.PeakGPU.Max(Bytes(v))
+		sp.GPUDuring = true
 	}
 	if v, ok := p.NonPyTorch.MaxBetween(sp.Start, at); ok {
 		sp.PeakNonPyTorch = sp.PeakNonPyTorch.Max(Bytes(v))

@@ -26,6 +26,10 @@ type Span struct {
 	// phase: the reading in effect at its start and those taken during it.
 	// Unknown without NVML.
 	PeakGPU Bytes
+	// GPUDuring is true when an NVML reading was taken during the phase;
+	// false when PeakGPU is only the reading in effect at its start (the
+	// process list is read at 1 Hz: short phases often have none).
+	GPUDuring bool
 	// PeakNonPyTorch is the largest non-PyTorch figure (a process reading
 	// minus the hook's reserved at that moment) in effect during the phase.
 	PeakNonPyTorch Bytes
@@ -78,6 +82,9 @@ type Cell struct {
 	// Peaks over the cell's spans.
 	PeakAllocated, PeakReserved, PeakGPU, PeakNonPyTorch Bytes
 	Exact                                                bool // every merged span had an exact peak
+	// GPUDuring is true when an NVML reading was taken during one of the
+	// merged spans (Span.GPUDuring).
+	GPUDuring bool
 }
 
 // Step is one optimizer step: its phases in the order they first began.
@@ -146,6 +153,7 @@ func (st *Step) add(sp *Span) {
 	c.PeakAllocated = c.PeakAllocated.Max(sp.PeakAllocated)
 	c.PeakReserved = c.PeakReserved.Max(sp.PeakReserved)
 	c.PeakGPU = c.PeakGPU.Max(sp.PeakGPU)
+	c.GPUDuring = c.GPUDuring || sp.GPUDuring
 	c.PeakNonPyTorch = c.PeakNonPyTorch.Max(sp.PeakNonPyTorch)
 	c.Exact = c.Exact && sp.Exact
 	st.Batch, st.Tokens = max(st.Batch, sp.Batch), max(st.Tokens, sp.Tokens)
