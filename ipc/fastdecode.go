@@ -50,8 +50,38 @@ func (p *fastParser) messageField(key []byte, m *Message) bool {
 		}
 		mem := m.Mem
 		return p.Object(func(key []byte) bool { return p.memField(key, mem) })
+	case "input":
+		if p.Literal("null") {
+			m.Input = nil
+			return true
+		}
+		if m.Input == nil {
+			m.Input = new(Input)
+		}
+		in := m.Input
+		return p.Object(func(key []byte) bool { return p.inputField(key, in) })
 	}
 	return false
+}
+
+// inputField decodes one field of a forward's input size.
+func (p *fastParser) inputField(key []byte, in *Input) bool {
+	var dst **int64
+	switch string(key) {
+	case "batch":
+		dst = &in.Batch
+	case "tokens":
+		dst = &in.Tokens
+	default:
+		return false
+	}
+	if p.Literal("null") {
+		*dst = nil
+		return true
+	}
+	v := new(int64)
+	*dst = v
+	return p.Int64(v)
 }
 
 func (p *fastParser) memField(key []byte, mem *Mem) bool {

@@ -35,6 +35,9 @@ const (
 	TypeAnatomy = "anatomy"
 	TypeStats   = "stats"
 	TypeGoodbye = "goodbye"
+	// TypeOOM reports an out-of-memory error the allocator raised, with
+	// its state at that moment (sent before the process may die).
+	TypeOOM = "oom"
 )
 
 // Phase edges.
@@ -73,7 +76,10 @@ type Message struct {
 	Edge  string `json:"edge,omitempty"`
 	User  bool   `json:"user,omitempty"`
 
-	// phase, mark, sample
+	// phase begin of forward: the size of the input (may be absent)
+	Input *Input `json:"input,omitempty"`
+
+	// phase, mark, sample, oom
 	Mem *Mem `json:"mem,omitempty"`
 
 	// anatomy
@@ -84,12 +90,34 @@ type Message struct {
 	BatchSize   *int64 `json:"batch_size,omitempty"`
 	Params      int64  `json:"params,omitempty"`
 	Device      string `json:"device,omitempty"`
+	// Tokens is the step's input tokens; the Activations* fields say when
+	// and at which input size Activations was measured, and whether this
+	// figure is that measurement or the hook's scaling of it.
+	Tokens            *int64 `json:"tokens,omitempty"`
+	ActivationsStep   *int   `json:"activations_step,omitempty"`
+	ActivationsBatch  *int64 `json:"activations_batch,omitempty"`
+	ActivationsTokens *int64 `json:"activations_tokens,omitempty"`
+	ActivationsSource string `json:"activations_source,omitempty"`
+
+	// oom: the open phase, the bytes the failed allocation asked for and
+	// the device's free and total memory at that moment.
+	Phase       string `json:"phase,omitempty"`
+	Requested   *int64 `json:"requested,omitempty"`
+	DeviceFree  *int64 `json:"device_free,omitempty"`
+	DeviceTotal *int64 `json:"device_total,omitempty"`
 
 	// stats, goodbye
 	Stats  *Stats `json:"stats,omitempty"`
 	Reason string `json:"reason,omitempty"`
 
 	Raw json.RawMessage `json:"-"`
+}
+
+// Input is the size of a training forward's input: the batch (dim 0 of the
+// first tensor input) and the tokens (batch × dim 1), each nil when unknown.
+type Input struct {
+	Batch  *int64 `json:"batch"`
+	Tokens *int64 `json:"tokens"`
 }
 
 // Mem is one allocator snapshot, read from torch.cuda.memory_stats().
@@ -182,6 +210,9 @@ func (m *Message) validateType() error {
 		if m.Edge != EdgeBegin && m.Edge != EdgeEnd {
 			return fmt.Errorf("field edge: %q is neither %q nor %q", m.Edge, EdgeBegin, EdgeEnd)
 		}
+		if err := m.validateInput(); err != nil {
+			return err
+		}
 		return m.validateMarker()
 	case TypeMark:
 		return m.validateMarker()
@@ -199,6 +230,8 @@ func (m *Message) validateType() error {
 		return nil
 	case TypeGoodbye:
 		return nil
+	case TypeOOM:
+		return m.validateOOM()
 	case "":
 		return errors.New("field type: missing")
 	default:
@@ -295,9 +328,55 @@ func (m *Message) validateAnatomy() error {
 			return err
 		}
 	}
-	if m.BatchSize != nil {
-		if err := size("batch_size", *m.BatchSize); err != nil {
-			return err
+	if m.ActivationsStep != nil && *m.ActivationsStep < 0 {
+		return errors.New("field activations_step: negative")
+	}
+	switch m.ActivationsSource {
+	case "", "measured", "scaled":
+	default:
+		return fmt.Errorf("field activations_source: %q is neither \"measured\" nor \"scaled\"", clip(m.ActivationsSource))
+	}
+	return sizes(opt{"batch_size", m.BatchSize}, opt{"tokens", m.Tokens},
+		opt{"activations_batch", m.ActivationsBatch}, opt{"activations_tokens", m.ActivationsTokens})
+}
+
+// validateInput checks a phase's optional input size.
+func (m *Message) validateInput() error {
+	if m.Input == nil {
+		return nil
+	}
+	return sizes(opt{"input.batch", m.Input.Batch}, opt{"input.tokens", m.Input.Tokens})
+}
+
+func (m *Message) validateOOM() error {
+	if m.Step < 0 {
+		return errors.New("field step: negative")
+	}
+	if len(m.Phase) > maxName || !utf8.ValidString(m.Phase) {
+		return errors.New("field phase: longer than 64 bytes or not UTF-8")
+	}
+	if err := sizes(opt{"requested", m.Requested}, opt{"device_free", m.DeviceFree}, opt{"device_total", m.DeviceTotal}); err != nil {
+		return err
+	}
+	if m.Mem != nil {
+		return m.Mem.validate()
+	}
+	return nil
+}
+
+// opt is an optional byte or count field; nil when absent or null.
+type opt struct {
+	name string
+	v    *int64
+}
+
+// sizes checks optional byte or count fields in order.
+func sizes(fields ...opt) error {
+	for _, f := range fields {
+		if f.v != nil {
+			if err := size(f.name, *f.v); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

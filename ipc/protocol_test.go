@@ -182,6 +182,9 @@ func FuzzDecode(f *testing.F) {
 	for _, l := range fixtureLines(f, "valid.jsonl") {
 		f.Add(l)
 	}
+	for _, l := range fixtureLines(f, "additions.jsonl") {
+		f.Add(l)
+	}
 	for _, c := range invalidCases(f) {
 		f.Add([]byte(c.Line))
 	}

@@ -48,8 +48,13 @@ type Process struct {
 	// used memory), "device" (device used: per-process memory not visible)
 	// or "" (no NVML data).
 	NVML string `json:"nvml"`
-	// Connected is true when the recording ended without the hook's goodbye.
+	// Connected is true when the recording ended without the hook's
+	// goodbye: the connection closed without one (a crash, a kill) or the
+	// recording stopped while the process ran. diagnosis.end says which.
 	Connected bool `json:"connected"`
+	// PartialStep is the step the process ended in the middle of, left out
+	// of the pattern and the totals; -1 when none.
+	PartialStep int `json:"partial_step"`
 	// Lost counts messages that never arrived (seq gaps), Duplicates the
 	// replayed ones ignored, Dropped and Evicted the hook's own losses.
 	Lost       uint64 `json:"lost"`
@@ -104,6 +109,10 @@ type Phase struct {
 	// NVMLPeak − PeakReserved (only when NVML is "process").
 	NVMLPeak   session.Bytes `json:"nvml_peak"`
 	NonPyTorch session.Bytes `json:"non_pytorch"`
+	// NVMLStale is true when no NVML reading was taken during the phase:
+	// NVMLPeak is then the reading in effect when it began, not a figure
+	// of the phase.
+	NVMLStale bool `json:"nvml_stale"`
 }
 
 // Totals summarize a process over the whole session.
@@ -137,6 +146,14 @@ type Measured struct {
 	BatchSize   *int64        `json:"batch_size"`
 	Params      int64         `json:"params"`
 	Device      string        `json:"device"`
+	// ActivationsStep, ActivationsBatch and ActivationsTokens say when and
+	// at which input size Activations was measured (the step and batch of
+	// the message itself for hooks that do not say); ActivationsSource is
+	// "measured", "scaled" or "" (not said).
+	ActivationsStep   int    `json:"activations_step"`
+	ActivationsBatch  *int64 `json:"activations_batch"`
+	ActivationsTokens *int64 `json:"activations_tokens"`
+	ActivationsSource string `json:"activations_source"`
 }
 
 // Diagnosis is session.Diagnosis with its rendered headline and lines.
@@ -173,7 +190,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	h := &p.Hello
 	out := Process{
 		Session: p.Key, PID: h.PID, Rank: h.Rank, LocalRank: h.LocalRank, WorldSize: h.WorldSize,
-		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.Connected,
+		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.End == nil || !p.End.Goodbye, PartialStep: -1,
 		Lost: p.Lost, Duplicates: p.Duplicates, Dropped: p.Stats.Dropped, Evicted: p.Stats.Evicted,
 		StepsTotal: p.StepCount(), Steps: []Step{},
 	}
@@ -198,6 +215,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
 				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact,
 				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
+				NVMLStale: c.PeakGPU.Known() && !c.GPUDuring,
 			}
 			if p.GPUSource == "process" {
 				ph.NonPyTorch = c.PeakNonPyTorch
@@ -206,12 +224,24 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Steps = append(out.Steps, row)
 	}
-	out.Totals = totals(p, -1)
+	if e := p.End; e != nil && e.Step >= 0 {
+		out.PartialStep = e.Step
+	}
+	out.Totals = totals(p, out.PartialStep)
 	b := session.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
 	if a := p.Anatomy; a != nil {
 		m := &Measured{Step: a.Step, Weights: a.Weights, Gradients: a.Gradients, Optimizer: a.Optimizer,
-			Activations: a.Activations, Params: a.Params, Device: a.Device}
+			Activations: a.Activations, Params: a.Params, Device: a.Device,
+			ActivationsStep: a.ActivationsStep, ActivationsSource: a.ActivationsSource}
+		if a.ActivationsBatch > 0 {
+			v := a.ActivationsBatch
+			m.ActivationsBatch = &v
+		}
+		if a.ActivationsTokens > 0 {
+			v := a.ActivationsTokens
+			m.ActivationsTokens = &v
+		}
 		if a.BatchSize.Known() {
 			bs := int64(a.BatchSize)
 			m.BatchSize = &bs

@@ -47,6 +47,9 @@ func (p *Process) writeText(w *bufio.Writer) {
 		plural(t.Steps, "step", "steps"), t.DurationS,
 		mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
 		mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
+	if p.PartialStep >= 0 {
+		fmt.Fprintf(w, "  step %d is partial (the process ended in it): left out of the totals and the pattern\n", p.PartialStep)
+	}
 	p.writeAnatomy(w)
 	w.WriteString("\n  diagnosis\n")
 	for _, l := range p.Diagnosis.Lines {
@@ -121,7 +124,11 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	if nvml {
 		head += fmt.Sprintf("  %9s  %11s", "NVML peak", "non-PyTorch")
 	}
-	fmt.Fprintf(w, "%s   (MiB; ≥ lower bound)\n", head)
+	legend := "(MiB; ≥ lower bound)"
+	if nvml {
+		legend = "(MiB; ≥ lower bound; ' NVML read before the phase)"
+	}
+	fmt.Fprintf(w, "%s   %s\n", head, legend)
 	row := func(st *Step) {
 		for i, ph := range st.Phases {
 			step := ""
@@ -135,7 +142,11 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, ph.Phase,
 				ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
 			if nvml {
-				fmt.Fprintf(w, "  %9s  %11s", ph.NVMLPeak.MiBString(), ph.NonPyTorch.MiBString())
+				gpu := ph.NVMLPeak.MiBString()
+				if ph.NVMLStale {
+					gpu += "'" // not a figure of this phase (1 Hz process list)
+				}
+				fmt.Fprintf(w, "  %9s  %11s", gpu, ph.NonPyTorch.MiBString())
 			}
 			w.WriteString("\n")
 		}
@@ -166,6 +177,9 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 	for i := range now {
 		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", now[i].Name, now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
 	}
+	if a.Now.ActivationsStale || a.Peak.ActivationsStale {
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "activ.+temporaries", a.Now.Transient.MiBString(), a.Peak.Transient.MiBString())
+	}
 	fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= allocated", a.Now.Allocated.MiBString(), a.Peak.Allocated.MiBString())
 	fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= reserved", a.Now.Reserved.MiBString(), a.Peak.Reserved.MiBString())
 	if m := a.Measured; m != nil {
@@ -178,6 +192,16 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 		w.WriteString("    no anatomy from the hook yet\n")
 	}
 	fmt.Fprintf(w, "    now: %s · at peak: %s\n", session.Where(a.Now.Step, a.Now.Phase), session.Where(a.Peak.Step, a.Peak.Phase))
+	for _, n := range session.ActivationsNotes(session.Breakdown{Now: a.Now, Peak: a.Peak}) {
+		fmt.Fprintf(w, "    %s\n", n)
+	}
+	if a.Peak.ProcessUsedStale {
+		line := "    NVML process at peak: stale, no reading (1 Hz) during the peak's phase"
+		if a.Peak.DeviceUsed.Known() {
+			line += "; device used then (10 Hz) ≤ " + a.Peak.DeviceUsed.MiBString() + " MiB"
+		}
+		w.WriteString(line + "\n")
+	}
 }
 
 // site is " (backward of step 1)", "" when the step is unknown.

@@ -44,6 +44,25 @@ type Layers struct {
 	// visible for ProcessUsed).
 	ProcessUsed Bytes `json:"process_used"`
 	DeviceUsed  Bytes `json:"device_used"`
+	// ProcessUsedStale is true at the peak when no per-process reading (1
+	// Hz) was taken during the peak's phase: ProcessUsed is then Unknown,
+	// and DeviceUsed (10 Hz, all processes) bounds it from above.
+	ProcessUsedStale bool `json:"process_used_stale"`
+
+	// ActivationsNote says how fresh Activations is: "measured at step 2,
+	// batch 1024", "...; scaled ×128 (estimate)", or "stale: ...". ""
+	// without a measurement.
+	ActivationsNote string `json:"activations_note"`
+	// ActivationsBrief is the note in a few words, for narrow panels:
+	// "step 2, batch 80", "×128 of step 2 (est.)", "stale (step 2)".
+	ActivationsBrief string `json:"-"`
+	// ActivationsStale is true when the last measurement belongs to
+	// another input size and nothing says how to scale it: Activations and
+	// Other are then Unknown and Transient holds their sum.
+	ActivationsStale bool `json:"activations_stale"`
+	// Transient is activations + other/temporaries: allocated − weights −
+	// gradients − optimizer state, never below 0; Unknown without them.
+	Transient Bytes `json:"activations_and_temporaries"`
 }
 
 // Layer is one named layer of a Layers, for views that list them.
@@ -67,13 +86,21 @@ func (l *Layers) List() []Layer {
 // ok is false when none is known.
 func (l *Layers) Largest() (Layer, bool) {
 	best, ok := Layer{}, false
-	for _, x := range l.List()[:5] {
+	parts := l.List()[:5]
+	if l.ActivationsStale {
+		parts = append(parts, Layer{TransientName, l.Transient})
+	}
+	for _, x := range parts {
 		if x.Bytes.Known() && (!ok || x.Bytes > best.Bytes) {
 			best, ok = x, true
 		}
 	}
 	return best, ok
 }
+
+// TransientName names activations and temporaries together, the layer
+// Largest reports when the activations figure is stale.
+const TransientName = "activations+temporaries"
 
 // Breakdown is a process's layers now and at its session peak.
 type Breakdown struct {
@@ -92,7 +119,7 @@ func unknownLayers() Layers {
 		Step: -1, Allocated: Unknown, Reserved: Unknown,
 		Weights: Unknown, Gradients: Unknown, Optimizer: Unknown, Activations: Unknown,
 		Other: Unknown, Cache: Unknown, NonPyTorch: Unknown, OtherProcesses: Unknown,
-		ProcessUsed: Unknown, DeviceUsed: Unknown,
+		ProcessUsed: Unknown, DeviceUsed: Unknown, Transient: Unknown,
 	}
 }
 
@@ -132,6 +159,7 @@ func layersNow(s *Store, p *Process) Layers {
 		}
 	}
 	l.fill(anatomyAt(p, l.Step))
+	p.freshen(&l, anatomyAt(p, l.Step))
 	return l
 }
 
@@ -144,7 +172,14 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 	l.Allocated, l.Reserved = pk.allocated, pk.reserved
 	switch p.GPUSource {
 	case "process":
-		l.ProcessUsed = pk.gpu
+		// Only a reading taken during the peak's phase is a figure at the
+		// peak; one from before it is not (the process list is read at 1
+		// Hz, a phase often lasts less).
+		if v, ok := p.GPU.MaxBetween(pk.from, pk.to); ok && !pk.from.IsZero() {
+			l.ProcessUsed = Bytes(v)
+		} else {
+			l.ProcessUsedStale = true
+		}
 		if g := s.GPUFor(p); g != nil && !pk.from.IsZero() {
 			if v, ok := g.Used.MaxBetween(pk.from, pk.to); ok {
 				l.DeviceUsed = Bytes(v)
@@ -160,6 +195,7 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 		l.DeviceUsed = pk.gpu
 	}
 	l.fill(anatomyAt(p, l.Step))
+	p.freshen(&l, anatomyAt(p, l.Step))
 	return l
 }
 
@@ -174,14 +210,13 @@ func (l *Layers) fill(a *Anatomy) {
 	if l.Activations.Known() && !activationsLive(l.Phase) {
 		l.Activations = 0
 	}
-	if !l.Allocated.Known() || !l.Activations.Known() {
+	if !l.Allocated.Known() {
 		return
 	}
-	rest := l.Allocated
-	for _, part := range []Bytes{l.Weights, l.Gradients, l.Optimizer, l.Activations} {
-		rest -= part
+	l.Transient = max(l.Allocated-l.Weights-l.Gradients-l.Optimizer, 0)
+	if l.Activations.Known() {
+		l.Other = max(l.Transient-l.Activations, 0)
 	}
-	l.Other = max(rest, 0)
 }
 
 // activationsLive reports whether a phase runs while the tensors saved for

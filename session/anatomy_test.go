@@ -29,7 +29,8 @@ func TestLayersAtThePeak(t *testing.T) {
 			Weights: mibs(281), Gradients: mibs(281), Optimizer: mibs(561), Activations: acts,
 			Other: mibs(4329-281-281-561) - acts, Cache: mibs(4468 - 4329),
 			NonPyTorch: c.nonPyTorch, OtherProcesses: c.others, DeviceUsed: c.deviceUsed,
-			ProcessUsed: Unknown,
+			ProcessUsed: Unknown, Transient: mibs(4329 - 281 - 281 - 561),
+			ActivationsNote: "measured at step 1, batch 32", ActivationsBrief: "step 1, batch 32",
 		}
 		if c.nvml {
 			want.ProcessUsed = mibs(4468) + testContext

@@ -21,7 +21,9 @@ func TestTotalsCoverEveryStep(t *testing.T) {
 		if step == 9000 {
 			peak = 5000
 		}
-		f.phase("forward", step, 0, 0.01, mem(1, 1, 1), mem(peak, peak, peak+10))
+		// A training step (a forward alone would count as evaluation).
+		f.phase("forward", step, 0, 0.01, mem(1, 1, 1), mem(1, 1, 1))
+		f.phase("backward", step, 0, 0.01, mem(1, 1, 1), mem(peak, peak, peak+10))
 	}
 	s := New()
 	s.ApplyAll(f.evs)
@@ -43,7 +45,8 @@ func TestTotalsCoverEveryStep(t *testing.T) {
 func TestSessionPeaksLeaveOutTheNewestStep(t *testing.T) {
 	f := newFeed(1, "s1")
 	for step, peak := range []int64{10, 30, 20, 90} {
-		f.phase("forward", step, 0, 0.01, mem(1, 1, 1), mem(peak, peak, peak))
+		f.phase("forward", step, 0, 0.01, mem(1, 1, 1), mem(1, 1, 1))
+		f.phase("backward", step, 0, 0.01, mem(1, 1, 1), mem(peak, peak, peak))
 	}
 	s := New()
 	s.ApplyAll(f.evs)

@@ -79,3 +79,11 @@ func (b Bytes) Human() string {
 		return fmt.Sprintf("%d B", int64(b))
 	}
 }
+
+// int64 is b as a count, -1 when unknown.
+func (b Bytes) int64() int64 {
+	if !b.Known() {
+		return -1
+	}
+	return int64(b)
+}

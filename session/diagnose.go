@@ -1,10 +1,5 @@
 package session
 
-import (
-	"fmt"
-	"math"
-)
-
 // The thresholds of the diagnosis. docs/diagnosis.md explains each rule.
 const (
 	// SteadyMinSteps is how many finished steps without a new high make a
@@ -87,9 +82,23 @@ type Diagnosis struct {
 	WarmupPeak Bytes `json:"warmup_peak"`
 	// GrowthPerStep is the least-squares slope of the step peaks over
 	// GrowthFrom..GrowthTo (growth only).
+	// GrowthFrom is the onset: the change point where the growth starts.
 	GrowthPerStep Bytes `json:"growth_per_step"`
 	GrowthFrom    int   `json:"growth_from"`
 	GrowthTo      int   `json:"growth_to"`
+	// GrowthKind says what grows (GrowthLeak, GrowthInput,
+	// GrowthTransient), "" outside growth. HeldFrom and HeldTo are the
+	// memory held between steps at the growing segment's first and last
+	// steps, HeldPerStep its least-squares slope. PerInput is the peak's
+	// bytes per InputUnit ("sample" or "token") for GrowthInput.
+	GrowthKind  string `json:"growth_kind"`
+	HeldFrom    Bytes  `json:"held_from"`
+	HeldTo      Bytes  `json:"held_to"`
+	HeldPerStep Bytes  `json:"held_per_step"`
+	PerInput    Bytes  `json:"per_input"`
+	InputUnit   string `json:"input_unit"`
+	// Spread is the robust standard deviation of the step peaks' noise.
+	Spread Bytes `json:"spread"`
 
 	Peak   PeakSite       `json:"peak"`
 	Causes Causes         `json:"causes"`
@@ -99,6 +108,11 @@ type Diagnosis struct {
 
 	// Layers are the process's layers, now and at the peak.
 	Layers Breakdown `json:"-"`
+	// End is how the process ended (the flight recorder), nil while it
+	// runs; Phases are the user and evaluation phases, diagnosed on their
+	// own.
+	End    *Ending      `json:"end"`
+	Phases []PhasePeaks `json:"user_phases"`
 	// AllocRetries is the allocator's retry count (cudaMalloc failed, the
 	// cache was freed and the call retried), 0 on CPU runs.
 	AllocRetries int64 `json:"alloc_retries"`
@@ -167,14 +181,21 @@ type Need struct {
 	Headroom  Bytes  `json:"headroom"`
 	// Batch is the largest batch estimated to fit, nil when unknown.
 	Batch *BatchEstimate `json:"batch"`
+	// PhasePeak is the highest peak of a user or evaluation phase when it
+	// is above Allocated (the run needs it too), Unknown otherwise;
+	// PhaseName names that phase.
+	PhasePeak Bytes  `json:"phase_peak"`
+	PhaseName string `json:"phase_name"`
 }
 
 // BatchEstimate is an estimate of the largest batch that fits.
 type BatchEstimate struct {
-	Current   int64    `json:"current"`
-	Max       int64    `json:"max"`
-	PerSample Bytes    `json:"per_sample"`
-	Assumes   []string `json:"assumes"`
+	Current   int64 `json:"current"`
+	Max       int64 `json:"max"`
+	PerSample Bytes `json:"per_sample"`
+	// Capped is true when Max is BatchCapFactor × Current, not the fit.
+	Capped  bool     `json:"capped"`
+	Assumes []string `json:"assumes"`
 }
 
 // Advice is one suggestion and the measurement that triggered it.
@@ -190,6 +211,7 @@ func Diagnose(s *Store, p *Process) Diagnosis {
 		Pattern: PatternUnknown, FirstStep: -1, LastStep: -1, SteadyFrom: -1,
 		PeakBefore: Unknown, PeakAfter: Unknown, WarmupStep: -1, WarmupPeak: Unknown,
 		GrowthPerStep: Unknown, GrowthFrom: -1, GrowthTo: -1,
+		HeldFrom: Unknown, HeldTo: Unknown, HeldPerStep: Unknown, PerInput: Unknown, Spread: Unknown,
 	}
 	if p.Mem != nil {
 		d.AllocRetries = p.Mem.AllocRetries
@@ -205,98 +227,17 @@ func Diagnose(s *Store, p *Process) Diagnosis {
 			d.Peak.Dominant, d.Peak.DominantBytes = l.Name, l.Bytes
 		}
 	}
+	d.End = ending(s, p)
+	d.Phases = userPhases(p, d.PeakAfter)
 	d.Causes = causes(p, &d, pk, tail)
 	d.Spike = spike(p, d.LastStep)
 	d.Need = need(s, p, &d, tail)
+	d.Need.PhasePeak = Unknown
+	for _, u := range d.Phases {
+		if u.Peak > d.Need.Allocated && u.Peak > d.Need.PhasePeak && d.Need.Allocated.Known() {
+			d.Need.PhasePeak, d.Need.PhaseName = u.Peak, u.Name
+		}
+	}
 	d.Advice = advise(&d)
 	return d
-}
-
-// classify sets the pattern from the finished step peaks and returns the
-// steps that make the steady state (or the growth window).
-func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
-	n := len(pk)
-	d.Steps = n
-	if n == 0 && p.Mem == nil && len(p.peaks) > 0 {
-		d.Reason = "no allocator data (a CPU run, or no CUDA memory stats)"
-		return nil
-	}
-	if n == 0 {
-		d.Reason = fmt.Sprintf("need %d finished steps to tell a pattern, have none", MinSteps)
-		return nil
-	}
-	d.FirstStep, d.LastStep = pk[0].Index, pk[n-1].Index
-	d.PeakAfter, _, _ = maxOf(pk)
-	if n < MinSteps {
-		d.Reason = fmt.Sprintf("need %d finished steps to tell a pattern, have %d", MinSteps, n)
-		return pk
-	}
-	w := pk[n-min(n, GrowthWindow):]
-	recent := pk[n-max(GrowthMinSteps, len(w)/2):]
-	level, _, _ := maxOf(recent)
-	tol := Tolerance(level)
-	if d.growing(w, recent, tol) {
-		return w
-	}
-	// The last step that set a new high (beyond the tolerance of the level
-	// before it), and the last one above the recent level.
-	rise, lvl := -1, pk[0].PeakAllocated
-	next := lvl + Tolerance(lvl)
-	high := -1
-	for i := range pk {
-		y := pk[i].PeakAllocated
-		if y > next {
-			rise, lvl = i, y
-			next = lvl + Tolerance(lvl)
-		}
-		if y > level+tol {
-			high = i
-		}
-	}
-	from := max(rise, high) + 1
-	if n-from < SteadyMinSteps {
-		d.Reason = fmt.Sprintf("peak rose in step %d; need %d steps without a new high", pk[from-1].Index, SteadyMinSteps)
-		return pk
-	}
-	steady := pk[from:]
-	d.SteadyFrom = steady[0].Index
-	d.PeakAfter, _, _ = maxOf(steady)
-	if from == 0 {
-		d.Pattern = PatternSteady
-		return steady
-	}
-	d.Pattern = PatternWarmup
-	d.PeakBefore = pk[0].PeakAllocated
-	d.WarmupChange = int64(d.PeakAfter - d.PeakBefore)
-	prefixMax, _, _ := maxOf(pk[:from])
-	at := rise
-	if rise < 0 || prefixMax > d.PeakAfter+tol {
-		for i := range pk[:from] { // the first steps' high, never reached again
-			if pk[i].PeakAllocated == prefixMax {
-				at = i
-				break
-			}
-		}
-	}
-	d.WarmupStep, d.WarmupPeak = pk[at].Index, pk[at].PeakAllocated
-	d.WarmupPhase = p.phaseOf(d.WarmupStep)
-	return steady
-}
-
-// growing applies the growth rule: the peaks rise over the window and over
-// its recent half (the growth has not levelled off), by more than the level
-// tolerance across the recent half, at a significant slope.
-func (d *Diagnosis) growing(w, recent []StepPeak, tol Bytes) bool {
-	bw, tw := fit(w)
-	br, tr := fit(recent)
-	span := float64(recent[len(recent)-1].Index - recent[0].Index)
-	if bw < float64(MinGrowthPerStep) || br < float64(MinGrowthPerStep) ||
-		tw < GrowthMinT || tr < GrowthMinT || br*span <= float64(tol) {
-		return false
-	}
-	d.Pattern = PatternGrowth
-	d.GrowthPerStep = Bytes(math.Round(bw))
-	d.GrowthFrom, d.GrowthTo = w[0].Index, w[len(w)-1].Index
-	d.PeakAfter, _, _ = maxOf(w)
-	return true
 }

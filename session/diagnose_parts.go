@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // causes separates the first step's growth: optimizer state created in its
@@ -94,16 +95,22 @@ func need(s *Store, p *Process, d *Diagnosis, tail []StepPeak) Need {
 	} else if g := s.GPUFor(p); g != nil {
 		n.DeviceTotal = g.Total
 	}
-	// The steps' NVML peaks are per phase and cost nothing to read; the
-	// device series would be a scan of every sample of the tail.
-	_, _, gpu := maxOf(tail)
-	switch p.GPUSource {
-	case "process":
-		if others := d.Layers.Now.OtherProcesses; gpu.Known() && others.Known() {
-			n.Used, n.UsedBasis = gpu+others, "NVML process peak plus other processes now"
+	// Headroom comes from the newest readings taken while the process ran:
+	// the device's (10 Hz), and the steady reserved peak plus the newest
+	// non-PyTorch and other-process figures (each a 1 Hz process reading
+	// paired with what was reserved when it was taken). A process reading
+	// from before the peak is never used as the peak.
+	if g := s.GPUFor(p); g != nil {
+		if at, ok := lastBefore(g.Used, p.Last); ok {
+			n.Used, n.UsedBasis = at, "NVML device used (all processes), newest reading while it ran"
 		}
-	case "device":
-		n.Used, n.UsedBasis = gpu, "NVML device used, all processes"
+	}
+	if p.GPUSource == "process" && n.Reserved.Known() {
+		if np, others := d.Layers.Now.NonPyTorch, d.Layers.Now.OtherProcesses; np.Known() && others.Known() {
+			if v := n.Reserved + np + others; v > n.Used {
+				n.Used, n.UsedBasis = v, "reserved peak plus non-PyTorch and other processes (newest NVML)"
+			}
+		}
 	}
 	if !n.Used.Known() && n.Reserved.Known() {
 		n.Used, n.UsedBasis = n.Reserved, "peak reserved; without NVML the CUDA context and other processes are not counted"
@@ -115,21 +122,38 @@ func need(s *Store, p *Process, d *Diagnosis, tail []StepPeak) Need {
 	return n
 }
 
+// lastBefore is a series' value in effect at t, ok false when unknown.
+func lastBefore(s *Series, t time.Time) (Bytes, bool) {
+	v, ok := s.At(t)
+	return Bytes(v), ok
+}
+
+// BatchCapFactor caps the batch estimate: beyond this multiple of the
+// measured batch the linear assumption is untested, and temporaries,
+// the cache and kernel workspaces grow too.
+const BatchCapFactor = 8
+
 // batch estimates the largest batch that fits in the headroom, assuming
 // activations scale linearly with the batch size.
 func batch(p *Process, headroom Bytes, basis string) *BatchEstimate {
 	a := p.Anatomy
-	if a == nil || !headroom.Known() || a.Activations <= 0 || a.BatchSize <= 0 {
+	if a == nil || !headroom.Known() || a.Activations <= 0 || a.ActivationsBatch <= 0 || a.ActivationsSource == "scaled" {
 		return nil
 	}
-	per := a.Activations / a.BatchSize
+	mb := Bytes(a.ActivationsBatch)
+	per := a.Activations / mb
 	if per <= 0 {
 		return nil
 	}
+	most, capped := int64(mb+headroom/per), false
+	if most > BatchCapFactor*a.ActivationsBatch {
+		most, capped = BatchCapFactor*a.ActivationsBatch, true
+	}
 	return &BatchEstimate{
-		Current: int64(a.BatchSize), Max: int64(a.BatchSize + headroom/per), PerSample: per,
+		Current: a.ActivationsBatch, Max: most, PerSample: per, Capped: capped,
 		Assumes: []string{
-			fmt.Sprintf("activations scale linearly with batch size (%s per sample, measured at batch %d)", per.Human(), a.BatchSize),
+			fmt.Sprintf("activations scale linearly with batch size (%s per sample, measured at step %d, batch %d)", per.Human(), a.ActivationsStep, a.ActivationsBatch),
+			fmt.Sprintf("at most %d× the measured batch: the linear scaling is untested beyond it", BatchCapFactor),
 			"weights, gradients and optimizer state do not depend on the batch",
 			"temporaries and the allocator cache stay as they are (they grow too: keep a margin)",
 			"headroom from " + basis,
@@ -143,10 +167,25 @@ func advise(d *Diagnosis) []Advice {
 	var out []Advice
 	switch d.Pattern {
 	case PatternGrowth:
-		out = append(out, Advice{
-			Text:    "look for tensors kept across steps (e.g. accumulating `loss` instead of `loss.item()`, lists of outputs, caches keyed by step)",
-			Because: fmt.Sprintf("peak grows %s/step over steps %d–%d (least-squares fit)", d.GrowthPerStep.Human(), d.GrowthFrom, d.GrowthTo),
-		})
+		because := fmt.Sprintf("peak grows %s/step from step %d to %d (least-squares fit from the change point)", d.GrowthPerStep.Human(), d.GrowthFrom, d.GrowthTo)
+		switch d.GrowthKind {
+		case GrowthLeak:
+			if d.HeldPerStep.Known() {
+				because += fmt.Sprintf("; memory held between steps grows %s/step", d.HeldPerStep.Human())
+			}
+			out = append(out, Advice{
+				Text:    fmt.Sprintf("look for tensors kept across steps since step %d (e.g. accumulating `loss` instead of `loss.item()`, lists of outputs, caches keyed by step)", d.GrowthFrom),
+				Because: because,
+			})
+		default:
+			if d.HeldFrom.Known() {
+				because += fmt.Sprintf("; memory held between steps %s→%s MiB", d.HeldFrom.MiBString(), d.HeldTo.MiBString())
+			}
+			out = append(out, Advice{
+				Text:    "cap the input size (batch, sequence length) at what fits: the peak follows it; activation checkpointing or gradient accumulation let a larger input fit",
+				Because: because,
+			})
+		}
 	case PatternWarmup:
 		out = append(out, Advice{
 			Text:    "nothing to fix: the first steps' peak is not a requirement, the steady peak is what matters",
@@ -157,11 +196,23 @@ func advise(d *Diagnosis) []Advice {
 	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {
 		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), Where(d.Peak.Step, d.Peak.Phase))
 		switch d.Peak.Dominant {
-		case "activations":
+		case "activations", TransientName:
 			out = append(out, Advice{Text: "activation checkpointing, or smaller micro-batches with gradient accumulation", Because: because})
 		case "optimizer state":
 			out = append(out, Advice{Text: "lighter optimizer state (8-bit Adam, Adafactor) or shard it (ZeRO, FSDP)", Because: because})
 		}
+	}
+	if o := d.Spike; o.Reported {
+		w := d.Layers.Peak.Weights
+		because := fmt.Sprintf("optimizer.step() peaks %s MiB above its start (step %d)", o.Bytes.MiBString(), o.Step)
+		if w > 0 {
+			because += fmt.Sprintf(" = %.1f× the weights", float64(o.Bytes)/float64(w))
+		}
+		out = append(out, Advice{
+			Text: "the optimizer's foreach implementation (the CUDA default) makes temporaries for the whole model at once: " +
+				"pass fused=True (Adam, AdamW, SGD: one kernel, no whole-model temporaries) or foreach=False (a per-parameter loop: temporaries of one parameter at a time, slower)",
+			Because: because,
+		})
 	}
 	if cache, ok := shareOf(pk.Cache, pk.Reserved); ok && d.AllocRetries > 0 && cache >= CacheShare {
 		out = append(out, Advice{

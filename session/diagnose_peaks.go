@@ -81,7 +81,8 @@ func (p *Process) phaseOf(step int) string {
 // running, so its peak is not final and it is left out.
 func finishedPeaks(p *Process) []StepPeak {
 	pk := p.peaks
-	if p.Connected && len(pk) > 0 {
+	if len(pk) > 0 && (p.Connected || p.End != nil && p.End.Step >= 0 && pk[len(pk)-1].Index >= p.End.Step) {
+		// Still running, or ended in the middle of it: not a whole step.
 		pk = pk[:len(pk)-1]
 	}
 	k := 0
@@ -106,11 +107,17 @@ func Tolerance(level Bytes) Bytes {
 	return max(Bytes(math.Round(LevelTolerance*float64(level))), LevelToleranceMin)
 }
 
-// fit is the least-squares line through the allocated peaks against the
-// step index: its slope in bytes per step and the slope's t statistic
+// fit is the least-squares line through the steps' allocated peaks (or,
+// with held, the memory held between steps) against the step index: its slope in bytes per step and the slope's t statistic
 // (slope over its standard error; +Inf for an exact rising line, 0 for a
 // flat one).
-func fit(pk []StepPeak) (slope, t float64) {
+func fit(pk []StepPeak, held bool) (slope, t float64) {
+	of := func(sp *StepPeak) Bytes {
+		if held {
+			return sp.Held
+		}
+		return sp.PeakAllocated
+	}
 	n := float64(len(pk))
 	if len(pk) < 3 {
 		return 0, 0
@@ -118,14 +125,14 @@ func fit(pk []StepPeak) (slope, t float64) {
 	var mx, my float64
 	for i := range pk {
 		mx += float64(pk[i].Index)
-		my += float64(pk[i].PeakAllocated)
+		my += float64(of(&pk[i]))
 	}
 	mx, my = mx/n, my/n
 	var sxx, sxy float64
 	for i := range pk {
 		dx := float64(pk[i].Index) - mx
 		sxx += dx * dx
-		sxy += dx * (float64(pk[i].PeakAllocated) - my)
+		sxy += dx * (float64(of(&pk[i])) - my)
 	}
 	if sxx == 0 {
 		return 0, 0
@@ -133,7 +140,7 @@ func fit(pk []StepPeak) (slope, t float64) {
 	slope = sxy / sxx
 	var sse float64
 	for i := range pk {
-		r := float64(pk[i].PeakAllocated) - my - slope*(float64(pk[i].Index)-mx)
+		r := float64(of(&pk[i])) - my - slope*(float64(pk[i].Index)-mx)
 		sse += r * r
 	}
 	se := math.Sqrt(sse / (n - 2) / sxx)

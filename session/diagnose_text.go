@@ -2,6 +2,8 @@ package session
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -11,19 +13,39 @@ import (
 //	steady: peak 4329 MiB since step 0
 //	growth: peak +12 MiB/step over steps 0–39 — possible leak
 func (d *Diagnosis) Headline() string {
+	h := d.pattern()
+	if e := d.End; e != nil && e.Abrupt {
+		return e.Lines()[0] + " · " + h
+	}
+	if e := d.End; e != nil && e.Survived {
+		return "out of memory in " + Where(e.OOMStep, e.OOMPhase) + " (caught) · " + h
+	}
+	return h
+}
+
+// spreadNote is " (steps vary ±X MiB)" when the run's noise is wider than
+// the level tolerance, "" otherwise.
+func (d *Diagnosis) spreadNote() string {
+	if d.Spread.Known() && Bytes(SpreadK*float64(d.Spread)) > Tolerance(d.PeakAfter) {
+		return fmt.Sprintf(" (steps vary ±%s MiB)", Bytes(SpreadK*float64(d.Spread)).MiBString())
+	}
+	return ""
+}
+
+func (d *Diagnosis) pattern() string {
 	switch d.Pattern {
 	case PatternSteady:
-		return fmt.Sprintf("steady: peak %s MiB since step %d", d.PeakAfter.MiBString(), d.SteadyFrom)
+		return fmt.Sprintf("steady: peak %s MiB since step %d%s", d.PeakAfter.MiBString(), d.SteadyFrom, d.spreadNote())
 	case PatternGrowth:
-		return fmt.Sprintf("growth: peak +%s/step over steps %d–%d — possible leak", d.GrowthPerStep.Human(), d.GrowthFrom, d.GrowthTo)
+		return d.growthLine()
 	case PatternWarmup:
 		site := Where(d.WarmupStep, d.WarmupPhase)
 		if d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
 			return fmt.Sprintf("warmup: first steps peaked at %s MiB (%s), steady peak %s MiB since step %d",
 				d.WarmupPeak.MiBString(), site, d.PeakAfter.MiBString(), d.SteadyFrom)
 		}
-		return fmt.Sprintf("warmup: peak grew %s→%s MiB over steps %d–%d (%s); steady since step %d",
-			d.PeakBefore.MiBString(), d.PeakAfter.MiBString(), d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom)
+		return fmt.Sprintf("warmup: peak grew %s→%s MiB over steps %d–%d (%s); steady since step %d%s",
+			d.PeakBefore.MiBString(), d.PeakAfter.MiBString(), d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom, d.spreadNote())
 	}
 	if d.Reason == "" {
 		return "unknown"
@@ -31,12 +53,53 @@ func (d *Diagnosis) Headline() string {
 	return "unknown: " + d.Reason
 }
 
+// growthLine is the growth headline, by what grows.
+func (d *Diagnosis) growthLine() string {
+	over := fmt.Sprintf("+%s/step from step %d (steps %d–%d)", d.GrowthPerStep.Human(), d.GrowthFrom, d.GrowthFrom, d.GrowthTo)
+	held := ""
+	if d.HeldFrom.Known() {
+		held = fmt.Sprintf("memory held between steps %s→%s MiB", d.HeldFrom.MiBString(), d.HeldTo.MiBString())
+	}
+	switch d.GrowthKind {
+	case GrowthInput:
+		return fmt.Sprintf("growth: peak grows with %s size: %s per %s (%s) — not a leak", inputNoun(d.InputUnit), perHuman(d.PerInput), d.InputUnit, over)
+	case GrowthTransient:
+		return fmt.Sprintf("growth: peak %s in memory freed every step (%s): it follows the input size (batch, sequence length) or the work per step, not a leak", over, held)
+	}
+	if held != "" {
+		return fmt.Sprintf("growth: peak %s — possible leak: %s (+%s/step)", over, held, d.HeldPerStep.Human())
+	}
+	return fmt.Sprintf("growth: peak %s — possible leak", over)
+}
+
+// perHuman prints a per-sample or per-token size in MiB with up to two
+// decimals ("0.5 MiB"), in KiB below 0.01 MiB.
+func perHuman(b Bytes) string {
+	if b < MiB/100 {
+		return b.Human()
+	}
+	return strconv.FormatFloat(math.Round(float64(b)/MiB*100)/100, 'f', -1, 64) + " MiB"
+}
+
+func inputNoun(unit string) string {
+	if unit == "token" {
+		return "token count"
+	}
+	return "batch"
+}
+
 // Lines are the diagnosis lines shown under the chart and in the text
 // report: the headline, the peak and what dominates it, the first step's
 // causes, the optimizer spike, the memory needed and the advice.
 func (d *Diagnosis) Lines() []string {
 	lines := make([]string, 0, 8+len(d.Advice))
-	lines = append(lines, d.Headline())
+	lines = append(lines, d.pattern())
+	if e := d.End; e != nil {
+		lines = append(lines, e.Lines()...)
+	}
+	for i := range d.Phases {
+		lines = append(lines, d.Phases[i].Line())
+	}
 	if pk := d.Peak; pk.Step >= 0 {
 		bound := ""
 		if !pk.Exact {
@@ -69,7 +132,7 @@ func (d *Diagnosis) Lines() []string {
 		lines = append(lines, "warmup also grew: "+strings.Join(grew, ", "))
 	}
 	if o := d.Spike; o.Reported {
-		lines = append(lines, fmt.Sprintf("optimizer step spike: +%s MiB over its start (%s → %s MiB, step %d): foreach/fused temporaries",
+		lines = append(lines, fmt.Sprintf("optimizer step spike: +%s MiB over its start (%s → %s MiB, step %d): temporaries of optimizer.step()",
 			o.Bytes.MiBString(), o.Start.MiBString(), o.Peak.MiBString(), o.Step))
 	}
 	if n := d.Need; n.Allocated.Known() {
@@ -78,13 +141,21 @@ func (d *Diagnosis) Lines() []string {
 			kind = "steady"
 		}
 		line := fmt.Sprintf("needed (%s peak): %s MiB allocated, %s MiB reserved", kind, n.Allocated.MiBString(), n.Reserved.MiBString())
+		if n.PhasePeak.Known() {
+			line += fmt.Sprintf("; %s needs more: %s MiB allocated", n.PhaseName, n.PhasePeak.MiBString())
+		}
 		if n.Headroom.Known() {
 			line += fmt.Sprintf("; headroom %s of %s MiB (used: %s)", n.Headroom.MiBString(), n.DeviceTotal.MiBString(), n.UsedBasis)
 		}
 		lines = append(lines, line)
 	}
 	if b := d.Need.Batch; b != nil {
-		lines = append(lines, fmt.Sprintf("estimate: batch up to ~%d (now %d) if activations scale linearly with the batch (%s per sample)", b.Max, b.Current, b.PerSample.Human()))
+		if b.Capped {
+			lines = append(lines, fmt.Sprintf("estimate: batch %d (%d× the measured %d, where the estimate stops) or more fits if activations scale linearly with the batch (%s per sample)",
+				b.Max, BatchCapFactor, b.Current, b.PerSample.Human()))
+		} else {
+			lines = append(lines, fmt.Sprintf("estimate: batch up to ~%d (measured %d) if activations scale linearly with the batch (%s per sample)", b.Max, b.Current, b.PerSample.Human()))
+		}
 	}
 	for _, a := range d.Advice {
 		lines = append(lines, "→ "+a.Text+" — because "+a.Because)

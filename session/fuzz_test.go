@@ -15,6 +15,9 @@ import (
 // diagnosis and the layers must never panic, whatever a hook sends.
 func FuzzStore(f *testing.F) {
 	if b, err := os.ReadFile("../testdata/protocol/valid.jsonl"); err == nil {
+		if more, err := os.ReadFile("../testdata/protocol/additions.jsonl"); err == nil {
+			b = append(b, more...) // forward inputs, fresh anatomies, oom, goodbye "error"
+		}
 		f.Add(b)
 		// Messages out of order, repeated, before their hello.
 		lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))

@@ -47,12 +47,19 @@ type Process struct {
 	Anatomies []Anatomy
 	// Marks are the user's point events (bounded).
 	Marks []Mark
+	// End is how the process ended, nil while it runs.
+	End *End
+	// OOM is the hook's out-of-memory report, nil when none came.
+	OOM *OOM
+	// Inputs is true once a forward reported its input size.
+	Inputs bool
 
 	First, Last time.Time
 
 	pendingGap []point // process readings waiting for the hook's reserved at their time
 	spans      []Span  // recent spans, oldest first (bounded)
 	open       []int   // indices into spans of open phases
+	pendingFwd int     // index into spans of an ended forward not yet in its step, -1
 	steps      []*Step
 	peaks      []StepPeak // one per step, whole session
 	lastSeq    uint64
@@ -68,6 +75,16 @@ type Anatomy struct {
 	Activations, BatchSize        Bytes // Unknown when not measured
 	Params                        int64
 	Device                        string
+	// Tokens is the step's input tokens, -1 when unknown.
+	Tokens int64
+	// ActivationsStep is the step Activations was measured at and
+	// ActivationsBatch, ActivationsTokens the input size then (-1 when the
+	// hook did not say: an older hook measures at Step, batch BatchSize).
+	// ActivationsSource is "measured", "scaled" (the hook scaled its last
+	// measurement by the input-size ratio) or "" (not said).
+	ActivationsStep                     int
+	ActivationsBatch, ActivationsTokens int64
+	ActivationsSource                   string
 }
 
 // Mark is a named point event.
@@ -93,6 +110,7 @@ func newProcess(key string, l limits) *Process {
 		GPU:          newSeries(l.window, l.width),
 		NonPyTorch:   newSeries(l.window, l.width),
 		Others:       newSeries(l.window, l.width),
+		pendingFwd:   -1,
 		limits:       l,
 	}
 }
@@ -155,6 +173,7 @@ func (p *Process) observe(at time.Time, m *ipc.Mem) {
 func (p *Process) observeGPU(at time.Time, used int64, source string) {
 	p.GPU.Push(at, used)
 	p.GPUSource = source
+	p.markGPUDuring(at)
 	p.attributeAt(at, Bytes(used), func(sp *Span) *Bytes { return &sp.PeakGPU },
 		func(c *Cell) *Bytes { return &c.PeakGPU }, func(st *Step) *Bytes { return &st.PeakGPU })
 	if source == "process" {
@@ -223,6 +242,23 @@ func (p *Process) attributeAt(at time.Time, v Bytes, span func(*Span) *Bytes, ce
 	}
 }
 
+// markGPUDuring notes, on every recent span that covers at (and on its
+// step cell once it has ended), that an NVML reading was taken during it.
+func (p *Process) markGPUDuring(at time.Time) {
+	for k := len(p.spans) - 1; k >= 0 && k >= len(p.spans)-gpuLookback; k-- {
+		sp := &p.spans[k]
+		if sp.Start.After(at) || !sp.Open() && sp.End.Before(at) || sp.GPUDuring {
+			continue
+		}
+		sp.GPUDuring = true
+		if !sp.Open() {
+			if c := p.step(sp.Step).Cell(sp.Name); c != nil {
+				c.GPUDuring = true
+			}
+		}
+	}
+}
+
 // clockSlack is how far apart the hook's clock and the monitor's may be
 // taken to show the same moment.
 const clockSlack = 10 * time.Millisecond
@@ -255,6 +291,9 @@ func (p *Process) phase(at time.Time, m *ipc.Message) {
 
 func (p *Process) begin(at time.Time, m *ipc.Message) {
 	if !m.User {
+		p.settleForward(m.Name == "loss" || m.Name == "backward")
+	}
+	if !m.User {
 		// Automatic phases follow one another: a new one closes the last.
 		for k := len(p.open) - 1; k >= 0; k-- {
 			if !p.spans[p.open[k]].User {
@@ -263,11 +302,22 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 		}
 	}
 	p.compactSpans()
-	p.spans = append(p.spans, Span{
+	sp := Span{
 		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: m.Mem,
 		PeakAllocated: Unknown, PeakReserved: Unknown,
 		PeakGPU: inEffect(p.GPU, at), PeakNonPyTorch: inEffect(p.NonPyTorch, at),
-	})
+		Batch: -1, Tokens: -1,
+	}
+	if in := m.Input; in != nil && !m.User {
+		p.Inputs = true
+		if in.Batch != nil {
+			sp.Batch = *in.Batch
+		}
+		if in.Tokens != nil {
+			sp.Tokens = *in.Tokens
+		}
+	}
+	p.spans = append(p.spans, sp)
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
 }
@@ -278,11 +328,20 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	sp.close(at, m, reset)
 	if v, ok := p.GPU.MaxBetween(sp.Start, at); ok {
 		sp.PeakGPU = sp.PeakGPU.Max(Bytes(v))
+		sp.GPUDuring = true
 	}
 	if v, ok := p.NonPyTorch.MaxBetween(sp.Start, at); ok {
 		sp.PeakNonPyTorch = sp.PeakNonPyTorch.Max(Bytes(v))
 	}
 	p.open = append(p.open[:k], p.open[k+1:]...)
+	if sp.Name == "forward" && !sp.User {
+		// A training forward is followed by loss (the hook begins it when
+		// the output needs a gradient); a forward under no_grad is not.
+		// Which one this was is known at the next automatic phase.
+		p.settleForward(false)
+		p.pendingFwd = p.open0(sp)
+		return
+	}
 	p.step(sp.Step).add(sp)
 	p.updatePeak(sp.Step)
 }
@@ -296,9 +355,15 @@ func (p *Process) compactSpans() {
 	for _, i := range p.open {
 		drop = min(drop, i)
 	}
+	if p.pendingFwd >= 0 {
+		drop = min(drop, p.pendingFwd)
+	}
 	p.spans = append(p.spans[:0], p.spans[drop:]...)
 	for k := range p.open {
 		p.open[k] -= drop
+	}
+	if p.pendingFwd >= 0 {
+		p.pendingFwd -= drop
 	}
 }
 
@@ -350,12 +415,28 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 		At: at, Step: m.Step, Params: m.Params, Device: m.Device,
 		Weights: Bytes(m.Weights), Gradients: Bytes(m.Gradients), Optimizer: Bytes(m.Optimizer),
 		Activations: Unknown, BatchSize: Unknown,
+		Tokens: -1, ActivationsStep: m.Step, ActivationsBatch: -1, ActivationsTokens: -1,
+		ActivationsSource: m.ActivationsSource,
 	}
 	if m.Activations != nil {
 		a.Activations = Bytes(*m.Activations)
 	}
 	if m.BatchSize != nil {
 		a.BatchSize = Bytes(*m.BatchSize)
+		a.ActivationsBatch = *m.BatchSize
+	}
+	if m.Tokens != nil {
+		a.Tokens = *m.Tokens
+		a.ActivationsTokens = *m.Tokens
+	}
+	if m.ActivationsStep != nil {
+		a.ActivationsStep = *m.ActivationsStep
+	}
+	if m.ActivationsBatch != nil {
+		a.ActivationsBatch = *m.ActivationsBatch
+	}
+	if m.ActivationsTokens != nil {
+		a.ActivationsTokens = *m.ActivationsTokens
 	}
 	if len(p.Anatomies) >= p.limits.anatomies {
 		p.Anatomies = append(p.Anatomies[:1], p.Anatomies[2:]...)

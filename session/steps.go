@@ -26,9 +26,16 @@ type Span struct {
 	// phase: the reading in effect at its start and those taken during it.
 	// Unknown without NVML.
 	PeakGPU Bytes
+	// GPUDuring is true when an NVML reading was taken during the phase;
+	// false when PeakGPU is only the reading in effect at its start (the
+	// process list is read at 1 Hz: short phases often have none).
+	GPUDuring bool
 	// PeakNonPyTorch is the largest non-PyTorch figure (a process reading
 	// minus the hook's reserved at that moment) in effect during the phase.
 	PeakNonPyTorch Bytes
+	// Batch and Tokens are the input size a training forward reported at
+	// its begin (protocol input field), -1 when unknown.
+	Batch, Tokens int64
 }
 
 // Open reports whether the phase has not ended yet.
@@ -75,6 +82,9 @@ type Cell struct {
 	// Peaks over the cell's spans.
 	PeakAllocated, PeakReserved, PeakGPU, PeakNonPyTorch Bytes
 	Exact                                                bool // every merged span had an exact peak
+	// GPUDuring is true when an NVML reading was taken during one of the
+	// merged spans (Span.GPUDuring).
+	GPUDuring bool
 }
 
 // Step is one optimizer step: its phases in the order they first began.
@@ -86,6 +96,13 @@ type Step struct {
 	Phases []Cell
 	// Peaks over the step's phases.
 	PeakAllocated, PeakReserved, PeakGPU Bytes
+	// Held is the lowest allocated seen at the edges of the step's
+	// automatic phases: the memory held between steps (weights, optimizer
+	// state, anything kept across steps).
+	Held Bytes
+	// Batch and Tokens are the largest input size its training forwards
+	// reported, -1 when unknown.
+	Batch, Tokens int64
 }
 
 // Duration is the time from the first phase begin to the last phase end.
@@ -136,18 +153,25 @@ func (st *Step) add(sp *Span) {
 	c.PeakAllocated = c.PeakAllocated.Max(sp.PeakAllocated)
 	c.PeakReserved = c.PeakReserved.Max(sp.PeakReserved)
 	c.PeakGPU = c.PeakGPU.Max(sp.PeakGPU)
+	c.GPUDuring = c.GPUDuring || sp.GPUDuring
 	c.PeakNonPyTorch = c.PeakNonPyTorch.Max(sp.PeakNonPyTorch)
 	c.Exact = c.Exact && sp.Exact
+	st.Batch, st.Tokens = max(st.Batch, sp.Batch), max(st.Tokens, sp.Tokens)
 	if sp.User {
 		return // user phases (eval, checkpoint) do not set the training step's peak
 	}
 	st.PeakAllocated = st.PeakAllocated.Max(sp.PeakAllocated)
 	st.PeakReserved = st.PeakReserved.Max(sp.PeakReserved)
 	st.PeakGPU = st.PeakGPU.Max(sp.PeakGPU)
+	for _, m := range []*ipc.Mem{sp.Begin, sp.Last} {
+		if m != nil && (!st.Held.Known() || Bytes(m.Allocated) < st.Held) {
+			st.Held = Bytes(m.Allocated)
+		}
+	}
 }
 
 func newStep(index int) *Step {
-	return &Step{Index: index, PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown}
+	return &Step{Index: index, PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, Held: Unknown, Batch: -1, Tokens: -1}
 }
 
 // StepPeak is the compact summary kept for every step of a session, also
@@ -157,8 +181,12 @@ type StepPeak struct {
 	Start                                time.Time
 	Duration                             time.Duration
 	PeakAllocated, PeakReserved, PeakGPU Bytes
+	// Held is the memory held between steps (Step.Held); Batch and Tokens
+	// the step's input size, -1 when unknown.
+	Held          Bytes
+	Batch, Tokens int64
 }
 
 func (st *Step) peak() StepPeak {
-	return StepPeak{st.Index, st.Start, st.Duration(), st.PeakAllocated, st.PeakReserved, st.PeakGPU}
+	return StepPeak{st.Index, st.Start, st.Duration(), st.PeakAllocated, st.PeakReserved, st.PeakGPU, st.Held, st.Batch, st.Tokens}
 }

@@ -178,11 +178,15 @@ func (s *Store) message(ev Event) {
 		p.anatomy(at, m)
 	case ipc.TypeStats:
 		p.Stats = *m.Stats
+	case ipc.TypeOOM:
+		p.observe(at, m.Mem)
+		p.oom(at, m)
 	case ipc.TypeGoodbye:
 		if m.Stats != nil {
 			p.Stats = *m.Stats
 		}
 		p.Connected = false
+		p.finish(at, true, m.Reason)
 	}
 }
 
@@ -198,6 +202,7 @@ func (s *Store) hello(ev Event) {
 	p.Hello = *m
 	p.Hello.Raw = nil
 	p.Conn, p.Connected = ev.Conn, true
+	p.End = nil // a reconnect: the process is still running
 	s.byConn[ev.Conn] = p
 	p.touch(p.when(m.T, ev.At))
 	// NVML may have seen this process before its hello got here.
@@ -215,6 +220,7 @@ func (s *Store) note(ev Event) {
 	case NoteDisconnect:
 		if p := s.byConn[ev.Conn]; p != nil && p.Conn == ev.Conn {
 			p.Connected = false
+			p.finish(p.Last, false, "")
 		}
 		delete(s.byConn, ev.Conn)
 	case NoteError:

@@ -218,7 +218,9 @@ func TestDisconnectAndGoodbye(t *testing.T) {
 func TestUserPhaseNestsAndDoesNotSetStepPeak(t *testing.T) {
 	f := newFeed(1, "s1")
 	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "eval", Step: 0, Edge: ipc.EdgeBegin, User: true, Mem: mem(100, 100, 200)})
+	// A training forward (a loss follows it) inside a user phase.
 	f.phase("forward", 0, 0, 0.1, mem(100, 100, 200), mem(900, 900, 1000))
+	f.phase("loss", 0, 0, 0.1, mem(900, 900, 1000), mem(100, 900, 1000))
 	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "eval", Step: 0, Edge: ipc.EdgeEnd, User: true, Mem: mem(100, 900, 1000)})
 	f.phase("step", 0, 0, 0.1, mem(100, 900, 1000), mem(150, 900, 1000))
 	s := New()
@@ -288,7 +290,7 @@ func TestGPUOverlayMatchesByUUIDAndPID(t *testing.T) {
 func TestBoundedStepsKeepFirstAndRecent(t *testing.T) {
 	f := newFeed(1, "s1")
 	for step := 0; step < 500; step++ {
-		f.phase("forward", step, 0, 0.01, mem(1, 1, 1), mem(int64(step), int64(step), 1000))
+		f.phase("backward", step, 0, 0.01, mem(1, 1, 1), mem(int64(step), int64(step), 1000))
 	}
 	s := New(WithMaxSteps(100), WithMaxStepPeaks(300))
 	s.ApplyAll(f.evs)

@@ -15,14 +15,15 @@ type diagCache struct {
 	store     *session.Store
 	steps     int
 	anatomies int
+	ended     bool // the process ended or reported out of memory
 	d         session.Diagnosis
 }
 
 func (c *diagCache) get(s *session.Store, p *session.Process) *session.Diagnosis {
-	n, a := len(p.StepPeaks()), len(p.Anatomies)
-	if c.proc != p || c.store != s || c.steps != n || c.anatomies != a {
+	n, a, e := len(p.StepPeaks()), len(p.Anatomies), p.End != nil || p.OOM != nil
+	if c.proc != p || c.store != s || c.steps != n || c.anatomies != a || c.ended != e {
 		c.d = session.Diagnose(s, p)
-		c.proc, c.store, c.steps, c.anatomies = p, s, n, a
+		c.proc, c.store, c.steps, c.anatomies, c.ended = p, s, n, a, e
 	}
 	return &c.d
 }
@@ -34,6 +35,9 @@ func bannerText(d *session.Diagnosis) string {
 		return ""
 	}
 	h := d.Headline()
+	if e := d.End; e != nil && e.Abrupt { // "ended abruptly in …: likely out of memory"
+		return styleWarn.Render("⚠ " + h)
+	}
 	switch d.Pattern {
 	case session.PatternGrowth:
 		return styleWarn.Render("⚠ " + h)

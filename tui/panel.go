@@ -65,6 +65,9 @@ func anatomyView(b session.Breakdown, total session.Bytes, w, h int) string {
 		fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), mib(b.Peak.ProcessUsed)),
 		"")
 	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
+	if n := session.ActivationsBrief(b); n != "" { // how fresh the activations are
+		lines = append(lines, styleDim.Render(clip(n, w)))
+	}
 	if b.Peak.Step >= 0 {
 		lines = append(lines, styleDim.Render(fmt.Sprintf("peak: step %d, in %s", b.Peak.Step, b.Peak.Phase)))
 	}

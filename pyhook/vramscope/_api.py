@@ -11,7 +11,7 @@ import threading
 import warnings
 import weakref
 
-from . import _client, _config, _cuda, _messages, _patch, _safe, _watch
+from . import _client, _config, _cuda, _messages, _oom, _patch, _safe, _watch
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -217,6 +217,7 @@ def _watch_now(model, optimizer, config):
     if watcher.step_fallback:
         _say_once("fallback", "vramscope: %s has no step hooks (Optimizer.__init__ did not run "
                   "on it); its step() is wrapped instead" % type(inner).__name__)
+    _safe.call(_oom.install, torch, client, lambda: getattr(watcher, "_open", None))
     handle = Handle(watcher, client)
     with _lock:
         if client is _current:
@@ -285,7 +286,7 @@ def mark(name):
 def _at_exit():
     client = _current
     if client is not None:
-        _safe.call(client.close, "exit", 0.5)
+        _safe.call(client.close, _oom.exit_reason(), 0.5)
 
 
 def _after_fork_in_child():

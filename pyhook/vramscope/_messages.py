@@ -201,3 +201,25 @@ def encode(msg):
         raise ValueError("vramscope: %s message of %d bytes exceeds %d"
                          % (msg.get("type"), len(line), MAX_LINE))
     return line
+
+
+def _size_or_none(v):
+    """Return ``v`` as a non-negative int below 2^53, else None."""
+    try:
+        v = int(v)
+    except (TypeError, ValueError):
+        return None
+    return v if 0 <= v < 2 ** 53 else None
+
+
+def build_oom(step, phase, mem, requested, device_free, device_total):
+    """Return an ``oom`` message (seq is set by the client); bad figures become null."""
+    return {
+        "v": PROTOCOL, "type": "oom", "seq": None, "t": time.monotonic(),
+        "step": max(int(step), 0),
+        "phase": clip(phase, MAX_NAME) if isinstance(phase, str) else None,
+        "mem": mem,
+        "requested": _size_or_none(requested),
+        "device_free": _size_or_none(device_free),
+        "device_total": _size_or_none(device_total),
+    }

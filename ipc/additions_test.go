@@ -1,0 +1,56 @@
+package ipc
+
+import (
+	"strings"
+	"testing"
+)
+
+// The protocol additions (docs/protocol.md: input on forward begins, the
+// anatomy's freshness fields, oom, goodbye "error") decode from their
+// shared fixture, also by the fast path, and their bad values are refused.
+func TestDecodeAdditions(t *testing.T) {
+	lines := fixtureLines(t, "additions.jsonl")
+	var got []*Message
+	for i, l := range lines {
+		m, err := Decode(l)
+		if err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		got = append(got, m)
+	}
+	if in := got[0].Input; in == nil || in.Batch == nil || *in.Batch != 32 || in.Tokens == nil || *in.Tokens != 16384 {
+		t.Errorf("input %+v", got[0].Input)
+	}
+	var fast Message
+	if !fastDecode(lines[0], &fast) || fast.Input == nil || *fast.Input.Batch != 32 {
+		t.Errorf("the fast path does not take a forward begin with its input")
+	}
+	if in := got[1].Input; in == nil || *in.Batch != 64 || in.Tokens != nil {
+		t.Errorf("input with null tokens %+v", got[1].Input)
+	}
+	a := got[2]
+	if *a.Tokens != 32768 || *a.ActivationsStep != 2 || *a.ActivationsBatch != 32 || *a.ActivationsTokens != 16384 || a.ActivationsSource != "scaled" {
+		t.Errorf("anatomy %+v", a)
+	}
+	if b := got[3]; b.Tokens != nil || b.ActivationsStep != nil || b.ActivationsSource != "" {
+		t.Errorf("null anatomy fields %+v", b)
+	}
+	o := got[4]
+	if o.Type != TypeOOM || o.Step != 21 || o.Phase != "backward" || *o.Requested != 4<<30 || o.Mem.OOMs != 1 || *o.DeviceTotal != 85520809984 {
+		t.Errorf("oom %+v", o)
+	}
+	if got[6].Reason != "error" {
+		t.Errorf("goodbye %+v", got[6])
+	}
+	for _, c := range []struct{ line, err string }{
+		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"forward","step":0,"edge":"begin","input":{"batch":-1,"tokens":null}}`, "field input.batch: negative"},
+		{`{"v":1,"type":"anatomy","seq":1,"t":1,"step":0,"activations_source":"guessed"}`, "field activations_source"},
+		{`{"v":1,"type":"anatomy","seq":1,"t":1,"step":0,"activations_step":-2}`, "field activations_step: negative"},
+		{`{"v":1,"type":"oom","seq":1,"t":1,"step":0,"requested":-5}`, "field requested: negative"},
+		{`{"v":1,"type":"oom","seq":1,"t":1,"step":-1}`, "field step: negative"},
+	} {
+		if _, err := Decode([]byte(c.line)); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: error %v, want %q", c.line, err, c.err)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+"""The out-of-memory report (protocol addition 3) and goodbye "error" (addition 4)."""
+
+import json
+import os
+import sys
+import types
+
+from conftest import ROOT, FakeCuda, make_config
+from test_schema import check, shape_of
+from vramscope import _client, _oom
+
+
+def _oom_fixture():
+    with open(os.path.join(ROOT, "testdata", "protocol", "additions.jsonl")) as f:
+        return [m for m in (json.loads(line) for line in f if line.strip()) if m["type"] == "oom"]
+
+
+class FakeC:
+    """torch._C with the observer hook: keeps what is attached."""
+
+    def __init__(self):
+        self.observers = []
+
+    def _cuda_attach_out_of_memory_observer(self, fn):
+        self.observers.append(fn)
+
+
+def _reset(monkeypatch):
+    monkeypatch.setattr(_oom, "_state", {"client": None, "phase": None, "observer": False,
+                                         "error": False, "sent": False})
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+
+
+def test_observer_sends_the_allocator_state(monkeypatch, monitor):
+    _reset(monkeypatch)
+    torch = types.SimpleNamespace(_C=FakeC())
+    client = _client.Client(make_config(socket=monitor.path), cuda=FakeCuda())
+    client.step = 21
+    _oom.install(torch, client, lambda: "backward")
+    assert len(torch._C.observers) == 1
+    _oom.install(torch, client, lambda: "backward")  # once per process
+    assert len(torch._C.observers) == 1
+    # torch calls it with (device, bytes asked for, device total, device free)
+    torch._C.observers[0](0, 4 << 30, 85520809984, 407044096)
+    assert monitor.wait_for(lambda m: any(x["type"] == "oom" for x in m.messages()))
+    msg = [m for m in monitor.messages() if m["type"] == "oom"][0]
+    assert (msg["step"], msg["phase"], msg["requested"]) == (21, "backward", 4 << 30)
+    assert (msg["device_free"], msg["device_total"]) == (407044096, 85520809984)
+    assert msg["mem"]["allocated"] >= 0
+    check(msg, shape_of(_oom_fixture()), set(), "oom")
+    client.close(_oom.exit_reason(), timeout=2)
+    assert monitor.wait_for(lambda m: m.messages()[-1]["type"] == "goodbye")
+    assert monitor.messages()[-1]["reason"] == "exit"
+
+
+def test_uncaught_oom_is_reported_and_the_goodbye_says_error(monkeypatch, monitor):
+    _reset(monkeypatch)
+    torch = types.SimpleNamespace()  # torch 1.13: no observer
+    client = _client.Client(make_config(socket=monitor.path), cuda=FakeCuda())
+    _oom.install(torch, client, lambda: None)
+    seen = []
+    _oom._excepthook.previous = lambda *a: seen.append(a[0])
+    err = RuntimeError("CUDA out of memory. Tried to allocate 4.00 GiB")
+    sys.excepthook(RuntimeError, err, None)
+    assert seen == [RuntimeError], "the previous excepthook still runs"
+    assert _oom.exit_reason() == "error"
+    assert monitor.wait_for(lambda m: any(x["type"] == "oom" for x in m.messages()))
+    msg = [m for m in monitor.messages() if m["type"] == "oom"][0]
+    assert msg["requested"] is None and msg["phase"] is None
+    client.close(_oom.exit_reason(), timeout=2)
+    assert monitor.wait_for(lambda m: m.messages()[-1]["type"] == "goodbye")
+    assert monitor.messages()[-1]["reason"] == "error"
+
+
+def test_other_exceptions_send_no_oom(monkeypatch):
+    _reset(monkeypatch)
+    assert not _oom._is_oom(ValueError, ValueError("x"))
+    assert not _oom._is_oom(RuntimeError, RuntimeError("shape mismatch"))
+    OutOfMemoryError = type("OutOfMemoryError", (RuntimeError,), {})
+    assert _oom._is_oom(OutOfMemoryError, OutOfMemoryError("x"))
+
+
+SCRIPT = r"""
+import torch, vramscope
+model = torch.nn.Linear(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+vramscope.watch(model, opt)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+model(torch.randn(4, 8))
+raise RuntimeError("CUDA out of memory. Tried to allocate 4.00 GiB")
+"""
+
+
+def test_a_real_process_dying_of_oom_says_so(torch_mod, monitor, tmp_path):
+    """A real interpreter on real torch (CPU): the uncaught error is reported
+    before atexit's goodbye, which says "error"."""
+    import subprocess
+    env = dict(os.environ, VRAMSCOPE_SOCKET=monitor.path,
+               PYTHONPATH=os.path.join(ROOT, "pyhook"))
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 1 and b"CUDA out of memory" in proc.stderr, "the traceback still prints"
+    assert monitor.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
+    got = monitor.messages()
+    kinds = [m["type"] for m in got]
+    assert "oom" in kinds and kinds.index("oom") < len(kinds) - 1
+    oom = got[kinds.index("oom")]
+    assert oom["step"] == 2 and oom["mem"] is None  # a CPU run has no allocator
+    assert got[-1]["reason"] == "error"

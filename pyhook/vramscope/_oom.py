@@ -1,0 +1,73 @@
+"""Out-of-memory flight recorder (docs/protocol.md, message ``oom``).
+
+When the CUDA caching allocator runs out of memory, send its state at that
+moment, before the process may die: through torch's out-of-memory observer
+(``torch._C._cuda_attach_out_of_memory_observer``, where this torch has it;
+torch calls it after releasing the allocator's lock, with the device, the
+bytes asked for, the device's total or allowed maximum, and its free bytes)
+or, without one, from the uncaught exception at interpreter exit. An
+uncaught exception also makes the goodbye's reason ``error``. Features are
+detected, never versions; every path is guarded: nothing here may raise
+into training.
+"""
+
+import sys
+
+from . import _messages, _safe
+
+_state = {"client": None, "phase": None, "observer": False, "error": False, "sent": False}
+
+
+def install(torch, client, open_phase):
+    """Route out-of-memory reports of this process to ``client``.
+
+    ``open_phase`` returns the name of the phase in progress (or None). The
+    observer and the excepthook are installed once per process; later calls
+    only switch the client.
+    """
+    _state["client"], _state["phase"], _state["sent"] = client, open_phase, False
+    attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+    if not _state["observer"] and callable(attach) and client.cuda is not None:
+        attach(_observer)
+        _state["observer"] = True
+    if sys.excepthook is not _excepthook:
+        _excepthook.previous = sys.excepthook
+        sys.excepthook = _excepthook
+
+
+def exit_reason():
+    """Return the goodbye reason at exit: ``error`` after an uncaught exception."""
+    return "error" if _state["error"] else "exit"
+
+
+def _observer(*args):
+    # (device, requested, device total or allowed maximum, device free)
+    _safe.call(_send, args[1] if len(args) > 1 else None, args[3] if len(args) > 3 else None,
+               args[2] if len(args) > 2 else None)
+
+
+def _excepthook(kind, value, tb):
+    _state["error"] = True
+    if _is_oom(kind, value) and not _state["sent"]:
+        _safe.call(_send, None, None, None)
+    previous = getattr(_excepthook, "previous", None) or sys.__excepthook__
+    previous(kind, value, tb)
+
+
+def _is_oom(kind, value):
+    """torch.cuda.OutOfMemoryError, or torch 1.x's RuntimeError saying so."""
+    if any(c.__name__ == "OutOfMemoryError" for c in getattr(kind, "__mro__", ())):
+        return True
+    return issubclass(kind, RuntimeError) and "out of memory" in str(value)
+
+
+def _send(requested, device_free, device_total):
+    client = _state["client"]
+    if client is None or client.closed:
+        return
+    phase = _state["phase"]() if _state["phase"] is not None else None
+    if device_total is None and client.cuda is not None:
+        device_total = client.cuda.device_info().get("total")
+    msg = _messages.build_oom(client.step, phase, client.read_mem(), requested, device_free, device_total)
+    if client.emit(msg):
+        _state["sent"] = True

@@ -1,0 +1,272 @@
+package report
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// Variable batch shapes (±15 % at random, no trend) are a steady run, not
+// a warmup that ends at the last record high.
+func TestNoisyPeaksAreSteady(t *testing.T) {
+	for seed := int64(1); seed <= 5; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		s := newSynth(500*sMiB, false)
+		for range 300 {
+			s.train(noisy(rng, 1000*sMiB, 0.15), 64)
+		}
+		s.goodbye("exit")
+		d := s.report(t).Diagnosis
+		if d.Pattern != session.PatternWarmup && d.Pattern != session.PatternSteady || d.SteadyFrom > session.WarmupMaxSteps {
+			t.Errorf("seed %d: %s", seed, d.Headline)
+		}
+		if !strings.Contains(d.Headline, "steps vary ±") {
+			t.Errorf("seed %d: the headline does not state the spread: %s", seed, d.Headline)
+		}
+	}
+}
+
+// A larger evaluation forward under no_grad every 50 steps is diagnosed on
+// its own, not as a warmup, and leaves the training pattern alone.
+func TestEvaluationIsDiagnosedOnItsOwn(t *testing.T) {
+	s := newSynth(500*sMiB, false)
+	for i := range 200 {
+		s.train(1000*sMiB, 64)
+		if i%50 == 49 {
+			s.eval(3000 * sMiB)
+		}
+	}
+	s.goodbye("exit")
+	p := s.report(t)
+	d := p.Diagnosis
+	if d.Pattern != session.PatternWarmup || d.SteadyFrom > session.WarmupMaxSteps {
+		t.Fatalf("pattern: %s", d.Headline)
+	}
+	if len(d.Phases) != 1 || d.Phases[0].Name != session.EvalPhase || d.Phases[0].Every != 50 || d.Phases[0].Steps != 4 {
+		t.Fatalf("phases %+v", d.Phases)
+	}
+	// Training peaks in backward at 1500 held (weights + optimizer) + 500
+	// gradients + 1000 activations = 3000 MiB; eval at 2000 + 3000 MiB.
+	for _, want := range []string{
+		"eval peaks at 5000 MiB every 50 steps, 2000 MiB above training",
+		"needed (steady peak): 3000 MiB allocated, 3064 MiB reserved; eval needs more: 5000 MiB allocated",
+	} {
+		if !strings.Contains(lines(p), want) {
+			t.Fatalf("no %q in\n%s", want, lines(p))
+		}
+	}
+}
+
+// A leak that starts after 100 steady steps is reported from its onset, at
+// its own rate, and the memory held between steps grows with it.
+func TestLateLeakHasItsOnset(t *testing.T) {
+	s := newSynth(500*sMiB, false)
+	for i := range 200 {
+		if i >= 100 {
+			s.held += 50 * sMiB
+		}
+		s.train(1000*sMiB, 64)
+	}
+	s.goodbye("exit")
+	d := s.report(t).Diagnosis
+	if d.Pattern != session.PatternGrowth || d.GrowthFrom < 98 || d.GrowthFrom > 101 || d.GrowthKind != session.GrowthLeak {
+		t.Fatalf("%s (from %d, kind %s)", d.Headline, d.GrowthFrom, d.GrowthKind)
+	}
+	if got := float64(d.GrowthPerStep) / sMiB; got < 49 || got > 51 {
+		t.Fatalf("rate %.1f MiB/step, want 50", got)
+	}
+	if got := float64(d.HeldPerStep) / sMiB; got < 49 || got > 51 {
+		t.Fatalf("held grows %.1f MiB/step, want 50", got)
+	}
+	if !strings.Contains(d.Headline, "from step ") || !strings.Contains(d.Headline, "possible leak") {
+		t.Fatalf("headline %s", d.Headline)
+	}
+}
+
+// Activations that grow with the batch (the protocol's input field) are
+// named as such, with the bytes per sample, not as a leak.
+func TestGrowthThatFollowsTheBatch(t *testing.T) {
+	s := newSynth(500*sMiB, true)
+	for i := range 15 {
+		batch := int64(1024) << (i / 3)
+		s.train(batch*sMiB/2, batch)
+	}
+	s.goodbye("exit")
+	d := s.report(t).Diagnosis
+	if d.Pattern != session.PatternGrowth || d.GrowthKind != session.GrowthInput || d.PerInput != sMiB/2 || d.InputUnit != "sample" {
+		t.Fatalf("%s (kind %s, %d per %s)", d.Headline, d.GrowthKind, d.PerInput, d.InputUnit)
+	}
+	if !strings.Contains(d.Headline, "peak grows with batch size: 0.5 MiB per sample") || strings.Contains(d.Headline, "possible leak") {
+		t.Fatalf("headline %s", d.Headline)
+	}
+}
+
+// A process that disappears during backward without a goodbye ended
+// abruptly there; its partial step counts in neither the pattern nor the
+// totals, and the report says it is still "connected" (no goodbye).
+func TestAbruptEndLeavesThePartialStepOut(t *testing.T) {
+	s := newSynth(500*sMiB, false)
+	for range 10 {
+		s.train(1000*sMiB, 64)
+	}
+	s.phase("zero_grad", 2500*sMiB, 2000*sMiB, 2500*sMiB, 0, false)
+	s.phase("forward", 2000*sMiB, 9000*sMiB, 9000*sMiB, 64, false)
+	s.phase("loss", 9000*sMiB, 9000*sMiB, 9000*sMiB, 0, false)
+	s.msg(map[string]any{"type": "phase", "name": "backward", "step": 10, "edge": "begin", "user": false, "mem": s.mem(9000*sMiB, 9000*sMiB)})
+	s.disconnect()
+	p := s.report(t)
+	d := p.Diagnosis
+	if !p.Connected || p.PartialStep != 10 || p.Totals.Steps != 10 || d.Steps != 10 || d.LastStep != 9 {
+		t.Fatalf("connected %v partial %d totals %d steps %d last %d", p.Connected, p.PartialStep, p.Totals.Steps, d.Steps, d.LastStep)
+	}
+	if d.Pattern != session.PatternWarmup || d.PeakAfter != 3000*sMiB {
+		t.Fatalf("the partial step moved the pattern: %s", d.Headline)
+	}
+	if d.End == nil || !d.End.Abrupt || d.End.LikelyOOM || d.End.Step != 10 || d.End.Phase != "backward" {
+		t.Fatalf("end %+v", d.End)
+	}
+	if !strings.HasPrefix(d.Headline, "ended abruptly in backward of step 10 (no goodbye") {
+		t.Fatalf("headline %s", d.Headline)
+	}
+}
+
+// The hook's oom message (protocol addition 3) makes the end an out of
+// memory, with the failed request, and a fragmented cache gets the
+// expandable_segments advice.
+func TestOOMMessageIsTheFlightRecordersEvidence(t *testing.T) {
+	s := newSynth(500*sMiB, true)
+	for range 6 {
+		s.train(1000*sMiB, 64)
+	}
+	s.phase("zero_grad", 2500*sMiB, 2000*sMiB, 2500*sMiB, 0, false)
+	s.msg(map[string]any{"type": "phase", "name": "forward", "step": 6, "edge": "begin", "user": false, "mem": s.mem(2000*sMiB, 2000*sMiB)})
+	frag := map[string]any{"allocated": 60000 * sMiB, "max_allocated": 60000 * sMiB, "reserved": 78000 * sMiB, "max_reserved": 78000 * sMiB, "alloc_retries": 3, "ooms": 1}
+	s.msg(map[string]any{"type": "oom", "step": 6, "phase": "forward", "mem": frag, "requested": 4096 * sMiB, "device_free": 300 * sMiB, "device_total": synthTotal})
+	s.goodbye("error")
+	d := s.report(t).Diagnosis
+	e := d.End
+	if e == nil || !e.LikelyOOM || e.Requested != 4096*sMiB || e.Fragmentation != 18000*sMiB || !e.Expandable || e.Reason != "error" {
+		t.Fatalf("end %+v", e)
+	}
+	all := strings.Join(d.Lines, "\n")
+	for _, want := range []string{
+		"ended abruptly in forward of step 6 (uncaught exception): likely out of memory",
+		"an allocation of 4096 MiB failed",
+		"expandable_segments:True",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no %q in\n%s", want, all)
+		}
+	}
+}
+
+// Everything above holds when the same session is replayed: replay
+// re-stamps events on the session's timeline and feeds the same store.
+func TestReplayGivesTheSameDiagnosis(t *testing.T) {
+	s := newSynth(500*sMiB, false)
+	for i := range 120 {
+		if i >= 60 {
+			s.held += 20 * sMiB
+		}
+		s.train(1000*sMiB, 64)
+	}
+	s.disconnect()
+	live := Build(s.store(t))
+	evs := readAll(t, s) // a fresh read, paced as replay paces it
+	session.PaceByTimeline(evs)
+	replayed := session.New()
+	replayed.ApplyAll(evs)
+	again := Build(replayed)
+	a, b := live.Processes[0].Diagnosis, again.Processes[0].Diagnosis
+	if strings.Join(a.Lines, "\n") != strings.Join(b.Lines, "\n") {
+		t.Fatalf("live:\n%s\nreplay:\n%s", strings.Join(a.Lines, "\n"), strings.Join(b.Lines, "\n"))
+	}
+}
+
+// Activations measured at batch 1024 are scaled to a step whose forward
+// reported batch 131072, and labelled as an estimate; the report says so.
+func TestActivationsScaleWithTheReportedInput(t *testing.T) {
+	s := newSynth(500*sMiB, true)
+	for i := range 8 {
+		batch := int64(1024)
+		if i >= 3 {
+			batch = 131072
+		}
+		s.train(batch*sMiB/64, batch)
+	}
+	s.goodbye("exit")
+	p := s.report(t)
+	pk := p.Anatomy.Peak
+	if pk.Step < 3 || pk.Activations != 131072*sMiB/64 || pk.ActivationsStale {
+		t.Fatalf("peak step %d activations %s (%s)", pk.Step, pk.Activations.MiBString(), pk.ActivationsNote)
+	}
+	want := "measured at step 0, batch 1024; scaled ×128 to step"
+	if !strings.HasPrefix(pk.ActivationsNote, want) || !strings.HasSuffix(pk.ActivationsNote, "(estimate)") {
+		t.Fatalf("note %q, want %q…", pk.ActivationsNote, want)
+	}
+	if dom := p.Diagnosis.Peak.Dominant; dom != "activations" {
+		t.Fatalf("dominant %s", dom)
+	}
+}
+
+// An optimizer step that peaks a whole model's size above its start gets
+// advice naming the fix: fused, or foreach=False.
+func TestOptimizerSpikeAdviceNamesTheFix(t *testing.T) {
+	s := newSynth(500*sMiB, false)
+	s.spike = 1000 * sMiB
+	for range 6 {
+		s.train(1000*sMiB, 64)
+	}
+	s.goodbye("exit")
+	d := s.report(t).Diagnosis
+	var got *session.Advice
+	for i := range d.Advice {
+		if strings.Contains(d.Advice[i].Text, "foreach") {
+			got = &d.Advice[i]
+		}
+	}
+	if got == nil || !strings.Contains(got.Text, "fused=True") || !strings.Contains(got.Text, "foreach=False") ||
+		!strings.Contains(got.Because, "1000 MiB above its start") || !strings.Contains(got.Because, "2.0× the weights") {
+		t.Fatalf("advice %+v", d.Advice)
+	}
+}
+
+// An out-of-memory error the run catches and survives (a batch-size finder
+// retrying smaller) is reported as such, not as the run's end.
+func TestSurvivedOOMIsNotAnEnd(t *testing.T) {
+	s := newSynth(500*sMiB, true)
+	s.train(1000*sMiB, 64)
+	s.msg(map[string]any{"type": "oom", "step": 1, "phase": "forward", "mem": nil, "requested": 8192 * sMiB, "device_free": nil, "device_total": nil})
+	for range 5 {
+		s.train(1000*sMiB, 32)
+	}
+	p := s.report(t) // still connected: the recording stopped while it ran
+	d := p.Diagnosis
+	if d.End == nil || d.End.Abrupt || !d.End.Survived || d.End.OOMStep != 1 || p.PartialStep != -1 {
+		t.Fatalf("end %+v, partial %d", d.End, p.PartialStep)
+	}
+	if !strings.HasPrefix(d.Headline, "out of memory in forward of step 1 (caught) · ") {
+		t.Fatalf("headline %s", d.Headline)
+	}
+}
+
+// A slow leak under ±15 % noise is still found: the spread widens the band
+// but the trend is far beyond it.
+func TestLeakUnderNoiseIsGrowth(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	s := newSynth(500*sMiB, false)
+	for range 300 {
+		s.held += 5 * sMiB
+		s.train(noisy(rng, 1000*sMiB, 0.15), 64)
+	}
+	s.goodbye("exit")
+	d := s.report(t).Diagnosis
+	if d.Pattern != session.PatternGrowth || d.GrowthKind != session.GrowthLeak {
+		t.Fatalf("%s (kind %s)", d.Headline, d.GrowthKind)
+	}
+	if got := float64(d.GrowthPerStep) / sMiB; got < 4 || got > 6 {
+		t.Fatalf("rate %.1f MiB/step, want about 5", got)
+	}
+}

@@ -1,0 +1,314 @@
+package session
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The classifier's thresholds; docs/diagnosis.md explains each.
+const (
+	// WarmupMaxSteps is how many first steps a warmup may cover: optimizer
+	// state, the allocator's first segments and kernel autotuning all
+	// happen in the first two or three steps.
+	WarmupMaxSteps = 3
+	// SpreadK is how many robust standard deviations of the step-to-step
+	// noise a peak may stray from the level and still be at it.
+	SpreadK = 3.0
+	// HeldShare is the share of the peak's growth that the memory held
+	// between steps must grow by for the growth to be called a leak.
+	HeldShare = 0.5
+	// InputFitR2 is how well (R²) the step peaks must follow the input
+	// size for growth to be put down to it.
+	InputFitR2 = 0.9
+)
+
+// Growth kinds: what the memory that grows is.
+const (
+	// GrowthLeak: the memory held between steps grows with the peak:
+	// tensors are kept across steps.
+	GrowthLeak = "leak"
+	// GrowthInput: the peak follows the input size the hook reported.
+	GrowthInput = "input"
+	// GrowthTransient: the memory held between steps stays flat, so what
+	// grows lives only within a step (activations, temporaries): the input
+	// grows (batch, sequence length) or the step does more work.
+	GrowthTransient = "transient"
+)
+
+// classify sets the pattern from the finished step peaks and returns the
+// steps that make the steady state (or the growing segment).
+func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
+	n := len(pk)
+	d.Steps = n
+	if n == 0 && p.Mem == nil && len(p.peaks) > 0 {
+		d.Reason = "no allocator data (a CPU run, or no CUDA memory stats)"
+		return nil
+	}
+	if n == 0 {
+		d.Reason = fmt.Sprintf("need %d finished steps to tell a pattern, have none", MinSteps)
+		return nil
+	}
+	d.FirstStep, d.LastStep = pk[0].Index, pk[n-1].Index
+	d.PeakAfter, _, _ = maxOf(pk)
+	if n < MinSteps {
+		d.Reason = fmt.Sprintf("need %d finished steps to tell a pattern, have %d", MinSteps, n)
+		return pk
+	}
+	sigma := noise(pk)
+	level := median(pk[n-max(SteadyMinSteps, n/2):])
+	band := max(Tolerance(level), Bytes(math.Round(SpreadK*sigma)))
+	d.Spread = Bytes(math.Round(sigma))
+	// Growth is tested on every step first: a leak that starts at once
+	// looks like a warmup to the rule below.
+	if g := d.growing(p, pk, band); g != nil {
+		return g
+	}
+	// The warmup: the first steps (at most WarmupMaxSteps) that lie outside
+	// the level's band, or rose into it from the step before.
+	k := 0
+	for i := 0; i < min(WarmupMaxSteps, n-SteadyMinSteps); i++ {
+		y := pk[i].PeakAllocated
+		if absDiff(y, level) > band || i > 0 && y > pk[i-1].PeakAllocated+band {
+			k = i + 1
+		}
+	}
+	body := pk[k:]
+	if g := d.growing(p, body, band); g != nil {
+		return g
+	}
+	// A new high at the very end has not been told from growth yet.
+	for i := n - 1; i >= max(k, n-SteadyMinSteps); i-- {
+		if pk[i].PeakAllocated > level+band && i > k {
+			d.Reason = fmt.Sprintf("peak rose in step %d; need %d steps without a new high", pk[i].Index, SteadyMinSteps)
+			return pk
+		}
+	}
+	d.SteadyFrom = body[0].Index
+	d.PeakAfter, _, _ = maxOf(body)
+	if k == 0 {
+		d.Pattern = PatternSteady
+		return body
+	}
+	d.Pattern = PatternWarmup
+	d.PeakBefore = pk[0].PeakAllocated
+	d.WarmupChange = int64(d.PeakAfter - d.PeakBefore)
+	prefixMax, _, _ := maxOf(pk[:k])
+	at := k - 1
+	if prefixMax > d.PeakAfter+Tolerance(d.PeakAfter) {
+		for i := range pk[:k] { // the first steps' high, never reached again
+			if pk[i].PeakAllocated == prefixMax {
+				at = i
+				break
+			}
+		}
+	}
+	d.WarmupStep, d.WarmupPeak = pk[at].Index, pk[at].PeakAllocated
+	d.WarmupPhase = p.phaseOf(d.WarmupStep)
+	return body
+}
+
+// growing applies the growth rule: it finds where the growth starts (the
+// change point of a flat-then-rising fit), fits the rate over the growing
+// segment only, and calls it growth when that segment rises significantly
+// (t ≥ GrowthMinT) and by more than the run's spread, and its recent half
+// still sets new highs (a warmup's does not). It returns the growing segment, nil when there is
+// no growth.
+func (d *Diagnosis) growing(p *Process, body []StepPeak, band Bytes) []StepPeak {
+	if len(body) < GrowthMinSteps {
+		return nil
+	}
+	c := changePoint(body)
+	seg := body[c:]
+	recent := seg[len(seg)-max(GrowthMinSteps, len(seg)/2):]
+	earlier := seg[:len(seg)-len(recent)]
+	b, t := fit(seg, false)
+	span := float64(seg[len(seg)-1].Index - seg[0].Index)
+	top, _, _ := maxOf(recent)
+	before, _, _ := maxOf(earlier)
+	if len(earlier) == 0 {
+		before = seg[0].PeakAllocated
+	}
+	// Growth has not levelled off: the recent half sets a new high beyond
+	// the band over everything before it (a warmup's recent half does not).
+	if b < float64(MinGrowthPerStep) || t < GrowthMinT || b*span <= float64(band) || top <= before+band {
+		return nil
+	}
+	d.Pattern = PatternGrowth
+	d.GrowthPerStep = Bytes(math.Round(b))
+	d.GrowthFrom, d.GrowthTo = seg[0].Index, seg[len(seg)-1].Index
+	d.PeakAfter, _, _ = maxOf(seg)
+	d.growthKind(p, seg, b)
+	return seg
+}
+
+// growthKind tells what grows: the memory held between steps (a leak),
+// the input (when the hook reports its size), or memory that lives only
+// within a step.
+func (d *Diagnosis) growthKind(p *Process, seg []StepPeak, slope float64) {
+	held := seg[:0:0]
+	for _, sp := range seg {
+		if sp.Held.Known() {
+			held = append(held, sp)
+		}
+	}
+	d.HeldFrom, d.HeldTo, d.HeldPerStep = Unknown, Unknown, Unknown
+	if len(held) >= GrowthMinSteps {
+		bh, _ := fit(held, true)
+		d.HeldPerStep = Bytes(math.Round(bh))
+		d.HeldFrom, d.HeldTo = held[0].Held, held[len(held)-1].Held
+	}
+	if per, unit, ok := inputFit(seg); ok {
+		d.GrowthKind, d.PerInput, d.InputUnit = GrowthInput, per, unit
+		return
+	}
+	switch {
+	case d.HeldPerStep.Known() && float64(d.HeldPerStep) >= HeldShare*slope:
+		d.GrowthKind = GrowthLeak
+	case d.HeldPerStep.Known():
+		d.GrowthKind = GrowthTransient
+	default:
+		d.GrowthKind = GrowthLeak // nothing says otherwise: keep the warning
+	}
+}
+
+// inputFit regresses the step peaks on the input size (tokens when every
+// step has them, else the batch): the bytes per sample or token, when the
+// input varied and the peaks follow it (R² ≥ InputFitR2).
+func inputFit(seg []StepPeak) (per Bytes, unit string, ok bool) {
+	for _, u := range []struct {
+		name string
+		of   func(*StepPeak) int64
+	}{{"token", func(s *StepPeak) int64 { return s.Tokens }}, {"sample", func(s *StepPeak) int64 { return s.Batch }}} {
+		var xs, ys []float64
+		for i := range seg {
+			if v := u.of(&seg[i]); v > 0 {
+				xs, ys = append(xs, float64(v)), append(ys, float64(seg[i].PeakAllocated))
+			}
+		}
+		if len(xs) < GrowthMinSteps || len(xs) < len(seg)*3/4 || slices.Min(xs) == slices.Max(xs) {
+			continue
+		}
+		slope, r2 := regress(xs, ys)
+		if slope > 0 && r2 >= InputFitR2 {
+			return Bytes(math.Round(slope)), u.name, true
+		}
+	}
+	return 0, "", false
+}
+
+// regress is the least-squares slope of ys on xs and its R².
+func regress(xs, ys []float64) (slope, r2 float64) {
+	n := float64(len(xs))
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	mx, my = mx/n, my/n
+	var sxx, sxy, syy float64
+	for i := range xs {
+		dx, dy := xs[i]-mx, ys[i]-my
+		sxx, sxy, syy = sxx+dx*dx, sxy+dx*dy, syy+dy*dy
+	}
+	if sxx == 0 || syy == 0 {
+		return 0, 0
+	}
+	return sxy / sxx, sxy * sxy / (sxx * syy)
+}
+
+// changePoint returns the index in pk where a flat-then-rising fit (a
+// hinge: level until the change point, a line after it) leaves the least
+// squared error; 0 when a plain line fits best. O(n) with suffix sums.
+func changePoint(pk []StepPeak) int {
+	n := len(pk)
+	x0 := float64(pk[0].Index)
+	var my float64
+	for i := range pk {
+		my += float64(pk[i].PeakAllocated)
+	}
+	my /= float64(n)
+	var yy float64
+	for i := range pk {
+		y := float64(pk[i].PeakAllocated) - my
+		yy += y * y
+	}
+	// Suffix sums of x, x², x·y and y (y centred, x from the first step, so
+	// the squares stay small enough for float64), built from the end.
+	var sx, sxx, sxy, sy float64
+	best, bestSSE := 0, math.Inf(1)
+	N := float64(n)
+	for j := n - 1; j >= 0; j-- {
+		x, y := float64(pk[j].Index)-x0, float64(pk[j].PeakAllocated)-my
+		sx, sxx, sxy, sy = sx+x, sxx+x*x, sxy+x*y, sy+y
+		if j > n-GrowthMinSteps {
+			continue
+		}
+		xc, cnt := x, float64(n-j)
+		h := sx - cnt*xc
+		hh := sxx - 2*xc*sx + cnt*xc*xc
+		hy := sxy - xc*sy // Σy over all is 0: y is centred
+		vxx := hh - h*h/N
+		if vxx <= 0 || hy <= 0 {
+			continue
+		}
+		// Going backwards, an equal fit keeps the earlier change point.
+		if sse := yy - hy*hy/vxx; sse <= bestSSE*(1+1e-9) {
+			best, bestSSE = j, sse
+		}
+	}
+	return best
+}
+
+// noise is a robust standard deviation of the step-to-step noise of the
+// peaks: the median absolute deviation of successive differences (which a
+// steady trend or a few jumps do not move), scaled to a standard deviation
+// of one peak (× 1.4826 / √2).
+func noise(pk []StepPeak) float64 {
+	pk = pk[len(pk)-min(len(pk), NoiseWindow):]
+	if len(pk) < 3 {
+		return 0
+	}
+	d := make([]float64, len(pk)-1)
+	for i := range d {
+		d[i] = float64(pk[i+1].PeakAllocated - pk[i].PeakAllocated)
+	}
+	m := medianF(d)
+	for i := range d {
+		d[i] = math.Abs(d[i] - m)
+	}
+	return 1.4826 * medianF(d) / math.Sqrt2
+}
+
+// NoiseWindow is how many recent steps the spread and the level are read
+// from: enough for a robust figure, and a bounded cost per frame.
+const NoiseWindow = 512
+
+// median is the median allocated peak of pk (its last NoiseWindow steps).
+func median(pk []StepPeak) Bytes {
+	pk = pk[len(pk)-min(len(pk), NoiseWindow):]
+	v := make([]float64, len(pk))
+	for i := range pk {
+		v[i] = float64(pk[i].PeakAllocated)
+	}
+	return Bytes(math.Round(medianF(v)))
+}
+
+// medianF sorts v and returns its median.
+func medianF(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+func absDiff(a, b Bytes) Bytes {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}

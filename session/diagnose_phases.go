@@ -1,0 +1,77 @@
+package session
+
+import (
+	"fmt"
+	"slices"
+)
+
+// PhasePeaks is one user phase (vramscope.phase("eval")) or the evaluation
+// forwards (EvalPhase) over the steps of the table.
+type PhasePeaks struct {
+	Name string `json:"name"`
+	// Steps is how many steps had it, Every the median number of steps
+	// between two of them (0 with one).
+	Steps int `json:"steps"`
+	Every int `json:"every"`
+	// Peak is its highest allocated peak; AboveTraining is Peak minus the
+	// training peak the pattern reports (negative below it), 0 unknown.
+	Peak          Bytes `json:"peak_allocated"`
+	AboveTraining int64 `json:"above_training"`
+}
+
+// userPhases gathers the user and evaluation phases of the step table.
+func userPhases(p *Process, training Bytes) []PhasePeaks {
+	var out []PhasePeaks
+	at := map[string][]int{}
+	for _, st := range p.steps {
+		for i := range st.Phases {
+			c := &st.Phases[i]
+			if !c.User || !c.PeakAllocated.Known() {
+				continue
+			}
+			k := slices.IndexFunc(out, func(u PhasePeaks) bool { return u.Name == c.Name })
+			if k < 0 {
+				out = append(out, PhasePeaks{Name: c.Name, Peak: Unknown})
+				k = len(out) - 1
+			}
+			out[k].Steps++
+			out[k].Peak = out[k].Peak.Max(c.PeakAllocated)
+			at[c.Name] = append(at[c.Name], st.Index)
+		}
+	}
+	for k := range out {
+		u := &out[k]
+		if idx := at[u.Name]; len(idx) > 1 {
+			gaps := make([]float64, len(idx)-1)
+			for i := range gaps {
+				gaps[i] = float64(idx[i+1] - idx[i])
+			}
+			u.Every = int(medianF(gaps))
+		}
+		if training.Known() {
+			u.AboveTraining = int64(u.Peak - training)
+		}
+	}
+	return out
+}
+
+// Line describes a user phase: "eval peaks at 5120 MiB every 50 steps,
+// 791 MiB above training".
+func (u *PhasePeaks) Line() string {
+	line := fmt.Sprintf("%s peaks at %s MiB", u.Name, u.Peak.MiBString())
+	switch {
+	case u.Every == 1:
+		line += " every step"
+	case u.Every > 1:
+		line += fmt.Sprintf(" every %d steps", u.Every)
+	case u.Steps == 1:
+		line += " (once)"
+	}
+	switch {
+	case u.AboveTraining > 0:
+		line += fmt.Sprintf(", %s MiB above training", Bytes(u.AboveTraining).MiBString())
+	case u.AboveTraining < 0:
+		line += fmt.Sprintf(", %s MiB below training", Bytes(-u.AboveTraining).MiBString())
+	}
+	return line
+}
