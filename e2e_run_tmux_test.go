@@ -24,7 +24,7 @@ func TestTmuxRun(t *testing.T) {
 		exit  string
 		inLog string
 	}{
-		{"the command ends first", "--steps 6", []string{"run: ", "zero_grad", "backward", "disconnected"}, "trained 6 steps", "EXIT=0", "trained 6 steps"},
+		{"the command ends first", "--steps 6", []string{"run: ", "zero_grad", "backward", "exited"}, "trained 6 steps", "EXIT=0", "trained 6 steps"},
 		{"quit while it trains", "--steps 100000 --sleep 0.05", []string{"run: ", "zero_grad", "backward", "● connected"}, "", "EXIT=130", "KeyboardInterrupt"},
 	}
 	for _, tc := range tests {
