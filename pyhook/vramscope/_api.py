@@ -217,7 +217,9 @@ def _watch_now(model, optimizer, config):
     if watcher.step_fallback:
         _say_once("fallback", "vramscope: %s has no step hooks (Optimizer.__init__ did not run "
                   "on it); its step() is wrapped instead" % type(inner).__name__)
-    _safe.call(_oom.install, torch, client, lambda: getattr(watcher, "_open", None))
+    # A weak reference: the process-wide OOM report must not keep a deleted model alive.
+    watcher_ref = weakref.ref(watcher)
+    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "_open", None))
     handle = Handle(watcher, client)
     with _lock:
         if client is _current:
