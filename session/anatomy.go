@@ -175,7 +175,11 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 		// Only a reading taken during the peak's phase is a figure at the
 		// peak; one from before it is not (the process list is read at 1
 		// Hz, a phase often lasts less).
-		if v, ok := p.GPU.MaxBetween(pk.from, pk.to); ok && !pk.from.IsZero() {
+		// Nor is one below the reserved bytes at the peak: the driver
+		// counts every byte the allocator reserved, so a reading under that
+		// was taken before the phase reached its peak.
+		if v, ok := p.GPU.MaxBetween(pk.from, pk.to); ok && !pk.from.IsZero() &&
+			(!pk.reserved.Known() || Bytes(v) >= pk.reserved) {
 			l.ProcessUsed = Bytes(v)
 		} else {
 			l.ProcessUsedStale = true

@@ -62,7 +62,7 @@ func anatomyView(b session.Breakdown, total session.Bytes, w, h int) string {
 	lines = append(lines, "",
 		fmt.Sprintf("%-19s%9s%9s", "allocated", mib(b.Now.Allocated), mib(b.Peak.Allocated)),
 		fmt.Sprintf("%-19s%9s%9s", "reserved", mib(b.Now.Reserved), mib(b.Peak.Reserved)),
-		fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), mib(b.Peak.ProcessUsed)),
+		fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), nvmlAtPeak(b.Peak)),
 		"")
 	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
 	if n := session.ActivationsBrief(b); n != "" { // how fresh the activations are
@@ -122,4 +122,14 @@ func gibText(b session.Bytes) string {
 		return "–"
 	}
 	return trimZero(math.Round(float64(b)/gib*10)/10) + " GiB"
+}
+
+// nvmlAtPeak is the per-process NVML figure at the peak, or "stale" when no
+// reading of the peak's moment exists (the 1 Hz process list read before
+// it), so an older figure is never shown as the peak's.
+func nvmlAtPeak(l session.Layers) string {
+	if l.ProcessUsedStale {
+		return "stale"
+	}
+	return mib(l.ProcessUsed)
 }
