@@ -10,23 +10,16 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/vramscope/vramscope/ipc"
 )
 
-// DefaultPath returns the socket path and the rule that chose it, as
-// ipc.DefaultSocketPath and the hook's default_socket_path compute it.
+// DefaultPath returns the socket path and the rule that chose it, as the
+// monitor (ipc.SocketPathFor) and the hook's default_socket_path compute it.
 func DefaultPath(getenv func(string) string, uid int) (path, rule string) {
-	if p := getenv("VRAMSCOPE_SOCKET"); p != "" {
-		return p, "$VRAMSCOPE_SOCKET"
-	}
-	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "vramscope", "vramscope.sock"), "$XDG_RUNTIME_DIR"
-	}
-	return fallbackPath(uid), "no $VRAMSCOPE_SOCKET or $XDG_RUNTIME_DIR: the /tmp fallback"
+	return ipc.SocketPathFor(getenv, uid)
 }
 
-func fallbackPath(uid int) string {
-	return filepath.Join("/tmp", "vramscope-"+strconv.Itoa(uid), "vramscope.sock")
-}
 
 // listenState is what is at a socket path.
 type listenState int
@@ -126,7 +119,7 @@ func checkElsewhere(sec *Section, o Options, path string, here bool) {
 	candidates := o.Elsewhere
 	if candidates == nil {
 		candidates = []string{
-			fallbackPath(o.UID),
+			ipc.FallbackSocketPath(o.UID),
 			filepath.Join("/run/user", strconv.Itoa(o.UID), "vramscope", "vramscope.sock"),
 		}
 	}

@@ -20,13 +20,25 @@ const maxSocketPath = 103
 // $VRAMSCOPE_SOCKET when set, else $XDG_RUNTIME_DIR/vramscope/vramscope.sock,
 // else /tmp/vramscope-$UID/vramscope.sock.
 func DefaultSocketPath() string {
-	if p := os.Getenv("VRAMSCOPE_SOCKET"); p != "" {
-		return p
+	path, _ := SocketPathFor(os.Getenv, os.Getuid())
+	return path
+}
+
+// SocketPathFor is DefaultSocketPath for a given environment and uid, with
+// the rule that chose the path (for `vramscope doctor`).
+func SocketPathFor(getenv func(string) string, uid int) (path, rule string) {
+	if p := getenv("VRAMSCOPE_SOCKET"); p != "" {
+		return p, "$VRAMSCOPE_SOCKET"
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "vramscope", "vramscope.sock")
+	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "vramscope", "vramscope.sock"), "$XDG_RUNTIME_DIR"
 	}
-	return filepath.Join("/tmp", "vramscope-"+strconv.Itoa(os.Getuid()), "vramscope.sock")
+	return FallbackSocketPath(uid), "no $VRAMSCOPE_SOCKET or $XDG_RUNTIME_DIR: the /tmp fallback"
+}
+
+// FallbackSocketPath is the path used when neither variable is set.
+func FallbackSocketPath(uid int) string {
+	return filepath.Join("/tmp", "vramscope-"+strconv.Itoa(uid), "vramscope.sock")
 }
 
 // prepareDir makes sure the socket's directory exists, is a directory, is
