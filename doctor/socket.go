@@ -20,7 +20,6 @@ func DefaultPath(getenv func(string) string, uid int) (path, rule string) {
 	return ipc.SocketPathFor(getenv, uid)
 }
 
-
 // listenState is what is at a socket path.
 type listenState int
 
