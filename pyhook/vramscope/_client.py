@@ -67,6 +67,10 @@ class Client:
         self._batch = max(1, int(batch))
         self._sock = None
         self._closed = False
+        self._reset = bool(cuda is not None and config.reset_peaks)
+        # When the training thread last read the allocator: the sampler
+        # skips a sample while phase edges keep the curve fresh.
+        self.last_read = 0.0
         self._stop = threading.Event()
         self._sampling = threading.Event()
         self._wake = threading.Event()
@@ -114,39 +118,64 @@ class Client:
             _safe.report(exc)
             return None
 
+    def read_raw(self):
+        """Return one allocator read in the queue's compact form, or None.
+
+        A tuple from ``CudaStats.read_raw`` (made into ``mem`` on the sender
+        thread), or a ``mem`` dict from a seam that only has ``read()``.
+        """
+        cuda = self.cuda
+        if cuda is None:
+            return None
+        try:
+            raw = getattr(cuda, "read_raw", None)
+            value = raw() if raw is not None else cuda.read()
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+            return None
+        self.last_read = _monotonic()
+        return value
+
     def reset_peaks(self):
         """Reset the allocator's peak counters if configured to."""
         if self.cuda is not None and self.config.reset_peaks:
             _safe.call(self.cuda.reset_peaks)
 
     def phase(self, name, edge, user=False, step=None, micro=None):
-        """Queue a phase edge with its allocator snapshot (emit() inlined:
-        ten of these run on the training thread every step)."""
-        mem = None
-        if self.cuda is not None:  # CPU runs skip both calls
-            if edge == "begin":
-                self.reset_peaks()
-            mem = self.read_mem()
+        """Queue a phase edge with its own allocator read (user phases)."""
+        raw = self.read_raw() if self.cuda is not None else None
+        return self.edge(name, edge, raw, user, step, micro)
+
+    def edge(self, name, edge, raw, user=False, step=None, micro=None, extra=None):
+        """Queue a phase edge carrying ``raw`` (a read_raw() value, or None
+        for ``mem: null``); never reads the allocator itself.
+
+        The hot path: automatic phases call it several times a step on the
+        training thread, so it only takes the clock, the seq and a tuple,
+        and appends it under the lock. The sender thread makes the message
+        dict (``_messages.phase_message``). ``extra`` holds more fields for
+        the message. With ``reset_peaks`` a begin edge resets the peak
+        counters (after ``raw`` was read).
+        """
         if self._closed:
             return False
-        msg = {
-            "v": 1, "type": "phase", "seq": None, "t": _monotonic(),
-            "name": name,
-            "step": self.step if step is None else step,
-            "micro": self.micro if micro is None else micro,
-            "edge": edge, "user": user, "mem": mem,
-        }
+        if self._reset and edge == "begin":
+            self.reset_peaks()
+        t = _monotonic()
         with self._lock:
             if self._closed:
                 return False
-            msg["seq"] = self._next_seq
-            self._next_seq += 1
+            seq = self._next_seq
+            self._next_seq = seq + 1
             queue = self._queue
             pending = len(queue)
             if pending >= self._queue_size:
                 self.dropped += 1
                 return False
-            queue.append((self.step < self._first_steps, msg))
+            step = self.step if step is None else step
+            queue.append((self.step < self._first_steps,
+                          (seq, t, name, step, self.micro if micro is None else micro,
+                           edge, user, raw, extra)))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
@@ -233,9 +262,22 @@ class Client:
     # ---- sampler thread ----------------------------------------------------------
 
     def _run_sampler(self):
+        """Send a sample when no phase edge read the allocator for a period.
+
+        While edges come faster than ``sample_hz`` (short steps) the sampler
+        reads nothing and never competes for the GIL; in long phases (or
+        between steps) it fills the curve at ``sample_hz``.
+        """
         period = 1.0 / self.config.sample_hz
-        while self._sampling.is_set() and not self._stop.wait(period):
-            mem = self.read_mem()
+        wait = period
+        while self._sampling.is_set() and not self._stop.wait(wait):
+            idle = time.monotonic() - self.last_read
+            if idle < period:
+                wait = period - idle
+                continue
+            wait = period
+            raw = self.read_raw()
+            mem = _messages.mem_of(raw)
             if mem is not None and self._sampling.is_set():
                 self.emit({"v": 1, "type": "sample", "seq": None, "t": time.monotonic(),
                            "mem": mem})
@@ -294,6 +336,9 @@ class Client:
                 if not self._queue:
                     return
                 items, self._queue = self._queue, collections.deque()
+            # Phase edges come as tuples from the training thread (edge()).
+            items = [item if type(item[1]) is dict else (item[0], _messages.phase_message(item[1]))
+                     for item in items]
             if self._sock is None:
                 # Nobody listens: keep the messages as they are and encode
                 # them only if a monitor connects (most never are).

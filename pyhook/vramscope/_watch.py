@@ -178,24 +178,31 @@ class Watcher:
 
     # ---- phase bookkeeping -------------------------------------------------------
 
-    def _begin(self, name):
+    def _begin(self, name, raw=None):
+        # A begin edge has no allocator read of its own (docs/hook.md, "Cost"):
+        # it carries the read of the end edge made in this same hook call
+        # (``raw``, or the phase it closes here), else mem null.
         if self._open is not None:
-            self._end(self._open)
+            raw = self._end(self._open)
         self._open = name
         if name == "backward":
             self._backward_micro = self._client.micro
-        self._client.phase(name, "begin")
+        self._client.edge(name, "begin", raw)
 
     def _end(self, name):
+        # Every end edge reads the allocator once; returns that read.
         if self._open != name:
-            return
+            return None
         self._open = None
+        client = self._client
+        raw = client.read_raw() if client.cuda is not None else None
         if name == "backward":
             self._in_backward = False
-            self._client.phase(name, "end", micro=self._backward_micro)
-            self._client.micro = self._backward_micro + 1
+            client.edge(name, "end", raw, micro=self._backward_micro)
+            client.micro = self._backward_micro + 1
         else:
-            self._client.phase(name, "end")
+            client.edge(name, "end", raw)
+        return raw
 
     # ---- measurement of a step -----------------------------------------------------
 
@@ -274,7 +281,7 @@ class Watcher:
 
     def _forward_end(self, output):
         self._stop_meter()
-        self._end("forward")
+        raw = self._end("forward")
         if not self._torch.is_grad_enabled():
             return
         found = []
@@ -283,7 +290,7 @@ class Watcher:
         for t in found:
             t.register_hook(hook)
         if found:
-            self._begin("loss")
+            self._begin("loss", raw)  # no user code since forward's end: same read
 
     def _on_output_grad(self, grad):
         if not self._active or self._in_backward:
