@@ -190,12 +190,15 @@ class Watcher:
         self._client.edge(name, "begin", raw)
 
     def _end(self, name):
-        # Every end edge reads the allocator once; returns that read.
+        # An end edge reads the allocator once and returns that read; but
+        # zero_grad (which only frees) reads on measured steps only.
         if self._open != name:
             return None
         self._open = None
         client = self._client
-        raw = client.read_raw() if client.cuda is not None else None
+        raw = None
+        if client.cuda is not None and (name != "zero_grad" or self._measured_step):
+            raw = client.read_raw()
         if name == "backward":
             self._in_backward = False
             client.edge(name, "end", raw, micro=self._backward_micro)
