@@ -68,6 +68,7 @@ class Client:
         self._sock = None
         self._closed = False
         self._reset = bool(cuda is not None and config.reset_peaks)
+        self._read = None if cuda is None else getattr(cuda, "read_raw", None) or cuda.read
         # When the training thread last read the allocator: the sampler
         # skips a sample while phase edges keep the curve fresh.
         self.last_read = 0.0
@@ -124,17 +125,14 @@ class Client:
         A tuple from ``CudaStats.read_raw`` (made into ``mem`` on the sender
         thread), or a ``mem`` dict from a seam that only has ``read()``.
         """
-        cuda = self.cuda
-        if cuda is None:
+        read = self._read
+        if read is None:
             return None
         try:
-            raw = getattr(cuda, "read_raw", None)
-            value = raw() if raw is not None else cuda.read()
+            return read()
         except Exception as exc:  # noqa: BLE001
             _safe.report(exc)
             return None
-        self.last_read = _monotonic()
-        return value
 
     def reset_peaks(self):
         """Reset the allocator's peak counters if configured to."""
@@ -153,7 +151,8 @@ class Client:
         The hot path: automatic phases call it several times a step on the
         training thread, so it only takes the clock, the seq and a tuple,
         and appends it under the lock. The sender thread makes the message
-        dict (``_messages.phase_message``). ``extra`` holds more fields for
+        (``_messages.phase_message``) when it encodes it: while no monitor
+        listens the tuple itself is kept for replay. ``extra`` holds more fields for
         the message. With ``reset_peaks`` a begin edge resets the peak
         counters (after ``raw`` was read).
         """
@@ -162,6 +161,8 @@ class Client:
         if self._reset and edge == "begin":
             self.reset_peaks()
         t = _monotonic()
+        if raw is not None:
+            self.last_read = t
         with self._lock:
             if self._closed:
                 return False
@@ -276,8 +277,8 @@ class Client:
                 wait = period - idle
                 continue
             wait = period
-            raw = self.read_raw()
-            mem = _messages.mem_of(raw)
+            mem = _messages.mem_of(self.read_raw())
+            self.last_read = time.monotonic()
             if mem is not None and self._sampling.is_set():
                 self.emit({"v": 1, "type": "sample", "seq": None, "t": time.monotonic(),
                            "mem": mem})
@@ -336,16 +337,13 @@ class Client:
                 if not self._queue:
                     return
                 items, self._queue = self._queue, collections.deque()
-            # Phase edges come as tuples from the training thread (edge()).
-            items = [item if type(item[1]) is dict else (item[0], _messages.phase_message(item[1]))
-                     for item in items]
             if self._sock is None:
                 # Nobody listens: keep the messages as they are and encode
                 # them only if a monitor connects (most never are).
                 self._keep_all(items, [msg for _, msg in items])
                 continue
             try:
-                lines = [_messages.encode(msg) for _, msg in items]
+                lines = [_messages.encode_item(msg) for _, msg in items]
             except (TypeError, ValueError):  # rare: find and report the bad ones
                 encode = self._encode
                 lines = [encode(msg) for _, msg in items]
@@ -357,7 +355,7 @@ class Client:
     @staticmethod
     def _encode(msg):
         try:
-            return _messages.encode(msg)
+            return _messages.encode_item(msg)
         except (TypeError, ValueError) as exc:
             _safe.report(exc)
             return None
@@ -370,7 +368,10 @@ class Client:
         the rest to the ring; one pushed out of the ring while no monitor
         listens counts in ``evicted``.
         """
-        pairs = [(msg["seq"], k) for (_, msg), k in zip(items, kept) if k is not None]
+        # A phase edge is still the training thread's tuple (seq first): it
+        # becomes a message only if a monitor ever connects.
+        pairs = [(msg[0] if type(msg) is tuple else msg["seq"], k)
+                 for (_, msg), k in zip(items, kept) if k is not None]
         if any([first for first, _ in items]):
             store, room = self._first, self._first_size - len(self._first)
             flags = [first for (first, _), k in zip(items, kept) if k is not None]

@@ -188,6 +188,11 @@ def _fast(msg):
                 "true" if user else "false", mem))
 
 
+def encode_item(item):
+    """Encode a queued item: a message dict, or a ``Client.edge`` tuple."""
+    return encode(item if type(item) is dict else phase_message(item))
+
+
 def encode(msg):
     """Return ``msg`` as one newline-terminated line, or raise ValueError.
 
