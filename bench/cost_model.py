@@ -134,7 +134,7 @@ def run(args, torch, fake, work, procs):
         C, CF, CU, W = mod._client, mod._config, mod._cuda, mod._watch
 
         def client(name, C=C, CF=CF, CU=CU, **kw):
-            if args.sample_hz is not None:
+            if args.sample_hz is not None and "sample_hz" not in kw:
                 kw["sample_hz"] = args.sample_hz
             sock = os.path.join(work, "none.sock")
             if args.bin:
@@ -151,6 +151,9 @@ def run(args, torch, fake, work, procs):
 
         default = client(tag + "default")
         measured = client(tag + "measured", activations_every=1)
+        quiet = client(tag + "nosampler", sample_hz=0) if not tag else None
+        if quiet is not None:
+            modes.append(("watch, sample_hz 0", plain, "plain", quiet))
         for name, loop, base, make in (("%swatch" % tag, plain, "plain", default),
                                        ("%swatch, measured" % tag, plain, "plain", measured),
                                        ("%swatch, accumulation" % tag, accum, "accumulation",

@@ -9,11 +9,13 @@ weights, views and a tensor saved by several ops are not counted twice.
 def storage_of(t):
     """Return ``(key, nbytes)`` of the storage behind tensor ``t``.
 
-    Uses ``untyped_storage()`` where it exists (torch >= 2.0) and
-    ``storage()`` before; ``nbytes()`` where it exists, else
-    ``size() * element_size()``.
+    Uses ``untyped_storage()`` where it exists (torch >= 2.0), else
+    ``_storage()`` (torch 1.13's untyped storage: ``storage()`` wraps it in
+    a TypedStorage made in Python on every call, the bulk of a measured
+    step's accounting there), else ``storage()``; ``nbytes()`` where it
+    exists, else ``size() * element_size()``.
     """
-    get = getattr(t, "untyped_storage", None)
+    get = getattr(t, "untyped_storage", None) or getattr(t, "_storage", None)
     s = get() if get is not None else t.storage()
     nbytes = getattr(s, "nbytes", None)
     if nbytes is not None:
