@@ -14,8 +14,8 @@ func (f *feed) edge(name, e string, dt float64, m *ipc.Mem) {
 
 // TestBeginsWithoutReadsKeepExactPeaks feeds a step the way the hook sends
 // it (docs/hook.md, "Cost"): end edges carry a read; forward end -> loss
-// begin and loss end -> backward begin share one; zero_grad (off measured
-// steps), forward and step begin with mem null.
+// begin and loss end -> backward begin share one; zero_grad (after step
+// 2), forward and step begin with mem null.
 func TestBeginsWithoutReadsKeepExactPeaks(t *testing.T) {
 	f := newFeed(1, "s1")
 	f.phase("step", 0, 0, 0.01, mem(900, 3000, 3100), mem(1000, 3000, 3100)) // step 0's end

@@ -15,9 +15,10 @@ from vramscope import _client, _cuda, _watch
 
 # The design: one read per end edge, shared with the begin edge that follows
 # in the same hook call; begins otherwise carry mem null; zero_grad (which
-# only frees) reads its end on measured steps only.
+# only frees) reads its end on the first steps (0-2) only.
 PLAIN_STEP_READS = 4  # forward end (= loss begin), loss end (= backward begin), backward end, step end
-MEASURED_STEP_READS = 5  # ... and zero_grad end
+MEASURED_STEP_READS = 4  # saved-activation accounting reads nothing
+FIRST_STEP_READS = 5  # ... and zero_grad end
 MICRO_STEP_READS = 3  # forward end, loss end, backward end per forward/backward pass
 
 
@@ -109,13 +110,18 @@ def test_plain_step_reads_the_allocator_four_times(torch_mod, with_binding):
         assert cuda.wrapper_calls == binding.calls
 
 
-def test_measured_step_reads_zero_grad_end_too(torch_mod):
-    client, model, opt, binding, _, _ = watched(torch_mod, step=0)  # steps 0-2 are measured
+def test_first_steps_read_zero_grad_end_too_measured_steps_do_not(torch_mod):
+    client, model, opt, binding, _, _ = watched(torch_mod, step=0)
+    for _ in range(3):
+        plain_step(torch_mod, model, opt)
+    assert binding.calls == 3 * FIRST_STEP_READS
     plain_step(torch_mod, model, opt)
-    assert binding.calls == MEASURED_STEP_READS
-    client2, model2, opt2, binding2, _, _ = watched(torch_mod, step=7, activations_every=1)
+    assert binding.calls == 3 * FIRST_STEP_READS + PLAIN_STEP_READS
+    client2, model2, opt2, binding2, _, w = watched(torch_mod, step=7, activations_every=1)
     plain_step(torch_mod, model2, opt2)
     assert binding2.calls == MEASURED_STEP_READS
+    anatomy = [m for m in queued(client2) if m["type"] == "anatomy"]
+    assert len(anatomy) == 1 and anatomy[0]["activations"] > 0, "step 7 was measured"
 
 
 @pytest.mark.parametrize("micro", [1, 4])

@@ -191,13 +191,13 @@ class Watcher:
 
     def _end(self, name):
         # An end edge reads the allocator once and returns that read; but
-        # zero_grad (which only frees) reads on measured steps only.
+        # zero_grad (which only frees) reads on the first steps only.
         if self._open != name:
             return None
         self._open = None
         client = self._client
         raw = None
-        if client.cuda is not None and (name != "zero_grad" or self._measured_step):
+        if client.cuda is not None and (name != "zero_grad" or client.step < FIRST_MEASURED):
             raw = client.read_raw()
         if name == "backward":
             self._in_backward = False
