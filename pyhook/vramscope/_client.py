@@ -68,7 +68,9 @@ class Client:
         self._sock = None
         self._closed = False
         self._reset = bool(cuda is not None and config.reset_peaks)
-        self._read = None if cuda is None else getattr(cuda, "read_raw", None) or cuda.read
+        # The allocator reader (None on CPU runs): callers on the hot path
+        # call it directly, guarding it as read_raw() does.
+        self.reader = None if cuda is None else getattr(cuda, "read_raw", None) or cuda.read
         # When the training thread last read the allocator: the sampler
         # skips a sample while phase edges keep the curve fresh.
         self.last_read = 0.0
@@ -125,7 +127,7 @@ class Client:
         A tuple from ``CudaStats.read_raw`` (made into ``mem`` on the sender
         thread), or a ``mem`` dict from a seam that only has ``read()``.
         """
-        read = self._read
+        read = self.reader
         if read is None:
             return None
         try:

@@ -83,6 +83,28 @@ def mem_from_raw(raw):
     return mem
 
 
+def _binding_reader(binding, initialized, device):
+    """Return read_raw() over ``torch._C._cuda_memoryStats``: one frame, closure
+    variables only (it runs at every end edge on the training thread)."""
+    ready = []
+
+    def read_raw():
+        if not ready:
+            if not initialized():
+                return None  # torch.cuda.memory_stats_as_nested_dict() returns {} here too
+            ready.append(True)
+        stats = binding(device)
+        try:
+            a = stats["allocated_bytes"]["all"]
+            r = stats["reserved_bytes"]["all"]
+            return (a["current"], a["peak"], r["current"], r["peak"],
+                    stats.get("num_alloc_retries"), stats.get("num_ooms"))
+        except KeyError:
+            return None  # an allocator that was never initialised: {}
+
+    return read_raw
+
+
 class CudaStats:
     """CudaStats reads the caching allocator of one CUDA device.
 
@@ -103,12 +125,10 @@ class CudaStats:
     def __init__(self, torch, device):
         self._cuda = torch.cuda
         self.device = device
-        self._ready = False
         binding = getattr(getattr(torch, "_C", None), "_cuda_memoryStats", None)
         ready = getattr(self._cuda, "is_initialized", None)
         if callable(binding) and callable(ready):
-            self._binding, self._initialized = binding, ready
-            self.read_raw = self._read_binding
+            self.read_raw = _binding_reader(binding, ready, device)
             return
         nested = getattr(self._cuda, "memory_stats_as_nested_dict", None)
         if callable(nested):
@@ -120,20 +140,6 @@ class CudaStats:
     def read(self):
         """Return the ``mem`` object from one allocator stats call, or None."""
         return mem_from_raw(self.read_raw())
-
-    def _read_binding(self):
-        if not self._ready:
-            if not self._initialized():
-                return None  # torch.cuda.memory_stats_as_nested_dict() returns {} here too
-            self._ready = True
-        stats = self._binding(self.device)
-        try:
-            a = stats["allocated_bytes"]["all"]
-            r = stats["reserved_bytes"]["all"]
-            return (a["current"], a["peak"], r["current"], r["peak"],
-                    stats.get("num_alloc_retries"), stats.get("num_ooms"))
-        except KeyError:
-            return None  # an allocator that was never initialised: {}
 
     def _read_mapped(self):
         mem = self._map(self._stats(self.device))
