@@ -41,7 +41,8 @@ import fakecuda  # noqa: E402
 H100_STEP_US = 3340.0
 H100_RECORD_HISTORY_US = 0.192 * H100_STEP_US  # _record_memory_history(): +19.2 %
 H100_PROFILER_US = 0.287 * H100_STEP_US  # profiler(profile_memory=True): +28.7 %
-SIZES = {"tiny": (256, 64, 16), "wide": (512, 256, 32)}  # input, width, batch
+# input, width, batch, hidden layers; "h100mlp" is the issue's 8x2048 MLP (for --device cuda)
+SIZES = {"tiny": (256, 64, 16, 1), "wide": (512, 256, 32, 1), "h100mlp": (2048, 2048, 512, 7)}
 
 
 def old_package(rev, into):
@@ -76,6 +77,9 @@ def main():
     ap.add_argument("--old", help="also run the hook of this git revision")
     ap.add_argument("--bin", help="vramscope binary: clients stream to a real `record`")
     ap.add_argument("--no-profiler", action="store_true")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: the real allocator on a GPU, its reads counted, "
+                         "_record_memory_history as a peer (--read-us is ignored)")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="vscost", dir="/tmp")
@@ -85,8 +89,12 @@ def main():
             old_package(args.old, work)
         sys.path.insert(0, os.path.join(ROOT, "pyhook"))
         import torch
-        torch.set_num_threads(1)
-        fake = fakecuda.FakeAllocator(args.read_us).install(torch)
+        if args.device == "cuda":  # the real allocator, its reads counted
+            torch.zeros(1, device="cuda")  # initialise CUDA (the hook reads once it is)
+            fake = fakecuda.CountingBinding().install(torch)
+        else:
+            torch.set_num_threads(1)
+            fake = fakecuda.FakeAllocator(args.read_us).install(torch)
         run(args, torch, fake, work, procs)
     finally:
         for p in procs:
@@ -95,19 +103,37 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
+class HistoryOff:
+    """Turns _record_memory_history off at the end of its block."""
+
+    def __init__(self, torch):
+        self._torch = torch
+
+    def __exit__(self, *exc):
+        self._torch.cuda.memory._record_memory_history(enabled=None)
+
+
 def run(args, torch, fake, work, procs):
     packages = [("", "vramscope")]
     if args.old:
         packages.append(("old ", "vsold"))
-    inp, width, batch = SIZES[args.size]
+    inp, width, batch, hidden = SIZES[args.size]
+    dev = args.device
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(inp, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    x, y = torch.randn(batch, inp), torch.randint(0, 10, (batch,))
+    layers = [torch.nn.Linear(inp, width), torch.nn.ReLU()]
+    for _ in range(hidden):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10)).to(dev)
+    if args.size == "h100mlp":
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(batch, inp, device=dev)
+    y = torch.randint(0, 10, (batch,), device=dev)
     ns, tns, ce = time.perf_counter_ns, time.thread_time_ns, torch.nn.functional.cross_entropy
     micro = args.micro
+    # On a GPU each step is synced, as in the H100 table (README: "synced per step").
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
     def plain(acc, n):
         for _ in range(n):
@@ -116,6 +142,7 @@ def run(args, torch, fake, work, procs):
             loss = ce(model(x), y)
             loss.backward()
             opt.step()
+            sync()
             acc.append((ns() - w0, tns() - c0))
 
     def accum(acc, n):
@@ -126,6 +153,7 @@ def run(args, torch, fake, work, procs):
                 loss = ce(model(x), y) / micro
                 loss.backward()
             opt.step()
+            sync()
             acc.append((ns() - w0, tns() - c0))
 
     modes = []  # (name, loop, base name, factory of a watcher or a context)
@@ -165,6 +193,8 @@ def run(args, torch, fake, work, procs):
         and not args.no_profiler
     if prof:
         modes.append(("torch.profiler(profile_memory)", plain, "plain", "profiler"))
+    if dev == "cuda":
+        modes.append(("_record_memory_history()", plain, "plain", "history"))
 
     plain(([]), 30)
     accum([], 10)
@@ -178,9 +208,14 @@ def run(args, torch, fake, work, procs):
         for name, loop, base, make in modes[r:] + modes[:r]:
             w = c = ctx = None
             if make == "profiler":
-                ctx = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                             profile_memory=True)
+                acts = [torch.profiler.ProfilerActivity.CPU]
+                if dev == "cuda":
+                    acts.append(torch.profiler.ProfilerActivity.CUDA)
+                ctx = torch.profiler.profile(activities=acts, profile_memory=True)
                 ctx.__enter__()
+            elif make == "history":
+                torch.cuda.memory._record_memory_history()
+                ctx = HistoryOff(torch)
             elif make is not None:
                 w, c = make()
             r0, a0, t0 = fake.training_reads, fake.reads, time.monotonic()
@@ -205,11 +240,13 @@ def run(args, torch, fake, work, procs):
     # when no other process interrupts it (on a shared box the median
     # carries the neighbours' load; the low percentile much less).
     p10 = {k: sorted(a[1] for a in v)[len(v) // 10] for k, v in times.items()}
-    print("cost model: %.1f us per allocator read (busy wait, GIL held); %s MLP %d-%d-%d-10 "
-          "batch %d, torch %s, %d torch thread; %d blocks x %d steps per mode; "
-          "accumulation: %d micro-steps; load %.2f; %s"
-          % (args.read_us, args.size, inp, width, width, batch, torch.__version__,
-             torch.get_num_threads(), args.blocks, args.steps, micro, os.getloadavg()[0],
+    reader = ("%.1f us per allocator read (busy wait, GIL held)" % args.read_us
+              if dev == "cpu" else "REAL allocator on %s" % torch.cuda.get_device_name(0))
+    print("cost model: %s; %s MLP %d-%d x%d-10 batch %d, %s, torch %s, %d torch threads; "
+          "%d blocks x %d steps per mode; accumulation: %d micro-steps; load %.2f; %s"
+          % (reader, args.size, inp, width, hidden + 1, batch, type(opt).__name__,
+             torch.__version__, torch.get_num_threads(), args.blocks, args.steps, micro,
+             os.getloadavg()[0],
              "monitor: %s record" % args.bin if args.bin else "no monitor listening"))
     print("%-31s %9s %9s %9s %9s %13s %6s %9s" % ("mode", "step us", "+wall us", "+cpu us",
                                                    "+cpu p10", "block IQR us", "reads",

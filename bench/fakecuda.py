@@ -123,3 +123,33 @@ class FakeAllocator:
 
 
 _MISSING = object()
+
+
+class CountingBinding:
+    """CountingBinding wraps the REAL ``torch._C._cuda_memoryStats`` (on a GPU):
+    no added cost beyond one Python call, reads counted as FakeAllocator counts them."""
+
+    def __init__(self):
+        self.reads = 0
+        self.training_reads = 0
+        self._owner = threading.get_ident()
+        self._saved = []
+        self._real = None
+
+    def __call__(self, device):
+        self.reads += 1
+        if threading.get_ident() == self._owner:
+            self.training_reads += 1
+        return self._real(device)
+
+    def install(self, torch):
+        self._real = torch._C._cuda_memoryStats
+        self._saved.append((torch._C, "_cuda_memoryStats", self._real))
+        torch._C._cuda_memoryStats = self
+        return self
+
+    def uninstall(self):
+        for obj, name, old in reversed(self._saved):
+            setattr(obj, name, old)
+        self._saved = []
+
