@@ -179,3 +179,29 @@ def test_raw_read_maps_to_the_same_mem_as_the_flat_stats():
     assert _cuda.mem_from_raw(stats.read_raw()) == _cuda.mem_from_stats(flat)
     binding.stats = {}
     assert stats.read_raw() is None, "an allocator never initialised returns {}"
+
+
+def test_sampler_reads_nothing_while_edges_read_more_often():
+    import threading
+    import time
+
+    stats, binding, _ = counted_cuda()
+    client = _client.Client(make_config(sample_hz=20), cuda=stats, start=False)
+    client._sampling.set()
+    t = threading.Thread(target=client._run_sampler, daemon=True)
+    t.start()
+    try:
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:  # an edge read every 2 ms: faster than 20 Hz
+            client.last_read = time.monotonic()
+            time.sleep(0.002)
+        assert binding.calls == 0, "no sample while edges keep the curve fresh"
+        deadline = time.monotonic() + 5
+        while binding.calls < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # edges stopped: samples resume
+        assert binding.calls >= 2
+    finally:
+        client._sampling.clear()
+        client._stop.set()
+        t.join(1)
+    assert all(m["type"] == "sample" and m["mem"] is not None for m in queued(client))
