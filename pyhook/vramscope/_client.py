@@ -2,10 +2,11 @@
 thread that owns the socket, replays the backlog on every (re)connection and
 sends stats, and an optional daemon sampler thread.
 
-The training thread never blocks: it reads the clock and the allocator, takes
-the next ``seq`` and appends to the queue under a short lock (the lock keeps
-queue order equal to seq order across threads, which the monitor's duplicate
-detection relies on). JSON encoding and all socket I/O happen on the sender.
+The training thread never blocks: it reads the clock (and, at an end edge,
+the allocator), takes the next ``seq`` and appends a tuple to the queue under a
+short lock (the lock keeps queue order equal to seq order across threads,
+which the monitor's duplicate detection relies on). Making the message, JSON
+encoding and all socket I/O happen on the sender.
 
 The sender sleeps until ``BATCH`` messages are pending (the training thread
 sets the wake event once, when the queue reaches that length) or until
