@@ -6,15 +6,27 @@ weights, views and a tensor saved by several ops are not counted twice.
 """
 
 
+_getters = {}  # tensor class -> its storage accessor (found once per class)
+
+
+def _getter_of(cls):
+    get = (getattr(cls, "untyped_storage", None) or getattr(cls, "_storage", None)
+           or cls.storage)
+    _getters[cls] = get
+    return get
+
+
 def storage_of(t):
     """Return ``(key, nbytes)`` of the storage behind tensor ``t``.
 
-    Uses ``untyped_storage()`` where it exists (torch >= 2.0) and
-    ``storage()`` before; ``nbytes()`` where it exists, else
-    ``size() * element_size()``.
+    Uses ``untyped_storage()`` where it exists (torch >= 2.0), else
+    ``_storage()`` (torch 1.13's untyped storage: ``storage()`` wraps it in
+    a TypedStorage made in Python on every call, the bulk of a measured
+    step's accounting there), else ``storage()``, looked up once per tensor
+    class; ``nbytes()`` where it exists, else ``size() * element_size()``.
     """
-    get = getattr(t, "untyped_storage", None)
-    s = get() if get is not None else t.storage()
+    get = _getters.get(type(t)) or _getter_of(type(t))
+    s = get(t)
     nbytes = getattr(s, "nbytes", None)
     if nbytes is not None:
         size = nbytes()

@@ -2,12 +2,14 @@
 
 Phases are sequential: beginning one ends the phase still open, so a phase
 whose end cannot be observed never stays open past the next one. Every
-allocator read goes through ``self._client.phase`` from ``_begin``/``_end``.
+allocator read is made in ``_end`` (a begin edge carries the read of the end
+edge made in the same hook call, else none) and queued by ``self._client.edge``.
 """
 
 import threading
 
 from . import _anatomy, _backward, _patch, _safe
+from ._anatomy import FIRST_MEASURED
 from ._steps import StepsMixin
 
 # Re-exported for callers of the old module layout.
@@ -164,36 +166,50 @@ class Watcher(StepsMixin):
 
     # ---- phase bookkeeping -------------------------------------------------------
 
-    def _begin(self, name, input=None, step=None):  # noqa: A002
+    def _begin(self, name, raw=None, input=None, step=None):  # noqa: A002
         """End the open phase and begin ``name`` (``step``: a number other than the
-        current one, for a tail zero_grad; its end edge carries it too)."""
+        current one, for a tail zero_grad; its end edge carries it too).
+
+        A begin edge has no allocator read of its own (docs/hook.md, "Cost"):
+        it carries the read of the end edge made in this same hook call
+        (``raw``, or the phase it closes here), else mem null.
+        """
         if self._open is not None:
-            self._end(self._open)
+            raw = self._end(self._open)
         self._open = name
         if name == "backward":
             self._backward_micro = self._client.micro
         if step is not None:
             self._tail_step = step
-            self._client.phase(name, "begin", step=step)
-        elif input is None:
-            self._client.phase(name, "begin")
-        else:
-            self._client.phase(name, "begin", input=input)
+        self._client.edge(name, "begin", raw, step=step,
+                          extra=None if input is None else {"input": input})
 
     def _end(self, name):
+        """End ``name`` if it is the open phase: read the allocator once (but
+        zero_grad, which only frees, reads on the first steps only) and return
+        that read (None when nothing was read or ``name`` was not open)."""
         if self._open != name:
-            return
+            return None
         self._open = None
+        client = self._client
+        raw = None
+        read = client.reader
+        if read is not None and (name != "zero_grad" or client.step < FIRST_MEASURED):
+            try:  # client.read_raw() inlined: a frame less at every end edge
+                raw = read()
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
-            self._client.phase(name, "end", micro=self._backward_micro)
-            self._client.micro = self._backward_micro + 1
+            client.edge(name, "end", raw, micro=self._backward_micro)
+            client.micro = self._backward_micro + 1
         elif self._tail_step is not None:
-            self._client.phase(name, "end", step=self._tail_step)
+            client.edge(name, "end", raw, step=self._tail_step)
             self._tail_step = None
         else:
-            self._client.phase(name, "end")
+            client.edge(name, "end", raw)
+        return raw
 
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
@@ -290,7 +306,7 @@ class Watcher(StepsMixin):
     def _forward_end(self, output):
         if self._acts.measuring:
             self._acts.pause()
-        self._end("forward")
+        raw = self._end("forward")
         if not self._torch.is_grad_enabled():
             return
         found = []
@@ -299,7 +315,7 @@ class Watcher(StepsMixin):
         for t in found:
             t.register_hook(hook)
         if found:
-            self._begin("loss")
+            self._begin("loss", raw)  # no user code since forward's end: same read
 
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
