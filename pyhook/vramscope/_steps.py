@@ -100,6 +100,10 @@ class StepsMixin:
         self._client.micro = 0
         self._zero_seen_last, self._zero_seen = self._zero_seen, False
         self._idle = True
+        if self._trained:
+            # A training forward that no wrapped backward followed (a loop
+            # calling torch.autograd.grad): hook the outputs again.
+            self._hook_output = True
         self._trained = False
         self._acts.prepare(step + 1)
 

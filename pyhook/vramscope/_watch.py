@@ -53,6 +53,8 @@ class Watcher(StepsMixin):
         self._step_called = False
         self._idle = True
         self._trained = False
+        # Whether forwards hook their output for the backward fallback (below).
+        self._hook_output = True
         self.framework_steps = False
         self._undo = []
         self._queue_callback = (queue_callback_of(torch) if queue_callback == "detect"
@@ -311,11 +313,16 @@ class Watcher(StepsMixin):
             return
         found = []
         _patch.grad_tensors(self._torch, output, found)
-        hook = self._grad_hook
-        for t in found:
-            t.register_hook(hook)
-        if found:
-            self._begin("loss", raw)  # no user code since forward's end: same read
+        if not found:
+            return
+        if self._hook_output:
+            # The backward fallback (torch.autograd.grad, a C++ caller). Once
+            # the global wrapper has seen this loop's backwards it is skipped:
+            # register_hook and the engine's call cost ~8 us a step in torch.
+            hook = self._grad_hook
+            for t in found:
+                t.register_hook(hook)
+        self._begin("loss", raw)  # no user code since forward's end: same read
 
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
@@ -350,6 +357,7 @@ class Watcher(StepsMixin):
                 return False
             self._in_backward = True
             self._user_bw = True
+            self._hook_output = False  # backwards come through the wrapper
             self._backward_begin()
             return True
 
