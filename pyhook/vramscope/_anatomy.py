@@ -60,16 +60,73 @@ def _tensors_in(obj, is_tensor, depth=0):
             yield from _tensors_in(v, is_tensor, depth + 1)
 
 
-def static_figures(torch, model, optimizer):
-    """Return weights, gradients, optimizer bytes, params and device."""
-    params = list(model.parameters())
-    buffers = list(model.buffers())
-    weights = unique_bytes(params + buffers)
-    gradients = unique_bytes(p.grad for p in params if p.grad is not None)
+class StorageCache:
+    """StorageCache remembers ``storage_of`` per tensor object between calls.
+
+    Parameters, buffers and optimizer state are the same tensor objects from
+    one measured step to the next; a measured step looks each one up by
+    identity and checks its ``data_ptr()`` (a C call) instead of asking for
+    its storage again (a Python-level accessor, ``nbytes`` and the device:
+    most of a measured step's accounting, issue 9). A tensor whose data moved
+    (``p.data = ...``, ``set_``, ``.to()``) is looked up afresh. Each call
+    keeps only the tensors it saw, so a tensor the model or optimizer dropped
+    is released at the next call.
+    """
+
+    def __init__(self):
+        self._known = {}
+
+    def unique_bytes(self, tensors, keys=None):
+        """Return the bytes of the distinct storages behind ``tensors``;
+        ``keys``, a set, receives their storage keys."""
+        known, now, seen = self._known, {}, {}
+        total = 0
+        for t in tensors:
+            ptr = t.data_ptr()
+            e = known.get(id(t))
+            if e is None or e[0] is not t or e[1] != ptr:
+                key, size = storage_of(t)
+                e = (t, ptr, key, size)
+            now[id(t)] = e
+            key = e[2]
+            if keys is not None:
+                keys.add(key)
+            if key[1] == 0 or key in seen:
+                continue
+            seen[key] = e[3]
+            total += e[3]
+        self._known = now
+        return total
+
+
+class FigureCache:
+    """The per-watch caches of :func:`static_figures` (one StorageCache per kind)."""
+
+    def __init__(self):
+        self.weights = StorageCache()
+        self.gradients = StorageCache()
+        self.optimizer = StorageCache()
+
+
+def static_figures(torch, model, optimizer, cache=None, tensors=None):
+    """Return weights, gradients, optimizer bytes, params and device.
+
+    ``cache``: a :class:`FigureCache` kept between calls (the hook's measured
+    steps); ``tensors``: ``(params, buffers)`` already listed this step.
+    """
+    if tensors is None:
+        params, buffers = list(model.parameters()), list(model.buffers())
+    else:
+        params, buffers = tensors
+    if cache is None:
+        cache = FigureCache()
+    weights = cache.weights.unique_bytes(params + buffers)
+    gradients = cache.gradients.unique_bytes([p.grad for p in params if p.grad is not None])
     state = 0
     opt_state = getattr(optimizer, "state", None) if optimizer is not None else None
     if isinstance(opt_state, dict):  # a wrapper that skipped Optimizer.__init__ may have none
-        state = unique_bytes(_tensors_in(list(opt_state.values()), torch.is_tensor))
+        state = cache.optimizer.unique_bytes(
+            list(_tensors_in(list(opt_state.values()), torch.is_tensor)))
     first = params[0] if params else (buffers[0] if buffers else None)
     return {
         "weights": weights,
@@ -95,6 +152,8 @@ class SavedTensorMeter:
         self._ctx = None
         self._seen = {}
         self._exclude = set()
+        self._cache = StorageCache()
+        self.tensors = None
         self.total = 0
 
     @staticmethod
@@ -112,8 +171,11 @@ class SavedTensorMeter:
         """Install the saved-tensor hooks (no-op when already active)."""
         if self._ctx is not None:
             return
-        self._exclude = {storage_of(t)[0] for t in
-                         list(self._model.parameters()) + list(self._model.buffers())}
+        params, buffers = list(self._model.parameters()), list(self._model.buffers())
+        self.tensors = (params, buffers)  # static_figures reuses this step's walk
+        exclude = set()
+        self._cache.unique_bytes(params + buffers, exclude)
+        self._exclude = exclude
         ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         ctx.__enter__()
         self._ctx = ctx
@@ -200,6 +262,8 @@ class Activations:
         self.batch = self.tokens = None
         if self.measuring:
             self.meter.reset()
+        if self.meter is not None:
+            self.meter.tensors = None  # a measured step's start() lists them again
 
     def note_input(self, size):
         """Record a training forward's input size (the step keeps the largest)."""

@@ -111,7 +111,10 @@ class StepsMixin:
         if acts.get("activations_source") == "scaled" and self._acts.static is not None:
             figures = self._acts.static  # a scaled message reuses the last walk
         else:
-            figures = _anatomy.static_figures(self._torch, self._model, self._optimizer)
+            meter = self._acts.meter
+            figures = _anatomy.static_figures(
+                self._torch, self._model, self._optimizer, self._figure_cache,
+                getattr(meter, "tensors", None) if self._acts.measuring else None)
             self._acts.static = figures
         step_batch = acts.pop("batch", None)
         batch = self._config.batch_size if self._config.batch_size is not None else step_batch

@@ -71,6 +71,7 @@ class Watcher(StepsMixin):
                 and _anatomy.SavedTensorMeter.supported(torch):
             meter = _anatomy.SavedTensorMeter(torch, model)
         self._acts = _anatomy.Activations(meter, config.activations_every)
+        self._figure_cache = _anatomy.FigureCache()
         self._grad_hook = self._on_output_grad
         self._done_callback = self._on_backward_done
         self._acts.prepare(client.step)
