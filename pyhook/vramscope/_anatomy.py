@@ -242,6 +242,7 @@ class Activations:
         self.static = None  # the last static_figures(), reused by scaled messages
         self.measured = None  # {"step", "batch", "tokens", "activations"}
         self._sent = None  # (batch, tokens) of the last anatomy message
+        self._checked = None  # (batch, tokens) last compared with the measurement
         self.scheduled = False
         self.measuring = False
         self.remeasured = False
@@ -255,7 +256,7 @@ class Activations:
 
     def prepare(self, step):
         """Start bookkeeping for ``step``; an unmeasured step touches no meter."""
-        self.scheduled = self.scheduled_at(step)
+        self.scheduled = step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
         self.measuring = self.meter is not None and self.scheduled
         self.remeasured = False
         self.total = None
@@ -274,7 +275,8 @@ class Activations:
         if t is not None and (self.tokens is None or t > self.tokens):
             self.tokens = t
         if first and not self.measuring and self.meter is not None \
-                and self.measured is not None:
+                and self.measured is not None and (b, t) != self._checked:
+            self._checked = (b, t)  # a size seen before was checked then
             r = size_ratio(self.batch, self.tokens, self.measured)
             if r is not None and r >= REMEASURE_RATIO:
                 self.measuring = True
@@ -307,9 +309,12 @@ class Activations:
     def finish(self, step):
         """Return the activation fields of ``step``'s anatomy message (plus its
         ``batch``), or None when the step sends none."""
-        self.collect()
         size = (self.batch, self.tokens)
+        if not self.measuring and not self.scheduled and size == self._sent:
+            return None  # the common step: nothing measured, nothing new to say
+        self.collect()
         if self.measuring and self.total is not None:
+            self._checked = None
             self.measured = {"step": step, "batch": self.batch, "tokens": self.tokens,
                              "activations": self.total}
             self._sent = size

@@ -208,7 +208,7 @@ def _tensor_in(is_tensor, a):
 def input_size(is_tensor, args, kwargs):
     """Return ``{"batch": int|None, "tokens": int|None}`` of a forward's inputs,
     or None when no tensor input was found (protocol additions item 1)."""
-    t = first_tensor(is_tensor, args, kwargs)
+    t = args[0] if args and is_tensor(args[0]) else first_tensor(is_tensor, args, kwargs)
     if t is None:
         return None
     shape = t.shape

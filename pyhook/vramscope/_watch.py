@@ -223,7 +223,9 @@ class Watcher(StepsMixin):
 
     def _recover(self):
         # A forward that raised leaves its meter installed and its depth counted.
-        self._acts.stop()
+        meter = self._acts.meter
+        if meter is not None and meter.active:
+            meter.stop()
         self._depth = 0
         self._skip_forward = False
         self._quiet = False
