@@ -153,6 +153,9 @@ class SavedTensorMeter:
         self._seen = {}
         self._exclude = set()
         self._cache = StorageCache()
+        # True while the hooks are installed (an attribute, not a property:
+        # the Watcher checks it at every zero_grad and step).
+        self.active = False
         self.tensors = None
         self.total = 0
 
@@ -179,17 +182,14 @@ class SavedTensorMeter:
         ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         ctx.__enter__()
         self._ctx = ctx
+        self.active = True
 
     def stop(self):
         """Remove the saved-tensor hooks if installed."""
         ctx, self._ctx = self._ctx, None
+        self.active = False
         if ctx is not None:
             ctx.__exit__(None, None, None)
-
-    @property
-    def active(self):
-        """True while the hooks are installed."""
-        return self._ctx is not None
 
     def _pack(self, t):
         try:
@@ -241,7 +241,7 @@ class Activations:
         self.every = every
         self.static = None  # the last static_figures(), reused by scaled messages
         self.measured = None  # {"step", "batch", "tokens", "activations"}
-        self._sent = None  # (batch, tokens) of the last anatomy message
+        self.sent = None  # (batch, tokens) of the last anatomy message
         self._checked = None  # (batch, tokens) last compared with the measurement
         self.scheduled = False
         self.measuring = False
@@ -310,22 +310,22 @@ class Activations:
         """Return the activation fields of ``step``'s anatomy message (plus its
         ``batch``), or None when the step sends none."""
         size = (self.batch, self.tokens)
-        if not self.measuring and not self.scheduled and size == self._sent:
+        if not self.measuring and not self.scheduled and size == self.sent:
             return None  # the common step: nothing measured, nothing new to say
         self.collect()
         if self.measuring and self.total is not None:
             self._checked = None
             self.measured = {"step": step, "batch": self.batch, "tokens": self.tokens,
                              "activations": self.total}
-            self._sent = size
+            self.sent = size
             return {"activations": self.total, "activations_step": step,
                     "activations_batch": self.batch, "activations_tokens": self.tokens,
                     "activations_source": "measured", "tokens": self.tokens,
                     "batch": self.batch}
         known = self.batch is not None or self.tokens is not None
-        if self.scheduled or (self.measured is not None and known and size != self._sent):
+        if self.scheduled or (self.measured is not None and known and size != self.sent):
             if known:
-                self._sent = size
+                self.sent = size
             return self._scaled()
         return None
 

@@ -187,6 +187,38 @@ class Client:
             self._wake.set()
         return True
 
+    def switch(self, name, raw, begin):
+        """Queue ``name``'s end edge and ``begin``'s begin edge, both carrying
+        ``raw`` (one read): :meth:`edge` twice with one clock, one lock and one
+        frame (forward end -> loss begin and loss end -> backward begin, every
+        step). Returns False when either was dropped."""
+        if self._closed:
+            return False
+        t = _monotonic()
+        if raw is not None:
+            self.last_read = t
+        with self._lock:
+            if self._closed:
+                return False
+            queue = self._queue
+            pending = len(queue)
+            first, step, micro = self.step < self._first_steps, self.step, self.micro
+            seq = self._next_seq
+            self._next_seq = seq + 2  # a dropped edge keeps its seq: the monitor sees a gap
+            room = self._queue_size - pending
+            if room > 0:
+                queue.append((first, (seq, t, name, step, micro, "end", False, raw, None)))
+            if room > 1:
+                queue.append((first, (seq + 1, t, begin, step, micro, "begin", False, raw,
+                                      None)))
+            else:
+                self.dropped += 2 - max(room, 0)
+        if self._reset:
+            self.reset_peaks()  # after the read, as a begin edge does
+        if pending < self._batch <= pending + 2:
+            self._wake.set()
+        return room > 1
+
     def mark(self, name):
         """Queue a point event with its allocator snapshot."""
         mem = self.read_mem()

@@ -25,10 +25,14 @@ class StepsMixin:
         if not self._active:
             return args, kwargs
         with self._lock:
-            self._activity()
+            if self._step_called and not self._closure_depth:  # _activity() inlined
+                self._finish_step()
+            self._idle = False
             self._recover()
             self._step_called = True
-            where, closure = _patch.find_closure(args, kwargs)
+            # step() with no arguments (the patch on torch 1.13) has no closure.
+            where, closure = _patch.find_closure(args, kwargs) if args or kwargs \
+                else (None, None)
             if closure is None:
                 if self._open != "step":  # a framework may have opened it
                     self._begin("step")
@@ -93,9 +97,12 @@ class StepsMixin:
         if self._open is not None:
             self._end(self._open)
         step = self._client.step
-        figures = self._acts.finish(step)
-        if figures is not None:
-            _safe.call(self._send_anatomy, step, figures)
+        acts = self._acts
+        # Activations.finish's own first test, inlined for the common step.
+        if acts.measuring or acts.scheduled or (acts.batch, acts.tokens) != acts.sent:
+            figures = acts.finish(step)
+            if figures is not None:
+                _safe.call(self._send_anatomy, step, figures)
         self._client.step = step + 1
         self._client.micro = 0
         self._zero_seen_last, self._zero_seen = self._zero_seen, False

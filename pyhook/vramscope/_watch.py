@@ -20,6 +20,10 @@ _grad_tensors = _patch.grad_tensors
 _kwargs_pre_hooks = _patch.kwargs_pre_hooks
 
 
+class _NoTensor:
+    """What nothing is an instance of (a torch without ``Tensor``)."""
+
+
 class Watcher(StepsMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
@@ -72,6 +76,8 @@ class Watcher(StepsMixin):
             meter = _anatomy.SavedTensorMeter(torch, model)
         self._acts = _anatomy.Activations(meter, config.activations_every)
         self._figure_cache = _anatomy.FigureCache()
+        # torch.is_tensor is a Python function; isinstance against this is not.
+        self._tensor_type = getattr(torch, "Tensor", None) or _NoTensor
         self._grad_hook = self._on_output_grad
         self._done_callback = self._on_backward_done
         self._acts.prepare(client.step)
@@ -177,15 +183,34 @@ class Watcher(StepsMixin):
         it carries the read of the end edge made in this same hook call
         (``raw``, or the phase it closes here), else mem null.
         """
-        if self._open is not None:
-            raw = self._end(self._open)
+        last = self._open
+        if last is not None:
+            if last == "backward" or step is not None or input is not None \
+                    or self._tail_step is not None:
+                raw = self._end(last)
+            else:
+                # The every-step case (forward -> loss, loss -> backward): _end's
+                # read inlined, both edges queued by one client call.
+                client = self._client
+                raw = None
+                read = client.reader
+                if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
+                    try:
+                        raw = read()
+                    except Exception as exc:  # noqa: BLE001
+                        _safe.report(exc)
+                self._open = name
+                if name == "backward":
+                    self._backward_micro = client.micro
+                client.switch(last, raw, name)
+                return
         self._open = name
         if name == "backward":
             self._backward_micro = self._client.micro
         if step is not None:
             self._tail_step = step
-        self._client.edge(name, "begin", raw, step=step,
-                          extra=None if input is None else {"input": input})
+        self._client.edge(name, "begin", raw, False, step, None,
+                          None if input is None else {"input": input})
 
     def _end(self, name):
         """End ``name`` if it is the open phase: read the allocator once (but
@@ -273,8 +298,10 @@ class Watcher(StepsMixin):
             return
         size = None
         if grad:
-            self._activity()
-            size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+            if self._step_called and not self._closure_depth:  # _activity() inlined
+                self._finish_step()
+            self._idle = False
+            size = _patch.input_size(self._torch.is_tensor, args, kwargs, self._tensor_type)
             self._pending_kw = size is None
             self._trained = True
         if self._open != "forward":  # training_step or a framework opened it
@@ -311,12 +338,17 @@ class Watcher(StepsMixin):
     def _forward_end(self, output):
         if self._acts.measuring:
             self._acts.pause()
-        raw = self._end("forward")
-        if not self._torch.is_grad_enabled():
+        torch = self._torch
+        if not torch.is_grad_enabled():
+            self._end("forward")
             return
-        found = []
-        _patch.grad_tensors(self._torch, output, found)
+        if isinstance(output, self._tensor_type):  # the common output, without the walk
+            found = [output] if output.requires_grad else []
+        else:
+            found = []
+            _patch.grad_tensors(torch, output, found)
         if not found:
+            self._end("forward")
             return
         if self._hook_output:
             # The backward fallback (torch.autograd.grad, a C++ caller). Once
@@ -325,7 +357,8 @@ class Watcher(StepsMixin):
             hook = self._grad_hook
             for t in found:
                 t.register_hook(hook)
-        self._begin("loss", raw)  # no user code since forward's end: same read
+        # Ends forward (one read) and begins loss with that read: no user code between.
+        self._begin("loss")
 
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
@@ -390,7 +423,9 @@ class Watcher(StepsMixin):
         return None
 
     def _backward_begin(self):
-        self._activity()
+        if self._step_called and not self._closure_depth:  # _activity() inlined
+            self._finish_step()
+        self._idle = False
         if self._acts.measuring:
             self._acts.collect()
         self._trained = False
@@ -423,7 +458,9 @@ class Watcher(StepsMixin):
                 self._recover()
                 self._begin("zero_grad", step=self._client.step - 1)
                 return
-            self._activity()
+            if self._step_called and not self._closure_depth:  # _activity() inlined
+                self._finish_step()
+            self._idle = False
             self._recover()
             self._zero_seen = True
             if self._open != "zero_grad":
