@@ -98,8 +98,10 @@ class StepsMixin:
             self._end(self._open)
         step = self._client.step
         acts = self._acts
-        # Activations.finish's own first test, inlined for the common step.
-        if acts.measuring or acts.scheduled or (acts.batch, acts.tokens) != acts.sent:
+        # Activations.finish's own test, inlined for the common step: nothing
+        # measured, and no measurement to scale or no new input size.
+        if acts.measuring or acts.scheduled or (
+                acts.measured is not None and (acts.batch, acts.tokens) != acts.sent):
             figures = acts.finish(step)
             if figures is not None:
                 _safe.call(self._send_anatomy, step, figures)

@@ -230,7 +230,7 @@ class Watcher(StepsMixin):
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
-            client.edge(name, "end", raw, micro=self._backward_micro)
+            client.edge(name, "end", raw, False, None, self._backward_micro)
             client.micro = self._backward_micro + 1
         elif self._tail_step is not None:
             client.edge(name, "end", raw, step=self._tail_step)
