@@ -302,8 +302,15 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 		}
 	}
 	p.compactSpans()
+	// A begin edge without a read of its own (the hook reads end edges
+	// only, docs/hook.md "Cost") starts from the newest snapshot before it:
+	// the previous phase's end, or a sample taken since.
+	base := m.Mem
+	if base == nil {
+		base = p.Mem
+	}
 	sp := Span{
-		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: m.Mem,
+		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: base,
 		PeakAllocated: Unknown, PeakReserved: Unknown,
 		PeakGPU: inEffect(p.GPU, at), PeakNonPyTorch: inEffect(p.NonPyTorch, at),
 		Batch: -1, Tokens: -1,

@@ -15,6 +15,8 @@ type Span struct {
 	Start time.Time
 	End   time.Time // zero while the phase is open
 	// Begin and Last are the allocator snapshots at the edges (nil on CPU).
+	// A begin edge that carries no snapshot takes the newest one before
+	// it, so an exact peak may include the user code just before the phase.
 	Begin, Last *ipc.Mem
 	// PeakAllocated and PeakReserved are the largest values in the phase.
 	PeakAllocated, PeakReserved Bytes

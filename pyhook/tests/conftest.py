@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import vramscope  # noqa: E402
-from vramscope import _api, _backward, _config, _cuda, _safe  # noqa: E402
+from vramscope import _api, _backward, _config, _cuda, _messages, _safe  # noqa: E402
 
 try:
     import torch
@@ -209,7 +209,7 @@ def make_config(socket="/nonexistent/vramscope.sock", **kw):
 
 def queued(client):
     """Messages a client created but never sent (a client built with start=False)."""
-    return [m for _, m in client._queue]
+    return [m if type(m) is dict else _messages.phase_message(m) for _, m in client._queue]
 
 
 def checkpoint(torch, fn, *args):

@@ -194,3 +194,29 @@ def test_76m_parameters_with_adam(torch_mod):
     assert round(a["gradients"] / MiB, 2) == 291.69
     assert round(a["optimizer"] / MiB, 2) == 583.38
     assert a["optimizer"] - 2 * a["weights"] == 2 * F32  # the two step scalars
+
+
+def test_cached_figures_follow_moved_added_and_dropped_tensors(torch_mod):
+    # Measured steps look tensors up by identity (issue 9); a cached figure
+    # must still change when a tensor's data moves, one is added or dropped.
+    torch = torch_mod
+    model = torch.nn.Linear(64, 32)
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 64)).sum().backward()
+    opt.step()
+    cache = _anatomy.FigureCache()
+
+    def both():
+        cached = _anatomy.static_figures(torch, model, opt, cache)
+        assert cached == _anatomy.static_figures(torch, model, opt)
+        return cached
+
+    first = both()
+    assert both() == first
+    model.weight.data = torch.zeros(64, 64)  # same Parameter, new and larger storage
+    moved = both()
+    assert moved["weights"] == first["weights"] + 32 * 64 * F32
+    opt.state.clear()  # dropped optimizer state
+    assert both()["optimizer"] == 0
+    model.extra = torch.nn.Parameter(torch.zeros(10))  # added
+    assert both()["weights"] == moved["weights"] + 10 * F32

@@ -138,3 +138,40 @@ def test_torch_autograd_grad_still_gives_a_backward_through_the_output_hook(torc
     out = model(torch.randint(0, VOCAB, (2, 5))).sum()
     torch.autograd.grad(out, list(model.parameters()))
     assert ("backward", "begin") in edges(client)
+
+
+def test_outputs_are_hooked_only_until_backwards_come_through_the_wrapper(torch_mod):
+    # The output's grad hook is the fallback for backwards that bypass the
+    # wrapper; a loop that calls loss.backward() stops paying for it (issue 9),
+    # and a step whose forward no wrapped backward followed turns it back on.
+    torch = torch_mod
+    model = lm(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = _client.Client(make_config(), start=False)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    ids = torch.randint(0, VOCAB, (2, 5))
+    hooked = []
+
+    def step(backward):
+        opt.zero_grad()
+        out = model(ids)
+        hooked.append(bool(out._backward_hooks))
+        loss = out.sum()
+        if backward:
+            loss.backward()
+        else:
+            grads = torch.autograd.grad(loss, list(model.parameters()))
+            for p, g in zip(model.parameters(), grads):
+                p.grad = g
+        opt.step()
+        return [(m["name"], m["edge"]) for m in queued(client)
+                if m["type"] == "phase" and m["step"] == client.step - 1]
+
+    assert ("backward", "begin") in step(True)
+    assert ("backward", "begin") in step(True)
+    # The first step that switches to autograd.grad shows no backward: its
+    # output was not hooked. It turns the hook back on for the next steps.
+    assert ("backward", "begin") not in step(False)
+    assert ("backward", "begin") in step(False)
+    assert ("backward", "begin") in step(True)
+    assert hooked == [True, False, False, True, True]

@@ -18,6 +18,7 @@ from test_e2e import (has_goodbye, recorders, report_json, start, stop_ok,  # no
                       the_process, vs_bin, workdir)
 import vramscope
 from vramscope import _api, _client
+from vramscope._anatomy import FIRST_MEASURED
 
 H100 = os.path.join(ROOT, "testdata", "h100")
 # The previous step's logits are still alive at the end of forward and freed
@@ -128,6 +129,10 @@ def test_seed001_phase_ends_match_the_prints_and_the_peak_is_in_backward(
             want = rows[(i, p["phase"])]
             extra = OLD_LOGITS if p["phase"] == "forward" and i > 0 else 0
             got = (p["allocated_end"], p["max_allocated_end"], p["reserved_end"])
+            if p["phase"] == "zero_grad" and i >= FIRST_MEASURED:
+                # zero_grad only frees: its end is read on steps 0-2 only (docs/hook.md, "Cost")
+                assert got == (None, None, None), "step %d zero_grad" % i
+                continue
             assert got == (want["allocated"] + extra, want["max_allocated"], want["reserved"]), \
                 "step %d %s" % (i, p["phase"])
     totals = proc["totals"]

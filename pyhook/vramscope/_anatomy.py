@@ -6,15 +6,27 @@ weights, views and a tensor saved by several ops are not counted twice.
 """
 
 
+_getters = {}  # tensor class -> its storage accessor (found once per class)
+
+
+def _getter_of(cls):
+    get = (getattr(cls, "untyped_storage", None) or getattr(cls, "_storage", None)
+           or cls.storage)
+    _getters[cls] = get
+    return get
+
+
 def storage_of(t):
     """Return ``(key, nbytes)`` of the storage behind tensor ``t``.
 
-    Uses ``untyped_storage()`` where it exists (torch >= 2.0) and
-    ``storage()`` before; ``nbytes()`` where it exists, else
-    ``size() * element_size()``.
+    Uses ``untyped_storage()`` where it exists (torch >= 2.0), else
+    ``_storage()`` (torch 1.13's untyped storage: ``storage()`` wraps it in
+    a TypedStorage made in Python on every call, the bulk of a measured
+    step's accounting there), else ``storage()``, looked up once per tensor
+    class; ``nbytes()`` where it exists, else ``size() * element_size()``.
     """
-    get = getattr(t, "untyped_storage", None)
-    s = get() if get is not None else t.storage()
+    get = _getters.get(type(t)) or _getter_of(type(t))
+    s = get(t)
     nbytes = getattr(s, "nbytes", None)
     if nbytes is not None:
         size = nbytes()
@@ -48,16 +60,73 @@ def _tensors_in(obj, is_tensor, depth=0):
             yield from _tensors_in(v, is_tensor, depth + 1)
 
 
-def static_figures(torch, model, optimizer):
-    """Return weights, gradients, optimizer bytes, params and device."""
-    params = list(model.parameters())
-    buffers = list(model.buffers())
-    weights = unique_bytes(params + buffers)
-    gradients = unique_bytes(p.grad for p in params if p.grad is not None)
+class StorageCache:
+    """StorageCache remembers ``storage_of`` per tensor object between calls.
+
+    Parameters, buffers and optimizer state are the same tensor objects from
+    one measured step to the next; a measured step looks each one up by
+    identity and checks its ``data_ptr()`` (a C call) instead of asking for
+    its storage again (a Python-level accessor, ``nbytes`` and the device:
+    most of a measured step's accounting, issue 9). A tensor whose data moved
+    (``p.data = ...``, ``set_``, ``.to()``) is looked up afresh. Each call
+    keeps only the tensors it saw, so a tensor the model or optimizer dropped
+    is released at the next call.
+    """
+
+    def __init__(self):
+        self._known = {}
+
+    def unique_bytes(self, tensors, keys=None):
+        """Return the bytes of the distinct storages behind ``tensors``;
+        ``keys``, a set, receives their storage keys."""
+        known, now, seen = self._known, {}, {}
+        total = 0
+        for t in tensors:
+            ptr = t.data_ptr()
+            e = known.get(id(t))
+            if e is None or e[0] is not t or e[1] != ptr:
+                key, size = storage_of(t)
+                e = (t, ptr, key, size)
+            now[id(t)] = e
+            key = e[2]
+            if keys is not None:
+                keys.add(key)
+            if key[1] == 0 or key in seen:
+                continue
+            seen[key] = e[3]
+            total += e[3]
+        self._known = now
+        return total
+
+
+class FigureCache:
+    """The per-watch caches of :func:`static_figures` (one StorageCache per kind)."""
+
+    def __init__(self):
+        self.weights = StorageCache()
+        self.gradients = StorageCache()
+        self.optimizer = StorageCache()
+
+
+def static_figures(torch, model, optimizer, cache=None, tensors=None):
+    """Return weights, gradients, optimizer bytes, params and device.
+
+    ``cache``: a :class:`FigureCache` kept between calls (the hook's measured
+    steps); ``tensors``: ``(params, buffers)`` already listed this step.
+    """
+    if tensors is None:
+        params, buffers = list(model.parameters()), list(model.buffers())
+    else:
+        params, buffers = tensors
+    if cache is None:
+        cache = FigureCache()
+    weights = cache.weights.unique_bytes(params + buffers)
+    gradients = cache.gradients.unique_bytes([p.grad for p in params if p.grad is not None])
     state = 0
     opt_state = getattr(optimizer, "state", None) if optimizer is not None else None
     if isinstance(opt_state, dict):  # a wrapper that skipped Optimizer.__init__ may have none
-        state = unique_bytes(_tensors_in(list(opt_state.values()), torch.is_tensor))
+        state = cache.optimizer.unique_bytes(
+            list(_tensors_in(list(opt_state.values()), torch.is_tensor)))
     first = params[0] if params else (buffers[0] if buffers else None)
     return {
         "weights": weights,
@@ -83,6 +152,11 @@ class SavedTensorMeter:
         self._ctx = None
         self._seen = {}
         self._exclude = set()
+        self._cache = StorageCache()
+        # True while the hooks are installed (an attribute, not a property:
+        # the Watcher checks it at every zero_grad and step).
+        self.active = False
+        self.tensors = None
         self.total = 0
 
     @staticmethod
@@ -100,22 +174,22 @@ class SavedTensorMeter:
         """Install the saved-tensor hooks (no-op when already active)."""
         if self._ctx is not None:
             return
-        self._exclude = {storage_of(t)[0] for t in
-                         list(self._model.parameters()) + list(self._model.buffers())}
+        params, buffers = list(self._model.parameters()), list(self._model.buffers())
+        self.tensors = (params, buffers)  # static_figures reuses this step's walk
+        exclude = set()
+        self._cache.unique_bytes(params + buffers, exclude)
+        self._exclude = exclude
         ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         ctx.__enter__()
         self._ctx = ctx
+        self.active = True
 
     def stop(self):
         """Remove the saved-tensor hooks if installed."""
         ctx, self._ctx = self._ctx, None
+        self.active = False
         if ctx is not None:
             ctx.__exit__(None, None, None)
-
-    @property
-    def active(self):
-        """True while the hooks are installed."""
-        return self._ctx is not None
 
     def _pack(self, t):
         try:
@@ -167,7 +241,8 @@ class Activations:
         self.every = every
         self.static = None  # the last static_figures(), reused by scaled messages
         self.measured = None  # {"step", "batch", "tokens", "activations"}
-        self._sent = None  # (batch, tokens) of the last anatomy message
+        self.sent = None  # (batch, tokens) of the last anatomy message
+        self._checked = None  # (batch, tokens) last compared with the measurement
         self.scheduled = False
         self.measuring = False
         self.remeasured = False
@@ -181,13 +256,15 @@ class Activations:
 
     def prepare(self, step):
         """Start bookkeeping for ``step``; an unmeasured step touches no meter."""
-        self.scheduled = self.scheduled_at(step)
+        self.scheduled = step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
         self.measuring = self.meter is not None and self.scheduled
         self.remeasured = False
         self.total = None
         self.batch = self.tokens = None
         if self.measuring:
             self.meter.reset()
+        if self.meter is not None:
+            self.meter.tensors = None  # a measured step's start() lists them again
 
     def note_input(self, size):
         """Record a training forward's input size (the step keeps the largest)."""
@@ -198,7 +275,8 @@ class Activations:
         if t is not None and (self.tokens is None or t > self.tokens):
             self.tokens = t
         if first and not self.measuring and self.meter is not None \
-                and self.measured is not None:
+                and self.measured is not None and (b, t) != self._checked:
+            self._checked = (b, t)  # a size seen before was checked then
             r = size_ratio(self.batch, self.tokens, self.measured)
             if r is not None and r >= REMEASURE_RATIO:
                 self.measuring = True
@@ -231,20 +309,23 @@ class Activations:
     def finish(self, step):
         """Return the activation fields of ``step``'s anatomy message (plus its
         ``batch``), or None when the step sends none."""
-        self.collect()
         size = (self.batch, self.tokens)
+        if not self.measuring and not self.scheduled and size == self.sent:
+            return None  # the common step: nothing measured, nothing new to say
+        self.collect()
         if self.measuring and self.total is not None:
+            self._checked = None
             self.measured = {"step": step, "batch": self.batch, "tokens": self.tokens,
                              "activations": self.total}
-            self._sent = size
+            self.sent = size
             return {"activations": self.total, "activations_step": step,
                     "activations_batch": self.batch, "activations_tokens": self.tokens,
                     "activations_source": "measured", "tokens": self.tokens,
                     "batch": self.batch}
         known = self.batch is not None or self.tokens is not None
-        if self.scheduled or (self.measured is not None and known and size != self._sent):
+        if self.scheduled or (self.measured is not None and known and size != self.sent):
             if known:
-                self._sent = size
+                self.sent = size
             return self._scaled()
         return None
 

@@ -61,7 +61,18 @@ def _run(original, args, kwargs):
 
 
 def _make(original, name):
+    local = _local
+
     def backward(*args, **kwargs):
+        # The nested call (Tensor.backward calls torch.autograd.backward) and
+        # a process with no listener take this short path; _run does the rest.
+        depth = getattr(local, "depth", 0)
+        if depth or not _listeners:
+            local.depth = depth + 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                local.depth = depth
         return _run(original, args, kwargs)
 
     backward.__name__ = name

@@ -2,10 +2,11 @@
 thread that owns the socket, replays the backlog on every (re)connection and
 sends stats, and an optional daemon sampler thread.
 
-The training thread never blocks: it reads the clock and the allocator, takes
-the next ``seq`` and appends to the queue under a short lock (the lock keeps
-queue order equal to seq order across threads, which the monitor's duplicate
-detection relies on). JSON encoding and all socket I/O happen on the sender.
+The training thread never blocks: it reads the clock (and, at an end edge,
+the allocator), takes the next ``seq`` and appends a tuple to the queue under a
+short lock (the lock keeps queue order equal to seq order across threads,
+which the monitor's duplicate detection relies on). Making the message, JSON
+encoding and all socket I/O happen on the sender.
 
 The sender sleeps until ``BATCH`` messages are pending (the training thread
 sets the wake event once, when the queue reaches that length) or until
@@ -67,6 +68,13 @@ class Client:
         self._batch = max(1, int(batch))
         self._sock = None
         self._closed = False
+        self._reset = bool(cuda is not None and config.reset_peaks)
+        # The allocator reader (None on CPU runs): callers on the hot path
+        # call it directly, guarding it as read_raw() does.
+        self.reader = None if cuda is None else getattr(cuda, "read_raw", None) or cuda.read
+        # When the training thread last read the allocator: the sampler
+        # skips a sample while phase edges keep the curve fresh.
+        self.last_read = 0.0
         self._stop = threading.Event()
         self._sampling = threading.Event()
         self._wake = threading.Event()
@@ -115,45 +123,102 @@ class Client:
             _safe.report(exc)
             return None
 
+    def read_raw(self):
+        """Return one allocator read in the queue's compact form, or None.
+
+        A tuple from ``CudaStats.read_raw`` (made into ``mem`` on the sender
+        thread), or a ``mem`` dict from a seam that only has ``read()``.
+        """
+        read = self.reader
+        if read is None:
+            return None
+        try:
+            return read()
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+            return None
+
     def reset_peaks(self):
         """Reset the allocator's peak counters if configured to."""
         if self.cuda is not None and self.config.reset_peaks:
             _safe.call(self.cuda.reset_peaks)
 
     def phase(self, name, edge, user=False, step=None, micro=None, input=None):  # noqa: A002
-        """Queue a phase edge with its allocator snapshot (emit() inlined:
-        ten of these run on the training thread every step). ``input`` is the
-        optional ``{"batch", "tokens"}`` of a training forward's begin edge."""
-        mem = None
-        if self.cuda is not None:  # CPU runs skip both calls
-            if edge == "begin":
-                self.reset_peaks()
-            mem = self.read_mem()
+        """Queue a phase edge with its own allocator read (user phases).
+        ``input`` is the optional ``{"batch", "tokens"}`` of a training
+        forward's begin edge."""
+        raw = self.read_raw() if self.cuda is not None else None
+        return self.edge(name, edge, raw, user, step, micro,
+                         None if input is None else {"input": input})
+
+    def edge(self, name, edge, raw, user=False, step=None, micro=None, extra=None):
+        """Queue a phase edge carrying ``raw`` (a read_raw() value, or None
+        for ``mem: null``); never reads the allocator itself.
+
+        The hot path: automatic phases call it several times a step on the
+        training thread, so it only takes the clock, the seq and a tuple,
+        and appends it under the lock. The sender thread makes the message
+        (``_messages.phase_message``) when it encodes it: while no monitor
+        listens the tuple itself is kept for replay. ``extra`` holds more fields for
+        the message. With ``reset_peaks`` a begin edge resets the peak
+        counters (after ``raw`` was read).
+        """
         if self._closed:
             return False
-        msg = {
-            "v": 1, "type": "phase", "seq": None, "t": _monotonic(),
-            "name": name,
-            "step": self.step if step is None else step,
-            "micro": self.micro if micro is None else micro,
-            "edge": edge, "user": user, "mem": mem,
-        }
-        if input is not None:
-            msg["input"] = input
+        if self._reset and edge == "begin":
+            self.reset_peaks()
+        t = _monotonic()
+        if raw is not None:
+            self.last_read = t
         with self._lock:
             if self._closed:
                 return False
-            msg["seq"] = self._next_seq
-            self._next_seq += 1
+            seq = self._next_seq
+            self._next_seq = seq + 1
             queue = self._queue
             pending = len(queue)
             if pending >= self._queue_size:
                 self.dropped += 1
                 return False
-            queue.append((self.step < self._first_steps, msg))
+            step = self.step if step is None else step
+            queue.append((self.step < self._first_steps,
+                          (seq, t, name, step, self.micro if micro is None else micro,
+                           edge, user, raw, extra)))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
+
+    def switch(self, name, raw, begin):
+        """Queue ``name``'s end edge and ``begin``'s begin edge, both carrying
+        ``raw`` (one read): :meth:`edge` twice with one clock, one lock and one
+        frame (forward end -> loss begin and loss end -> backward begin, every
+        step). Returns False when either was dropped."""
+        if self._closed:
+            return False
+        t = _monotonic()
+        if raw is not None:
+            self.last_read = t
+        with self._lock:
+            if self._closed:
+                return False
+            queue = self._queue
+            pending = len(queue)
+            first, step, micro = self.step < self._first_steps, self.step, self.micro
+            seq = self._next_seq
+            self._next_seq = seq + 2  # a dropped edge keeps its seq: the monitor sees a gap
+            room = self._queue_size - pending
+            if room > 0:
+                queue.append((first, (seq, t, name, step, micro, "end", False, raw, None)))
+            if room > 1:
+                queue.append((first, (seq + 1, t, begin, step, micro, "begin", False, raw,
+                                      None)))
+            else:
+                self.dropped += 2 - max(room, 0)
+        if self._reset:
+            self.reset_peaks()  # after the read, as a begin edge does
+        if pending < self._batch <= pending + 2:
+            self._wake.set()
+        return room > 1
 
     def mark(self, name):
         """Queue a point event with its allocator snapshot."""
@@ -237,9 +302,22 @@ class Client:
     # ---- sampler thread ----------------------------------------------------------
 
     def _run_sampler(self):
+        """Send a sample when no phase edge read the allocator for a period.
+
+        While edges come faster than ``sample_hz`` (short steps) the sampler
+        reads nothing and never competes for the GIL; in long phases (or
+        between steps) it fills the curve at ``sample_hz``.
+        """
         period = 1.0 / self.config.sample_hz
-        while self._sampling.is_set() and not self._stop.wait(period):
-            mem = self.read_mem()
+        wait = period
+        while self._sampling.is_set() and not self._stop.wait(wait):
+            idle = time.monotonic() - self.last_read
+            if idle < period:
+                wait = period - idle
+                continue
+            wait = period
+            mem = _messages.mem_of(self.read_raw())
+            self.last_read = time.monotonic()
             if mem is not None and self._sampling.is_set():
                 self.emit({"v": 1, "type": "sample", "seq": None, "t": time.monotonic(),
                            "mem": mem})
@@ -310,7 +388,7 @@ class Client:
                 self._keep_all(items, [msg for _, msg in items])
                 continue
             try:
-                lines = [_messages.encode(msg) for _, msg in items]
+                lines = [_messages.encode_item(msg) for _, msg in items]
             except (TypeError, ValueError):  # rare: find and report the bad ones
                 encode = self._encode
                 lines = [encode(msg) for _, msg in items]
@@ -322,7 +400,7 @@ class Client:
     @staticmethod
     def _encode(msg):
         try:
-            return _messages.encode(msg)
+            return _messages.encode_item(msg)
         except (TypeError, ValueError) as exc:
             _safe.report(exc)
             return None
@@ -335,7 +413,10 @@ class Client:
         the rest to the ring; one pushed out of the ring while no monitor
         listens counts in ``evicted``.
         """
-        pairs = [(msg["seq"], k) for (_, msg), k in zip(items, kept) if k is not None]
+        # A phase edge is still the training thread's tuple (seq first): it
+        # becomes a message only if a monitor ever connects.
+        pairs = [(msg[0] if type(msg) is tuple else msg["seq"], k)
+                 for (_, msg), k in zip(items, kept) if k is not None]
         if any([first for first, _ in items]):
             store, room = self._first, self._first_size - len(self._first)
             flags = [first for (first, _), k in zip(items, kept) if k is not None]

@@ -67,27 +67,85 @@ def format_uuid(uuid):
     return "GPU-" + text
 
 
+def mem_from_raw(raw):
+    """Map a ``read_raw()`` tuple to ``mem`` (None stays None), as mem_from_stats does."""
+    if raw is None:
+        return None
+    mem = {}
+    for i, (field, _) in enumerate(MEM_KEYS):
+        value = raw[i]
+        if value is None:
+            if i < _REQUIRED:
+                return None
+            continue
+        value = int(value)
+        mem[field] = value if value > 0 else 0
+    return mem
+
+
+def _binding_reader(binding, initialized, device):
+    """Return read_raw() over ``torch._C._cuda_memoryStats``: one frame, closure
+    variables only (it runs at every end edge on the training thread)."""
+    ready = []
+
+    def read_raw():
+        if not ready:
+            if not initialized():
+                return None  # torch.cuda.memory_stats_as_nested_dict() returns {} here too
+            ready.append(True)
+        stats = binding(device)
+        try:
+            a = stats["allocated_bytes"]["all"]
+            r = stats["reserved_bytes"]["all"]
+            return (a["current"], a["peak"], r["current"], r["peak"],
+                    stats.get("num_alloc_retries"), stats.get("num_ooms"))
+        except KeyError:
+            return None  # an allocator that was never initialised: {}
+
+    return read_raw
+
+
 class CudaStats:
     """CudaStats reads the caching allocator of one CUDA device.
 
-    ``read()`` prefers ``torch.cuda.memory_stats_as_nested_dict()`` (torch
-    1.13 and 2.x have it): the same numbers as ``memory_stats()``, which is
-    that dict flattened into ~120 dotted keys and sorted on every call.
-    Without it, ``memory_stats()`` is read.
+    ``read_raw()`` is the hot path (phase edges): one call of
+    ``torch._C._cuda_memoryStats(device)`` where torch has it (1.13 and 2.x
+    do; detected by attribute), the six needed values picked by direct
+    indexing. That binding is what ``torch.cuda.memory_stats_as_nested_dict``
+    calls after its ``is_initialized()`` guard and device normalisation,
+    which cost Python time per call: the guard is kept, but checked only
+    until it first says yes (an initialised CUDA stays initialised; a forked
+    child's client is disabled). It still costs what torch pays to build the
+    ~120-entry nested dict (12.8 us median on an H100, torch 2.11), which is
+    why the hook makes few reads (docs/hook.md, "Cost"). Without the
+    binding, ``memory_stats_as_nested_dict()`` is read, else ``memory_stats()``
+    (that dict flattened into ~120 dotted keys and sorted on every call).
     """
 
     def __init__(self, torch, device):
         self._cuda = torch.cuda
         self.device = device
+        binding = getattr(getattr(torch, "_C", None), "_cuda_memoryStats", None)
+        ready = getattr(self._cuda, "is_initialized", None)
+        if callable(binding) and callable(ready):
+            self.read_raw = _binding_reader(binding, ready, device)
+            return
         nested = getattr(self._cuda, "memory_stats_as_nested_dict", None)
         if callable(nested):
             self._stats, self._map = nested, mem_from_nested
         else:
             self._stats, self._map = self._cuda.memory_stats, mem_from_stats
+        self.read_raw = self._read_mapped
 
     def read(self):
         """Return the ``mem`` object from one allocator stats call, or None."""
-        return self._map(self._stats(self.device))
+        return mem_from_raw(self.read_raw())
+
+    def _read_mapped(self):
+        mem = self._map(self._stats(self.device))
+        if mem is None:
+            return None
+        return tuple(mem.get(field) for field, _ in MEM_KEYS)
 
     def reset_peaks(self):
         """Reset the allocator's peak counters (only when the user asked)."""

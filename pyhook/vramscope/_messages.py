@@ -8,6 +8,8 @@ import socket as _socket
 import sys
 import time
 
+from ._cuda import mem_from_raw
+
 VERSION = "0.1.0"
 PROTOCOL = 1
 MAX_LINE = 65536  # bytes, newline included
@@ -88,6 +90,24 @@ def build_hello(config, session, torch_version, cuda_info, now=None, environ=Non
 def new_session_id():
     """Return a random session id (16 hex characters)."""
     return secrets.token_hex(8)
+
+
+def mem_of(raw):
+    """Return the ``mem`` object of an allocator read: a ``read_raw()`` tuple,
+    a ``mem`` dict (seams with only ``read()``), or None."""
+    if raw is None or type(raw) is dict:
+        return raw
+    return mem_from_raw(raw)
+
+
+def phase_message(item):
+    """Make the ``phase`` message of one ``Client.edge`` tuple (on the sender thread)."""
+    seq, t, name, step, micro, edge, user, raw, extra = item
+    msg = {"v": 1, "type": "phase", "seq": seq, "t": t, "name": name, "step": step,
+           "micro": micro, "edge": edge, "user": user, "mem": mem_of(raw)}
+    if extra:
+        msg.update(extra)
+    return msg
 
 
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
@@ -186,6 +206,11 @@ def _input_text(size):
             return None
     return ',"input":{"batch":%s,"tokens":%s}' % (
         "null" if batch is None else "%d" % batch, "null" if tokens is None else "%d" % tokens)
+
+
+def encode_item(item):
+    """Encode a queued item: a message dict, or a ``Client.edge`` tuple."""
+    return encode(item if type(item) is dict else phase_message(item))
 
 
 def encode(msg):

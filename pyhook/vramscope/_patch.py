@@ -205,10 +205,15 @@ def _tensor_in(is_tensor, a):
     return None
 
 
-def input_size(is_tensor, args, kwargs):
+def input_size(is_tensor, args, kwargs, tensor_type=None):
     """Return ``{"batch": int|None, "tokens": int|None}`` of a forward's inputs,
-    or None when no tensor input was found (protocol additions item 1)."""
-    t = first_tensor(is_tensor, args, kwargs)
+    or None when no tensor input was found (protocol additions item 1).
+    ``tensor_type`` (``torch.Tensor``) lets a tensor first argument skip
+    ``is_tensor``, a Python function in torch."""
+    if args and tensor_type is not None and isinstance(args[0], tensor_type):
+        t = args[0]
+    else:
+        t = first_tensor(is_tensor, args, kwargs)
     if t is None:
         return None
     shape = t.shape

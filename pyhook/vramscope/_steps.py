@@ -25,10 +25,14 @@ class StepsMixin:
         if not self._active:
             return args, kwargs
         with self._lock:
-            self._activity()
+            if self._step_called and not self._closure_depth:  # _activity() inlined
+                self._finish_step()
+            self._idle = False
             self._recover()
             self._step_called = True
-            where, closure = _patch.find_closure(args, kwargs)
+            # step() with no arguments (the patch on torch 1.13) has no closure.
+            where, closure = _patch.find_closure(args, kwargs) if args or kwargs \
+                else (None, None)
             if closure is None:
                 if self._open != "step":  # a framework may have opened it
                     self._begin("step")
@@ -93,13 +97,22 @@ class StepsMixin:
         if self._open is not None:
             self._end(self._open)
         step = self._client.step
-        figures = self._acts.finish(step)
-        if figures is not None:
-            _safe.call(self._send_anatomy, step, figures)
+        acts = self._acts
+        # Activations.finish's own test, inlined for the common step: nothing
+        # measured, and no measurement to scale or no new input size.
+        if acts.measuring or acts.scheduled or (
+                acts.measured is not None and (acts.batch, acts.tokens) != acts.sent):
+            figures = acts.finish(step)
+            if figures is not None:
+                _safe.call(self._send_anatomy, step, figures)
         self._client.step = step + 1
         self._client.micro = 0
         self._zero_seen_last, self._zero_seen = self._zero_seen, False
         self._idle = True
+        if self._trained:
+            # A training forward that no wrapped backward followed (a loop
+            # calling torch.autograd.grad): hook the outputs again.
+            self._hook_output = True
         self._trained = False
         self._acts.prepare(step + 1)
 
@@ -107,7 +120,10 @@ class StepsMixin:
         if acts.get("activations_source") == "scaled" and self._acts.static is not None:
             figures = self._acts.static  # a scaled message reuses the last walk
         else:
-            figures = _anatomy.static_figures(self._torch, self._model, self._optimizer)
+            meter = self._acts.meter
+            figures = _anatomy.static_figures(
+                self._torch, self._model, self._optimizer, self._figure_cache,
+                getattr(meter, "tensors", None) if self._acts.measuring else None)
             self._acts.static = figures
         step_batch = acts.pop("batch", None)
         batch = self._config.batch_size if self._config.batch_size is not None else step_batch

@@ -2,12 +2,14 @@
 
 Phases are sequential: beginning one ends the phase still open, so a phase
 whose end cannot be observed never stays open past the next one. Every
-allocator read goes through ``self._client.phase`` from ``_begin``/``_end``.
+allocator read is made in ``_end`` (a begin edge carries the read of the end
+edge made in the same hook call, else none) and queued by ``self._client.edge``.
 """
 
 import threading
 
 from . import _anatomy, _backward, _patch, _safe
+from ._anatomy import FIRST_MEASURED
 from ._steps import StepsMixin
 
 # Re-exported for callers of the old module layout.
@@ -16,6 +18,10 @@ has_step_hooks = _patch.has_step_hooks
 queue_callback_of = _patch.queue_callback_of
 _grad_tensors = _patch.grad_tensors
 _kwargs_pre_hooks = _patch.kwargs_pre_hooks
+
+
+class _NoTensor:
+    """What nothing is an instance of (a torch without ``Tensor``)."""
 
 
 class Watcher(StepsMixin):
@@ -51,6 +57,8 @@ class Watcher(StepsMixin):
         self._step_called = False
         self._idle = True
         self._trained = False
+        # Whether forwards hook their output for the backward fallback (below).
+        self._hook_output = True
         self.framework_steps = False
         self._undo = []
         self._queue_callback = (queue_callback_of(torch) if queue_callback == "detect"
@@ -67,6 +75,9 @@ class Watcher(StepsMixin):
                 and _anatomy.SavedTensorMeter.supported(torch):
             meter = _anatomy.SavedTensorMeter(torch, model)
         self._acts = _anatomy.Activations(meter, config.activations_every)
+        self._figure_cache = _anatomy.FigureCache()
+        # torch.is_tensor is a Python function; isinstance against this is not.
+        self._tensor_type = getattr(torch, "Tensor", None) or _NoTensor
         self._grad_hook = self._on_output_grad
         self._done_callback = self._on_backward_done
         self._acts.prepare(client.step)
@@ -164,36 +175,69 @@ class Watcher(StepsMixin):
 
     # ---- phase bookkeeping -------------------------------------------------------
 
-    def _begin(self, name, input=None, step=None):  # noqa: A002
+    def _begin(self, name, raw=None, input=None, step=None):  # noqa: A002
         """End the open phase and begin ``name`` (``step``: a number other than the
-        current one, for a tail zero_grad; its end edge carries it too)."""
-        if self._open is not None:
-            self._end(self._open)
+        current one, for a tail zero_grad; its end edge carries it too).
+
+        A begin edge has no allocator read of its own (docs/hook.md, "Cost"):
+        it carries the read of the end edge made in this same hook call
+        (``raw``, or the phase it closes here), else mem null.
+        """
+        last = self._open
+        if last is not None:
+            if last == "backward" or step is not None or input is not None \
+                    or self._tail_step is not None:
+                raw = self._end(last)
+            else:
+                # The every-step case (forward -> loss, loss -> backward): _end's
+                # read inlined, both edges queued by one client call.
+                client = self._client
+                raw = None
+                read = client.reader
+                if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
+                    try:
+                        raw = read()
+                    except Exception as exc:  # noqa: BLE001
+                        _safe.report(exc)
+                self._open = name
+                if name == "backward":
+                    self._backward_micro = client.micro
+                client.switch(last, raw, name)
+                return
         self._open = name
         if name == "backward":
             self._backward_micro = self._client.micro
         if step is not None:
             self._tail_step = step
-            self._client.phase(name, "begin", step=step)
-        elif input is None:
-            self._client.phase(name, "begin")
-        else:
-            self._client.phase(name, "begin", input=input)
+        self._client.edge(name, "begin", raw, False, step, None,
+                          None if input is None else {"input": input})
 
     def _end(self, name):
+        """End ``name`` if it is the open phase: read the allocator once (but
+        zero_grad, which only frees, reads on the first steps only) and return
+        that read (None when nothing was read or ``name`` was not open)."""
         if self._open != name:
-            return
+            return None
         self._open = None
+        client = self._client
+        raw = None
+        read = client.reader
+        if read is not None and (name != "zero_grad" or client.step < FIRST_MEASURED):
+            try:  # client.read_raw() inlined: a frame less at every end edge
+                raw = read()
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
-            self._client.phase(name, "end", micro=self._backward_micro)
-            self._client.micro = self._backward_micro + 1
+            client.edge(name, "end", raw, False, None, self._backward_micro)
+            client.micro = self._backward_micro + 1
         elif self._tail_step is not None:
-            self._client.phase(name, "end", step=self._tail_step)
+            client.edge(name, "end", raw, step=self._tail_step)
             self._tail_step = None
         else:
-            self._client.phase(name, "end")
+            client.edge(name, "end", raw)
+        return raw
 
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
@@ -204,7 +248,9 @@ class Watcher(StepsMixin):
 
     def _recover(self):
         # A forward that raised leaves its meter installed and its depth counted.
-        self._acts.stop()
+        meter = self._acts.meter
+        if meter is not None and meter.active:
+            meter.stop()
         self._depth = 0
         self._skip_forward = False
         self._quiet = False
@@ -252,8 +298,10 @@ class Watcher(StepsMixin):
             return
         size = None
         if grad:
-            self._activity()
-            size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+            if self._step_called and not self._closure_depth:  # _activity() inlined
+                self._finish_step()
+            self._idle = False
+            size = _patch.input_size(self._torch.is_tensor, args, kwargs, self._tensor_type)
             self._pending_kw = size is None
             self._trained = True
         if self._open != "forward":  # training_step or a framework opened it
@@ -290,16 +338,27 @@ class Watcher(StepsMixin):
     def _forward_end(self, output):
         if self._acts.measuring:
             self._acts.pause()
-        self._end("forward")
-        if not self._torch.is_grad_enabled():
+        torch = self._torch
+        if not torch.is_grad_enabled():
+            self._end("forward")
             return
-        found = []
-        _patch.grad_tensors(self._torch, output, found)
-        hook = self._grad_hook
-        for t in found:
-            t.register_hook(hook)
-        if found:
-            self._begin("loss")
+        if isinstance(output, self._tensor_type):  # the common output, without the walk
+            found = [output] if output.requires_grad else []
+        else:
+            found = []
+            _patch.grad_tensors(torch, output, found)
+        if not found:
+            self._end("forward")
+            return
+        if self._hook_output:
+            # The backward fallback (torch.autograd.grad, a C++ caller). Once
+            # the global wrapper has seen this loop's backwards it is skipped:
+            # register_hook and the engine's call cost ~8 us a step in torch.
+            hook = self._grad_hook
+            for t in found:
+                t.register_hook(hook)
+        # Ends forward (one read) and begins loss with that read: no user code between.
+        self._begin("loss")
 
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
@@ -334,6 +393,7 @@ class Watcher(StepsMixin):
                 return False
             self._in_backward = True
             self._user_bw = True
+            self._hook_output = False  # backwards come through the wrapper
             self._backward_begin()
             return True
 
@@ -363,7 +423,9 @@ class Watcher(StepsMixin):
         return None
 
     def _backward_begin(self):
-        self._activity()
+        if self._step_called and not self._closure_depth:  # _activity() inlined
+            self._finish_step()
+        self._idle = False
         if self._acts.measuring:
             self._acts.collect()
         self._trained = False
@@ -404,7 +466,9 @@ class Watcher(StepsMixin):
                 self._recover()
                 self._begin("zero_grad", step=self._client.step - 1)
                 return
-            self._activity()
+            if self._step_called and not self._closure_depth:  # _activity() inlined
+                self._finish_step()
+            self._idle = False
             self._recover()
             self._zero_seen = True
             if self._open != "zero_grad":

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""The hook's cost per training step under a GPU cost model, without a GPU.
+
+Drives the real hook (real Watcher, Client and CudaStats) on a real CPU torch
+model, with torch.cuda faked by bench/fakecuda.py so that each allocator
+stats call (``torch._C._cuda_memoryStats``) costs ``--read-us`` of busy wait
+(12.8 us: the H100/torch 2.11 median) and returns a dict of the real shape.
+
+Modes run in one process, in blocks whose order rotates, so that machine
+noise hits them alike; a fresh ``Watcher`` per block, one client per mode
+(no monitor listening unless --bin names a `vramscope` binary to record
+with). For each mode it prints the median added wall time and training-thread
+CPU time per step against the same loop without the hook, the spread of that
+figure over blocks, and the allocator reads per step made on the training
+thread. Loops: plain (zero_grad, forward, loss, backward, step), gradient
+accumulation (--micro forward/backward passes per step) and measured steps
+(saved-activation accounting on every step). Peers: torch.profiler with
+profile_memory=True in the same loop, and the H100 figures of
+_record_memory_history and the profiler from shared/recordings/h100.
+
+    PYTHONPATH=pyhook python3 bench/cost_model.py [--read-us 12.8] [--blocks 24]
+        [--steps 40] [--micro 4] [--old REV] [--bin bin/vramscope] [--sample-hz HZ]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import fakecuda  # noqa: E402
+
+# H100, torch 2.11, 8x2048 MLP + Adam, 3.34 ms synced step, same-process
+# rotated blocks (shared/recordings/h100/README.md): the peers' cost per step.
+H100_STEP_US = 3340.0
+H100_RECORD_HISTORY_US = 0.192 * H100_STEP_US  # _record_memory_history(): +19.2 %
+H100_PROFILER_US = 0.287 * H100_STEP_US  # profiler(profile_memory=True): +28.7 %
+# input, width, batch, hidden layers; "h100mlp" is the issue's 8x2048 MLP (for --device cuda)
+SIZES = {"tiny": (256, 64, 16, 1), "wide": (512, 256, 32, 1), "h100mlp": (2048, 2048, 512, 7)}
+
+
+def old_package(rev, into):
+    """Extract pyhook/vramscope at ``rev`` as the importable package ``vsold``."""
+    archive = subprocess.run(["git", "-C", ROOT, "archive", rev, "pyhook/vramscope"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    os.rename(os.path.join(into, "pyhook", "vramscope"), os.path.join(into, "vsold"))
+    sys.path.insert(0, into)
+
+
+def start_monitor(binary, work, name):
+    path = os.path.join(work, name + ".sock")
+    proc = subprocess.Popen([binary, "record", "-o", os.path.join(work, name + ".jsonl"),
+                             "--socket", path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    return proc, path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--read-us", type=float, default=fakecuda.H100_READ_US,
+                    help="cost of one allocator stats call (busy wait)")
+    ap.add_argument("--size", default="tiny", choices=sorted(SIZES))
+    ap.add_argument("--blocks", type=int, default=24)
+    ap.add_argument("--steps", type=int, default=40, help="optimizer steps per block")
+    ap.add_argument("--micro", type=int, default=4, help="micro-steps per accumulation step")
+    ap.add_argument("--sample-hz", type=float, default=None,
+                    help="sampler rate for the watch modes (default: the hook's default)")
+    ap.add_argument("--old", help="also run the hook of this git revision")
+    ap.add_argument("--bin", help="vramscope binary: clients stream to a real `record`")
+    ap.add_argument("--no-profiler", action="store_true")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: the real allocator on a GPU, its reads counted, "
+                         "_record_memory_history as a peer (--read-us is ignored)")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="vscost", dir="/tmp")
+    procs = []
+    try:
+        if args.old:
+            old_package(args.old, work)
+        sys.path.insert(0, os.path.join(ROOT, "pyhook"))
+        import torch
+        if args.device == "cuda":  # the real allocator, its reads counted
+            torch.zeros(1, device="cuda")  # initialise CUDA (the hook reads once it is)
+            fake = fakecuda.CountingBinding().install(torch)
+        else:
+            torch.set_num_threads(1)
+            fake = fakecuda.FakeAllocator(args.read_us).install(torch)
+        run(args, torch, fake, work, procs)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class HistoryOff:
+    """Turns _record_memory_history off at the end of its block."""
+
+    def __init__(self, torch):
+        self._torch = torch
+
+    def __exit__(self, *exc):
+        self._torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def run(args, torch, fake, work, procs):
+    packages = [("", "vramscope")]
+    if args.old:
+        packages.append(("old ", "vsold"))
+    inp, width, batch, hidden = SIZES[args.size]
+    dev = args.device
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(inp, width), torch.nn.ReLU()]
+    for _ in range(hidden):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10)).to(dev)
+    if args.size == "h100mlp":
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(batch, inp, device=dev)
+    y = torch.randint(0, 10, (batch,), device=dev)
+    ns, tns, ce = time.perf_counter_ns, time.thread_time_ns, torch.nn.functional.cross_entropy
+    micro = args.micro
+    # On a GPU each step is synced, as in the H100 table (README: "synced per step").
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+
+    def plain(acc, n):
+        for _ in range(n):
+            w0, c0 = ns(), tns()
+            opt.zero_grad()
+            loss = ce(model(x), y)
+            loss.backward()
+            opt.step()
+            sync()
+            acc.append((ns() - w0, tns() - c0))
+
+    def accum(acc, n):
+        for _ in range(n):
+            w0, c0 = ns(), tns()
+            opt.zero_grad()
+            for _ in range(micro):
+                loss = ce(model(x), y) / micro
+                loss.backward()
+            opt.step()
+            sync()
+            acc.append((ns() - w0, tns() - c0))
+
+    modes = []  # (name, loop, base name, factory of a watcher or a context)
+    for tag, pkg in packages:
+        mod = __import__(pkg, fromlist=["_client", "_config", "_cuda", "_watch"])
+        C, CF, CU, W = mod._client, mod._config, mod._cuda, mod._watch
+
+        def client(name, C=C, CF=CF, CU=CU, **kw):
+            if args.sample_hz is not None and "sample_hz" not in kw:
+                kw["sample_hz"] = args.sample_hz
+            sock = os.path.join(work, "none.sock")
+            if args.bin:
+                proc, sock = start_monitor(args.bin, work, name)
+                procs.append(proc)
+            cfg = CF.resolve(socket=sock, environ={}, **kw)
+
+            def make(W=W):
+                # A client per block: its sampler runs only in its own blocks.
+                c = C.Client(cfg, cuda=CU.detect(torch, model), torch_version=torch.__version__)
+                c.step = 3  # past the always-measured first steps: a default plain step
+                return W.Watcher(torch, c, model, opt, c.config), c
+            return make
+
+        default = client(tag + "default")
+        measured = client(tag + "measured", activations_every=1)
+        quiet = client(tag + "nosampler", sample_hz=0) if not tag else None
+        if quiet is not None:
+            modes.append(("watch, sample_hz 0", plain, "plain", quiet))
+        for name, loop, base, make in (("%swatch" % tag, plain, "plain", default),
+                                       ("%swatch, measured" % tag, plain, "plain", measured),
+                                       ("%swatch, accumulation" % tag, accum, "accumulation",
+                                        default)):
+            modes.append((name, loop, base, make))
+    modes.insert(0, ("plain", plain, None, None))
+    modes.insert(1, ("accumulation", accum, None, None))
+    prof = hasattr(torch, "profiler") and hasattr(torch.profiler, "profile") \
+        and not args.no_profiler
+    if prof:
+        modes.append(("torch.profiler(profile_memory)", plain, "plain", "profiler"))
+    if dev == "cuda":
+        modes.append(("_record_memory_history()", plain, "plain", "history"))
+
+    plain(([]), 30)
+    accum([], 10)
+    times = {m[0]: [] for m in modes}
+    blocks = {m[0]: [] for m in modes}
+    reads = dict.fromkeys(times, 0)
+    all_reads = dict.fromkeys(times, 0)
+    secs = dict.fromkeys(times, 0.0)
+    for b in range(args.blocks):
+        r = b % len(modes)  # rotate: what ran before a block moves its time
+        for name, loop, base, make in modes[r:] + modes[:r]:
+            w = c = ctx = None
+            if make == "profiler":
+                acts = [torch.profiler.ProfilerActivity.CPU]
+                if dev == "cuda":
+                    acts.append(torch.profiler.ProfilerActivity.CUDA)
+                ctx = torch.profiler.profile(activities=acts, profile_memory=True)
+                ctx.__enter__()
+            elif make == "history":
+                torch.cuda.memory._record_memory_history()
+                ctx = HistoryOff(torch)
+            elif make is not None:
+                w, c = make()
+            r0, a0, t0 = fake.training_reads, fake.reads, time.monotonic()
+            acc = []
+            loop(acc, args.steps)
+            reads[name] += fake.training_reads - r0
+            all_reads[name] += fake.reads - a0
+            secs[name] += time.monotonic() - t0
+            if w is not None:
+                w.remove()
+                c.close("removed", timeout=1)
+            if ctx is not None:
+                ctx.__exit__(None, None, None)
+            times[name] += acc
+            blocks[name].append(statistics.median(a[0] for a in acc))
+            time.sleep(0.07)  # past the sender's 50 ms deadline: its work is done
+
+    n = args.blocks * args.steps
+    med = {k: (statistics.median(a[0] for a in v), statistics.median(a[1] for a in v))
+           for k, v in times.items()}
+    # The 10th percentile of training-thread CPU time: the step as it runs
+    # when no other process interrupts it (on a shared box the median
+    # carries the neighbours' load; the low percentile much less).
+    p10 = {k: sorted(a[1] for a in v)[len(v) // 10] for k, v in times.items()}
+    reader = ("%.1f us per allocator read (busy wait, GIL held)" % args.read_us
+              if dev == "cpu" else "REAL allocator on %s" % torch.cuda.get_device_name(0))
+    print("cost model: %s; %s MLP %d-%d x%d-10 batch %d, %s, torch %s, %d torch threads; "
+          "%d blocks x %d steps per mode; accumulation: %d micro-steps; load %.2f; %s"
+          % (reader, args.size, inp, width, hidden + 1, batch, type(opt).__name__,
+             torch.__version__, torch.get_num_threads(), args.blocks, args.steps, micro,
+             os.getloadavg()[0],
+             "monitor: %s record" % args.bin if args.bin else "no monitor listening"))
+    print("%-31s %9s %9s %9s %9s %13s %6s %9s" % ("mode", "step us", "+wall us", "+cpu us",
+                                                   "+cpu p10", "block IQR us", "reads",
+                                                   "sampler/s"))
+    added = {}
+    for name, _, base, _ in modes:
+        wall, cpu = med[name]
+        line = "%-31s %9.1f" % (name, wall / 1e3)
+        if base is not None:
+            bw, bc = med[base]
+            diffs = sorted((a - b) / 1e3 for a, b in zip(blocks[name], blocks[base]))
+            q = statistics.quantiles(diffs, n=4) if len(diffs) >= 2 else [diffs[0]] * 3
+            added[name] = ((wall - bw) / 1e3, (cpu - bc) / 1e3, (p10[name] - p10[base]) / 1e3)
+            line += " %+9.1f %+9.1f %+9.1f %6.0f..%-6.0f" % (
+                added[name][0], added[name][1], added[name][2], q[0], q[2])
+        else:
+            line += " %9s %9s %9s %13s" % ("", "", "", "")
+        sampler = (all_reads[name] - reads[name]) / secs[name] if secs[name] else 0
+        line += " %6.2f %9.1f" % (reads[name] / n, sampler)
+        print(line)
+    print("reads: allocator reads per optimizer step on the training thread "
+          "(accumulation: per step of %d micro-steps)" % micro)
+    for tag, _ in packages:
+        name = "%swatch" % tag
+        if name not in added:
+            continue
+        cost = max(added[name][1], 1e-9)
+        print("%sratios (training-thread cpu per plain step, median %.1f us, p10 %.1f us):"
+              % (tag, cost, added[name][2]))
+        print("  H100 _record_memory_history %.0f us/step: %.1fx; H100 profiler %.0f us/step: "
+              "%.1fx" % (H100_RECORD_HISTORY_US, H100_RECORD_HISTORY_US / cost,
+                         H100_PROFILER_US, H100_PROFILER_US / cost))
+        if "torch.profiler(profile_memory)" in added:
+            p = added["torch.profiler(profile_memory)"][1]
+            pp = added["torch.profiler(profile_memory)"][2]
+            print("  this box's torch.profiler(profile_memory) %.0f us/step: %.1fx (p10: %.0f us, "
+                  "%.1fx)" % (p, p / cost, pp, pp / max(added[name][2], 1e-9)))
+        m = added.get("%swatch, measured" % tag)
+        if m:
+            print("  measured step / plain step hook cost: %.2fx (p10: %.2fx)"
+                  % (m[1] / cost, m[2] / max(added[name][2], 1e-9)))
+        a = added.get("%swatch, accumulation" % tag)
+        if a:
+            print("  accumulation: %.1f us per step, %.1f us per micro-step (p10: %.1f, %.1f)"
+                  % (a[1], a[1] / micro, a[2], a[2] / micro))
+    fake.uninstall()
+
+
+if __name__ == "__main__":
+    main()
