@@ -20,6 +20,10 @@ const dialRetry = 50 * time.Millisecond
 // goodbyeTimeout bounds the goodbye write after a cancellation.
 const goodbyeTimeout = time.Second
 
+// cancelGrace is how long a write in progress may go on after a
+// cancellation before it is cut.
+const cancelGrace = 250 * time.Millisecond
+
 // Run plays sc against the monitor listening on socketPath: one hook client
 // per rank (WithRanks), each on its own connection, sending the generated
 // messages as newline-delimited JSON, paced in real time (WithSpeed). It
@@ -98,10 +102,13 @@ func (p *player) run(ctx context.Context) error {
 	defer conn.Close()
 	p.conn, p.w = conn, bufio.NewWriterSize(conn, 32<<10)
 
-	// A cancellation unblocks a write stuck on a monitor that stopped reading.
+	// A cancellation unblocks a write stuck on a monitor that stopped reading,
+	// after a grace that lets a write in progress on a monitor that reads
+	// finish its line (a deadline of now cut lines in half, which the
+	// monitor then rejects: TestRunStopsOnCancel saw it under load).
 	unblocked := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
-		conn.SetWriteDeadline(time.Now())
+		conn.SetWriteDeadline(time.Now().Add(cancelGrace))
 		close(unblocked)
 	})
 	var buf []ipc.Message
