@@ -429,14 +429,48 @@ class Watcher(StepsMixin):
             self._in_backward = True
             self._user_bw = True
             self._hook_output = False  # backwards come through the wrapper
-            self._backward_begin()
+            # _backward_begin() inlined, with _begin's every-step path
+            if self._step_called and not self._closure_depth:  # _activity() inlined
+                self._finish_step()
+            self._idle = False
+            acts = self._acts
+            if acts.measuring:
+                acts.collect()
+            self._trained = False
+            last = self._open
+            if last is None or last == "backward" or self._tail_step is not None:
+                self._begin("backward")
+                return True
+            client = self._client
+            raw = None
+            read = client.reader
+            if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
+                try:
+                    raw = read()
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
+            self._open = "backward"
+            self._backward_micro = client.micro
+            client.switch(last, raw, "backward")
             return True
 
     def user_backward_end(self):
         """Called by the global backward wrapper when that backward returned or raised."""
         with self._lock:
             if self._user_bw:
-                self._end("backward")
+                if self._open == "backward":  # _end("backward") inlined
+                    self._open = None
+                    client = self._client
+                    raw = None
+                    read = client.reader
+                    if read is not None:
+                        try:
+                            raw = read()
+                        except Exception as exc:  # noqa: BLE001
+                            _safe.report(exc)
+                    micro = self._backward_micro
+                    client.edge("backward", "end", raw, False, None, micro)
+                    client.micro = micro + 1
                 self._in_backward = False
                 self._user_bw = False
 
@@ -504,15 +538,34 @@ class Watcher(StepsMixin):
             if self._step_called and not self._closure_depth:  # _activity() inlined
                 self._finish_step()
             self._idle = False
-            self._recover()
+            meter = self._acts.meter  # _recover() inlined
+            if meter is not None and meter.active:
+                meter.stop()
+            self._depth = 0
+            self._skip_forward = False
+            self._quiet = False
             self._zero_seen = True
-            if self._open != "zero_grad":
+            last = self._open
+            if last is None:  # _begin("zero_grad") inlined: no end to read
+                self._open = "zero_grad"
+                self._client.edge("zero_grad", "begin", None)
+            elif last != "zero_grad":
                 self._begin("zero_grad")
 
     def _zero_end(self):
         if not self._active:
             return
         with self._lock:
-            self._zero_depth = max(0, self._zero_depth - 1)
-            if self._zero_depth == 0:
+            depth = self._zero_depth - 1
+            if depth > 0:
+                self._zero_depth = depth
+                return
+            self._zero_depth = 0
+            client = self._client
+            if self._open == "zero_grad" and self._tail_step is None \
+                    and client.step >= FIRST_MEASURED:
+                # _end("zero_grad") inlined for the every-step case: no read
+                self._open = None
+                client.edge("zero_grad", "end", None)
+            else:
                 self._end("zero_grad")
