@@ -70,7 +70,10 @@ class StepsMixin:
                 self._begin("step")  # the parameter update follows the closure
 
     def _on_step_post_hook(self, optimizer, args, kwargs):
-        self._guarded(self._step_post)
+        try:  # _guarded inlined: a frame less each step on torch >= 2.0
+            self._step_post()
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
 
     def _step_post(self):
         if not self._active:
