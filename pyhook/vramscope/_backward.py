@@ -29,43 +29,12 @@ _state = {"torch": None, "tensor": None, "autograd": None}
 _local = threading.local()
 
 
-def _run(original, args, kwargs):
-    depth = getattr(_local, "depth", 0)
-    listeners = _listeners
-    if depth or not listeners:
-        _local.depth = depth + 1
-        try:
-            return original(*args, **kwargs)
-        finally:
-            _local.depth = depth
-    accepted = []
-    for ref in list(listeners):
-        w = ref()
-        if w is None:
-            continue
-        try:
-            if w.user_backward_begin():
-                accepted.append(w)
-        except Exception as exc:  # noqa: BLE001 - never break backward()
-            _safe.report(exc)
-    _local.depth = 1
-    try:
-        return original(*args, **kwargs)
-    finally:
-        _local.depth = 0
-        for w in accepted:
-            try:
-                w.user_backward_end()
-            except Exception as exc:  # noqa: BLE001
-                _safe.report(exc)
-
-
 def _make(original, name):
     local = _local
 
     def backward(*args, **kwargs):
         # The nested call (Tensor.backward calls torch.autograd.backward) and
-        # a process with no listener take this short path; _run does the rest.
+        # a process with no listener take this short path.
         depth = getattr(local, "depth", 0)
         if depth or not _listeners:
             local.depth = depth + 1
@@ -73,7 +42,27 @@ def _make(original, name):
                 return original(*args, **kwargs)
             finally:
                 local.depth = depth
-        return _run(original, args, kwargs)
+        # _run inlined: a frame less at every backward.
+        accepted = []
+        for ref in list(_listeners):
+            w = ref()
+            if w is None:
+                continue
+            try:
+                if w.user_backward_begin():
+                    accepted.append(w)
+            except Exception as exc:  # noqa: BLE001 - never break backward()
+                _safe.report(exc)
+        local.depth = 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            local.depth = 0
+            for w in accepted:
+                try:
+                    w.user_backward_end()
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
 
     backward.__name__ = name
     backward.__doc__ = getattr(original, "__doc__", None)
@@ -130,7 +119,7 @@ def _uninstall():
     if getattr(torch.autograd, "backward", None) is wa:
         torch.autograd.backward = ab
     # A wrapper someone put on top of ours keeps calling ours, which is inert
-    # now: with no listeners _run just calls the original.
+    # now: with no listeners it just calls the original.
     _state.update(torch=None, tensor=None, autograd=None)
 
 

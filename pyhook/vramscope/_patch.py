@@ -105,12 +105,14 @@ def replace_closure(args, kwargs, where, closure):
     return tuple(args), kwargs
 
 
-def patch_method(obj, name, before, after, wrap_args=None):
+def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False):
     """Wrap ``obj.name`` so ``before``/``after`` (each may be None) run around it;
     return an undo.
 
     ``wrap_args(args, kwargs)``, when given, returns the arguments to call the
-    original with (the step patch wraps a closure with it).
+    original with (the step patch wraps a closure with it); with ``kwargs_only``
+    it is called only when there are keyword arguments (the forward's peek at
+    keyword inputs on torch 1.13: a frame less at every plain forward).
 
     The wrapper is a bound method of ``obj`` (torch 1.13's LR scheduler rebinds
     ``optimizer.step.__func__``). Undo restores the original when the attribute
@@ -138,7 +140,7 @@ def patch_method(obj, name, before, after, wrap_args=None):
             try:
                 if before is not None:
                     before()
-                if wrap_args is not None:
+                if wrap_args is not None and (kwargs or not kwargs_only):
                     args, kwargs = wrap_args(args, kwargs)
             except Exception as exc:  # noqa: BLE001
                 report(exc)

@@ -28,13 +28,22 @@ class StepsMixin:
             if self._step_called and not self._closure_depth:  # _activity() inlined
                 self._finish_step()
             self._idle = False
-            self._recover()
+            meter = self._acts.meter  # _recover() inlined
+            if meter is not None and meter.active:
+                meter.stop()
+            self._depth = 0
+            self._skip_forward = False
+            self._quiet = False
             self._step_called = True
             # step() with no arguments (the patch on torch 1.13) has no closure.
             where, closure = _patch.find_closure(args, kwargs) if args or kwargs \
                 else (None, None)
             if closure is None:
-                if self._open != "step":  # a framework may have opened it
+                last = self._open
+                if last is None:  # _begin("step") inlined: no end to read
+                    self._open = "step"
+                    self._client.edge("step", "begin", None)
+                elif last != "step":  # a framework may have opened it
                     self._begin("step")
                 return args, kwargs
             return _patch.replace_closure(args, kwargs, where, self._wrap_closure(closure))
@@ -61,7 +70,10 @@ class StepsMixin:
                 self._begin("step")  # the parameter update follows the closure
 
     def _on_step_post_hook(self, optimizer, args, kwargs):
-        self._guarded(self._step_post)
+        try:  # _guarded inlined: a frame less each step on torch >= 2.0
+            self._step_post()
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
 
     def _step_post(self):
         if not self._active:
@@ -94,9 +106,22 @@ class StepsMixin:
 
     def _finish_step(self):
         self._step_called = False
-        if self._open is not None:
-            self._end(self._open)
-        step = self._client.step
+        client = self._client
+        last = self._open
+        if last == "step" and self._tail_step is None:
+            # _end("step") inlined: the every-step case
+            self._open = None
+            raw = None
+            read = client.reader
+            if read is not None:
+                try:
+                    raw = read()
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
+            client.edge("step", "end", raw)
+        elif last is not None:
+            self._end(last)
+        step = client.step
         acts = self._acts
         # Activations.finish's own test, inlined for the common step: nothing
         # measured, and no measurement to scale or no new input size.

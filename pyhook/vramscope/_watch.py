@@ -10,6 +10,7 @@ import threading
 
 from . import _anatomy, _backward, _patch, _safe
 from ._anatomy import FIRST_MEASURED
+from ._backward_phase import BackwardMixin
 from ._steps import StepsMixin
 
 # Re-exported for callers of the old module layout.
@@ -24,7 +25,7 @@ class _NoTensor:
     """What nothing is an instance of (a torch without ``Tensor``)."""
 
 
-class Watcher(StepsMixin):
+class Watcher(BackwardMixin, StepsMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -102,13 +103,13 @@ class Watcher(StepsMixin):
     def _install(self, global_backward):
         m = self._model
         if _patch.kwargs_pre_hooks(m):
-            h = m.register_forward_pre_hook(self._on_forward_pre_kw, with_kwargs=True)
+            h = m.register_forward_pre_hook(self._on_forward_pre, with_kwargs=True)
         else:
             h = m.register_forward_pre_hook(self._on_forward_pre)
             # Without kwargs in pre-hooks (torch 1.13) keyword inputs are read
             # by a wrapper of the instance's forward, which only looks.
             self._undo.append(_patch.patch_method(
-                m, "forward", None, None, wrap_args=self._peek_kwargs))
+                m, "forward", None, None, wrap_args=self._peek_kwargs, kwargs_only=True))
         self._undo.append(h.remove)
         self._undo.append(m.register_forward_hook(self._on_forward).remove)
         self._undo.append(_patch.patch_method(m, "zero_grad", self._zero_begin, self._zero_end))
@@ -257,25 +258,65 @@ class Watcher(StepsMixin):
 
     # ---- forward ---------------------------------------------------------------------
 
-    def _on_forward_pre_kw(self, module, args, kwargs):
-        self._on_forward_pre(module, args, kwargs)
-        return None
-
+    # Registered with with_kwargs=True where pre-hooks take kwargs (torch >= 2.0)
+    # and plain on torch 1.13; it returns None either way. The body of the
+    # training forward's begin is inlined (docs/hook.md, "Cost": every frame
+    # on this path runs at every forward).
     def _on_forward_pre(self, module, args, kwargs=None):
         if not self._active or module is not self._model:
             return None
         with self._lock:
-            self._depth += 1
-            if self._depth > 1:
+            depth = self._depth + 1
+            self._depth = depth
+            if depth > 1:
                 return None
             if self._in_backward and (self._user_bw or self._queue_callback is not None):
                 self._skip_forward = True  # recomputation inside backward (checkpointing)
                 return None
             try:
-                self._forward_begin(args, kwargs)
+                torch = self._torch
+                grad = torch.is_grad_enabled()
+                if not grad and self._idle and self._optimizer is not None:
+                    # Evaluation between steps: no phase, no step, no batch (issue 8).
+                    self._quiet = True
+                    return None
+                size = None
+                if grad:
+                    if self._step_called and not self._closure_depth:  # _activity() inlined
+                        self._finish_step()
+                    self._idle = False
+                    t = args[0] if args else None
+                    if isinstance(t, self._tensor_type):
+                        # _patch.input_size inlined for the common tensor first argument
+                        shape = t.shape
+                        if len(shape) == 0:
+                            size = {"batch": None, "tokens": None}
+                        else:
+                            batch = int(shape[0])
+                            size = {"batch": batch,
+                                    "tokens": batch * int(shape[1]) if len(shape) >= 2 else None}
+                    else:
+                        size = _patch.input_size(torch.is_tensor, args, kwargs)
+                    self._pending_kw = size is None
+                    self._trained = True
+                last = self._open
+                if last is None:  # _begin("forward", input=size) inlined: no end to read
+                    self._open = "forward"
+                    self._client.edge("forward", "begin", None, False, None, None,
+                                      None if size is None else {"input": size})
+                elif last != "forward":  # training_step or a framework opened it
+                    self._begin("forward", input=size)
+                if grad:
+                    acts = self._acts
+                    if size is not None:
+                        acts.note_input(size)
+                    if acts.measuring:  # unmeasured steps make no meter call
+                        acts.start()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
+
+    _on_forward_pre_kw = _on_forward_pre
 
     def _peek_kwargs(self, args, kwargs):
         # torch 1.13: the pre-hook (which ran first) saw only positional inputs.
@@ -290,29 +331,6 @@ class Watcher(StepsMixin):
 
     _pending_kw = False
 
-    def _forward_begin(self, args, kwargs):
-        grad = self._torch.is_grad_enabled()
-        if not grad and self._idle and self._optimizer is not None:
-            # Evaluation between steps: no phase, no step, no batch (issue 8).
-            self._quiet = True
-            return
-        size = None
-        if grad:
-            if self._step_called and not self._closure_depth:  # _activity() inlined
-                self._finish_step()
-            self._idle = False
-            size = _patch.input_size(self._torch.is_tensor, args, kwargs, self._tensor_type)
-            self._pending_kw = size is None
-            self._trained = True
-        if self._open != "forward":  # training_step or a framework opened it
-            self._begin("forward", input=size)
-        if grad:
-            acts = self._acts
-            if size is not None:
-                acts.note_input(size)
-            if acts.measuring:  # unmeasured steps make no meter call
-                acts.start()
-
     def _note_input(self, size):
         self._acts.note_input(size)
 
@@ -320,45 +338,63 @@ class Watcher(StepsMixin):
         if not self._active or module is not self._model:
             return None
         with self._lock:
-            self._depth = max(0, self._depth - 1)
-            if self._depth > 0:
+            depth = self._depth - 1
+            if depth > 0:
+                self._depth = depth
                 return None
+            self._depth = 0
             if self._skip_forward:
                 self._skip_forward = False
                 return None
             if self._quiet:
                 self._quiet = False
                 return None
-            try:
-                self._forward_end(output)
+            try:  # the forward's end, inlined
+                acts = self._acts
+                if acts.measuring:
+                    acts.pause()
+                torch = self._torch
+                if not torch.is_grad_enabled():
+                    self._end("forward")
+                    return None
+                if isinstance(output, self._tensor_type):  # the common output, without the walk
+                    if not output.requires_grad:
+                        self._end("forward")
+                        return None
+                    if self._hook_output:
+                        output.register_hook(self._grad_hook)
+                else:
+                    found = []
+                    _patch.grad_tensors(torch, output, found)
+                    if not found:
+                        self._end("forward")
+                        return None
+                    if self._hook_output:
+                        # The backward fallback (torch.autograd.grad, a C++ caller). Once
+                        # the global wrapper has seen this loop's backwards it is skipped:
+                        # register_hook and the engine's call cost ~8 us a step in torch.
+                        hook = self._grad_hook
+                        for t in found:
+                            t.register_hook(hook)
+                # Ends forward (one read) and begins loss with that read: no user code between.
+                last = self._open
+                if last is None or last == "backward" or self._tail_step is not None:
+                    self._begin("loss")
+                    return None
+                # _begin's every-step path inlined (a frame less each forward).
+                client = self._client
+                raw = None
+                read = client.reader
+                if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
+                    try:
+                        raw = read()
+                    except Exception as exc:  # noqa: BLE001
+                        _safe.report(exc)
+                self._open = "loss"
+                client.switch(last, raw, "loss")
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
-
-    def _forward_end(self, output):
-        if self._acts.measuring:
-            self._acts.pause()
-        torch = self._torch
-        if not torch.is_grad_enabled():
-            self._end("forward")
-            return
-        if isinstance(output, self._tensor_type):  # the common output, without the walk
-            found = [output] if output.requires_grad else []
-        else:
-            found = []
-            _patch.grad_tensors(torch, output, found)
-        if not found:
-            self._end("forward")
-            return
-        if self._hook_output:
-            # The backward fallback (torch.autograd.grad, a C++ caller). Once
-            # the global wrapper has seen this loop's backwards it is skipped:
-            # register_hook and the engine's call cost ~8 us a step in torch.
-            hook = self._grad_hook
-            for t in found:
-                t.register_hook(hook)
-        # Ends forward (one read) and begins loss with that read: no user code between.
-        self._begin("loss")
 
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
@@ -380,65 +416,6 @@ class Watcher(StepsMixin):
         if self._active:
             with self._lock:
                 self._acts.pause()
-
-    # ---- backward -----------------------------------------------------------------------
-
-    def user_backward_begin(self):
-        """Called by the global backward wrapper at the start of a user's backward;
-        returns True when it is this model's (a training forward since the last one)."""
-        if not self._active or self._in_backward:
-            return False
-        with self._lock:
-            if self._in_backward or not (self._trained or self._open in ("forward", "loss")):
-                return False
-            self._in_backward = True
-            self._user_bw = True
-            self._hook_output = False  # backwards come through the wrapper
-            self._backward_begin()
-            return True
-
-    def user_backward_end(self):
-        """Called by the global backward wrapper when that backward returned or raised."""
-        with self._lock:
-            if self._user_bw:
-                self._end("backward")
-                self._in_backward = False
-                self._user_bw = False
-
-    def _on_output_grad(self, grad):
-        # Fallback: autograd reached the model output of a backward that did not
-        # enter through the wrapper (torch.autograd.grad, a C++ caller).
-        if not self._active or self._in_backward:
-            return None
-        with self._lock:
-            if self._in_backward:
-                return None
-            self._in_backward = True
-            try:
-                self._backward_begin()
-                if self._queue_callback is not None:
-                    self._queue_callback(self._done_callback)
-            except Exception as exc:  # noqa: BLE001
-                _safe.report(exc)
-        return None
-
-    def _backward_begin(self):
-        if self._step_called and not self._closure_depth:  # _activity() inlined
-            self._finish_step()
-        self._idle = False
-        if self._acts.measuring:
-            self._acts.collect()
-        self._trained = False
-        self._begin("backward")
-
-    def _on_backward_done(self):
-        try:
-            with self._lock:
-                if not self._user_bw:
-                    self._end("backward")
-                    self._in_backward = False
-        except Exception as exc:  # noqa: BLE001 - raising here would fail backward()
-            _safe.report(exc)
 
     def started_mid_step(self):
         """Say that watch() ran inside step 0, after its zero_grad (auto-attach
@@ -469,15 +446,34 @@ class Watcher(StepsMixin):
             if self._step_called and not self._closure_depth:  # _activity() inlined
                 self._finish_step()
             self._idle = False
-            self._recover()
+            meter = self._acts.meter  # _recover() inlined
+            if meter is not None and meter.active:
+                meter.stop()
+            self._depth = 0
+            self._skip_forward = False
+            self._quiet = False
             self._zero_seen = True
-            if self._open != "zero_grad":
+            last = self._open
+            if last is None:  # _begin("zero_grad") inlined: no end to read
+                self._open = "zero_grad"
+                self._client.edge("zero_grad", "begin", None)
+            elif last != "zero_grad":
                 self._begin("zero_grad")
 
     def _zero_end(self):
         if not self._active:
             return
         with self._lock:
-            self._zero_depth = max(0, self._zero_depth - 1)
-            if self._zero_depth == 0:
+            depth = self._zero_depth - 1
+            if depth > 0:
+                self._zero_depth = depth
+                return
+            self._zero_depth = 0
+            client = self._client
+            if self._open == "zero_grad" and self._tail_step is None \
+                    and client.step >= FIRST_MEASURED:
+                # _end("zero_grad") inlined for the every-step case: no read
+                self._open = None
+                client.edge("zero_grad", "end", None)
+            else:
                 self._end("zero_grad")

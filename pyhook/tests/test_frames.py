@@ -1,0 +1,56 @@
+"""Pins the number of vramscope Python frames a plain training step runs
+(docs/hook.md, "Cost"): an upper bound, so a change that adds hook work to
+every step shows here. Deterministic: calls are counted with sys.setprofile
+for one step, nothing is timed (bench/cost_model.py times them).
+"""
+
+import collections
+import os
+import sys
+
+from test_reads import plain_step, watched
+
+import vramscope
+
+PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
+
+# One plain step at default settings, step >= 3, counted on torch 1.13:
+#   zero_grad: the optimizer patch, _zero_begin + edge, _zero_end + edge  (5)
+#   forward: the forward patch (1.13's kwargs peek), _on_forward_pre + edge
+#            + note_input, _on_forward + read_raw + switch                (7)
+#   backward: the wrapper twice (Tensor.backward, autograd.backward),
+#             user_backward_begin + read_raw + switch,
+#             user_backward_end + read_raw + edge                          (8)
+#   step: the patch, _step_pre + edge, _step_post + _finish_step
+#         + read_raw + edge, Activations.prepare                           (8)
+# On torch >= 2.0 the forward has no patch (-1) and the step patch is two
+# step hooks (+1): 28 too.
+PLAIN_STEP_FRAMES = 28  # it was 44 before the every-step paths were inlined
+
+
+def frames_of_one_step(torch, model, opt):
+    calls = collections.Counter()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if os.path.dirname(os.path.abspath(code.co_filename)) == PKG:
+                calls[(os.path.basename(code.co_filename), code.co_name)] += 1
+
+    old = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        plain_step(torch, model, opt)
+    finally:
+        sys.setprofile(old)
+    return calls
+
+
+def test_plain_step_runs_at_most_the_pinned_number_of_hook_frames(torch_mod):
+    client, model, opt, binding, _, _ = watched(torch_mod, step=5)
+    for _ in range(2):  # past the first step's one-off work (output grad hook)
+        plain_step(torch_mod, model, opt)
+    calls = frames_of_one_step(torch_mod, model, opt)
+    total = sum(calls.values())
+    assert total > 0, "the profiler saw the hook run"
+    assert total <= PLAIN_STEP_FRAMES, sorted(calls.items())

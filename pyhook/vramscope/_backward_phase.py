@@ -1,0 +1,105 @@
+"""The backward phase of the Watcher: the global wrapper's begin and end
+calls and the output-grad fallback (docs/hook.md). Mixed into
+:class:`_watch.Watcher`; its every-step path does ``_begin``'s and ``_end``'s
+work in place (docs/hook.md, "Cost")."""
+
+from . import _safe
+from ._anatomy import FIRST_MEASURED
+
+
+class BackwardMixin:
+    """Backward methods of the Watcher (which defines ``_begin``, ``_end``,
+    ``_finish_step`` and the state they use)."""
+
+    # ---- backward -----------------------------------------------------------------------
+
+    def user_backward_begin(self):
+        """Called by the global backward wrapper at the start of a user's backward;
+        returns True when it is this model's (a training forward since the last one)."""
+        if not self._active or self._in_backward:
+            return False
+        with self._lock:
+            if self._in_backward or not (self._trained or self._open in ("forward", "loss")):
+                return False
+            self._in_backward = True
+            self._user_bw = True
+            self._hook_output = False  # backwards come through the wrapper
+            # _backward_begin() inlined, with _begin's every-step path
+            if self._step_called and not self._closure_depth:  # _activity() inlined
+                self._finish_step()
+            self._idle = False
+            acts = self._acts
+            if acts.measuring:
+                acts.collect()
+            self._trained = False
+            last = self._open
+            if last is None or last == "backward" or self._tail_step is not None:
+                self._begin("backward")
+                return True
+            client = self._client
+            raw = None
+            read = client.reader
+            if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
+                try:
+                    raw = read()
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
+            self._open = "backward"
+            self._backward_micro = client.micro
+            client.switch(last, raw, "backward")
+            return True
+
+    def user_backward_end(self):
+        """Called by the global backward wrapper when that backward returned or raised."""
+        with self._lock:
+            if self._user_bw:
+                if self._open == "backward":  # _end("backward") inlined
+                    self._open = None
+                    client = self._client
+                    raw = None
+                    read = client.reader
+                    if read is not None:
+                        try:
+                            raw = read()
+                        except Exception as exc:  # noqa: BLE001
+                            _safe.report(exc)
+                    micro = self._backward_micro
+                    client.edge("backward", "end", raw, False, None, micro)
+                    client.micro = micro + 1
+                self._in_backward = False
+                self._user_bw = False
+
+    def _on_output_grad(self, grad):
+        # Fallback: autograd reached the model output of a backward that did not
+        # enter through the wrapper (torch.autograd.grad, a C++ caller).
+        if not self._active or self._in_backward:
+            return None
+        with self._lock:
+            if self._in_backward:
+                return None
+            self._in_backward = True
+            try:
+                self._backward_begin()
+                if self._queue_callback is not None:
+                    self._queue_callback(self._done_callback)
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+        return None
+
+    def _backward_begin(self):
+        if self._step_called and not self._closure_depth:  # _activity() inlined
+            self._finish_step()
+        self._idle = False
+        if self._acts.measuring:
+            self._acts.collect()
+        self._trained = False
+        self._begin("backward")
+
+    def _on_backward_done(self):
+        try:
+            with self._lock:
+                if not self._user_bw:
+                    self._end("backward")
+                    self._in_backward = False
+        except Exception as exc:  # noqa: BLE001 - raising here would fail backward()
+            _safe.report(exc)
