@@ -79,6 +79,18 @@ def load_fixture_stats(name="memory_stats_torch23_a100.json"):
         return json.load(f)
 
 
+def nested_of(flat):
+    """Rebuild memory_stats_as_nested_dict() from memory_stats(), its flattened copy."""
+    nested = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return nested
+
+
 class FakeCuda:
     """FakeCuda stands in for _cuda.CudaStats with a realistic memory_stats() dict."""
 

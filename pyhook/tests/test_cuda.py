@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from conftest import FakeCuda, load_fixture_stats, make_config, queued
+from conftest import FakeCuda, load_fixture_stats, make_config, nested_of, queued
 from vramscope import _client, _cuda, _watch
 
 
@@ -129,17 +129,6 @@ def test_sampler_stops_at_close(sock_path):
     assert fake.reads == n
     assert not client._sampler.is_alive() and not client._sender.is_alive()
 
-
-def nested_of(flat):
-    """Rebuild memory_stats_as_nested_dict() from memory_stats(), its flattened copy."""
-    nested = {}
-    for key, value in flat.items():
-        *parents, leaf = key.split(".")
-        node = nested
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return nested
 
 
 @pytest.mark.parametrize("name", ["memory_stats_torch113_a100.json",

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from conftest import load_fixture_stats, make_config, queued
+from conftest import load_fixture_stats, make_config, nested_of, queued
 from vramscope import _client, _cuda, _watch
 
 # The design: one read per end edge, shared with the begin edge that follows
@@ -20,17 +20,6 @@ PLAIN_STEP_READS = 4  # forward end (= loss begin), loss end (= backward begin),
 MEASURED_STEP_READS = 4  # saved-activation accounting reads nothing
 FIRST_STEP_READS = 5  # ... and zero_grad end
 MICRO_STEP_READS = 3  # forward end, loss end, backward end per forward/backward pass
-
-
-def nested_of(flat):
-    nested = {}
-    for key, value in flat.items():
-        *parents, leaf = key.split(".")
-        node = nested
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return nested
 
 
 class Binding:

@@ -27,34 +27,21 @@ def mem_from_stats(stats):
     initialised returns an empty dict). Optional counters are left out when
     absent; negative values are clamped to 0 so the message stays valid.
     """
-    mem = {}
-    for i, (field, key) in enumerate(MEM_KEYS):
-        value = stats.get(key)
-        if value is None:
-            if i < _REQUIRED:
-                return None
-            continue
-        value = int(value)
-        mem[field] = value if value > 0 else 0
-    return mem
+    return mem_from_raw(tuple(stats.get(key) for _, key in MEM_KEYS))
 
 
 def mem_from_nested(stats):
     """Map one ``memory_stats_as_nested_dict()`` dict to ``mem``, as mem_from_stats does."""
-    mem = {}
-    for i, (field, path) in enumerate(_NESTED):
-        value = stats
-        for part in path:
-            value = value.get(part) if isinstance(value, dict) else None
-            if value is None:
-                break
+    return mem_from_raw(tuple(_walk(stats, path) for _, path in _NESTED))
+
+
+def _walk(stats, path):
+    value = stats
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
         if value is None:
-            if i < _REQUIRED:
-                return None
-            continue
-        value = int(value)
-        mem[field] = value if value > 0 else 0
-    return mem
+            return None
+    return value
 
 
 def format_uuid(uuid):
