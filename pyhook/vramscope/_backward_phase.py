@@ -64,7 +64,7 @@ class BackwardMixin:
                         except Exception as exc:  # noqa: BLE001
                             _safe.report(exc)
                     micro = self._backward_micro
-                    client.edge("backward", "end", raw, False, None, micro)
+                    client.end("backward", raw, micro)
                     client.micro = micro + 1
                 self._in_backward = False
                 self._user_bw = False

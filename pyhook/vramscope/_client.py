@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 
-from . import _messages, _safe, _sockcheck
+from . import _cuda, _messages, _safe, _sockcheck
 
 QUEUE_SIZE = 8192
 RING_SIZE = 4096
@@ -71,7 +71,7 @@ class Client:
         self._reset = bool(cuda is not None and config.reset_peaks)
         # The allocator reader (None on CPU runs): callers on the hot path
         # call it directly, guarding it as read_raw() does.
-        self.reader = None if cuda is None else getattr(cuda, "read_raw", None) or cuda.read
+        self.reader = None if cuda is None else self._reader_of(cuda)
         # When the training thread last read the allocator: the sampler
         # skips a sample while phase edges keep the curve fresh.
         self.last_read = 0.0
@@ -86,6 +86,23 @@ class Client:
         self._hello_line = _messages.encode(self.hello)
         if start:
             self.start()
+
+    def _reader_of(self, cuda):
+        """The first reader: ``cuda.read_raw`` (guarded: None until CUDA is
+        initialised); once it has answered, ``self.reader`` becomes
+        ``cuda.fast_read`` (the bare binding) where the seam has one."""
+        read = getattr(cuda, "read_raw", None) or cuda.read
+        fast = getattr(cuda, "fast_read", None)
+        if fast is None:
+            return read
+
+        def read_until_ready():
+            raw = read()
+            if raw is not None and self.reader is read_until_ready:
+                self.reader = fast
+            return raw
+
+        return read_until_ready
 
     # ---- training-thread side -------------------------------------------------
 
@@ -188,13 +205,35 @@ class Client:
             self._wake.set()
         return True
 
-    def switch(self, name, raw, begin):
-        """Queue ``name``'s end edge and ``begin``'s begin edge, both carrying
-        ``raw`` (one read): :meth:`edge` twice with one clock, one lock and one
-        frame (forward end -> loss begin and loss end -> backward begin, every
-        step). Returns False when either was dropped."""
-        if self._closed:
-            return False
+    # The hot path: the Watcher's every-step edges. Each is edge() with its
+    # arguments fixed, so the training thread runs a third of edge()'s
+    # bytecode (docs/hook.md, "Cost"); they queue the same tuples.
+
+    def begin(self, name, extra=None):
+        """Queue ``name``'s begin edge with ``mem: null`` (edge() with the
+        defaults; ``extra``: the forward's ``{"input": ...}``)."""
+        if self._reset and not self._closed:
+            self.reset_peaks()
+        t = _monotonic()
+        with self._lock:
+            if self._closed:
+                return False
+            queue = self._queue
+            pending = len(queue)
+            seq = self._next_seq
+            self._next_seq = seq + 1
+            if pending >= self._queue_size:
+                self.dropped += 1
+                return False
+            step = self.step
+            queue.append((step < self._first_steps,
+                          (seq, t, name, step, self.micro, "begin", False, None, extra)))
+        if pending + 1 == self._batch:
+            self._wake.set()
+        return True
+
+    def end(self, name, raw, micro=None):
+        """Queue ``name``'s end edge carrying ``raw`` (edge() with the defaults)."""
         t = _monotonic()
         if raw is not None:
             self.last_read = t
@@ -203,22 +242,50 @@ class Client:
                 return False
             queue = self._queue
             pending = len(queue)
-            first, step, micro = self.step < self._first_steps, self.step, self.micro
+            seq = self._next_seq
+            self._next_seq = seq + 1
+            if pending >= self._queue_size:
+                self.dropped += 1
+                return False
+            step = self.step
+            queue.append((step < self._first_steps,
+                          (seq, t, name, step, self.micro if micro is None else micro,
+                           "end", False, raw, None)))
+        if pending + 1 == self._batch:
+            self._wake.set()
+        return True
+
+    def switch(self, name, raw, begin):
+        """Queue ``name``'s end edge and ``begin``'s begin edge, both carrying
+        ``raw`` (one read): :meth:`edge` twice with one clock, one lock and one
+        frame (forward end -> loss begin and loss end -> backward begin, every
+        step). Returns False when either was dropped."""
+        t = _monotonic()
+        if raw is not None:
+            self.last_read = t
+        with self._lock:
+            if self._closed:
+                return False
+            queue = self._queue
+            pending = len(queue)
             seq = self._next_seq
             self._next_seq = seq + 2  # a dropped edge keeps its seq: the monitor sees a gap
-            room = self._queue_size - pending
-            if room > 0:
-                queue.append((first, (seq, t, name, step, micro, "end", False, raw, None)))
-            if room > 1:
-                queue.append((first, (seq + 1, t, begin, step, micro, "begin", False, raw,
-                                      None)))
-            else:
+            step = self.step
+            micro = self.micro
+            first = step < self._first_steps
+            if pending + 2 > self._queue_size:
+                room = self._queue_size - pending
+                if room > 0:
+                    queue.append((first, (seq, t, name, step, micro, "end", False, raw, None)))
                 self.dropped += 2 - max(room, 0)
+                return False
+            queue.append((first, (seq, t, name, step, micro, "end", False, raw, None)))
+            queue.append((first, (seq + 1, t, begin, step, micro, "begin", False, raw, None)))
         if self._reset:
             self.reset_peaks()  # after the read, as a begin edge does
         if pending < self._batch <= pending + 2:
             self._wake.set()
-        return room > 1
+        return True
 
     def mark(self, name):
         """Queue a point event with its allocator snapshot."""
@@ -290,6 +357,7 @@ class Client:
     def after_fork_in_child(self):
         """Disable this client in a forked child: no threads, parent's socket closed."""
         self._closed = True
+        self.reader = None  # the parent's CUDA is not this child's to read
         self._lock = threading.Lock()
         self._sampling.clear()
         sock, self._sock = self._sock, None
@@ -384,8 +452,9 @@ class Client:
                 items, self._queue = self._queue, collections.deque()
             if self._sock is None:
                 # Nobody listens: keep the messages as they are and encode
-                # them only if a monitor connects (most never are).
-                self._keep_all(items, [msg for _, msg in items])
+                # them only if a monitor connects (most never are); a read
+                # is kept as its six values, not torch's whole dict.
+                self._keep_all(items, [_compacted(msg) for _, msg in items])
                 continue
             try:
                 lines = [_messages.encode_item(msg) for _, msg in items]
@@ -447,3 +516,11 @@ class Client:
                 sock.close()
             except OSError:
                 pass
+
+
+def _compacted(msg):
+    """A queued edge whose read is the binding's dict, with the dict replaced
+    by its six values (``_cuda.compact``); anything else as it is."""
+    if type(msg) is tuple and type(msg[7]) is dict:
+        return msg[:7] + (_cuda.compact(msg[7]),) + msg[8:]
+    return msg

@@ -5,6 +5,8 @@ torch, or with no CUDA device, :func:`detect` returns None and the hook sends
 ``mem: null`` and no samples.
 """
 
+import functools
+
 # Keys of torch.cuda.memory_stats() and the protocol's mem field each feeds.
 MEM_KEYS = (
     ("allocated", "allocated_bytes.all.current"),
@@ -55,9 +57,18 @@ def format_uuid(uuid):
 
 
 def mem_from_raw(raw):
-    """Map a ``read_raw()`` tuple to ``mem`` (None stays None), as mem_from_stats does."""
+    """Map a ``read_raw()`` value to ``mem`` (None stays None), as mem_from_stats does.
+
+    ``raw`` is a tuple of the six values in MEM_KEYS order, or the binding's
+    own nested dict, which the hot path hands over untouched (the sender
+    thread picks the values out: see :func:`compact`).
+    """
     if raw is None:
         return None
+    if type(raw) is dict:
+        raw = compact(raw)
+        if raw is None:
+            return None
     mem = {}
     for i, (field, _) in enumerate(MEM_KEYS):
         value = raw[i]
@@ -70,9 +81,21 @@ def mem_from_raw(raw):
     return mem
 
 
+def compact(stats):
+    """Return the six MEM_KEYS values of one ``torch._C._cuda_memoryStats`` dict
+    as a tuple, by direct indexing (None for an allocator never initialised: {})."""
+    try:
+        a = stats["allocated_bytes"]["all"]
+        r = stats["reserved_bytes"]["all"]
+        return (a["current"], a["peak"], r["current"], r["peak"],
+                stats.get("num_alloc_retries"), stats.get("num_ooms"))
+    except (KeyError, TypeError):
+        return None
+
+
 def _binding_reader(binding, initialized, device):
-    """Return read_raw() over ``torch._C._cuda_memoryStats``: one frame, closure
-    variables only (it runs at every end edge on the training thread)."""
+    """Return read_raw() over ``torch._C._cuda_memoryStats``: the binding's dict
+    as it is, once CUDA says it is initialised (asked until it first says yes)."""
     ready = []
 
     def read_raw():
@@ -80,14 +103,7 @@ def _binding_reader(binding, initialized, device):
             if not initialized():
                 return None  # torch.cuda.memory_stats_as_nested_dict() returns {} here too
             ready.append(True)
-        stats = binding(device)
-        try:
-            a = stats["allocated_bytes"]["all"]
-            r = stats["reserved_bytes"]["all"]
-            return (a["current"], a["peak"], r["current"], r["peak"],
-                    stats.get("num_alloc_retries"), stats.get("num_ooms"))
-        except KeyError:
-            return None  # an allocator that was never initialised: {}
+        return binding(device)
 
     return read_raw
 
@@ -97,8 +113,11 @@ class CudaStats:
 
     ``read_raw()`` is the hot path (phase edges): one call of
     ``torch._C._cuda_memoryStats(device)`` where torch has it (1.13 and 2.x
-    do; detected by attribute), the six needed values picked by direct
-    indexing. That binding is what ``torch.cuda.memory_stats_as_nested_dict``
+    do; detected by attribute), whose fresh dict is returned untouched: the
+    training thread queues it and the sender thread picks the six values
+    (:func:`compact`), and frees it. Once CUDA is initialised the client
+    calls ``fast_read``, the binding bound to the device, with no Python
+    frame of ours at all. That binding is what ``torch.cuda.memory_stats_as_nested_dict``
     calls after its ``is_initialized()`` guard and device normalisation,
     which cost Python time per call: the guard is kept, but checked only
     until it first says yes (an initialised CUDA stays initialised; a forked
@@ -112,10 +131,15 @@ class CudaStats:
     def __init__(self, torch, device):
         self._cuda = torch.cuda
         self.device = device
+        # fast_read: the binding bound to the device, a C callable with no
+        # Python frame, for callers once read_raw() has answered (CUDA is
+        # initialised then); None without the binding.
+        self.fast_read = None
         binding = getattr(getattr(torch, "_C", None), "_cuda_memoryStats", None)
         ready = getattr(self._cuda, "is_initialized", None)
         if callable(binding) and callable(ready):
             self.read_raw = _binding_reader(binding, ready, device)
+            self.fast_read = functools.partial(binding, device)
             return
         nested = getattr(self._cuda, "memory_stats_as_nested_dict", None)
         if callable(nested):

@@ -94,8 +94,9 @@ def new_session_id():
 
 def mem_of(raw):
     """Return the ``mem`` object of an allocator read: a ``read_raw()`` tuple,
-    a ``mem`` dict (seams with only ``read()``), or None."""
-    if raw is None or type(raw) is dict:
+    the binding's nested dict, a ``mem`` dict (seams with only ``read()``),
+    or None."""
+    if raw is None or (type(raw) is dict and "allocated" in raw):
         return raw
     return mem_from_raw(raw)
 

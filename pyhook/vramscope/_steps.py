@@ -42,7 +42,7 @@ class StepsMixin:
                 last = self._open
                 if last is None:  # _begin("step") inlined: no end to read
                     self._open = "step"
-                    self._client.edge("step", "begin", None)
+                    self._client.begin("step")
                 elif last != "step":  # a framework may have opened it
                     self._begin("step")
                 return args, kwargs
@@ -118,7 +118,7 @@ class StepsMixin:
                     raw = read()
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
-            client.edge("step", "end", raw)
+            client.end("step", raw)
         elif last is not None:
             self._end(last)
         step = client.step

@@ -231,13 +231,13 @@ class Watcher(BackwardMixin, StepsMixin):
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
-            client.edge(name, "end", raw, False, None, self._backward_micro)
+            client.end(name, raw, self._backward_micro)
             client.micro = self._backward_micro + 1
         elif self._tail_step is not None:
             client.edge(name, "end", raw, step=self._tail_step)
             self._tail_step = None
         else:
-            client.edge(name, "end", raw)
+            client.end(name, raw)
         return raw
 
     def _activity(self):
@@ -302,8 +302,7 @@ class Watcher(BackwardMixin, StepsMixin):
                 last = self._open
                 if last is None:  # _begin("forward", input=size) inlined: no end to read
                     self._open = "forward"
-                    self._client.edge("forward", "begin", None, False, None, None,
-                                      None if size is None else {"input": size})
+                    self._client.begin("forward", None if size is None else {"input": size})
                 elif last != "forward":  # training_step or a framework opened it
                     self._begin("forward", input=size)
                 if grad:
@@ -456,7 +455,7 @@ class Watcher(BackwardMixin, StepsMixin):
             last = self._open
             if last is None:  # _begin("zero_grad") inlined: no end to read
                 self._open = "zero_grad"
-                self._client.edge("zero_grad", "begin", None)
+                self._client.begin("zero_grad")
             elif last != "zero_grad":
                 self._begin("zero_grad")
 
@@ -474,6 +473,6 @@ class Watcher(BackwardMixin, StepsMixin):
                     and client.step >= FIRST_MEASURED:
                 # _end("zero_grad") inlined for the every-step case: no read
                 self._open = None
-                client.edge("zero_grad", "end", None)
+                client.end("zero_grad", None)
             else:
                 self._end("zero_grad")
