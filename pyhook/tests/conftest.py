@@ -220,8 +220,16 @@ def make_config(socket="/nonexistent/vramscope.sock", **kw):
 
 
 def queued(client):
-    """Messages a client created but never sent (a client built with start=False)."""
-    return [m if type(m) is dict else _messages.phase_message(m) for _, m in client._queue]
+    """Messages a client created but never sent (a client built with start=False),
+    numbered as its sender would number them (Client._number), queue untouched."""
+    seq, out = client._next_seq, []
+    for item in list(client._queue):
+        if type(item) is tuple:
+            out.append(_messages.phase_message((seq,) + item))
+        else:
+            out.append(dict(item, seq=seq))
+        seq += 1
+    return out
 
 
 def checkpoint(torch, fn, *args):

@@ -220,4 +220,5 @@ def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
     assert full.dropped == 1
     assert not full.switch("backward", raw, "step") and full.dropped == 3
     full.edge("step", "end", raw)
-    assert full._next_seq == 8  # seqs 3-6 went to the switches, 7 to this edge
+    assert full.dropped == 4
+    assert full.stats()["created"] == 8  # seqs 3-6 went to the switches, 7 to this edge

@@ -54,7 +54,9 @@ class Client:
         self.send_errors = 0
         self.connects = 0
         self._lock = threading.Lock()
-        self._next_seq = 1
+        self._next_seq = 1  # the sender's: it numbers the queue in order
+        self._lost = 0  # dropped since the sender last took the queue
+        self._sealed = False  # goodbye has its seq
         self._queue = collections.deque()
         self._queue_size = queue_size
         self._first = []
@@ -107,27 +109,29 @@ class Client:
     # ---- training-thread side -------------------------------------------------
 
     def emit(self, msg):
-        """Take the next seq for ``msg`` and queue it; never blocks.
+        """Queue ``msg`` (its ``seq`` is given by the sender); never blocks.
 
         Returns False when the message was dropped (queue full) or the client
-        is closed. A dropped message keeps its seq, so the monitor sees a gap.
+        is closed. A dropped message still takes a seq, so the monitor sees a gap.
         """
         if self._closed:
             return False
-        with self._lock:
-            if self._closed:
-                return False
-            msg["seq"] = self._next_seq
-            self._next_seq += 1
-            queue = self._queue
-            pending = len(queue)
-            if pending >= self._queue_size:
-                self.dropped += 1
-                return False
-            queue.append((self.step < self._first_steps, msg))
+        queue = self._queue
+        pending = len(queue)
+        if pending >= self._queue_size:
+            return self._drop(1)
+        queue.append(msg)
         if pending + 1 == self._batch:  # once per batch, not per message
             self._wake.set()
         return True
+
+    def _drop(self, n):
+        """Count ``n`` messages lost to a full queue: the sender leaves their
+        seqs out after the messages queued before them (a gap)."""
+        with self._lock:
+            self.dropped += n
+            self._lost += n
+        return False
 
     def read_mem(self):
         """Return the ``mem`` object from one allocator read, or None."""
@@ -172,13 +176,13 @@ class Client:
         """Queue a phase edge carrying ``raw`` (a read_raw() value, or None
         for ``mem: null``); never reads the allocator itself.
 
-        The hot path: automatic phases call it several times a step on the
-        training thread, so it only takes the clock, the seq and a tuple,
-        and appends it under the lock. The sender thread makes the message
+        The training thread only takes the clock and appends a tuple to the
+        deque (one atomic append under the GIL: no lock, no seq); the sender
+        thread numbers the queue in its order and makes the message
         (``_messages.phase_message``) when it encodes it: while no monitor
-        listens the tuple itself is kept for replay. ``extra`` holds more fields for
-        the message. With ``reset_peaks`` a begin edge resets the peak
-        counters (after ``raw`` was read).
+        listens the tuple itself is kept for replay. ``extra`` holds more
+        fields for the message. With ``reset_peaks`` a begin edge resets the
+        peak counters (after ``raw`` was read).
         """
         if self._closed:
             return False
@@ -187,100 +191,72 @@ class Client:
         t = _monotonic()
         if raw is not None:
             self.last_read = t
-        with self._lock:
-            if self._closed:
-                return False
-            seq = self._next_seq
-            self._next_seq = seq + 1
-            queue = self._queue
-            pending = len(queue)
-            if pending >= self._queue_size:
-                self.dropped += 1
-                return False
-            step = self.step if step is None else step
-            queue.append((self.step < self._first_steps,
-                          (seq, t, name, step, self.micro if micro is None else micro,
-                           edge, user, raw, extra)))
+        queue = self._queue
+        pending = len(queue)
+        if pending >= self._queue_size:
+            return self._drop(1)
+        queue.append((t, name, self.step if step is None else step,
+                      self.micro if micro is None else micro, edge, user, raw, extra))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
 
-    # The hot path: the Watcher's every-step edges. Each is edge() with its
-    # arguments fixed, so the training thread runs a third of edge()'s
-    # bytecode (docs/hook.md, "Cost"); they queue the same tuples.
+    # The hot path: the Watcher's every-step edges, edge() with its arguments
+    # fixed (docs/hook.md, "Cost"); they queue the same tuples.
 
     def begin(self, name, extra=None):
         """Queue ``name``'s begin edge with ``mem: null`` (edge() with the
         defaults; ``extra``: the forward's ``{"input": ...}``)."""
-        if self._reset and not self._closed:
+        if self._closed:
+            return False
+        if self._reset:
             self.reset_peaks()
-        t = _monotonic()
-        with self._lock:
-            if self._closed:
-                return False
-            queue = self._queue
-            pending = len(queue)
-            seq = self._next_seq
-            self._next_seq = seq + 1
-            if pending >= self._queue_size:
-                self.dropped += 1
-                return False
-            step = self.step
-            queue.append((step < self._first_steps,
-                          (seq, t, name, step, self.micro, "begin", False, None, extra)))
+        queue = self._queue
+        pending = len(queue)
+        if pending >= self._queue_size:
+            return self._drop(1)
+        queue.append((_monotonic(), name, self.step, self.micro, "begin", False, None, extra))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
 
     def end(self, name, raw, micro=None):
         """Queue ``name``'s end edge carrying ``raw`` (edge() with the defaults)."""
+        if self._closed:
+            return False
         t = _monotonic()
         if raw is not None:
             self.last_read = t
-        with self._lock:
-            if self._closed:
-                return False
-            queue = self._queue
-            pending = len(queue)
-            seq = self._next_seq
-            self._next_seq = seq + 1
-            if pending >= self._queue_size:
-                self.dropped += 1
-                return False
-            step = self.step
-            queue.append((step < self._first_steps,
-                          (seq, t, name, step, self.micro if micro is None else micro,
-                           "end", False, raw, None)))
+        queue = self._queue
+        pending = len(queue)
+        if pending >= self._queue_size:
+            return self._drop(1)
+        queue.append((t, name, self.step, self.micro if micro is None else micro,
+                      "end", False, raw, None))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
 
     def switch(self, name, raw, begin):
         """Queue ``name``'s end edge and ``begin``'s begin edge, both carrying
-        ``raw`` (one read): :meth:`edge` twice with one clock, one lock and one
-        frame (forward end -> loss begin and loss end -> backward begin, every
+        ``raw`` (one read): :meth:`edge` twice with one clock and one frame
+        (forward end -> loss begin and loss end -> backward begin, every
         step). Returns False when either was dropped."""
+        if self._closed:
+            return False
         t = _monotonic()
         if raw is not None:
             self.last_read = t
-        with self._lock:
-            if self._closed:
-                return False
-            queue = self._queue
-            pending = len(queue)
-            seq = self._next_seq
-            self._next_seq = seq + 2  # a dropped edge keeps its seq: the monitor sees a gap
-            step = self.step
-            micro = self.micro
-            first = step < self._first_steps
-            if pending + 2 > self._queue_size:
-                room = self._queue_size - pending
-                if room > 0:
-                    queue.append((first, (seq, t, name, step, micro, "end", False, raw, None)))
-                self.dropped += 2 - max(room, 0)
-                return False
-            queue.append((first, (seq, t, name, step, micro, "end", False, raw, None)))
-            queue.append((first, (seq + 1, t, begin, step, micro, "begin", False, raw, None)))
+        queue = self._queue
+        pending = len(queue)
+        step, micro = self.step, self.micro
+        if pending + 2 > self._queue_size:
+            if pending < self._queue_size:
+                queue.append((t, name, step, micro, "end", False, raw, None))
+                return self._drop(1)
+            return self._drop(2)
+        queue.append((t, name, step, micro, "end", False, raw, None))
+        queue.append((t, begin, step, micro, "begin", False, raw, None))
         if self._reset:
             self.reset_peaks()  # after the read, as a begin edge does
         if pending < self._batch <= pending + 2:
@@ -300,9 +276,16 @@ class Client:
         return self.emit(msg)
 
     def stats(self, created=None):
-        """Return the health counters as the protocol's ``stats`` object."""
+        """Return the health counters as the protocol's ``stats`` object.
+
+        ``created`` (messages made, sent or not, hello included): the seqs
+        the sender gave out, plus what waits in the queue and what was lost
+        to it since the sender last took the queue.
+        """
+        if created is None:
+            created = self._next_seq + len(self._queue) + self._lost
         return {
-            "created": self._next_seq if created is None else created,
+            "created": created,
             "dropped": self.dropped,
             "evicted": self.evicted,
             "send_errors": self.send_errors,
@@ -310,18 +293,46 @@ class Client:
         }
 
     def _emit_counted(self, kind, extra, final=False):
+        """Queue ``stats`` or (``final``) ``goodbye``: its ``stats`` object is
+        filled in by the sender with its seq; nothing is queued after goodbye."""
         with self._lock:
             if self._closed:
                 return False
-            seq = self._next_seq
-            self._next_seq += 1
-            msg = {"v": 1, "type": kind, "seq": seq, "t": time.monotonic()}
+            msg = {"v": 1, "type": kind, "seq": None, "t": time.monotonic()}
             msg.update(extra)
-            msg["stats"] = self.stats(created=seq + 1)
+            msg["stats"] = None
+            self._queue.append(msg)
             if final:
                 self._closed = True
-            self._queue.append((self.step < self._first_steps, msg))
         return True
+
+    def _number(self, n, lost):
+        """Take the ``n`` oldest queued items and give them their seqs, then
+        leave ``lost`` seqs out (the messages dropped after them). Returns
+        ``(first, msg)`` pairs: an edge becomes the tuple phase_message takes
+        (seq first); a dict gets its seq (and a stats/goodbye its stats)."""
+        queue = self._queue
+        popleft = queue.popleft
+        seq = self._next_seq
+        fs = self._first_steps
+        out = []
+        for _ in range(n):
+            item = popleft()
+            if self._sealed:
+                continue  # after goodbye (a racing thread): the stream has ended
+            if type(item) is tuple:
+                out.append((item[2] < fs, (seq,) + item))
+            else:
+                item["seq"] = seq
+                if "stats" in item and item["stats"] is None:
+                    item["stats"] = self.stats(created=seq + 1)
+                    if item["type"] == "goodbye":
+                        self._sealed = True
+                step = item.get("step")
+                out.append(((step if type(step) is int else self.step) < fs, item))
+            seq += 1
+        self._next_seq = seq + lost
+        return out
 
     # ---- lifecycle -------------------------------------------------------------
 
@@ -446,10 +457,13 @@ class Client:
 
     def _drain(self):
         while True:
-            with self._lock:
-                if not self._queue:
-                    return
-                items, self._queue = self._queue, collections.deque()
+            with self._lock:  # the queue's length and the drops before its end
+                n, lost = len(self._queue), self._lost
+                self._lost = 0
+            if not n:
+                self._next_seq += lost
+                return
+            items = self._number(n, lost)
             if self._sock is None:
                 # Nobody listens: keep the messages as they are and encode
                 # them only if a monitor connects (most never are); a read
