@@ -32,7 +32,9 @@ def storage_of(t):
         size = nbytes()
     else:
         size = s.size() * s.element_size()
-    return (t.device.type, s.data_ptr()), int(size)
+    # t.device makes a torch.device per call; the two flags are plain attributes.
+    dev = "cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type)
+    return (dev, s.data_ptr()), int(size)
 
 
 def _add(seen, t):
@@ -144,28 +146,41 @@ class StorageCache:
 
     def __init__(self):
         self._known = {}
+        # The last call's answer and what it was for: the same tensor objects
+        # at the same data pointers (weights and optimizer state, step after
+        # step) get it back after two list comprehensions.
+        self._ids = self._ptrs = None
+        self._total = 0
+        self._keys = ()
 
     def unique_bytes(self, tensors, keys=None):
         """Return the bytes of the distinct storages behind ``tensors``;
         ``keys``, a set, receives their storage keys."""
+        ids = list(map(id, tensors))
+        ptrs = [t.data_ptr() for t in tensors]
+        if ids == self._ids and ptrs == self._ptrs:
+            if keys is not None:
+                keys.update(self._keys)
+            return self._total
         known, now, seen = self._known, {}, {}
         total = 0
-        for t in tensors:
-            ptr = t.data_ptr()
-            i = id(t)
+        for t, i, ptr in zip(tensors, ids, ptrs):
             e = known.get(i)
             if e is None or e[0] is not t or e[1] != ptr:
                 key, size = storage_of(t)
                 e = (t, ptr, key, size)
             now[i] = e
             key = e[2]
-            if keys is not None:
-                keys.add(key)
             if key[1] == 0 or key in seen:
                 continue
             seen[key] = e[3]
             total += e[3]
+        if keys is not None:
+            keys.update(e[2] for e in now.values())
+        # ``now`` holds every tensor listed, so their ids stay theirs until the next call.
         self._known = now
+        self._ids, self._ptrs, self._total = ids, ptrs, total
+        self._keys = tuple(e[2] for e in now.values())
         return total
 
 
