@@ -15,17 +15,17 @@ import vramscope
 PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 
 # One plain step at default settings, step >= 3, counted on torch 1.13:
-#   zero_grad: the optimizer patch, _zero_begin + edge, _zero_end + edge  (5)
-#   forward: the forward patch (1.13's kwargs peek), _on_forward_pre + edge
-#            + note_input, _on_forward + read_raw + switch                (7)
+#   zero_grad: the optimizer patch, _zero_begin + begin, _zero_end + end  (5)
+#   forward: the forward patch (1.13's kwargs peek), _on_forward_pre + begin
+#            + note_input, _on_forward + switch                          (6)
 #   backward: the wrapper twice (Tensor.backward, autograd.backward),
-#             user_backward_begin + read_raw + switch,
-#             user_backward_end + read_raw + edge                          (8)
-#   step: the patch, _step_pre + edge, _step_post + _finish_step
-#         + read_raw + edge, Activations.prepare                           (8)
+#             user_backward_begin + switch, user_backward_end + end       (6)
+#   step: the patch, _step_pre + begin, _step_post + _finish_step
+#         + end, Activations.prepare                                      (7)
+# Reads are a functools.partial of torch's binding: no frame of ours.
 # On torch >= 2.0 the forward has no patch (-1) and the step patch is two
-# step hooks (+1): 28 too.
-PLAIN_STEP_FRAMES = 28  # it was 44 before the every-step paths were inlined
+# step hooks (+1): 24 too.
+PLAIN_STEP_FRAMES = 24  # 44 before the every-step paths were inlined, 28 before the bare reads
 
 
 def frames_of_one_step(torch, model, opt):

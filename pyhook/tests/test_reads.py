@@ -222,3 +222,50 @@ def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
     full.edge("step", "end", raw)
     assert full.dropped == 4
     assert full.stats()["created"] == 8  # seqs 3-6 went to the switches, 7 to this edge
+
+
+def test_the_client_reads_through_the_bare_binding_once_cuda_has_answered():
+    # Once CUDA is initialised a read is one C call: functools.partial of the
+    # binding, no Python frame of ours (issue 9); before that, the guarded read.
+    import functools
+    stats, binding, cuda = counted_cuda()
+    cuda.initialized = False
+    client = _client.Client(make_config(sample_hz=0), cuda=stats, start=False)
+    assert client.reader() is None and binding.calls == 0
+    assert not isinstance(client.reader, functools.partial)
+    cuda.initialized = True
+    assert client.reader() is binding.stats
+    assert isinstance(client.reader, functools.partial)
+    assert client.reader() is binding.stats and binding.calls == 2
+    assert cuda.init_checks == 2, "not asked again once it said yes"
+
+
+def test_a_read_is_queued_as_torchs_dict_and_kept_as_its_six_values():
+    # The training thread queues the binding's dict untouched; the sender
+    # makes it the mem object, and keeps only the six values for replay.
+    stats, binding, _ = counted_cuda()
+    client = _client.Client(make_config(sample_hz=0), cuda=stats, start=False)
+    client.step = 5  # past the first steps' store: to the ring
+    raw = client.reader()
+    assert client.end("forward", raw)
+    assert client._queue[-1][6] is binding.stats
+    want = _cuda.mem_from_stats(load_fixture_stats())
+    assert queued(client)[-1]["mem"] == want
+    client._drain()  # no monitor: kept for replay
+    seq, kept = client._ring[-1]
+    assert kept[7] == _cuda.compact(binding.stats) and type(kept[7]) is tuple
+    assert _cuda.mem_from_raw(kept[7]) == want
+
+
+def test_a_long_queue_holds_six_values_instead_of_dicts():
+    # A sender held up (a slow monitor) must not pile up torch's ~11 KB dicts:
+    # past HOLD_DICTS queued messages the training thread keeps the six values.
+    stats, binding, _ = counted_cuda()
+    client = _client.Client(make_config(sample_hz=0), cuda=stats, start=False)
+    for _ in range(_client.HOLD_DICTS + 10):
+        client.end("forward", binding.stats)
+    kinds = [type(item[6]) for item in client._queue]
+    assert kinds[:_client.HOLD_DICTS] == [dict] * _client.HOLD_DICTS
+    assert kinds[_client.HOLD_DICTS:] == [tuple] * 10
+    mems = {str(m["mem"]) for m in queued(client)}
+    assert len(mems) == 1, "the same mem either way"

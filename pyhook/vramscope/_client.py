@@ -29,6 +29,11 @@ FIRST_SIZE = 4096
 FIRST_STEPS = 3
 BATCH = 256  # pending messages that wake the sender before its deadline
 FLUSH_INTERVAL = 0.05  # seconds: the longest a message waits in the queue
+# Queued messages past which an edge's read is kept as its six values, not
+# as torch's dict (~11 KB for torch 2.3's 122 entries): the sender frees the
+# dicts of the first ones; a sender held up (a monitor slow to read) leaves
+# at most ~6 MB of them.
+HOLD_DICTS = 1024
 
 _monotonic = time.monotonic
 
@@ -59,6 +64,7 @@ class Client:
         self._sealed = False  # goodbye has its seq
         self._queue = collections.deque()
         self._queue_size = queue_size
+        self._hold = min(HOLD_DICTS, queue_size)  # one test at every edge below it
         self._first = []
         self._first_size = first_size
         self._first_steps = first_steps
@@ -193,8 +199,10 @@ class Client:
             self.last_read = t
         queue = self._queue
         pending = len(queue)
-        if pending >= self._queue_size:
-            return self._drop(1)
+        if pending >= self._hold:
+            if pending >= self._queue_size:
+                return self._drop(1)
+            raw = _compact(raw)
         queue.append((t, name, self.step if step is None else step,
                       self.micro if micro is None else micro, edge, user, raw, extra))
         if pending + 1 == self._batch:
@@ -229,8 +237,10 @@ class Client:
             self.last_read = t
         queue = self._queue
         pending = len(queue)
-        if pending >= self._queue_size:
-            return self._drop(1)
+        if pending >= self._hold:
+            if pending >= self._queue_size:
+                return self._drop(1)
+            raw = _compact(raw)
         queue.append((t, name, self.step, self.micro if micro is None else micro,
                       "end", False, raw, None))
         if pending + 1 == self._batch:
@@ -250,6 +260,8 @@ class Client:
         queue = self._queue
         pending = len(queue)
         step, micro = self.step, self.micro
+        if pending >= self._hold:
+            raw = _compact(raw)
         if pending + 2 > self._queue_size:
             if pending < self._queue_size:
                 queue.append((t, name, step, micro, "end", False, raw, None))
@@ -530,6 +542,11 @@ class Client:
                 sock.close()
             except OSError:
                 pass
+
+
+def _compact(raw):
+    """``raw`` with the binding's dict replaced by its six values."""
+    return _cuda.compact(raw) if type(raw) is dict else raw
 
 
 def _compacted(msg):
