@@ -16,15 +16,15 @@ PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 
 # One plain step at default settings, step >= 3, counted on torch 1.13:
 #   zero_grad: the optimizer patch, _zero_begin + begin, _zero_end + end  (5)
-#   forward: the forward patch (1.13's kwargs peek), _on_forward_pre + begin
-#            + note_input, _on_forward + switch                          (6)
+#   forward: _on_forward_pre + begin + note_input, _on_forward + switch  (5)
+#            (1.13's kwargs-peek wrapper of forward is undone at the first
+#            forward with a positional tensor; a keyword-called model keeps it: +1)
 #   backward: the wrapper twice (Tensor.backward, autograd.backward),
 #             user_backward_begin + switch, user_backward_end + end       (6)
 #   step: the patch, _step_pre + begin, _step_post + _finish_step
 #         + end, Activations.prepare                                      (7)
 # Reads are a functools.partial of torch's binding: no frame of ours.
-# On torch >= 2.0 the forward has no patch (-1) and the step patch is two
-# step hooks (+1): 24 too.
+# 23 on torch 1.13; on torch >= 2.0 the step patch is two step hooks (+1): 24.
 PLAIN_STEP_FRAMES = 24  # 44 before the every-step paths were inlined, 28 before the bare reads
 
 

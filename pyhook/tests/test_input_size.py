@@ -130,3 +130,50 @@ def test_the_oom_runs_batch_schedule_is_measured_at_every_doubling(torch_mod):
     for s in (3, 6, 9):
         assert a[s]["activations_source"] == "measured"
         assert a[s]["activations"] == sizes[s] * per_sample == a[s]["batch_size"] * per_sample
+
+
+def test_torch_113s_forward_wrapper_stays_only_for_keyword_calls(torch_mod):
+    # Where pre-hooks cannot take kwargs (torch 1.13) a wrapper of the
+    # instance's forward reads keyword inputs. A model called positionally has
+    # its size from the pre hook: the wrapper is undone at its first training
+    # forward (a frame less at every forward, issue 9); keyword calls keep it.
+    torch = torch_mod
+    from vramscope import _patch
+    if _patch.kwargs_pre_hooks(mlp(torch)):
+        pytest.skip("pre-hooks take kwargs here: there is no forward wrapper")
+    positional = mlp(torch)
+    client = run(torch, positional, [4, 4, 8], lambda b: torch.randn(b, 8))
+    assert inputs(client) == [{"batch": b, "tokens": b * 8} for b in (4, 4, 8)]
+
+    class Keyword(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+
+        def forward(self, input_ids=None):
+            return self.lin(input_ids)
+
+    model = Keyword()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    client = _client.Client(make_config(), start=False)
+    w = _watch.Watcher(torch, client, model, opt, client.config)
+    model2 = mlp(torch)
+    opt2 = torch.optim.SGD(model2.parameters(), lr=0.01)
+    client2 = _client.Client(make_config(), start=False)
+    w2 = _watch.Watcher(torch, client2, model2, opt2, client2.config)
+    assert "forward" in model.__dict__ and "forward" in model2.__dict__
+    for _ in range(2):
+        for m, o, kw in ((model, opt, True), (model2, opt2, False)):
+            o.zero_grad()
+            x = torch.randn(3, 8)
+            (m(input_ids=x) if kw else m(x)).sum().backward()
+            o.step()
+    assert "forward" in model.__dict__, "keyword calls keep the wrapper"
+    assert "forward" not in model2.__dict__, "positional calls undo it"
+    # torch 1.13 sees keyword inputs only after the begin edge was queued:
+    # the step's anatomy has them (docs/hook.md), the begin edge does not.
+    assert inputs(client) == [None, None]
+    assert anatomy(client)[0]["batch_size"] == 3 and anatomy(client)[0]["tokens"] == 24
+    assert inputs(client2) == [{"batch": 3, "tokens": 24}] * 2
+    w.remove()
+    w2.remove()

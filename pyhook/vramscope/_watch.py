@@ -107,9 +107,13 @@ class Watcher(BackwardMixin, StepsMixin):
         else:
             h = m.register_forward_pre_hook(self._on_forward_pre)
             # Without kwargs in pre-hooks (torch 1.13) keyword inputs are read
-            # by a wrapper of the instance's forward, which only looks.
-            self._undo.append(_patch.patch_method(
-                m, "forward", None, None, wrap_args=self._peek_kwargs, kwargs_only=True))
+            # by a wrapper of the instance's forward, which only looks. It is
+            # undone at the first training forward whose input size the pre
+            # hook found in its positional arguments: a model called that way
+            # pays no wrapper frame at every forward (docs/hook.md, "Cost").
+            self._kw_patch = _patch.patch_method(
+                m, "forward", None, None, wrap_args=self._peek_kwargs, kwargs_only=True)
+            self._undo.append(self._kw_patch)
         self._undo.append(h.remove)
         self._undo.append(m.register_forward_hook(self._on_forward).remove)
         self._undo.append(_patch.patch_method(m, "zero_grad", self._zero_begin, self._zero_end))
@@ -298,6 +302,9 @@ class Watcher(BackwardMixin, StepsMixin):
                     else:
                         size = _patch.input_size(torch.is_tensor, args, kwargs)
                     self._pending_kw = size is None
+                    if self._kw_patch is not None and size is not None:
+                        self._kw_patch()  # positional inputs: no kwargs peek needed
+                        self._kw_patch = None
                     self._trained = True
                 last = self._open
                 if last is None:  # _begin("forward", input=size) inlined: no end to read
@@ -329,6 +336,7 @@ class Watcher(BackwardMixin, StepsMixin):
         return args, kwargs
 
     _pending_kw = False
+    _kw_patch = None  # the undo of torch 1.13's forward wrapper while it is in place
 
     def _note_input(self, size):
         self._acts.note_input(size)
