@@ -331,7 +331,9 @@ class Activations:
         self.static = None  # the last static_figures(), reused by scaled messages
         self.measured = None  # {"step", "batch", "tokens", "activations"}
         self.sent = None  # (batch, tokens) of the last anatomy message
-        self._checked = None  # (batch, tokens) last compared with the measurement
+        # (batch, tokens) last compared with the measurement (read by the
+        # Watcher's inlined note_input)
+        self.checked = None
         self.scheduled = False
         self.measuring = False
         self.remeasured = False
@@ -364,8 +366,8 @@ class Activations:
         if t is not None and (self.tokens is None or t > self.tokens):
             self.tokens = t
         if first and not self.measuring and self.meter is not None \
-                and self.measured is not None and (b, t) != self._checked:
-            self._checked = (b, t)  # a size seen before was checked then
+                and self.measured is not None and (b, t) != self.checked:
+            self.checked = (b, t)  # a size seen before was checked then
             r = size_ratio(self.batch, self.tokens, self.measured)
             if r is not None and r >= REMEASURE_RATIO:
                 self.measuring = True
@@ -403,7 +405,7 @@ class Activations:
             return None  # the common step: nothing measured, nothing new to say
         self.collect()
         if self.measuring and self.total is not None:
-            self._checked = None
+            self.checked = None
             self.measured = {"step": step, "batch": self.batch, "tokens": self.tokens,
                              "activations": self.total}
             self.sent = size

@@ -3,6 +3,7 @@ framework callbacks: the half of the Watcher that decides where a step ends
 (docs/hook.md, docs/integrations.md). Mixed into :class:`_watch.Watcher`."""
 
 from . import _anatomy, _patch, _safe
+from ._anatomy import FIRST_MEASURED
 
 
 class StepsMixin:
@@ -139,7 +140,13 @@ class StepsMixin:
             # calling torch.autograd.grad): hook the outputs again.
             self._hook_output = True
         self._trained = False
-        self._acts.prepare(step + 1)
+        nxt = step + 1
+        if acts.every or nxt < FIRST_MEASURED or acts.scheduled or acts.measuring:
+            acts.prepare(nxt)
+        else:
+            # Activations.prepare's common case inlined: a step that was neither
+            # scheduled nor measured left nothing to reset but its input size.
+            acts.batch = acts.tokens = None
 
     def _send_anatomy(self, step, acts):
         if acts.get("activations_source") == "scaled" and self._acts.static is not None:

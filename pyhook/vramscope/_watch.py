@@ -315,7 +315,16 @@ class Watcher(BackwardMixin, StepsMixin):
                 if grad:
                     acts = self._acts
                     if size is not None:
-                        acts.note_input(size)
+                        b, n = size["batch"], size["tokens"]
+                        if acts.batch is None and acts.tokens is None and not acts.measuring \
+                                and (acts.measured is None or acts.meter is None
+                                     or (b, n) == acts.checked):
+                            # Activations.note_input's common case inlined: the
+                            # step's first forward, nothing to compare its size with
+                            # (or compared before).
+                            acts.batch, acts.tokens = b, n
+                        else:
+                            acts.note_input(size)
                     if acts.measuring:  # unmeasured steps make no meter call
                         acts.start()
             except Exception as exc:  # noqa: BLE001
