@@ -230,7 +230,7 @@ def run(args, torch, fake, work, procs):
             if ctx is not None:
                 ctx.__exit__(None, None, None)
             times[name] += acc
-            blocks[name].append(statistics.median(a[0] for a in acc))
+            blocks[name].append(statistics.median(a[1] for a in acc))  # training-thread CPU
             time.sleep(0.07)  # past the sender's 50 ms deadline: its work is done
 
     n = args.blocks * args.steps
@@ -248,22 +248,26 @@ def run(args, torch, fake, work, procs):
              torch.__version__, torch.get_num_threads(), args.blocks, args.steps, micro,
              os.getloadavg()[0],
              "monitor: %s record" % args.bin if args.bin else "no monitor listening"))
-    print("%-31s %9s %9s %9s %9s %13s %6s %9s" % ("mode", "step us", "+wall us", "+cpu us",
-                                                   "+cpu p10", "block IQR us", "reads",
-                                                   "sampler/s"))
+    print("%-31s %9s %9s %9s %9s %9s %13s %6s %9s" % (
+        "mode", "step us", "+wall us", "+cpu us", "+cpu p10", "paired", "paired IQR",
+        "reads", "sampler/s"))
     added = {}
     for name, _, base, _ in modes:
         wall, cpu = med[name]
         line = "%-31s %9.1f" % (name, wall / 1e3)
         if base is not None:
             bw, bc = med[base]
+            # Paired: each block against the base's block of the same rotation
+            # round (training-thread CPU, block medians): a drift of the box's
+            # speed during the run moves both sides alike.
             diffs = sorted((a - b) / 1e3 for a, b in zip(blocks[name], blocks[base]))
             q = statistics.quantiles(diffs, n=4) if len(diffs) >= 2 else [diffs[0]] * 3
-            added[name] = ((wall - bw) / 1e3, (cpu - bc) / 1e3, (p10[name] - p10[base]) / 1e3)
-            line += " %+9.1f %+9.1f %+9.1f %6.0f..%-6.0f" % (
-                added[name][0], added[name][1], added[name][2], q[0], q[2])
+            added[name] = ((wall - bw) / 1e3, (cpu - bc) / 1e3, (p10[name] - p10[base]) / 1e3,
+                           statistics.median(diffs))
+            line += " %+9.1f %+9.1f %+9.1f %+9.1f %6.0f..%-6.0f" % (
+                added[name][0], added[name][1], added[name][2], added[name][3], q[0], q[2])
         else:
-            line += " %9s %9s %9s %13s" % ("", "", "", "")
+            line += " %9s %9s %9s %9s %13s" % ("", "", "", "", "")
         sampler = (all_reads[name] - reads[name]) / secs[name] if secs[name] else 0
         line += " %6.2f %9.1f" % (reads[name] / n, sampler)
         print(line)
@@ -274,8 +278,8 @@ def run(args, torch, fake, work, procs):
         if name not in added:
             continue
         cost = max(added[name][1], 1e-9)
-        print("%sratios (training-thread cpu per plain step, median %.1f us, p10 %.1f us):"
-              % (tag, cost, added[name][2]))
+        print("%sratios (training-thread cpu per plain step, median %.1f us, paired %.1f us, "
+              "p10 %.1f us):" % (tag, cost, added[name][3], added[name][2]))
         print("  H100 _record_memory_history %.0f us/step: %.1fx; H100 profiler %.0f us/step: "
               "%.1fx" % (H100_RECORD_HISTORY_US, H100_RECORD_HISTORY_US / cost,
                          H100_PROFILER_US, H100_PROFILER_US / cost))

@@ -141,7 +141,9 @@ class StepsMixin:
             self._hook_output = True
         self._trained = False
         nxt = step + 1
-        if acts.every or nxt < FIRST_MEASURED or acts.scheduled or acts.measuring:
+        every = acts.every
+        if acts.scheduled or acts.measuring or nxt < FIRST_MEASURED \
+                or (every > 0 and nxt % every == 0):
             acts.prepare(nxt)
         else:
             # Activations.prepare's common case inlined: a step that was neither

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Counts what the hook runs in one plain training step: its Python frames and
+bytecode instructions, per function, beside torch's own Python in the same step.
+
+Deterministic (sys.settrace with per-opcode events; nothing is timed), so a
+change's effect on the hook's work shows without this box's timing noise;
+bench/cost_model.py gives the time. Counts depend on the Python version
+(3.11 here); torch's own count is the baseline to compare with.
+
+    PYTHONPATH=pyhook python3 bench/hook_ops.py [--steps-before 5]
+"""
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "pyhook"))
+
+import fakecuda  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps-before", type=int, default=5, help="warm-up steps before the counted one")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")  # the client warns that nothing listens
+    import torch
+    from vramscope import _client, _config, _cuda, _watch
+
+    torch.set_num_threads(1)
+    fake = fakecuda.FakeAllocator(0).install(torch)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
+    ce = torch.nn.functional.cross_entropy
+    cfg = _config.resolve(socket=os.path.join(tempfile.mkdtemp(), "none.sock"), environ={})
+    client = _client.Client(cfg, cuda=_cuda.detect(torch, model), torch_version=torch.__version__)
+    client.step = 3  # a default plain step, past the always-measured first steps
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+
+    def step():
+        opt.zero_grad()
+        ce(model(x), y).backward()
+        opt.step()
+
+    for _ in range(args.steps_before):
+        step()
+    pkg = os.path.join(ROOT, "pyhook", "vramscope")
+    ops, calls = collections.Counter(), collections.Counter()
+
+    def tracer(frame, event, arg):
+        path = frame.f_code.co_filename
+        who = ("vramscope" if path.startswith(pkg) else
+               "fake allocator" if "fakecuda" in path else "torch/other")
+        key = (who, os.path.basename(path), frame.f_code.co_name)
+        if event == "call":
+            calls[key] += 1
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            ops[key] += 1
+        return tracer
+
+    sys.settrace(tracer)
+    step()
+    sys.settrace(None)
+    for key, n in sorted(ops.items(), key=lambda kv: -kv[1]):
+        if key[0] == "vramscope":
+            print("%6d %3d  %s:%s" % (n, calls[key], key[1], key[2]))
+    by = collections.Counter()
+    frames = collections.Counter()
+    for key, n in ops.items():
+        by[key[0]] += n
+    for key, n in calls.items():
+        frames[key[0]] += n
+    print("one plain step (Python %d.%d, torch %s): vramscope %d opcodes in %d frames; "
+          "torch's own Python %d opcodes; the fake allocator's %d (not the hook's)"
+          % (sys.version_info[0], sys.version_info[1], torch.__version__, by["vramscope"],
+             frames["vramscope"], by["torch/other"], by["fake allocator"]))
+    watcher.remove()
+    client.close("done", timeout=1)
+    fake.uninstall()
+
+
+if __name__ == "__main__":
+    main()
