@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import vramscope  # noqa: E402
-from vramscope import _api, _backward, _config, _cuda, _messages, _safe  # noqa: E402
+from vramscope import _api, _backward, _client, _config, _cuda, _messages, _safe  # noqa: E402
 
 try:
     import torch
@@ -227,7 +227,10 @@ def queued(client):
         if type(item) is tuple:
             out.append(_messages.phase_message((seq,) + item))
         else:
-            out.append(dict(item, seq=seq))
+            m = dict(item)
+            seq += m.pop(_client._GAP, 0)
+            m["seq"] = seq
+            out.append(m)
         seq += 1
     return out
 

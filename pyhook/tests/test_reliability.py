@@ -257,3 +257,44 @@ def test_sender_deadline_delivers_a_partial_batch(monitor):
         assert monitor.wait_for(lambda m: len(m.messages()) == 2, timeout=2)
     finally:
         client.close("removed", timeout=1)
+
+
+def test_threads_racing_into_a_full_queue_keep_seq_order_and_count_every_loss(sock_path):
+    # The training thread appends without a lock; the sender numbers the queue
+    # (issue 9). Two threads (training and sampler) race into a queue small
+    # enough to overflow: the monitor must see seqs strictly increasing, each
+    # once, and the gaps must add up to what the client counted as dropped.
+    mon = FakeMonitor(sock_path).start()
+    client = fast_client(sock_path, queue_size=64, batch=32, poll_interval=0.002)
+    try:
+        assert mon.wait_for(lambda m: client.connects == 1)
+        raw = (1, 2, 3, 4, 0, 0)
+
+        def training():
+            for i in range(3000):
+                client.step = i // 8
+                client.begin("forward")
+                client.switch("forward", raw, "loss")
+                client.end("loss", raw)
+
+        def sampler():
+            for _ in range(3000):
+                client.emit({"v": 1, "type": "sample", "seq": None, "t": time.monotonic(),
+                             "mem": None})
+
+        threads = [threading.Thread(target=training), threading.Thread(target=sampler)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        client.close("removed", timeout=2)
+        assert mon.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
+        got = seqs(mon.messages())
+        assert got == sorted(set(got)), "strictly increasing: in order, each once"
+        made = client.stats()["created"]
+        assert got[-1] == made - 1, "goodbye is the last message created"
+        assert client.dropped > 0, "the queue overflowed (else this test proves little)"
+        assert made - len(got) == client.dropped, "every gap is a counted drop"
+    finally:
+        client.close("removed", timeout=1)
+        mon.stop()

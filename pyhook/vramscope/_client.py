@@ -36,6 +36,9 @@ FLUSH_INTERVAL = 0.05  # seconds: the longest a message waits in the queue
 HOLD_DICTS = 1024
 
 _monotonic = time.monotonic
+# The key under which stats and goodbye carry, in the queue only, the drops
+# counted before them (Client._emit_counted, Client._number).
+_GAP = "_vramscope_gap"
 
 
 class Client:
@@ -313,6 +316,10 @@ class Client:
             msg = {"v": 1, "type": kind, "seq": None, "t": time.monotonic()}
             msg.update(extra)
             msg["stats"] = None
+            # Queued even into a full queue, after the drops counted so far:
+            # their seqs go before it (the sender reads and removes this).
+            msg[_GAP] = self._lost
+            self._lost = 0
             self._queue.append(msg)
             if final:
                 self._closed = True
@@ -335,6 +342,8 @@ class Client:
             if type(item) is tuple:
                 out.append((item[2] < fs, (seq,) + item))
             else:
+                if _GAP in item:
+                    seq += item.pop(_GAP)
                 item["seq"] = seq
                 if "stats" in item and item["stats"] is None:
                     item["stats"] = self.stats(created=seq + 1)
