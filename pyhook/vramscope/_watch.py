@@ -284,21 +284,29 @@ class Watcher(BackwardMixin, StepsMixin):
                     # Evaluation between steps: no phase, no step, no batch (issue 8).
                     self._quiet = True
                     return None
-                size = None
+                size = extra = None
                 if grad:
                     if self._step_called and not self._closure_depth:  # _activity() inlined
                         self._finish_step()
                     self._idle = False
                     t = args[0] if args else None
                     if isinstance(t, self._tensor_type):
-                        # _patch.input_size inlined for the common tensor first argument
+                        # _patch.input_size inlined for the common tensor first
+                        # argument; the same shape as the last one reuses its
+                        # (never mutated) size and message dicts.
                         shape = t.shape
-                        if len(shape) == 0:
-                            size = {"batch": None, "tokens": None}
+                        last_input = self._last_input
+                        if last_input[0] == shape:
+                            size, extra = last_input[1], last_input[2]
                         else:
-                            batch = int(shape[0])
-                            size = {"batch": batch,
-                                    "tokens": batch * int(shape[1]) if len(shape) >= 2 else None}
+                            if len(shape) == 0:
+                                size = {"batch": None, "tokens": None}
+                            else:
+                                batch = int(shape[0])
+                                size = {"batch": batch, "tokens": batch * int(shape[1])
+                                        if len(shape) >= 2 else None}
+                            extra = {"input": size}
+                            self._last_input = (shape, size, extra)
                     else:
                         size = _patch.input_size(torch.is_tensor, args, kwargs)
                     self._pending_kw = size is None
@@ -309,7 +317,9 @@ class Watcher(BackwardMixin, StepsMixin):
                 last = self._open
                 if last is None:  # _begin("forward", input=size) inlined: no end to read
                     self._open = "forward"
-                    self._client.begin("forward", None if size is None else {"input": size})
+                    if extra is None and size is not None:
+                        extra = {"input": size}
+                    self._client.begin("forward", extra)
                 elif last != "forward":  # training_step or a framework opened it
                     self._begin("forward", input=size)
                 if grad:
@@ -345,6 +355,7 @@ class Watcher(BackwardMixin, StepsMixin):
         return args, kwargs
 
     _pending_kw = False
+    _last_input = (None, None, None)  # (shape, size, {"input": size}) of the last tensor input
     _kw_patch = None  # the undo of torch 1.13's forward wrapper while it is in place
 
     def _note_input(self, size):
