@@ -15,7 +15,7 @@ import vramscope
 PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 
 # One plain step at default settings, step >= 3, counted on torch 1.13:
-#   zero_grad: the optimizer patch, _zero_begin + begin, _zero_end + end  (5)
+#   zero_grad: the optimizer patch, _zero_grad + begin + end              (4)
 #   forward: _on_forward_pre + begin, _on_forward + switch                (4)
 #            (1.13's kwargs-peek wrapper of forward is undone at the first
 #            forward with a positional tensor; a keyword-called model keeps it: +1)
@@ -24,8 +24,8 @@ PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 #   step: the patch, _step_pre + begin, _step_post + _finish_step + end   (6)
 # Reads are a functools.partial of torch's binding: no frame of ours;
 # Activations.note_input and prepare run inline in their common case.
-# 21 on torch 1.13; on torch >= 2.0 the step patch is two step hooks (+1):
-# 22, worked out from the code, not run here. The pin leaves two frames for
+# 20 on torch 1.13; on torch >= 2.0 the step patch is two step hooks (+1):
+# 21, worked out from the code, not run here. The pin leaves three frames for
 # what a torch 2.x run may show that this reading missed.
 PLAIN_STEP_FRAMES = 24  # 44 before the every-step paths were inlined, 28 before the bare reads
 

@@ -105,9 +105,14 @@ def replace_closure(args, kwargs, where, closure):
     return tuple(args), kwargs
 
 
-def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False):
+def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, around=None):
     """Wrap ``obj.name`` so ``before``/``after`` (each may be None) run around it;
     return an undo.
+
+    ``around(original, args, kwargs)``, when given, runs instead of all that
+    and makes the call itself (one frame of the caller's instead of two:
+    zero_grad's begin and end, every step); it must not raise errors of its
+    own.
 
     ``wrap_args(args, kwargs)``, when given, returns the arguments to call the
     original with (the step patch wraps a closure with it); with ``kwargs_only``
@@ -129,6 +134,15 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False):
     on = [True]
 
     report = _safe.report
+
+    def method_around(_self, *args, **kwargs):
+        if _self is not obj:
+            if func is not None:
+                return func(_self, *args, **kwargs)
+            return original(*args, **kwargs)
+        if on[0]:
+            return around(original, args, kwargs)
+        return original(*args, **kwargs)
 
     def method(_self, *args, **kwargs):
         if _self is not obj:
@@ -155,6 +169,8 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False):
                 except Exception as exc:  # noqa: BLE001
                     report(exc)
 
+    if around is not None:
+        method = method_around
     method.__name__ = getattr(original, "__name__", name)
     method.__doc__ = getattr(original, "__doc__", None)
     method._vramscope_wrapper = True

@@ -116,7 +116,7 @@ class Watcher(BackwardMixin, StepsMixin):
             self._undo.append(self._kw_patch)
         self._undo.append(h.remove)
         self._undo.append(m.register_forward_hook(self._on_forward).remove)
-        self._undo.append(_patch.patch_method(m, "zero_grad", self._zero_begin, self._zero_end))
+        self._undo.append(_patch.patch_method(m, "zero_grad", None, None, around=self._zero_grad))
         if callable(getattr(m, "training_step", None)):
             # Lightning calls training_step, not forward (callorders/lightning.txt).
             self._undo.append(_patch.patch_method(
@@ -128,7 +128,8 @@ class Watcher(BackwardMixin, StepsMixin):
         opt = self._optimizer
         if opt is None:
             return
-        self._undo.append(_patch.patch_method(opt, "zero_grad", self._zero_begin, self._zero_end))
+        self._undo.append(_patch.patch_method(opt, "zero_grad", None, None,
+                                              around=self._zero_grad))
         if self.uses_step_hooks:
             pre = opt.register_step_pre_hook(self._on_step_pre_hook)
             post = opt.register_step_post_hook(self._on_step_post_hook)
@@ -454,53 +455,65 @@ class Watcher(BackwardMixin, StepsMixin):
 
     # ---- zero_grad ---------------------------------------------------------------------
 
-    def _zero_begin(self):
-        if not self._active:
-            return
-        with self._lock:
-            self._zero_depth += 1
-            if self._zero_depth != 1:
-                return
-            if self._idle and not self._zero_seen_last and self._client.step > 0 \
-                    and self._optimizer is not None and self._open is None:
-                # A loop that zeroes after optimizer.step(): the step just
-                # finished had no zero_grad, so this one is its tail, not the
-                # head of a step of its own (the last one would be a step with
-                # nothing but zero_grad). The step stays idle.
-                self._recover()
-                self._begin("zero_grad", step=self._client.step - 1)
-                return
-            if self._step_called and not self._closure_depth:  # _activity() inlined
-                self._finish_step()
-            self._idle = False
-            meter = self._acts.meter  # _recover() inlined
-            if meter is not None and meter.active:
-                meter.stop()
-            self._depth = 0
-            self._skip_forward = False
-            self._quiet = False
-            self._zero_seen = True
-            last = self._open
-            if last is None:  # _begin("zero_grad") inlined: no end to read
-                self._open = "zero_grad"
-                self._client.begin("zero_grad")
-            elif last != "zero_grad":
-                self._begin("zero_grad")
+    def _zero_grad(self, original, args, kwargs):
+        """``model.zero_grad()`` / ``optimizer.zero_grad()``, watched: zero_grad's
+        begin, the call and its end in one frame besides the patch's (docs/hook.md,
+        "Cost"). The hook's own errors are reported; the call's propagate."""
+        if self._active:
+            try:
+                with self._lock:
+                    depth = self._zero_depth + 1
+                    self._zero_depth = depth
+                    if depth == 1:
+                        if self._idle and not self._zero_seen_last and self._client.step > 0 \
+                                and self._optimizer is not None and self._open is None:
+                            self._zero_tail()
+                        else:
+                            # The head of a step (_activity() and _recover() inlined)
+                            if self._step_called and not self._closure_depth:
+                                self._finish_step()
+                            self._idle = False
+                            meter = self._acts.meter
+                            if meter is not None and meter.active:
+                                meter.stop()
+                            self._depth = 0
+                            self._skip_forward = False
+                            self._quiet = False
+                            self._zero_seen = True
+                            last = self._open
+                            if last is None:  # _begin("zero_grad") inlined: no end to read
+                                self._open = "zero_grad"
+                                self._client.begin("zero_grad")
+                            elif last != "zero_grad":
+                                self._begin("zero_grad")
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            if self._active:
+                try:
+                    with self._lock:
+                        depth = self._zero_depth - 1
+                        if depth > 0:
+                            self._zero_depth = depth
+                        else:
+                            self._zero_depth = 0
+                            client = self._client
+                            if self._open == "zero_grad" and self._tail_step is None \
+                                    and client.step >= FIRST_MEASURED:
+                                # _end("zero_grad") inlined for the every-step case: no read
+                                self._open = None
+                                client.end("zero_grad", None)
+                            else:
+                                self._end("zero_grad")
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
 
-    def _zero_end(self):
-        if not self._active:
-            return
-        with self._lock:
-            depth = self._zero_depth - 1
-            if depth > 0:
-                self._zero_depth = depth
-                return
-            self._zero_depth = 0
-            client = self._client
-            if self._open == "zero_grad" and self._tail_step is None \
-                    and client.step >= FIRST_MEASURED:
-                # _end("zero_grad") inlined for the every-step case: no read
-                self._open = None
-                client.end("zero_grad", None)
-            else:
-                self._end("zero_grad")
+    def _zero_tail(self):
+        """A loop that zeroes after optimizer.step(): the step just finished had
+        no zero_grad, so this one is its tail, not the head of a step of its own
+        (the last one would be a step with nothing but zero_grad). The step
+        stays idle. (Lock held.)"""
+        self._recover()
+        self._begin("zero_grad", step=self._client.step - 1)
