@@ -281,11 +281,20 @@ class SavedTensorMeter:
             ctx.__exit__(None, None, None)
 
     def _pack(self, t):
+        # Runs once per tensor autograd saves (hundreds a forward in a real
+        # model): storage_of inlined, and the size asked only for a storage
+        # not seen yet.
         try:
-            key, size = storage_of(t)
-            if key not in self._exclude and key not in self._seen and key[1] != 0:
-                self._seen[key] = size
-                self.total += size
+            cls = type(t)
+            s = (_getters.get(cls) or _getter_of(cls))(t)
+            ptr = s.data_ptr()
+            if ptr:
+                key = ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), ptr)
+                if key not in self._seen and key not in self._exclude:
+                    nbytes = getattr(s, "nbytes", None)
+                    size = int(nbytes() if nbytes is not None else s.size() * s.element_size())
+                    self._seen[key] = size
+                    self.total += size
         except Exception as exc:  # noqa: BLE001 - never break autograd
             from . import _safe
             _safe.report(exc)
