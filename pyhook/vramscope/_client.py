@@ -3,10 +3,12 @@ thread that owns the socket, replays the backlog on every (re)connection and
 sends stats, and an optional daemon sampler thread.
 
 The training thread never blocks: it reads the clock (and, at an end edge,
-the allocator), takes the next ``seq`` and appends a tuple to the queue under a
-short lock (the lock keeps queue order equal to seq order across threads,
-which the monitor's duplicate detection relies on). Making the message, JSON
-encoding and all socket I/O happen on the sender.
+the allocator: torch's dict, untouched) and appends a tuple to the queue, one
+``deque.append`` with no lock. The sender numbers the queue in its order, so
+queue order is seq order across threads (the monitor's duplicate detection
+relies on it), and leaves the seqs of messages dropped at a full queue out
+after those queued before them. Picking the allocator's values, making the
+message, JSON encoding and all socket I/O happen on the sender.
 
 The sender sleeps until ``BATCH`` messages are pending (the training thread
 sets the wake event once, when the queue reaches that length) or until
