@@ -17,9 +17,6 @@ MEM_KEYS = (
     ("ooms", "num_ooms"),
 )
 _REQUIRED = 4
-# The same keys as paths into memory_stats_as_nested_dict(), whose flattened,
-# sorted copy memory_stats() is.
-_NESTED = tuple((field, tuple(key.split("."))) for field, key in MEM_KEYS)
 
 
 def mem_from_stats(stats):
@@ -33,17 +30,9 @@ def mem_from_stats(stats):
 
 
 def mem_from_nested(stats):
-    """Map one ``memory_stats_as_nested_dict()`` dict to ``mem``, as mem_from_stats does."""
-    return mem_from_raw(tuple(_walk(stats, path) for _, path in _NESTED))
-
-
-def _walk(stats, path):
-    value = stats
-    for part in path:
-        value = value.get(part) if isinstance(value, dict) else None
-        if value is None:
-            return None
-    return value
+    """Map one ``memory_stats_as_nested_dict()`` dict (whose flattened, sorted
+    copy memory_stats() is) to ``mem``, as mem_from_stats does."""
+    return mem_from_raw(compact(stats))
 
 
 def format_uuid(uuid):
