@@ -25,16 +25,23 @@ def storage_of(t):
     step's accounting there), else ``storage()``, looked up once per tensor
     class; ``nbytes()`` where it exists, else ``size() * element_size()``.
     """
-    get = _getters.get(type(t)) or _getter_of(type(t))
-    s = get(t)
-    nbytes = getattr(s, "nbytes", None)
-    if nbytes is not None:
-        size = nbytes()
-    else:
-        size = s.size() * s.element_size()
+    key, s = storage_key(t)
+    return key, storage_nbytes(s)
+
+
+def storage_key(t):
+    """Return ``(key, storage)`` of tensor ``t``: key is ``(device type, data
+    pointer)``, the identity every figure counts a storage once by."""
+    cls = type(t)
+    s = (_getters.get(cls) or _getter_of(cls))(t)
     # t.device makes a torch.device per call; the two flags are plain attributes.
-    dev = "cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type)
-    return (dev, s.data_ptr()), int(size)
+    return ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), s.data_ptr()), s
+
+
+def storage_nbytes(s):
+    """Return the bytes of storage ``s``."""
+    nbytes = getattr(s, "nbytes", None)
+    return int(nbytes() if nbytes is not None else s.size() * s.element_size())
 
 
 def _add(seen, t):
@@ -282,19 +289,13 @@ class SavedTensorMeter:
 
     def _pack(self, t):
         # Runs once per tensor autograd saves (hundreds a forward in a real
-        # model): storage_of inlined, and the size asked only for a storage
-        # not seen yet.
+        # model): the size is asked only for a storage not seen yet.
         try:
-            cls = type(t)
-            s = (_getters.get(cls) or _getter_of(cls))(t)
-            ptr = s.data_ptr()
-            if ptr:
-                key = ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), ptr)
-                if key not in self._seen and key not in self._exclude:
-                    nbytes = getattr(s, "nbytes", None)
-                    size = int(nbytes() if nbytes is not None else s.size() * s.element_size())
-                    self._seen[key] = size
-                    self.total += size
+            key, s = storage_key(t)
+            if key[1] and key not in self._seen and key not in self._exclude:
+                size = storage_nbytes(s)
+                self._seen[key] = size
+                self.total += size
         except Exception as exc:  # noqa: BLE001 - never break autograd
             from . import _safe
             _safe.report(exc)
