@@ -1,10 +1,10 @@
-package main
+package cli
 
 import (
 	"context"
-	"embed"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,10 +15,11 @@ import (
 )
 
 // hookTree is the hook package, carried in the binary so `vramscope run`
-// attaches the same version of the hook to any Python (docs/run.md).
-//
-//go:embed all:pyhook/vramscope
-var hookTree embed.FS
+// attaches the same version of the hook to any Python (docs/run.md). main
+// embeds it (only the root package can reach pyhook/) and hands it to
+// NewRootCmd; its root is the repository's, so the package is at
+// pyhook/vramscope.
+var hookTree fs.FS
 
 type runFlags struct {
 	record    string
