@@ -15,6 +15,7 @@ import (
 	"github.com/vramscope/vramscope/demo"
 	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/pipeline"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/report"
 	"github.com/vramscope/vramscope/session"
@@ -70,7 +71,7 @@ given), optionally records with -o, and prints the report.`,
 // the demo's ranks; everything they produce lands in the returned feed.
 // done is closed when the demo has sent its last message.
 func demoSource(ctx context.Context, sc demo.Scenario, o demoFlags, logf func(string, ...any)) (f *feed.Feed, done <-chan error, cleanup func(), err error) {
-	sock, rmdir, err := privateSocket()
+	sock, rmdir, err := demo.PrivateSocket()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -79,7 +80,7 @@ func demoSource(ctx context.Context, sc demo.Scenario, o demoFlags, logf func(st
 		rmdir()
 		return nil, nil, nil, err
 	}
-	f = feed.New(feed.WithOpener(recorder(record.SourceDemo)))
+	f = feed.New(feed.WithOpener(pipeline.Recorder(toolName(), record.SourceDemo)))
 	if o.out != "" {
 		if err := f.Start(o.out); err != nil {
 			srv.Close()
@@ -90,8 +91,8 @@ func demoSource(ctx context.Context, sc demo.Scenario, o demoFlags, logf func(st
 	sctx, stopServer := context.WithCancel(context.Background())
 	// The simulated NVML follows the hook lines the server receives, not
 	// the ones the demo sends: a sample is never recorded ahead of them.
-	tap := newNVMLTap(newSimNVML(f.Samples))
-	served := serveTo(sctx, srv, tap.deliver(f.Deliver), logf)
+	tap := demo.NewNVMLTap(demo.NewSimNVML(f.Samples))
+	served := pipeline.ServeTo(sctx, srv, tap.Deliver(f.Deliver), logf)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- demo.Run(ctx, sock, sc,
@@ -147,9 +148,9 @@ func runDemoHeadless(ctx context.Context, sc demo.Scenario, o demoFlags, stdout,
 	// The server may still hold the last lines: wait until every rank said
 	// goodbye (bounded).
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && connected(store); {
-		drain(f, store, 20*time.Millisecond)
+		pipeline.Drain(f, store, 20*time.Millisecond)
 	}
-	drain(f, store, 20*time.Millisecond)
+	pipeline.Drain(f, store, 20*time.Millisecond)
 	if runErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("demo: %w", runErr)
 	}

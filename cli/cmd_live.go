@@ -11,6 +11,7 @@ import (
 	"github.com/vramscope/vramscope/demo"
 	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/pipeline"
 	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/tui"
@@ -57,7 +58,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 	}
 	defer srv.Close()
 	prom := newPromExport(l.prom)
-	f := feed.New(append([]feed.Option{feed.WithOpener(recorder(record.SourceLive))}, prom.feedOptions()...)...)
+	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive))}, prom.feedOptions()...)...)
 	if l.record != "" {
 		if err := f.Start(l.record); err != nil {
 			return err
@@ -69,10 +70,10 @@ func runLive(ctx context.Context, l liveFlags) error {
 	if err := prom.start(ctx, logf); err != nil {
 		return err
 	}
-	served := serve(ctx, srv, f, logf)
-	sampler := openNVML()
+	served := pipeline.Serve(ctx, srv, f, logf)
+	sampler := pipeline.OpenNVML()
 	defer sampler.Close()
-	polled := poll(ctx, sampler, f, logf, l.nvmlEvery, l.procEvery)
+	polled := pipeline.Poll(ctx, sampler, f, logf, l.nvmlEvery, l.procEvery)
 	devs, _ := sampler.Devices()
 	logf("listening on %s; %s", srv.Path(), sampler.Status())
 	opts := []tui.Option{
@@ -152,7 +153,7 @@ func newReplayCmd() *cobra.Command {
 // runReplay shows a recording, streamed from the file: a long recording
 // costs a window of events in memory, not all of them.
 func runReplay(path, debug string, stderr io.Writer) error {
-	hdr, open, warned, err := openReplay(path)
+	hdr, open, warned, err := pipeline.OpenReplay(path)
 	if err != nil {
 		return err
 	}

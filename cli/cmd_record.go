@@ -13,6 +13,7 @@ import (
 
 	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/pipeline"
 	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
@@ -79,17 +80,17 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	}
 	defer srv.Close()
 	prom := newPromExport(o.prom)
-	f := feed.New(append([]feed.Option{feed.WithOpener(recorder(record.SourceLive))}, prom.feedOptions()...)...)
+	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive))}, prom.feedOptions()...)...)
 	if err := f.Start(o.out); err != nil {
 		return err
 	}
 	if err := prom.start(ctx, logf); err != nil {
 		return err
 	}
-	sampler := openNVML()
+	sampler := pipeline.OpenNVML()
 	defer sampler.Close()
-	polled := poll(ctx, sampler, f, logf, o.nvmlEvery, o.procEvery)
-	served := serve(ctx, srv, f, logf)
+	polled := pipeline.Poll(ctx, sampler, f, logf, o.nvmlEvery, o.procEvery)
+	served := pipeline.Serve(ctx, srv, f, logf)
 	if listening != nil {
 		listening(srv.Path())
 	} else {
@@ -105,7 +106,7 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	srv.Close()
 	<-served
 	<-polled
-	drain(f, store, 50*time.Millisecond)
+	pipeline.Drain(f, store, 50*time.Millisecond)
 	recorded := f.Recorded()
 	if recErr == nil {
 		recErr = f.Err()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/report"
 	"github.com/vramscope/vramscope/session"
 )
@@ -26,7 +27,7 @@ func newReportCmd() *cobra.Command {
 
 func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 	store := session.New()
-	_, warnings, err := readRecording(path, store.Apply)
+	_, warnings, err := record.ReadAll(path, store.Apply)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "vramscope: warning: %s\n", w)
 	}

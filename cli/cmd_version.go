@@ -26,3 +26,6 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
+
+// toolName is the tool recordings' headers name.
+func toolName() string { return "vramscope " + buildVersion() }

@@ -1,4 +1,4 @@
-package cli
+package record
 
 import (
 	"compress/gzip"
@@ -11,11 +11,11 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// openReplay streams a recording, plain, gzip or torn, as the whole-file
+// OpenReplay streams a recording, plain, gzip or torn, as the whole-file
 // read paced by PaceByTimeline does, and collects the reader's warnings
 // once a read reaches the end.
 func TestOpenReplayStreams(t *testing.T) {
-	dir := filepath.Join("testdata", "recordings")
+	dir := filepath.Join("..", "testdata", "recordings")
 	small, err := os.ReadFile(filepath.Join(dir, "small.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,11 +37,11 @@ func TestOpenReplayStreams(t *testing.T) {
 		{filepath.Join(dir, "torn.jsonl"), "torn last line"},
 	} {
 		var want []session.Event
-		if _, _, err := readRecording(tc.path, func(ev session.Event) { want = append(want, ev) }); err != nil {
+		if _, _, err := ReadAll(tc.path, func(ev session.Event) { want = append(want, ev) }); err != nil {
 			t.Fatal(err)
 		}
 		session.PaceByTimeline(want)
-		_, open, warned, err := openReplay(tc.path)
+		_, open, warned, err := OpenReplay(tc.path)
 		if err != nil {
 			t.Fatal(err)
 		}
