@@ -1,16 +1,12 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vramscope/vramscope/diff"
-	"github.com/vramscope/vramscope/session"
 )
 
 func newDiffCmd() *cobra.Command {
@@ -32,8 +28,8 @@ processes of one recording can be compared too. docs/diff.md has details.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (schema "+diff.Schema+")")
-	cmd.Flags().StringVar(&procA, "process-a", "", "the process of A to compare: pid, rank:N, session id or #N")
-	cmd.Flags().StringVar(&procB, "process-b", "", "the process of B to compare: pid, rank:N, session id or #N")
+	cmd.Flags().StringVar(&procA, "process-a", "", "the process of A to compare: "+processSelectors)
+	cmd.Flags().StringVar(&procB, "process-b", "", "the process of B to compare: "+processSelectors)
 	return cmd
 }
 
@@ -65,47 +61,4 @@ func runDiff(pathA, pathB, procA, procB string, asJSON bool, stdout, stderr io.W
 		return res.WriteJSON(stdout)
 	}
 	return res.WriteText(stdout)
-}
-
-// pickProcess finds a process of a recording by a selector: "" (the only
-// process with steps, or the first), a pid, "rank:N", "#N" (position) or
-// a hook session id.
-func pickProcess(s *session.Store, sel, path string) (*session.Process, error) {
-	ps := s.Processes()
-	if len(ps) == 0 {
-		return nil, fmt.Errorf("%s: no training process in the recording", path)
-	}
-	switch {
-	case sel == "":
-		for _, p := range ps {
-			if len(p.StepPeaks()) > 0 {
-				return p, nil
-			}
-		}
-		return ps[0], nil
-	case strings.HasPrefix(sel, "#"):
-		if i, err := strconv.Atoi(sel[1:]); err == nil && i >= 0 && i < len(ps) {
-			return ps[i], nil
-		}
-	case strings.HasPrefix(sel, "rank:"):
-		if r, err := strconv.Atoi(sel[5:]); err == nil {
-			for _, p := range ps {
-				if p.Hello.Rank != nil && *p.Hello.Rank == r {
-					return p, nil
-				}
-			}
-		}
-	default:
-		if p := s.Process(sel); p != nil {
-			return p, nil
-		}
-		if pid, err := strconv.Atoi(sel); err == nil {
-			for _, p := range ps {
-				if p.Hello.PID == pid {
-					return p, nil
-				}
-			}
-		}
-	}
-	return nil, fmt.Errorf("%s: no process %q (%d processes: pick by pid, rank:N, #N or session id)", path, sel, len(ps))
 }

@@ -10,7 +10,6 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/vramscope/vramscope/plot"
-	"github.com/vramscope/vramscope/session"
 )
 
 func newPlotCmd() *cobra.Command {
@@ -32,7 +31,7 @@ session id or #N); the default is the one with the highest allocated peak.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "picture file: .svg, .png or .pdf")
-	cmd.Flags().StringVar(&proc, "process", "", "process to draw: pid, rank:N, session id or #N")
+	cmd.Flags().StringVar(&proc, "process", "", "process to draw: "+processSelectors)
 	cmd.Flags().StringVar(&title, "title", "", "title (default: file, process, device, pattern)")
 	cmd.Flags().Float64Var(&width, "width", 10, "width in inches (PNG: 96 dpi)")
 	cmd.Flags().Float64Var(&height, "height", 5, "height in inches")
@@ -55,22 +54,4 @@ func runPlot(path, out, proc string, o plot.Options, stdout, stderr io.Writer) e
 	}
 	o.Source = filepath.Base(path)
 	return writeOut(out, stdout, func(w io.Writer) error { return plot.Write(w, format, store, p, o) })
-}
-
-// plotProcess is the process to draw: the one picked, else the one with
-// the highest allocated peak.
-func plotProcess(s *session.Store, sel, path string) (*session.Process, error) {
-	if sel != "" {
-		return pickProcess(s, sel, path)
-	}
-	var best *session.Process
-	for _, p := range s.Processes() {
-		if best == nil || p.MaxAllocated.Max() > best.MaxAllocated.Max() {
-			best = p
-		}
-	}
-	if best == nil {
-		return nil, fmt.Errorf("%s: no training process in the recording", path)
-	}
-	return best, nil
 }
