@@ -63,7 +63,7 @@ given), optionally records with -o, and prints the report.`,
 	f.StringVarP(&o.out, "output", "o", "", "also record the session to this file")
 	f.IntVar(&o.ranks, "ranks", 1, "simulated ranks (torchrun processes on one machine)")
 	f.Float64Var(&o.speed, "speed", -1, "pace factor: 1 is real time, 0 as fast as possible (default: 0 headless, 1 in the TUI)")
-	f.StringVar(&o.debug, "debug", "", "write a debug log to this file")
+	addDebugFlag(f, &o.debug)
 	return cmd
 }
 

@@ -33,9 +33,9 @@ type liveFlags struct {
 
 func (l *liveFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&l.socket, "socket", "", "socket path (default $VRAMSCOPE_SOCKET, $XDG_RUNTIME_DIR/vramscope/vramscope.sock or /tmp/vramscope-$UID/vramscope.sock)")
+	addSocketFlag(f, &l.socket)
 	f.StringVar(&l.record, "record", "", "record the session to this file while showing it (.gz: gzip)")
-	f.StringVar(&l.debug, "debug", "", "write a debug log to this file")
+	addDebugFlag(f, &l.debug)
 	addNVMLFlags(cmd, &l.nvmlEvery, &l.procEvery)
 	addPrometheusFlag(cmd, &l.prom)
 }
@@ -146,7 +146,7 @@ func newReplayCmd() *cobra.Command {
 			return runReplay(args[0], debug, cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVar(&debug, "debug", "", "write a debug log to this file")
+	addDebugFlag(cmd.Flags(), &debug)
 	return cmd
 }
 

@@ -4,17 +4,9 @@ import (
 	"context"
 	"os"
 
-	"github.com/spf13/cobra"
-
 	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/metrics"
 )
-
-// addPrometheusFlag registers --prometheus on a command that monitors
-// (the live view, record, run).
-func addPrometheusFlag(cmd *cobra.Command, addr *string) {
-	cmd.Flags().StringVar(addr, "prometheus", "", "serve Prometheus metrics on this address (host:port, e.g. 127.0.0.1:9840) at /metrics")
-}
 
 // promExport is --prometheus for one command: an exporter tapped into the
 // command's feed, so it sees every event the store and the recording see.

@@ -14,7 +14,6 @@ import (
 	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/pipeline"
-	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
@@ -42,17 +41,12 @@ SIGTERM or when --duration has passed. It prints a one-line summary.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.out, "output", "o", "", "recording file (.jsonl or .jsonl.gz)")
-	cmd.Flags().StringVar(&o.socket, "socket", "", "socket path (default $VRAMSCOPE_SOCKET, $XDG_RUNTIME_DIR/vramscope/vramscope.sock or /tmp/vramscope-$UID/vramscope.sock)")
+	addSocketFlag(cmd.Flags(), &o.socket)
 	cmd.Flags().DurationVar(&o.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	addNVMLFlags(cmd, &o.nvmlEvery, &o.procEvery)
 	addPrometheusFlag(cmd, &o.prom)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
-}
-
-func addNVMLFlags(cmd *cobra.Command, dev, proc *time.Duration) {
-	cmd.Flags().DurationVar(dev, "nvml-interval", probe.DefaultDeviceInterval, "NVML device memory interval (floor 100ms)")
-	cmd.Flags().DurationVar(proc, "nvml-process-interval", probe.DefaultProcessInterval, "NVML process list interval (floor 100ms)")
 }
 
 func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
