@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,9 +96,14 @@ func imports(t *testing.T, root string) map[string][]string {
 				return err
 			}
 			if p == module {
-				out[dir] = append(out[dir], ".")
+				p = "."
 			} else if rest, ok := strings.CutPrefix(p, module+"/"); ok {
-				out[dir] = append(out[dir], rest)
+				p = rest
+			} else {
+				continue
+			}
+			if !slices.Contains(out[dir], p) {
+				out[dir] = append(out[dir], p)
 			}
 		}
 		return nil
