@@ -9,6 +9,7 @@ package diff
 import (
 	"sort"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -43,7 +44,7 @@ type Side struct {
 	Rank    *int   `json:"rank"`
 	Steps   int    `json:"steps"`
 	// Pattern is the diagnosis's shape of the step peaks.
-	Pattern session.Pattern `json:"pattern"`
+	Pattern diagnose.Pattern `json:"pattern"`
 }
 
 // Pair is the comparison of one process of A with one of B. Deltas are
@@ -157,14 +158,14 @@ func delta(a, b session.Bytes) Delta {
 	return d
 }
 
-func side(p *session.Process, d *session.Diagnosis) Side {
+func side(p *session.Process, d *diagnose.Diagnosis) Side {
 	return Side{Label: p.Label(), Session: p.Key, PID: p.Hello.PID, Rank: p.Hello.Rank,
 		Steps: len(p.StepPeaks()), Pattern: d.Pattern}
 }
 
 // ComparePair compares process pa of store a with pb of store b.
 func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *session.Process) Pair {
-	da, db := session.Diagnose(a, pa), session.Diagnose(b, pb)
+	da, db := diagnose.Diagnose(a, pa), diagnose.Diagnose(b, pb)
 	pr := Pair{A: side(pa, &da), B: side(pb, &db), Phases: []Phase{}, Moved: []string{}, Cells: []Cell{}}
 	pr.Steady = Steady{
 		SteadyA: da.Need.Steady, SteadyB: db.Need.Steady,

@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -60,7 +61,7 @@ const gib = float64(1 << 30)
 
 // Build draws process p of store s.
 func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error) {
-	d := session.Diagnose(s, p)
+	d := diagnose.Diagnose(s, p)
 	t0, t1 := window(p)
 	x := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
 
@@ -175,7 +176,7 @@ func window(p *session.Process) (from, to time.Time) {
 	return from, to
 }
 
-func title(p *session.Process, source string, d *session.Diagnosis) string {
+func title(p *session.Process, source string, d *diagnose.Diagnosis) string {
 	t := p.Label()
 	if c := p.Hello.CUDA; c != nil {
 		t += " · " + c.Name
@@ -240,8 +241,8 @@ func shadePhases(pl *gplot.Plot, p *session.Process, x func(time.Time) float64, 
 
 // markWarmup draws a dashed line where the steady state begins, labelled
 // with the warmup's change, when the diagnosis found a warmup.
-func markWarmup(pl *gplot.Plot, p *session.Process, d *session.Diagnosis, x func(time.Time) float64, top, right float64) error {
-	if d.Pattern != session.PatternWarmup || d.SteadyFrom < 0 {
+func markWarmup(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, top, right float64) error {
+	if d.Pattern != diagnose.PatternWarmup || d.SteadyFrom < 0 {
 		return nil
 	}
 	var at time.Time
@@ -281,7 +282,7 @@ func markWarmup(pl *gplot.Plot, p *session.Process, d *session.Diagnosis, x func
 // allocator's max_allocated counter first reached its highest value (the
 // counter rises exactly when the peak happens), labelled with the size and
 // where the diagnosis places it.
-func annotatePeak(pl *gplot.Plot, p *session.Process, d *session.Diagnosis, x func(time.Time) float64, right float64) error {
+func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, right float64) error {
 	if !d.Peak.Allocated.Known() {
 		return nil
 	}
@@ -304,7 +305,7 @@ func annotatePeak(pl *gplot.Plot, p *session.Process, d *session.Diagnosis, x fu
 	pl.Add(dot)
 	where := ""
 	if d.Peak.Step >= 0 {
-		where = " · " + session.Where(d.Peak.Step, d.Peak.Phase)
+		where = " · " + diagnose.Where(d.Peak.Step, d.Peak.Phase)
 	}
 	lab, err := plotter.NewLabels(plotter.XYLabels{
 		XYs:    plotter.XYs{{X: x(at), Y: y}},

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -19,7 +20,7 @@ func TestNoisyPeaksAreSteady(t *testing.T) {
 		}
 		s.goodbye("exit")
 		d := s.report(t).Diagnosis
-		if d.Pattern != session.PatternWarmup && d.Pattern != session.PatternSteady || d.SteadyFrom > session.WarmupMaxSteps {
+		if d.Pattern != diagnose.PatternWarmup && d.Pattern != diagnose.PatternSteady || d.SteadyFrom > diagnose.WarmupMaxSteps {
 			t.Errorf("seed %d: %s", seed, d.Headline)
 		}
 		if !strings.Contains(d.Headline, "steps vary ±") {
@@ -41,7 +42,7 @@ func TestEvaluationIsDiagnosedOnItsOwn(t *testing.T) {
 	s.goodbye("exit")
 	p := s.report(t)
 	d := p.Diagnosis
-	if d.Pattern != session.PatternWarmup || d.SteadyFrom > session.WarmupMaxSteps {
+	if d.Pattern != diagnose.PatternWarmup || d.SteadyFrom > diagnose.WarmupMaxSteps {
 		t.Fatalf("pattern: %s", d.Headline)
 	}
 	if len(d.Phases) != 1 || d.Phases[0].Name != session.EvalPhase || d.Phases[0].Every != 50 || d.Phases[0].Steps != 4 {
@@ -71,7 +72,7 @@ func TestLateLeakHasItsOnset(t *testing.T) {
 	}
 	s.goodbye("exit")
 	d := s.report(t).Diagnosis
-	if d.Pattern != session.PatternGrowth || d.GrowthFrom < 98 || d.GrowthFrom > 101 || d.GrowthKind != session.GrowthLeak {
+	if d.Pattern != diagnose.PatternGrowth || d.GrowthFrom < 98 || d.GrowthFrom > 101 || d.GrowthKind != diagnose.GrowthLeak {
 		t.Fatalf("%s (from %d, kind %s)", d.Headline, d.GrowthFrom, d.GrowthKind)
 	}
 	if got := float64(d.GrowthPerStep) / sMiB; got < 49 || got > 51 {
@@ -95,7 +96,7 @@ func TestGrowthThatFollowsTheBatch(t *testing.T) {
 	}
 	s.goodbye("exit")
 	d := s.report(t).Diagnosis
-	if d.Pattern != session.PatternGrowth || d.GrowthKind != session.GrowthInput || d.PerInput != sMiB/2 || d.InputUnit != "sample" {
+	if d.Pattern != diagnose.PatternGrowth || d.GrowthKind != diagnose.GrowthInput || d.PerInput != sMiB/2 || d.InputUnit != "sample" {
 		t.Fatalf("%s (kind %s, %d per %s)", d.Headline, d.GrowthKind, d.PerInput, d.InputUnit)
 	}
 	if !strings.Contains(d.Headline, "peak grows with batch size: 0.5 MiB per sample") || strings.Contains(d.Headline, "possible leak") {
@@ -121,7 +122,7 @@ func TestAbruptEndLeavesThePartialStepOut(t *testing.T) {
 	if !p.Connected || p.PartialStep != 10 || p.Totals.Steps != 10 || d.Steps != 10 || d.LastStep != 9 {
 		t.Fatalf("connected %v partial %d totals %d steps %d last %d", p.Connected, p.PartialStep, p.Totals.Steps, d.Steps, d.LastStep)
 	}
-	if d.Pattern != session.PatternWarmup || d.PeakAfter != 3000*sMiB {
+	if d.Pattern != diagnose.PatternWarmup || d.PeakAfter != 3000*sMiB {
 		t.Fatalf("the partial step moved the pattern: %s", d.Headline)
 	}
 	if d.End == nil || !d.End.Abrupt || d.End.LikelyOOM || d.End.Step != 10 || d.End.Phase != "backward" {
@@ -221,7 +222,7 @@ func TestOptimizerSpikeAdviceNamesTheFix(t *testing.T) {
 	}
 	s.goodbye("exit")
 	d := s.report(t).Diagnosis
-	var got *session.Advice
+	var got *diagnose.Advice
 	for i := range d.Advice {
 		if strings.Contains(d.Advice[i].Text, "foreach") {
 			got = &d.Advice[i]
@@ -263,7 +264,7 @@ func TestLeakUnderNoiseIsGrowth(t *testing.T) {
 	}
 	s.goodbye("exit")
 	d := s.report(t).Diagnosis
-	if d.Pattern != session.PatternGrowth || d.GrowthKind != session.GrowthLeak {
+	if d.Pattern != diagnose.PatternGrowth || d.GrowthKind != diagnose.GrowthLeak {
 		t.Fatalf("%s (kind %s)", d.Headline, d.GrowthKind)
 	}
 	if got := float64(d.GrowthPerStep) / sMiB; got < 4 || got > 6 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -19,7 +20,7 @@ func TestH100OOMRecording(t *testing.T) {
 	r := Build(loadRecording(t, "../testdata/h100/oom.jsonl.gz"))
 	p := r.Processes[0]
 	d := p.Diagnosis
-	if d.Pattern != session.PatternGrowth || d.GrowthKind != session.GrowthTransient {
+	if d.Pattern != diagnose.PatternGrowth || d.GrowthKind != diagnose.GrowthTransient {
 		t.Fatalf("pattern %s kind %s: %s", d.Pattern, d.GrowthKind, d.Headline)
 	}
 	if strings.Contains(d.Headline, "possible leak") || !strings.Contains(d.Headline, "it follows the input size") {
@@ -49,7 +50,7 @@ func TestH100OOMRecording(t *testing.T) {
 		!strings.HasPrefix(pk.ActivationsNote, "stale: measured at step 2, batch 1024") {
 		t.Fatalf("activations at peak %s (%s)", pk.Activations.MiBString(), pk.ActivationsNote)
 	}
-	if d.Peak.Dominant != session.TransientName {
+	if d.Peak.Dominant != diagnose.TransientName {
 		t.Fatalf("dominant %s", d.Peak.Dominant)
 	}
 }

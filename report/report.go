@@ -7,6 +7,7 @@ package report
 import (
 	"time"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -132,8 +133,8 @@ type Anatomy struct {
 	// Measured is the newest anatomy message, nil before the first.
 	Measured *Measured `json:"measured"`
 	// Now and Peak are the layers (docs/diagnosis.md).
-	Now  session.Layers `json:"now"`
-	Peak session.Layers `json:"peak"`
+	Now  diagnose.Layers `json:"now"`
+	Peak diagnose.Layers `json:"peak"`
 }
 
 // Measured is one anatomy message as the hook sent it.
@@ -156,9 +157,9 @@ type Measured struct {
 	ActivationsSource string `json:"activations_source"`
 }
 
-// Diagnosis is session.Diagnosis with its rendered headline and lines.
+// Diagnosis is diagnose.Diagnosis with its rendered headline and lines.
 type Diagnosis struct {
-	session.Diagnosis
+	diagnose.Diagnosis
 	Headline string   `json:"headline"`
 	Lines    []string `json:"lines"`
 }
@@ -228,7 +229,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		out.PartialStep = e.Step
 	}
 	out.Totals = totals(p, out.PartialStep)
-	b := session.LayersOf(s, p)
+	b := diagnose.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
 	if a := p.Anatomy; a != nil {
 		m := &Measured{Step: a.Step, Weights: a.Weights, Gradients: a.Gradients, Optimizer: a.Optimizer,
@@ -248,10 +249,10 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Anatomy.Measured = m
 	}
-	d := session.Diagnose(s, p)
+	d := diagnose.Diagnose(s, p)
 	out.Diagnosis = Diagnosis{Diagnosis: d, Headline: d.Headline(), Lines: d.Lines()}
 	if out.Diagnosis.Advice == nil {
-		out.Diagnosis.Advice = []session.Advice{}
+		out.Diagnosis.Advice = []diagnose.Advice{}
 	}
 	return out
 }

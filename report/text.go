@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -191,8 +192,8 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 	} else {
 		w.WriteString("    no anatomy from the hook yet\n")
 	}
-	fmt.Fprintf(w, "    now: %s · at peak: %s\n", session.Where(a.Now.Step, a.Now.Phase), session.Where(a.Peak.Step, a.Peak.Phase))
-	for _, n := range session.ActivationsNotes(session.Breakdown{Now: a.Now, Peak: a.Peak}) {
+	fmt.Fprintf(w, "    now: %s · at peak: %s\n", diagnose.Where(a.Now.Step, a.Now.Phase), diagnose.Where(a.Peak.Step, a.Peak.Phase))
+	for _, n := range diagnose.ActivationsNotes(diagnose.Breakdown{Now: a.Now, Peak: a.Peak}) {
 		fmt.Fprintf(w, "    %s\n", n)
 	}
 	if a.Peak.ProcessUsedStale {
@@ -209,7 +210,7 @@ func site(step int, phase string) string {
 	if step < 0 {
 		return ""
 	}
-	return " (" + session.Where(step, phase) + ")"
+	return " (" + diagnose.Where(step, phase) + ")"
 }
 
 // mib is "4329 MiB", or "–" when unknown.

@@ -80,8 +80,8 @@ func (b Bytes) Human() string {
 	}
 }
 
-// int64 is b as a count, -1 when unknown.
-func (b Bytes) int64() int64 {
+// Int64 is b as a count, -1 when unknown.
+func (b Bytes) Int64() int64 {
 	if !b.Known() {
 		return -1
 	}

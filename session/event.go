@@ -1,7 +1,8 @@
 // Package session is vramscope's timeline store. It turns the events of
 // every source (hook messages, NVML samples, connection notes), live or
-// replayed, into per-process series, phase spans, steps, anatomy and a
-// diagnosis. It does no I/O: its callers feed it.
+// replayed, into per-process series, phase spans, steps and anatomy. It
+// keeps state only: the diagnosis (package diagnose) reads it. It does no
+// I/O: its callers feed it.
 package session
 
 import (

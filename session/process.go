@@ -267,8 +267,8 @@ const clockSlack = 10 * time.Millisecond
 // against: NVML lags the hook by at most a few hundred milliseconds.
 const gpuLookback = 64
 
-// inEffect is a series' value at a time, Unknown before its first point.
-func inEffect(s *Series, at time.Time) Bytes {
+// InEffect is a series' value at a time, Unknown before its first point.
+func InEffect(s *Series, at time.Time) Bytes {
 	if v, ok := s.At(at); ok {
 		return Bytes(v)
 	}
@@ -312,7 +312,7 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 	sp := Span{
 		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: base,
 		PeakAllocated: Unknown, PeakReserved: Unknown,
-		PeakGPU: inEffect(p.GPU, at), PeakNonPyTorch: inEffect(p.NonPyTorch, at),
+		PeakGPU: InEffect(p.GPU, at), PeakNonPyTorch: InEffect(p.NonPyTorch, at),
 		Batch: -1, Tokens: -1,
 	}
 	if in := m.Input; in != nil && !m.User {

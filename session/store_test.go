@@ -364,35 +364,6 @@ func TestProcessFigureStaysListedWhenOthersShareTheDevice(t *testing.T) {
 	}
 }
 
-// At the peak, a process reading from before the peak must not be compared
-// with the device's memory at the peak: the difference is this process's
-// own growth, not other processes.
-func TestLayersPairFiguresOfOneReading(t *testing.T) {
-	uuid := "GPU-a"
-	f := newFeed(1, "s1", func(h *ipc.Message) { h.CUDA = &ipc.CUDADevice{UUID: uuid, Total: mib(80000)} })
-	f.phase("forward", 0, 0, 0.1, mem(100, 100, 200), mem(300, 300, 400))
-	f.phase("backward", 0, 0, 0.1, mem(300, 300, 400), mem(100, 3000, 3200))
-	f.phase("step", 0, 0, 0.1, mem(100, 3000, 3200), mem(150, 3000, 3200))
-	s := New()
-	at := time.Unix(wall0, 0)
-	// One list reading at the start (alone on the device, 200 reserved +
-	// 500 context), then device-only readings as the process grows.
-	s.ApplyAll(f.evs[:2])
-	s.Apply(Event{GPU: &probe.Sample{At: at, Device: uuid, Used: mib(700), Processes: []probe.Process{{PID: 4242, Used: mib(700)}}}})
-	s.ApplyAll(f.evs[2:])
-	s.Apply(Event{GPU: &probe.Sample{At: at.Add(150 * time.Millisecond), Device: uuid, Used: mib(3700)}})
-	l := LayersOf(s, s.Processes()[0])
-	if l.Peak.OtherProcesses != 0 {
-		t.Errorf("other processes at the peak = %s MiB, want 0 (nothing else was listed)", l.Peak.OtherProcesses.MiBString())
-	}
-	if l.Peak.NonPyTorch != Bytes(mib(500)) {
-		t.Errorf("non-PyTorch at the peak = %s MiB, want 500 (the reading minus reserved then)", l.Peak.NonPyTorch.MiBString())
-	}
-	if l.Now.OtherProcesses != 0 {
-		t.Errorf("other processes now = %s MiB, want 0", l.Now.OtherProcesses.MiBString())
-	}
-}
-
 func TestResumeNoteIsNotLoss(t *testing.T) {
 	s := New()
 	f := newFeed(1, "s1")

@@ -42,3 +42,6 @@ func (p *Process) Rank() int {
 // CUDA device in its hello and no allocator snapshot so far. Such a run
 // has timings only.
 func (p *Process) OnCPU() bool { return p.Hello.CUDA == nil && p.Mem == nil }
+
+// OpenSpans returns the indices into Spans of the phases still open.
+func (p *Process) OpenSpans() []int { return p.open }

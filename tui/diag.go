@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -16,13 +17,13 @@ type diagCache struct {
 	steps     int
 	anatomies int
 	ended     bool // the process ended or reported out of memory
-	d         session.Diagnosis
+	d         diagnose.Diagnosis
 }
 
-func (c *diagCache) get(s *session.Store, p *session.Process) *session.Diagnosis {
+func (c *diagCache) get(s *session.Store, p *session.Process) *diagnose.Diagnosis {
 	n, a, e := len(p.StepPeaks()), len(p.Anatomies), p.End != nil || p.OOM != nil
 	if c.proc != p || c.store != s || c.steps != n || c.anatomies != a || c.ended != e {
-		c.d = session.Diagnose(s, p)
+		c.d = diagnose.Diagnose(s, p)
 		c.proc, c.store, c.steps, c.anatomies, c.ended = p, s, n, a, e
 	}
 	return &c.d
@@ -30,7 +31,7 @@ func (c *diagCache) get(s *session.Store, p *session.Process) *session.Diagnosis
 
 // bannerText is the diagnosis headline, marked so that warmup (info) and
 // growth (a warning) read apart without colour too.
-func bannerText(d *session.Diagnosis) string {
+func bannerText(d *diagnose.Diagnosis) string {
 	if d == nil {
 		return ""
 	}
@@ -39,24 +40,24 @@ func bannerText(d *session.Diagnosis) string {
 		return styleWarn.Render("⚠ " + h)
 	}
 	switch d.Pattern {
-	case session.PatternGrowth:
+	case diagnose.PatternGrowth:
 		return styleWarn.Render("⚠ " + h)
-	case session.PatternWarmup:
+	case diagnose.PatternWarmup:
 		return styleInfo.Render("ℹ " + h)
-	case session.PatternSteady:
+	case diagnose.PatternSteady:
 		return styleOK.Render("✓ " + h)
 	}
-	if d.Steps < session.MinSteps && strings.HasPrefix(d.Reason, "need ") {
+	if d.Steps < diagnose.MinSteps && strings.HasPrefix(d.Reason, "need ") {
 		// Not a finding: the run is young. Say how far along it is.
-		return styleDim.Render(fmt.Sprintf("… collecting: %d of %d steps needed for a diagnosis", d.Steps, session.MinSteps))
+		return styleDim.Render(fmt.Sprintf("… collecting: %d of %d steps needed for a diagnosis", d.Steps, diagnose.MinSteps))
 	}
 	return styleDim.Render("… " + h)
 }
 
 // marksOf picks the rows the table highlights.
-func marksOf(d *session.Diagnosis) rowMarks {
+func marksOf(d *diagnose.Diagnosis) rowMarks {
 	r := rowMarks{peak: d.Peak.Step}
-	if d.Pattern == session.PatternWarmup {
+	if d.Pattern == diagnose.PatternWarmup {
 		r.warmupFrom, r.warmupTo = d.FirstStep, d.SteadyFrom
 	}
 	return r

@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -261,7 +262,7 @@ func (m *Model) open(p page) {
 }
 
 // diagnosis is the shown process's diagnosis, nil before the first.
-func (m *Model) diagnosis(p *session.Process) *session.Diagnosis {
+func (m *Model) diagnosis(p *session.Process) *diagnose.Diagnosis {
 	if p == nil {
 		return nil
 	}

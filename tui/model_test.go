@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/vramscope/vramscope/session"
+	"github.com/vramscope/vramscope/diagnose"
 )
 
 func TestZoomLimits(t *testing.T) {
@@ -239,12 +239,12 @@ func TestBanner(t *testing.T) {
 // Before MinSteps steps have finished, the banner says the run is young,
 // not why a diagnosis is unknown.
 func TestBannerCollecting(t *testing.T) {
-	for finished := 1; finished < session.MinSteps; finished++ {
+	for finished := 1; finished < diagnose.MinSteps; finished++ {
 		evs := demoEvents(t, "warmup", finished+1, 1)
 		evs = evs[:len(evs)-1] // no goodbye: the newest step is still running
 		m := live(t, evs, 80, 24)
 		banner := strings.Split(m.View(), "\n")[2]
-		want := fmt.Sprintf("collecting: %d of %d steps needed for a diagnosis", finished, session.MinSteps)
+		want := fmt.Sprintf("collecting: %d of %d steps needed for a diagnosis", finished, diagnose.MinSteps)
 		if !strings.Contains(banner, want) {
 			t.Errorf("%d finished steps: banner = %q, want %q", finished, banner, want)
 		}

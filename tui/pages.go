@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -72,7 +73,7 @@ func (p pager) view(lines []string, w, h int) string {
 }
 
 // pageLines are the open page's lines, wrapped to the screen's width.
-func (m *Model) pageLines(p *session.Process, d *session.Diagnosis) []string {
+func (m *Model) pageLines(p *session.Process, d *diagnose.Diagnosis) []string {
 	switch m.page {
 	case pageDiag:
 		return m.diagLines(p, d)
@@ -85,7 +86,7 @@ func (m *Model) pageLines(p *session.Process, d *session.Diagnosis) []string {
 }
 
 // diagLines is the diagnosis in full: every line wrapped, none cut.
-func (m *Model) diagLines(p *session.Process, d *session.Diagnosis) []string {
+func (m *Model) diagLines(p *session.Process, d *diagnose.Diagnosis) []string {
 	w := max(m.w-1, 20)
 	title := rendered(&styleHeading, "Diagnosis") + rendered(&styleDim, "  (d or esc to close)")
 	if p == nil {
@@ -124,7 +125,7 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 	}
 	w := min(max(m.w, 20), 64)
 	total, _ := m.deviceTotal(p)
-	s := anatomyKept(session.LayersOf(m.store, p), total, w, 40)
+	s := anatomyKept(diagnose.LayersOf(m.store, p), total, w, 40)
 	lines := strings.Split(s, "\n")
 	for len(lines) > 1 && strings.TrimSpace(ansi.Strip(lines[len(lines)-1])) == "" {
 		lines = lines[:len(lines)-1]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -34,7 +35,7 @@ var layerStyles, layerBars = func() (fg, bar []lipgloss.Style) {
 
 // anatomyKey is everything the panel is drawn from.
 type anatomyKey struct {
-	b     session.Breakdown
+	b     diagnose.Breakdown
 	total session.Bytes
 	w, h  int
 }
@@ -44,13 +45,13 @@ var anatomies memo[anatomyKey]
 // anatomyKept is anatomyView, drawn again only when a figure it shows
 // moved (its "now" column follows the samples, the rest moves at phase
 // edges).
-func anatomyKept(b session.Breakdown, total session.Bytes, w, h int) string {
+func anatomyKept(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 	return anatomies.get(anatomyKey{b, total, w, h}, func() string { return anatomyView(b, total, w, h) })
 }
 
 // anatomyView renders the memory layers of the process, now and at its
 // session peak, as a stacked bar and a table, in w × h cells.
-func anatomyView(b session.Breakdown, total session.Bytes, w, h int) string {
+func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 	now, peak := b.Now.List(), b.Peak.List()
 	lines := []string{styleHeading.Render("Memory anatomy")}
 	lines = append(lines, stackedBar(now, w), "")
@@ -65,7 +66,7 @@ func anatomyView(b session.Breakdown, total session.Bytes, w, h int) string {
 		fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), nvmlAtPeak(b.Peak)),
 		"")
 	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
-	if n := session.ActivationsBrief(b); n != "" { // how fresh the activations are
+	if n := diagnose.ActivationsBrief(b); n != "" { // how fresh the activations are
 		lines = append(lines, styleDim.Render(clip(n, w)))
 	}
 	if b.Peak.Step >= 0 {
@@ -86,7 +87,7 @@ func mib(b session.Bytes) string { return b.MiBString() }
 
 // stackedBar splits w cells between the known layers, in proportion, each
 // drawn with its letter (readable without colour) on its colour.
-func stackedBar(layers []session.Layer, w int) string {
+func stackedBar(layers []diagnose.Layer, w int) string {
 	var sum float64
 	for _, l := range layers {
 		if l.Bytes.Known() {
@@ -127,7 +128,7 @@ func gibText(b session.Bytes) string {
 // nvmlAtPeak is the per-process NVML figure at the peak, or "stale" when no
 // reading of the peak's moment exists (the 1 Hz process list read before
 // it), so an older figure is never shown as the peak's.
-func nvmlAtPeak(l session.Layers) string {
+func nvmlAtPeak(l diagnose.Layers) string {
 	if l.ProcessUsedStale {
 		return "stale"
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -90,7 +91,7 @@ func (m *Model) render() {
 
 // bodyView is the chart, the diagnosis lines and the table, with the
 // anatomy panel on the right when the terminal is wide enough.
-func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) string {
+func (m *Model) bodyView(p *session.Process, d *diagnose.Diagnosis, l layout) string {
 	from, to := m.window()
 	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " · "+m.zoomName())
 	if !m.anchor.IsZero() && m.replay == nil {
@@ -124,7 +125,7 @@ func (m *Model) bodyView(p *session.Process, d *session.Diagnosis, l layout) str
 		return leftView
 	}
 	total, _ := m.deviceTotal(p)
-	panel := anatomyKept(session.LayersOf(m.store, p), total, l.panelW, l.bodyH)
+	panel := anatomyKept(diagnose.LayersOf(m.store, p), total, l.panelW, l.bodyH)
 	sep := strings.TrimSuffix(strings.Repeat(rendered(&styleDim, "│")+"\n", l.bodyH), "\n")
 	return joinColumns(leftView, sep, panel)
 }

@@ -33,25 +33,28 @@ var floors = map[string]int{
 	"session": 2,
 	"demo":    2,
 	"doctor":  2,
-	// 3: readers of the state: diagnosis consumers, the feed, the file.
+	// 3: pure functions of the state, and the state's movers: the
+	// diagnosis, the feed, the file, the exporters' formats.
+	"diagnose":        3,
 	"feed":            3,
 	"record":          3,
-	"report":          3,
-	"diff":            3,
 	"metrics":         3,
-	"plot":            3,
-	"tui":             3,
 	"export/csv":      3,
 	"export/perfetto": 3,
-	// 4: what assembles the parts.
-	"export":   4,
-	"pipeline": 4,
-	// 5: the commands.
-	"cli": 5,
-	// 6: the program; only main.go (and the end-to-end tests, which run
+	// 4: the views, which read the state and its diagnosis.
+	"report": 4,
+	"diff":   4,
+	"plot":   4,
+	"tui":    4,
+	"export": 4,
+	// 5: what assembles sources, feed and sinks.
+	"pipeline": 5,
+	// 6: the commands.
+	"cli": 6,
+	// 7: the program; only main.go (and the end-to-end tests, which run
 	// the binary) stand here.
-	".":   6,
-	"e2e": 6,
+	".":   7,
+	"e2e": 7,
 }
 
 // imports returns each package directory of the module (relative to its

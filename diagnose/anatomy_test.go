@@ -1,9 +1,10 @@
-package session
+package diagnose
 
 import (
 	"testing"
 
 	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
 )
 
 func TestLayersAtThePeak(t *testing.T) {
@@ -14,11 +15,11 @@ func TestLayersAtThePeak(t *testing.T) {
 	cases := []struct {
 		name       string
 		nvml       bool
-		nonPyTorch Bytes
-		others     Bytes
-		deviceUsed Bytes
+		nonPyTorch session.Bytes
+		others     session.Bytes
+		deviceUsed session.Bytes
 	}{
-		{"no NVML", false, Unknown, Unknown, Unknown},
+		{"no NVML", false, session.Unknown, session.Unknown, session.Unknown},
 		{"NVML", true, testContext, testOtherBytes, mibs(4468) + testContext + testOtherBytes},
 	}
 	for _, c := range cases {
@@ -29,7 +30,7 @@ func TestLayersAtThePeak(t *testing.T) {
 			Weights: mibs(281), Gradients: mibs(281), Optimizer: mibs(561), Activations: acts,
 			Other: mibs(4329-281-281-561) - acts, Cache: mibs(4468 - 4329),
 			NonPyTorch: c.nonPyTorch, OtherProcesses: c.others, DeviceUsed: c.deviceUsed,
-			ProcessUsed: Unknown, Transient: mibs(4329 - 281 - 281 - 561),
+			ProcessUsed: session.Unknown, Transient: mibs(4329 - 281 - 281 - 561),
 			ActivationsNote: "measured at step 1, batch 32", ActivationsBrief: "step 1, batch 32",
 		}
 		if c.nvml {
@@ -51,14 +52,14 @@ func TestLayersNow(t *testing.T) {
 		cut        func(m *ipc.Message) bool
 		nvml       bool
 		phase      string
-		allocated  Bytes
-		acts       Bytes
-		nonPyTorch Bytes
+		allocated  session.Bytes
+		acts       session.Bytes
+		nonPyTorch session.Bytes
 	}{
 		{"mid-backward of step 3", func(m *ipc.Message) bool {
 			return m.Step == 3 && m.Name == "backward" && m.Edge == ipc.EdgeBegin
 		}, true, "backward", mibs(3413), mibs(3413 - 1581), testContext},
-		{"after the run", nil, false, "step", mibs(1581), 0, Unknown},
+		{"after the run", nil, false, "step", mibs(1581), 0, session.Unknown},
 	}
 	for _, c := range cases {
 		msgs := demoMessages(t, "warmup", 6)
@@ -83,7 +84,7 @@ func TestLayersOnACPURunAreUnknown(t *testing.T) {
 	s, p := storeOf(t, cpuRun(demoMessages(t, "warmup", 6)), false)
 	b := LayersOf(s, p)
 	for _, l := range []Layers{b.Now, b.Peak} {
-		for _, v := range []Bytes{l.Allocated, l.Reserved, l.Cache, l.Other, l.NonPyTorch, l.OtherProcesses, l.ProcessUsed, l.DeviceUsed} {
+		for _, v := range []session.Bytes{l.Allocated, l.Reserved, l.Cache, l.Other, l.NonPyTorch, l.OtherProcesses, l.ProcessUsed, l.DeviceUsed} {
 			if v.Known() {
 				t.Errorf("allocator or driver layer known on a CPU run: %+v", l)
 			}
@@ -109,10 +110,10 @@ func TestNVMLBelowReservedIsNotAtPeak(t *testing.T) {
 	for i := range evs {
 		if g := evs[i].GPU; g != nil {
 			// Each reading is one 64 MiB segment behind the allocator.
-			g.Processes[0].Used -= testContext + 64*MiB
+			g.Processes[0].Used -= testContext + 64*session.MiB
 		}
 	}
-	s := New()
+	s := session.New()
 	s.ApplyAll(evs)
 	l := LayersOf(s, s.Processes()[0]).Peak
 	if l.ProcessUsed.Known() || !l.ProcessUsedStale {

@@ -1,8 +1,10 @@
-package session
+package diagnose
 
 import (
 	"fmt"
 	"slices"
+
+	"github.com/vramscope/vramscope/session"
 )
 
 // PhasePeaks is one user phase (vramscope.phase("eval")) or the evaluation
@@ -15,15 +17,15 @@ type PhasePeaks struct {
 	Every int `json:"every"`
 	// Peak is its highest allocated peak; AboveTraining is Peak minus the
 	// training peak the pattern reports (negative below it), 0 unknown.
-	Peak          Bytes `json:"peak_allocated"`
-	AboveTraining int64 `json:"above_training"`
+	Peak          session.Bytes `json:"peak_allocated"`
+	AboveTraining int64         `json:"above_training"`
 }
 
 // userPhases gathers the user and evaluation phases of the step table.
-func userPhases(p *Process, training Bytes) []PhasePeaks {
+func userPhases(p *session.Process, training session.Bytes) []PhasePeaks {
 	var out []PhasePeaks
 	at := map[string][]int{}
-	for _, st := range p.steps {
+	for _, st := range p.Steps() {
 		for i := range st.Phases {
 			c := &st.Phases[i]
 			if !c.User || !c.PeakAllocated.Known() {
@@ -31,7 +33,7 @@ func userPhases(p *Process, training Bytes) []PhasePeaks {
 			}
 			k := slices.IndexFunc(out, func(u PhasePeaks) bool { return u.Name == c.Name })
 			if k < 0 {
-				out = append(out, PhasePeaks{Name: c.Name, Peak: Unknown})
+				out = append(out, PhasePeaks{Name: c.Name, Peak: session.Unknown})
 				k = len(out) - 1
 			}
 			out[k].Steps++
@@ -69,9 +71,9 @@ func (u *PhasePeaks) Line() string {
 	}
 	switch {
 	case u.AboveTraining > 0:
-		line += fmt.Sprintf(", %s MiB above training", Bytes(u.AboveTraining).MiBString())
+		line += fmt.Sprintf(", %s MiB above training", session.Bytes(u.AboveTraining).MiBString())
 	case u.AboveTraining < 0:
-		line += fmt.Sprintf(", %s MiB below training", Bytes(-u.AboveTraining).MiBString())
+		line += fmt.Sprintf(", %s MiB below training", session.Bytes(-u.AboveTraining).MiBString())
 	}
 	return line
 }

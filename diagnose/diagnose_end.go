@@ -1,4 +1,4 @@
-package session
+package diagnose
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
 )
 
 // The flight recorder's thresholds; docs/diagnosis.md explains them.
@@ -40,22 +41,22 @@ type Ending struct {
 	WindowS float64 `json:"window_s"`
 	// AllocatedBefore is allocated WindowS before the end, AllocatedPeak
 	// the highest since, Allocated and Reserved the last snapshot.
-	AllocatedBefore Bytes `json:"allocated_before"`
-	AllocatedPeak   Bytes `json:"allocated_peak"`
-	Allocated       Bytes `json:"allocated"`
-	Reserved        Bytes `json:"reserved"`
+	AllocatedBefore session.Bytes `json:"allocated_before"`
+	AllocatedPeak   session.Bytes `json:"allocated_peak"`
+	Allocated       session.Bytes `json:"allocated"`
+	Reserved        session.Bytes `json:"reserved"`
 	// Fragmentation is reserved − allocated at the end: cached, free, but
 	// in blocks the failed allocation may not fit.
-	Fragmentation Bytes `json:"fragmentation"`
+	Fragmentation session.Bytes `json:"fragmentation"`
 	// Requested is what the failed allocation asked for (hook's oom report).
-	Requested Bytes `json:"requested"`
+	Requested session.Bytes `json:"requested"`
 	// OOMStep and OOMPhase are where the hook's oom report came from (-1
 	// and "" without one); Survived is true when the process went on after
 	// it (the error was caught).
-	OOMStep     int    `json:"oom_step"`
-	OOMPhase    string `json:"oom_phase"`
-	Survived    bool   `json:"survived_oom"`
-	DeviceTotal Bytes  `json:"device_total"`
+	OOMStep     int           `json:"oom_step"`
+	OOMPhase    string        `json:"oom_phase"`
+	Survived    bool          `json:"survived_oom"`
+	DeviceTotal session.Bytes `json:"device_total"`
 	// Grew lists what grew in the unfinished step, phase by phase.
 	Grew []string `json:"grew"`
 	// Expandable is true when fragmentation is large enough for
@@ -64,13 +65,13 @@ type Ending struct {
 }
 
 // ending reads how the process ended. nil while it runs without an oom.
-func ending(s *Store, p *Process) *Ending {
+func ending(s *session.Store, p *session.Process) *Ending {
 	e := p.End
 	if e == nil && p.OOM == nil {
 		return nil
 	}
-	out := &Ending{Step: -1, OOMStep: -1, AllocatedBefore: Unknown, AllocatedPeak: Unknown, Allocated: Unknown,
-		Reserved: Unknown, Fragmentation: Unknown, Requested: Unknown, DeviceTotal: Unknown, Evidence: []string{}, Grew: []string{}}
+	out := &Ending{Step: -1, OOMStep: -1, AllocatedBefore: session.Unknown, AllocatedPeak: session.Unknown, Allocated: session.Unknown,
+		Reserved: session.Unknown, Fragmentation: session.Unknown, Requested: session.Unknown, DeviceTotal: session.Unknown, Evidence: []string{}, Grew: []string{}}
 	end := p.Last
 	if e != nil {
 		out.Goodbye, out.Reason, out.Abrupt, out.Step, out.Phase = e.Goodbye, e.Reason, e.Abrupt, e.Step, e.Phase
@@ -96,12 +97,12 @@ func ending(s *Store, p *Process) *Ending {
 		}
 	}
 	if c := p.Hello.CUDA; c != nil && c.Total > 0 {
-		out.DeviceTotal = Bytes(c.Total)
+		out.DeviceTotal = session.Bytes(c.Total)
 	} else if g := s.GPUFor(p); g != nil {
 		out.DeviceTotal = g.Total
 	}
 	if m := p.Mem; m != nil {
-		out.Allocated, out.Reserved = Bytes(m.Allocated), Bytes(m.Reserved)
+		out.Allocated, out.Reserved = session.Bytes(m.Allocated), session.Bytes(m.Reserved)
 		out.Fragmentation = gap(out.Reserved, out.Allocated)
 	}
 	from := end.Add(-LastSeconds)
@@ -109,14 +110,14 @@ func ending(s *Store, p *Process) *Ending {
 		from = first
 	}
 	out.WindowS = end.Sub(from).Seconds()
-	out.AllocatedBefore = inEffect(p.Allocated, from)
+	out.AllocatedBefore = session.InEffect(p.Allocated, from)
 	if v, ok := p.Allocated.MaxBetween(from, end); ok {
-		out.AllocatedPeak = Bytes(v)
+		out.AllocatedPeak = session.Bytes(v)
 	}
 	if !out.Abrupt {
 		return out // a clean exit: nothing to explain
 	}
-	p.oomEvidence(out)
+	oomEvidence(p, out)
 	out.LikelyOOM = len(out.Evidence) > 0
 	if out.Phase == "loss" && !p.Inputs && out.LikelyOOM {
 		// An older hook begins backward only when the gradient reaches the
@@ -125,7 +126,7 @@ func ending(s *Store, p *Process) *Ending {
 		out.Phase = "backward"
 		out.PhaseNote = "recorded as loss: this hook marks backward only when the gradient reaches the model's output"
 	}
-	out.Grew = p.grewIn(out.Step)
+	out.Grew = grewIn(p, out.Step)
 	if out.LikelyOOM && out.Reserved.Known() && out.Fragmentation.Known() {
 		frag, ok := shareOf(out.Fragmentation, out.Reserved)
 		out.Expandable = ok && frag >= CacheShare || out.Requested.Known() && out.Fragmentation >= out.Requested
@@ -134,12 +135,12 @@ func ending(s *Store, p *Process) *Ending {
 }
 
 // oomEvidence lists what says the process ran out of memory.
-func (p *Process) oomEvidence(out *Ending) {
+func oomEvidence(p *session.Process, out *Ending) {
 	m := p.Mem
 	if m == nil {
 		return
 	}
-	before := p.memBefore(out.Step)
+	before := memBefore(p, out.Step)
 	if before != nil && m.OOMs > before.OOMs {
 		out.Evidence = append(out.Evidence, fmt.Sprintf("the allocator counted %d out-of-memory error(s) in step %d", m.OOMs-before.OOMs, out.Step))
 	}
@@ -153,13 +154,13 @@ func (p *Process) oomEvidence(out *Ending) {
 
 // memBefore is the allocator snapshot at the start of a step (its first
 // span still kept; an earlier one when the step has none), nil when none.
-func (p *Process) memBefore(step int) *ipc.Mem {
+func memBefore(p *session.Process, step int) *ipc.Mem {
 	var at *ipc.Mem
 	if step < 0 {
 		return nil
 	}
-	for k := len(p.spans) - 1; k >= 0; k-- {
-		sp := &p.spans[k]
+	for k := len(p.Spans()) - 1; k >= 0; k-- {
+		sp := &p.Spans()[k]
 		if sp.Step < step && at != nil {
 			break // spans are in time order: the step's first one is found
 		}
@@ -172,31 +173,31 @@ func (p *Process) memBefore(step int) *ipc.Mem {
 
 // grewIn lists how much each phase of a step allocated above its start,
 // ended phases and the open ones: "forward +67584 MiB (batch 131072)".
-func (p *Process) grewIn(step int) []string {
+func grewIn(p *session.Process, step int) []string {
 	if step < 0 {
 		return []string{}
 	}
 	var out []string
 	seen := map[string]bool{}
-	first := len(p.spans)
-	for first > 0 && p.spans[first-1].Step >= step {
+	first := len(p.Spans())
+	for first > 0 && p.Spans()[first-1].Step >= step {
 		first--
 	}
-	for k := first; k < len(p.spans); k++ {
-		sp := &p.spans[k]
+	for k := first; k < len(p.Spans()); k++ {
+		sp := &p.Spans()[k]
 		if sp.Step != step || sp.User || sp.Begin == nil || seen[sp.Name] {
 			continue
 		}
 		seen[sp.Name] = true
 		peak := sp.PeakAllocated
 		if sp.Open() && p.Mem != nil {
-			peak = peak.Max(Bytes(p.Mem.Allocated))
+			peak = peak.Max(session.Bytes(p.Mem.Allocated))
 		}
-		d := gap(peak, Bytes(sp.Begin.Allocated))
-		if d < MiB {
+		d := gap(peak, session.Bytes(sp.Begin.Allocated))
+		if d < session.MiB {
 			continue
 		}
-		line := fmt.Sprintf("%s +%s MiB (%s → %s MiB)", sp.Name, d.MiBString(), Bytes(sp.Begin.Allocated).MiBString(), peak.MiBString())
+		line := fmt.Sprintf("%s +%s MiB (%s → %s MiB)", sp.Name, d.MiBString(), session.Bytes(sp.Begin.Allocated).MiBString(), peak.MiBString())
 		if sp.Batch > 0 {
 			line += fmt.Sprintf(", batch %d", sp.Batch)
 		}

@@ -1,4 +1,4 @@
-package session
+package diagnose
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/vramscope/vramscope/demo"
 	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
 )
 
 func TestDiagnosePatterns(t *testing.T) {
@@ -15,23 +16,23 @@ func TestDiagnosePatterns(t *testing.T) {
 		steps      int
 		pattern    Pattern
 		steadyFrom int
-		before     Bytes
-		after      Bytes
-		growth     Bytes
+		before     session.Bytes
+		after      session.Bytes
+		growth     session.Bytes
 		headline   string
 	}{
-		{"warmup", 8, PatternWarmup, 2, mibs(3482), mibs(4329), Unknown,
+		{"warmup", 8, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
 			"warmup: peak grew 3482→4329 MiB over steps 0–1 (backward of step 1); steady since step 2"},
-		{"warmup", 2000, PatternWarmup, 2, mibs(3482), mibs(4329), Unknown,
+		{"warmup", 2000, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
 			"warmup: peak grew 3482→4329 MiB over steps 0–1 (backward of step 1); steady since step 2"},
-		{"steady", 8, PatternSteady, 0, Unknown, mibs(4329), Unknown, "steady: peak 4329 MiB since step 0"},
-		{"leak", 40, PatternGrowth, -1, Unknown, mibs(4329) + 40*Bytes(demo.LeakPerStep), Bytes(demo.LeakPerStep),
+		{"steady", 8, PatternSteady, 0, session.Unknown, mibs(4329), session.Unknown, "steady: peak 4329 MiB since step 0"},
+		{"leak", 40, PatternGrowth, -1, session.Unknown, mibs(4329) + 40*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
 			"growth: peak +12 MiB/step from step 0 (steps 0–39) — possible leak: memory held between steps 1581→2049 MiB (+12 MiB/step)"},
-		{"leak", 6, PatternGrowth, -1, Unknown, mibs(4329) + 6*Bytes(demo.LeakPerStep), Bytes(demo.LeakPerStep),
+		{"leak", 6, PatternGrowth, -1, session.Unknown, mibs(4329) + 6*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
 			"growth: peak +12 MiB/step from step 0 (steps 0–5) — possible leak: memory held between steps 1581→1641 MiB (+12 MiB/step)"},
-		{"warmup", MinSteps, PatternWarmup, 2, mibs(3482), mibs(4329), Unknown,
+		{"warmup", MinSteps, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
 			"warmup: peak grew 3482→4329 MiB over steps 0–1 (backward of step 1); steady since step 2"},
-		{"leak", MinSteps, PatternGrowth, -1, Unknown, mibs(4329) + MinSteps*Bytes(demo.LeakPerStep), Bytes(demo.LeakPerStep),
+		{"leak", MinSteps, PatternGrowth, -1, session.Unknown, mibs(4329) + MinSteps*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
 			"growth: peak +12 MiB/step from step 0 (steps 0–3) — possible leak: memory held between steps 1581→1617 MiB (+12 MiB/step)"},
 	}
 	for _, c := range cases {
@@ -52,7 +53,7 @@ func TestDiagnosePatterns(t *testing.T) {
 func TestWarmupGrowthIsPlacedWhereItHappened(t *testing.T) {
 	s, p := storeOf(t, demoMessages(t, "warmup", 6), false)
 	d := Diagnose(s, p)
-	if d.WarmupChange != 847*MiB || d.WarmupStep != 1 || d.WarmupPhase != "backward" {
+	if d.WarmupChange != 847*session.MiB || d.WarmupStep != 1 || d.WarmupPhase != "backward" {
 		t.Fatalf("warmup change %d at step %d %q, want 847 MiB in backward of step 1", d.WarmupChange, d.WarmupStep, d.WarmupPhase)
 	}
 	if d.Peak.Step != 1 || d.Peak.Phase != "backward" || d.Peak.Allocated != mibs(4329) || !d.Peak.Exact {
@@ -69,7 +70,7 @@ func TestFirstStepsAboveTheSteadyStateAreWarmup(t *testing.T) {
 	msgs := demoMessages(t, "steady", 8)
 	for i := range msgs {
 		if m := &msgs[i]; m.Mem != nil && m.Step == 0 && m.Type == ipc.TypePhase && m.Name == "forward" && m.Edge == ipc.EdgeEnd {
-			m.Mem.MaxAllocated += 2048 * MiB
+			m.Mem.MaxAllocated += 2048 * session.MiB
 		}
 	}
 	s, p := storeOf(t, msgs, false)
@@ -118,10 +119,10 @@ func TestStepOneCauses(t *testing.T) {
 	cases := []struct {
 		name       string
 		nvml       bool
-		cache      Bytes
-		nonPyTorch Bytes
+		cache      session.Bytes
+		nonPyTorch session.Bytes
 	}{
-		{"no NVML", false, mibs((4468 - 4329) - (3551 - 3482)), Unknown},
+		{"no NVML", false, mibs((4468 - 4329) - (3551 - 3482)), session.Unknown},
 		// The simulated context is constant: NVML − reserved does not grow.
 		{"NVML", true, mibs((4468 - 4329) - (3551 - 3482)), 0},
 	}
@@ -148,8 +149,8 @@ func TestOptimizerSpike(t *testing.T) {
 		reported bool
 	}{
 		{"none", 0, false},
-		{"below threshold", int64(OptimizerSpikeMin) - MiB, false},
-		{"foreach temporaries", 300 * MiB, true},
+		{"below threshold", int64(OptimizerSpikeMin) - session.MiB, false},
+		{"foreach temporaries", 300 * session.MiB, true},
 	}
 	for _, c := range cases {
 		var msgs []ipc.Message
@@ -163,7 +164,7 @@ func TestOptimizerSpike(t *testing.T) {
 		}
 		s, p := storeOf(t, renumber(msgs), false)
 		o := Diagnose(s, p).Spike
-		if o.Step != 5 || o.Bytes != Bytes(c.extra) || o.Reported != c.reported || o.Start != mibs(1581) {
+		if o.Step != 5 || o.Bytes != session.Bytes(c.extra) || o.Reported != c.reported || o.Start != mibs(1581) {
 			t.Errorf("%s: spike %+v, want %d bytes reported=%v", c.name, o, c.extra, c.reported)
 		}
 	}
@@ -173,8 +174,8 @@ func TestAdviceComesWithItsMeasurement(t *testing.T) {
 	retries := func(msgs []ipc.Message) []ipc.Message {
 		for i := range msgs {
 			if m := msgs[i].Mem; m != nil {
-				m.Reserved += 2048 * MiB
-				m.MaxReserved += 2048 * MiB
+				m.Reserved += 2048 * session.MiB
+				m.MaxReserved += 2048 * session.MiB
 				m.AllocRetries = 3
 			}
 		}
@@ -183,8 +184,8 @@ func TestAdviceComesWithItsMeasurement(t *testing.T) {
 	noRetries := func(msgs []ipc.Message) []ipc.Message {
 		for i := range msgs {
 			if m := msgs[i].Mem; m != nil {
-				m.Reserved += 2048 * MiB
-				m.MaxReserved += 2048 * MiB
+				m.Reserved += 2048 * session.MiB
+				m.MaxReserved += 2048 * session.MiB
 			}
 		}
 		return msgs
@@ -225,7 +226,7 @@ func TestNeedAndBatchEstimate(t *testing.T) {
 	cases := []struct {
 		name     string
 		nvml     bool
-		used     Bytes
+		used     session.Bytes
 		hasBatch bool
 	}{
 		{"no NVML", false, mibs(4468), true},
@@ -234,7 +235,7 @@ func TestNeedAndBatchEstimate(t *testing.T) {
 	for _, c := range cases {
 		s, p := storeOf(t, demoMessages(t, "warmup", 6), c.nvml)
 		n := Diagnose(s, p).Need
-		if n.Used != c.used || n.DeviceTotal != Bytes(demo.DeviceTotal) || n.Headroom != Bytes(demo.DeviceTotal)-c.used {
+		if n.Used != c.used || n.DeviceTotal != session.Bytes(demo.DeviceTotal) || n.Headroom != session.Bytes(demo.DeviceTotal)-c.used {
 			t.Errorf("%s: need %+v", c.name, n)
 		}
 		a := p.Anatomy

@@ -1,4 +1,4 @@
-package session
+package diagnose
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/probe"
+	"github.com/vramscope/vramscope/session"
 )
 
 // FuzzStore feeds the store whatever the decoder accepts, in any order, on
@@ -30,7 +31,7 @@ func FuzzStore(f *testing.F) {
 	}
 	f.Add([]byte(`{"v":1,"type":"phase","seq":3,"t":1e300,"name":"x","step":9007199254740991,"edge":"end","mem":{"allocated":9007199254740991,"max_allocated":0,"reserved":0,"max_reserved":0}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := New(WithMaxSteps(10), WithMaxSpans(16), WithMaxStepPeaks(10))
+		s := session.New(session.WithMaxSteps(10), session.WithMaxSpans(16), session.WithMaxStepPeaks(10))
 		at := time.Unix(1_700_000_000, 0)
 		for i, line := range bytes.Split(data, []byte("\n")) {
 			m, err := ipc.Decode(line)
@@ -38,14 +39,14 @@ func FuzzStore(f *testing.F) {
 				continue
 			}
 			at = at.Add(time.Millisecond)
-			s.Apply(Event{At: at, Conn: uint64(1 + i%3), Msg: m})
+			s.Apply(session.Event{At: at, Conn: uint64(1 + i%3), Msg: m})
 			if i%4 == 0 {
 				used := int64(len(line)) << 20
-				s.Apply(Event{At: at, GPU: &probe.Sample{At: at, Device: "GPU-5e7f3a1c-0b2d-4c8e-9f10-2a3b4c5d6e7f",
+				s.Apply(session.Event{At: at, GPU: &probe.Sample{At: at, Device: "GPU-5e7f3a1c-0b2d-4c8e-9f10-2a3b4c5d6e7f",
 					Used: used, Total: 80 << 30, Processes: []probe.Process{{PID: 4242, Used: used / 2}}}})
 			}
 			if i%7 == 0 {
-				s.Apply(Event{At: at, Conn: uint64(1 + i%3), Note: &Note{Kind: NoteDisconnect}})
+				s.Apply(session.Event{At: at, Conn: uint64(1 + i%3), Note: &session.Note{Kind: session.NoteDisconnect}})
 			}
 		}
 		for _, p := range s.Processes() {

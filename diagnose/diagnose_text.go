@@ -1,10 +1,12 @@
-package session
+package diagnose
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/vramscope/vramscope/session"
 )
 
 // Headline is the diagnosis in one line, the banner the TUI shows:
@@ -26,8 +28,8 @@ func (d *Diagnosis) Headline() string {
 // spreadNote is " (steps vary ±X MiB)" when the run's noise is wider than
 // the level tolerance, "" otherwise.
 func (d *Diagnosis) spreadNote() string {
-	if d.Spread.Known() && Bytes(SpreadK*float64(d.Spread)) > Tolerance(d.PeakAfter) {
-		return fmt.Sprintf(" (steps vary ±%s MiB)", Bytes(SpreadK*float64(d.Spread)).MiBString())
+	if d.Spread.Known() && session.Bytes(SpreadK*float64(d.Spread)) > Tolerance(d.PeakAfter) {
+		return fmt.Sprintf(" (steps vary ±%s MiB)", session.Bytes(SpreadK*float64(d.Spread)).MiBString())
 	}
 	return ""
 }
@@ -74,11 +76,11 @@ func (d *Diagnosis) growthLine() string {
 
 // perHuman prints a per-sample or per-token size in MiB with up to two
 // decimals ("0.5 MiB"), in KiB below 0.01 MiB.
-func perHuman(b Bytes) string {
-	if b < MiB/100 {
+func perHuman(b session.Bytes) string {
+	if b < session.MiB/100 {
 		return b.Human()
 	}
-	return strconv.FormatFloat(math.Round(float64(b)/MiB*100)/100, 'f', -1, 64) + " MiB"
+	return strconv.FormatFloat(math.Round(float64(b)/session.MiB*100)/100, 'f', -1, 64) + " MiB"
 }
 
 func inputNoun(unit string) string {

@@ -1,6 +1,10 @@
-package session
+package diagnose
 
-import "time"
+import (
+	"time"
+
+	"github.com/vramscope/vramscope/session"
+)
 
 // Layers is one process's memory split by what holds it, at one moment.
 // Every layer is Unknown where its source is missing: the allocator layers
@@ -14,36 +18,36 @@ type Layers struct {
 	Phase string `json:"phase"`
 	// Allocated and Reserved are the allocator's figures: current values
 	// for "now", the phase's peaks for "at the peak".
-	Allocated Bytes `json:"allocated"`
-	Reserved  Bytes `json:"reserved"`
+	Allocated session.Bytes `json:"allocated"`
+	Reserved  session.Bytes `json:"reserved"`
 	// Weights, Gradients and Optimizer come from the hook's anatomy (the
 	// newest one measured at or before Step).
-	Weights   Bytes `json:"weights"`
-	Gradients Bytes `json:"gradients"`
-	Optimizer Bytes `json:"optimizer"`
+	Weights   session.Bytes `json:"weights"`
+	Gradients session.Bytes `json:"gradients"`
+	Optimizer session.Bytes `json:"optimizer"`
 	// Activations are the bytes saved for backward in the last measured
 	// forward. They live from forward to backward: in any other automatic
 	// phase (zero_grad, step) they count as 0.
-	Activations Bytes `json:"activations"`
+	Activations session.Bytes `json:"activations"`
 	// Other is what the allocator holds beyond the accounted parts:
 	// temporaries, the loss, inputs, workspaces the allocator serves.
 	// Allocated − weights − gradients − optimizer − activations, never below
 	// 0 (the parts can overlap, e.g. tied weights measured twice).
-	Other Bytes `json:"other"`
+	Other session.Bytes `json:"other"`
 	// Cache is the allocator's cache: reserved − allocated.
-	Cache Bytes `json:"cache"`
+	Cache session.Bytes `json:"cache"`
 	// NonPyTorch is what the driver charges the process beyond the
 	// allocator: CUDA context, loaded kernels, cuBLAS/NCCL workspaces.
 	// NVML process used − reserved, never below 0.
-	NonPyTorch Bytes `json:"non_pytorch"`
+	NonPyTorch session.Bytes `json:"non_pytorch"`
 	// OtherProcesses is the rest of the device: NVML device used − this
 	// process's NVML figure, never below 0.
-	OtherProcesses Bytes `json:"other_processes"`
+	OtherProcesses session.Bytes `json:"other_processes"`
 	// ProcessUsed and DeviceUsed are the driver's figures behind the last
 	// two layers (Unknown without NVML, or when per-process memory is not
 	// visible for ProcessUsed).
-	ProcessUsed Bytes `json:"process_used"`
-	DeviceUsed  Bytes `json:"device_used"`
+	ProcessUsed session.Bytes `json:"process_used"`
+	DeviceUsed  session.Bytes `json:"device_used"`
 	// ProcessUsedStale is true at the peak when no per-process reading (1
 	// Hz) was taken during the peak's phase: ProcessUsed is then Unknown,
 	// and DeviceUsed (10 Hz, all processes) bounds it from above.
@@ -62,13 +66,13 @@ type Layers struct {
 	ActivationsStale bool `json:"activations_stale"`
 	// Transient is activations + other/temporaries: allocated − weights −
 	// gradients − optimizer state, never below 0; Unknown without them.
-	Transient Bytes `json:"activations_and_temporaries"`
+	Transient session.Bytes `json:"activations_and_temporaries"`
 }
 
 // Layer is one named layer of a Layers, for views that list them.
 type Layer struct {
 	Name  string
-	Bytes Bytes
+	Bytes session.Bytes
 }
 
 // List returns the layers in display order: the allocated parts, then the
@@ -110,60 +114,60 @@ type Breakdown struct {
 
 // LayersOf splits a process's memory into layers, now and at the session
 // peak (the phase with the largest allocated peak; the first one on a tie).
-func LayersOf(s *Store, p *Process) Breakdown {
+func LayersOf(s *session.Store, p *session.Process) Breakdown {
 	return Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, findPeak(p))}
 }
 
 func unknownLayers() Layers {
 	return Layers{
-		Step: -1, Allocated: Unknown, Reserved: Unknown,
-		Weights: Unknown, Gradients: Unknown, Optimizer: Unknown, Activations: Unknown,
-		Other: Unknown, Cache: Unknown, NonPyTorch: Unknown, OtherProcesses: Unknown,
-		ProcessUsed: Unknown, DeviceUsed: Unknown, Transient: Unknown,
+		Step: -1, Allocated: session.Unknown, Reserved: session.Unknown,
+		Weights: session.Unknown, Gradients: session.Unknown, Optimizer: session.Unknown, Activations: session.Unknown,
+		Other: session.Unknown, Cache: session.Unknown, NonPyTorch: session.Unknown, OtherProcesses: session.Unknown,
+		ProcessUsed: session.Unknown, DeviceUsed: session.Unknown, Transient: session.Unknown,
 	}
 }
 
-func layersNow(s *Store, p *Process) Layers {
+func layersNow(s *session.Store, p *session.Process) Layers {
 	l := unknownLayers()
-	for k := len(p.open) - 1; k >= 0; k-- {
-		if sp := &p.spans[p.open[k]]; !sp.User {
+	for k := len(p.OpenSpans()) - 1; k >= 0; k-- {
+		if sp := &p.Spans()[p.OpenSpans()[k]]; !sp.User {
 			l.Step, l.Phase = sp.Step, sp.Name
 			break
 		}
 	}
-	for k := len(p.spans) - 1; l.Step < 0 && k >= 0; k-- {
-		if sp := &p.spans[k]; !sp.User {
+	for k := len(p.Spans()) - 1; l.Step < 0 && k >= 0; k-- {
+		if sp := &p.Spans()[k]; !sp.User {
 			l.Step, l.Phase = sp.Step, sp.Name // between phases: the last one
 		}
 	}
 	if m := p.Mem; m != nil {
-		l.Allocated, l.Reserved = Bytes(m.Allocated), Bytes(m.Reserved)
+		l.Allocated, l.Reserved = session.Bytes(m.Allocated), session.Bytes(m.Reserved)
 	}
 	if at, v, ok := p.GPU.Last(); ok {
 		switch p.GPUSource {
 		case "process":
 			// The process list is read at 1 Hz: compare it with the device
 			// and the allocator as they were when it was read.
-			l.ProcessUsed = Bytes(v)
+			l.ProcessUsed = session.Bytes(v)
 			if g := s.GPUFor(p); g != nil {
-				l.DeviceUsed = inEffect(g.Used, at)
+				l.DeviceUsed = session.InEffect(g.Used, at)
 			}
 			if _, gap, ok := p.NonPyTorch.Last(); ok {
-				l.NonPyTorch = Bytes(gap)
+				l.NonPyTorch = session.Bytes(gap)
 			}
 			if _, others, ok := p.Others.Last(); ok {
-				l.OtherProcesses = Bytes(others)
+				l.OtherProcesses = session.Bytes(others)
 			}
 		case "device":
-			l.DeviceUsed = Bytes(v)
+			l.DeviceUsed = session.Bytes(v)
 		}
 	}
 	l.fill(anatomyAt(p, l.Step))
-	p.freshen(&l, anatomyAt(p, l.Step))
+	freshen(p, &l, anatomyAt(p, l.Step))
 	return l
 }
 
-func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
+func layersAtPeak(s *session.Store, p *session.Process, pk peakAt) Layers {
 	l := unknownLayers()
 	if !pk.ok {
 		return l
@@ -179,14 +183,14 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 		// counts every byte the allocator reserved, so a reading under that
 		// was taken before the phase reached its peak.
 		if v, ok := p.GPU.MaxBetween(pk.from, pk.to); ok && !pk.from.IsZero() &&
-			(!pk.reserved.Known() || Bytes(v) >= pk.reserved) {
-			l.ProcessUsed = Bytes(v)
+			(!pk.reserved.Known() || session.Bytes(v) >= pk.reserved) {
+			l.ProcessUsed = session.Bytes(v)
 		} else {
 			l.ProcessUsedStale = true
 		}
 		if g := s.GPUFor(p); g != nil && !pk.from.IsZero() {
 			if v, ok := g.Used.MaxBetween(pk.from, pk.to); ok {
-				l.DeviceUsed = Bytes(v)
+				l.DeviceUsed = session.Bytes(v)
 			}
 		}
 		if !pk.from.IsZero() {
@@ -199,13 +203,13 @@ func layersAtPeak(s *Store, p *Process, pk peakAt) Layers {
 		l.DeviceUsed = pk.gpu
 	}
 	l.fill(anatomyAt(p, l.Step))
-	p.freshen(&l, anatomyAt(p, l.Step))
+	freshen(p, &l, anatomyAt(p, l.Step))
 	return l
 }
 
 // fill derives the tensor layers from an anatomy and the gaps between the
 // allocator's and the driver's figures.
-func (l *Layers) fill(a *Anatomy) {
+func (l *Layers) fill(a *session.Anatomy) {
 	l.Cache = gap(l.Reserved, l.Allocated)
 	if a == nil {
 		return
@@ -230,7 +234,7 @@ func activationsLive(phase string) bool {
 }
 
 // gap is a − b, never below 0, Unknown when either side is.
-func gap(a, b Bytes) Bytes {
+func gap(a, b session.Bytes) session.Bytes {
 	d := a.Sub(b)
 	if !d.Known() && a.Known() && b.Known() {
 		return 0 // a < b: the two figures were read at different moments
@@ -240,7 +244,7 @@ func gap(a, b Bytes) Bytes {
 
 // anatomyAt returns the newest anatomy measured at or before step, the
 // first one when all are later, nil when there is none.
-func anatomyAt(p *Process, step int) *Anatomy {
+func anatomyAt(p *session.Process, step int) *session.Anatomy {
 	if len(p.Anatomies) == 0 {
 		return nil
 	}
@@ -257,10 +261,10 @@ func anatomyAt(p *Process, step int) *Anatomy {
 
 // peakInEffect is the largest value of a series in effect during [from, to]:
 // the point before from, and those inside.
-func peakInEffect(s *Series, from, to time.Time) Bytes {
-	v := inEffect(s, from)
+func peakInEffect(s *session.Series, from, to time.Time) session.Bytes {
+	v := session.InEffect(s, from)
 	if m, ok := s.MaxBetween(from, to); ok {
-		v = v.Max(Bytes(m))
+		v = v.Max(session.Bytes(m))
 	}
 	return v
 }

@@ -1,4 +1,6 @@
-package session
+package diagnose
+
+import "github.com/vramscope/vramscope/session"
 
 // The thresholds of the diagnosis. docs/diagnosis.md explains each rule.
 const (
@@ -13,25 +15,25 @@ const (
 	MinSteps = 2 + SteadyMinSteps
 	// LevelTolerance is the relative difference under which two step peaks
 	// count as the same level; LevelToleranceMin is its floor in bytes.
-	LevelTolerance          = 0.005
-	LevelToleranceMin Bytes = 4 * MiB
+	LevelTolerance                  = 0.005
+	LevelToleranceMin session.Bytes = 4 * session.MiB
 	// GrowthWindow is how many recent steps the growth fit looks at.
 	GrowthWindow = 200
 	// MinGrowthPerStep is the smallest slope called growth: below it a
 	// leak would need more than 4,000 steps to cost 1 GiB.
-	MinGrowthPerStep Bytes = 256 << 10
+	MinGrowthPerStep session.Bytes = 256 << 10
 	// GrowthMinT is the t statistic the slope needs, over the window and
 	// over its recent half, so noisy peaks (variable sequence lengths) are
 	// not taken for a leak.
 	GrowthMinT = 4.0
 	// CauseMin is the smallest step-one cause (cache or non-PyTorch growth)
 	// worth a line.
-	CauseMin Bytes = 16 * MiB
+	CauseMin session.Bytes = 16 * session.MiB
 	// OptimizerMatch is the relative difference under which the memory the
 	// first optimizer step allocated is the optimizer state the hook counted.
 	OptimizerMatch = 0.05
 	// OptimizerSpikeMin is the smallest optimizer-step spike reported.
-	OptimizerSpikeMin Bytes = 64 * MiB
+	OptimizerSpikeMin session.Bytes = 64 * session.MiB
 	// DominantShare is the share of the peak a layer needs for advice aimed
 	// at it.
 	DominantShare = 0.40
@@ -68,8 +70,8 @@ type Diagnosis struct {
 	SteadyFrom int `json:"steady_from"`
 	// PeakBefore is the first step's allocated peak (warmup), PeakAfter the
 	// steady peak (steady, warmup) or the newest high (growth, unknown).
-	PeakBefore Bytes `json:"peak_before"`
-	PeakAfter  Bytes `json:"peak_after"`
+	PeakBefore session.Bytes `json:"peak_before"`
+	PeakAfter  session.Bytes `json:"peak_after"`
 	// WarmupChange is PeakAfter − PeakBefore in bytes (negative when the
 	// first steps peaked above the steady state), 0 outside a warmup.
 	WarmupChange int64 `json:"warmup_change"`
@@ -79,26 +81,26 @@ type Diagnosis struct {
 	WarmupStep  int    `json:"warmup_step"`
 	WarmupPhase string `json:"warmup_phase"`
 	// WarmupPeak is the allocated peak of WarmupStep.
-	WarmupPeak Bytes `json:"warmup_peak"`
+	WarmupPeak session.Bytes `json:"warmup_peak"`
 	// GrowthPerStep is the least-squares slope of the step peaks over
 	// GrowthFrom..GrowthTo (growth only).
 	// GrowthFrom is the onset: the change point where the growth starts.
-	GrowthPerStep Bytes `json:"growth_per_step"`
-	GrowthFrom    int   `json:"growth_from"`
-	GrowthTo      int   `json:"growth_to"`
+	GrowthPerStep session.Bytes `json:"growth_per_step"`
+	GrowthFrom    int           `json:"growth_from"`
+	GrowthTo      int           `json:"growth_to"`
 	// GrowthKind says what grows (GrowthLeak, GrowthInput,
 	// GrowthTransient), "" outside growth. HeldFrom and HeldTo are the
 	// memory held between steps at the growing segment's first and last
 	// steps, HeldPerStep its least-squares slope. PerInput is the peak's
 	// bytes per InputUnit ("sample" or "token") for GrowthInput.
-	GrowthKind  string `json:"growth_kind"`
-	HeldFrom    Bytes  `json:"held_from"`
-	HeldTo      Bytes  `json:"held_to"`
-	HeldPerStep Bytes  `json:"held_per_step"`
-	PerInput    Bytes  `json:"per_input"`
-	InputUnit   string `json:"input_unit"`
+	GrowthKind  string        `json:"growth_kind"`
+	HeldFrom    session.Bytes `json:"held_from"`
+	HeldTo      session.Bytes `json:"held_to"`
+	HeldPerStep session.Bytes `json:"held_per_step"`
+	PerInput    session.Bytes `json:"per_input"`
+	InputUnit   string        `json:"input_unit"`
 	// Spread is the robust standard deviation of the step peaks' noise.
-	Spread Bytes `json:"spread"`
+	Spread session.Bytes `json:"spread"`
 
 	Peak   PeakSite       `json:"peak"`
 	Causes Causes         `json:"causes"`
@@ -124,13 +126,13 @@ type PeakSite struct {
 	Step  int    `json:"step"` // -1 when no step has allocator data
 	Phase string `json:"phase"`
 	// Allocated and Reserved are the phase's peaks.
-	Allocated Bytes `json:"allocated"`
-	Reserved  Bytes `json:"reserved"`
+	Allocated session.Bytes `json:"allocated"`
+	Reserved  session.Bytes `json:"reserved"`
 	// Exact is false when the allocated peak is a lower bound.
 	Exact bool `json:"exact"`
 	// Dominant is the largest allocated layer at the peak ("" unknown).
-	Dominant      string `json:"dominant"`
-	DominantBytes Bytes  `json:"dominant_bytes"`
+	Dominant      string        `json:"dominant"`
+	DominantBytes session.Bytes `json:"dominant_bytes"`
 }
 
 // Causes separates what made the first steps bigger.
@@ -139,17 +141,17 @@ type Causes struct {
 	Step int `json:"step"`
 	// OptimizerCreated is the allocated growth across that step's "step"
 	// phase (optimizer state created lazily by the first optimizer.step).
-	OptimizerCreated Bytes `json:"optimizer_created"`
+	OptimizerCreated session.Bytes `json:"optimizer_created"`
 	// OptimizerAnatomy is the optimizer state the hook counted for it.
-	OptimizerAnatomy Bytes `json:"optimizer_anatomy"`
+	OptimizerAnatomy session.Bytes `json:"optimizer_anatomy"`
 	// OptimizerMatched is true when the two agree within OptimizerMatch.
 	OptimizerMatched bool `json:"optimizer_matched"`
 	// CacheGrowth is how much the allocator cache at the peak (peak
 	// reserved − peak allocated) grew from the first step to the steady
 	// state; NonPyTorchGrowth the same for NVML process used − reserved.
 	// Warmup only.
-	CacheGrowth      Bytes `json:"cache_growth"`
-	NonPyTorchGrowth Bytes `json:"non_pytorch_growth"`
+	CacheGrowth      session.Bytes `json:"cache_growth"`
+	NonPyTorchGrowth session.Bytes `json:"non_pytorch_growth"`
 }
 
 // OptimizerSpike is how far the newest finished step's "step" phase peaks
@@ -157,10 +159,10 @@ type Causes struct {
 type OptimizerSpike struct {
 	Step int `json:"step"` // -1 when no step phase is known
 	// Start is allocated at the phase's start, Peak its allocated peak.
-	Start Bytes `json:"start_allocated"`
-	Peak  Bytes `json:"peak_allocated"`
-	Bytes Bytes `json:"bytes"`
-	Exact bool  `json:"exact"` // false: Peak is a lower bound
+	Start session.Bytes `json:"start_allocated"`
+	Peak  session.Bytes `json:"peak_allocated"`
+	Bytes session.Bytes `json:"bytes"`
+	Exact bool          `json:"exact"` // false: Peak is a lower bound
 	// Reported is true when Bytes reaches OptimizerSpikeMin.
 	Reported bool `json:"reported"`
 }
@@ -169,30 +171,30 @@ type OptimizerSpike struct {
 type Need struct {
 	// Steady is true when Allocated and Reserved are the steady state's
 	// peaks; false when they are the highest seen (growth, unknown).
-	Steady    bool  `json:"steady"`
-	Allocated Bytes `json:"allocated"`
-	Reserved  Bytes `json:"reserved"`
+	Steady    bool          `json:"steady"`
+	Allocated session.Bytes `json:"allocated"`
+	Reserved  session.Bytes `json:"reserved"`
 	// DeviceTotal is the device's memory (hello.cuda.total, else NVML).
-	DeviceTotal Bytes `json:"device_total"`
+	DeviceTotal session.Bytes `json:"device_total"`
 	// Used is the device memory in use at that peak and UsedBasis what it
 	// was measured with; Headroom is DeviceTotal − Used.
-	Used      Bytes  `json:"used"`
-	UsedBasis string `json:"used_basis"`
-	Headroom  Bytes  `json:"headroom"`
+	Used      session.Bytes `json:"used"`
+	UsedBasis string        `json:"used_basis"`
+	Headroom  session.Bytes `json:"headroom"`
 	// Batch is the largest batch estimated to fit, nil when unknown.
 	Batch *BatchEstimate `json:"batch"`
 	// PhasePeak is the highest peak of a user or evaluation phase when it
 	// is above Allocated (the run needs it too), Unknown otherwise;
 	// PhaseName names that phase.
-	PhasePeak Bytes  `json:"phase_peak"`
-	PhaseName string `json:"phase_name"`
+	PhasePeak session.Bytes `json:"phase_peak"`
+	PhaseName string        `json:"phase_name"`
 }
 
 // BatchEstimate is an estimate of the largest batch that fits.
 type BatchEstimate struct {
-	Current   int64 `json:"current"`
-	Max       int64 `json:"max"`
-	PerSample Bytes `json:"per_sample"`
+	Current   int64         `json:"current"`
+	Max       int64         `json:"max"`
+	PerSample session.Bytes `json:"per_sample"`
 	// Capped is true when Max is BatchCapFactor × Current, not the fit.
 	Capped  bool     `json:"capped"`
 	Assumes []string `json:"assumes"`
@@ -206,12 +208,12 @@ type Advice struct {
 
 // Diagnose reads a process's step peaks, table, anatomy and NVML figures.
 // It is cheap enough to call every frame.
-func Diagnose(s *Store, p *Process) Diagnosis {
+func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d := Diagnosis{
 		Pattern: PatternUnknown, FirstStep: -1, LastStep: -1, SteadyFrom: -1,
-		PeakBefore: Unknown, PeakAfter: Unknown, WarmupStep: -1, WarmupPeak: Unknown,
-		GrowthPerStep: Unknown, GrowthFrom: -1, GrowthTo: -1,
-		HeldFrom: Unknown, HeldTo: Unknown, HeldPerStep: Unknown, PerInput: Unknown, Spread: Unknown,
+		PeakBefore: session.Unknown, PeakAfter: session.Unknown, WarmupStep: -1, WarmupPeak: session.Unknown,
+		GrowthPerStep: session.Unknown, GrowthFrom: -1, GrowthTo: -1,
+		HeldFrom: session.Unknown, HeldTo: session.Unknown, HeldPerStep: session.Unknown, PerInput: session.Unknown, Spread: session.Unknown,
 	}
 	if p.Mem != nil {
 		d.AllocRetries = p.Mem.AllocRetries
@@ -220,9 +222,9 @@ func Diagnose(s *Store, p *Process) Diagnosis {
 	tail := d.classify(p, pk)
 	pa := findPeak(p)
 	d.Layers = Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, pa)}
-	d.Peak = PeakSite{Step: -1, Allocated: Unknown, Reserved: Unknown, DominantBytes: Unknown}
+	d.Peak = PeakSite{Step: -1, Allocated: session.Unknown, Reserved: session.Unknown, DominantBytes: session.Unknown}
 	if pa.ok {
-		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, DominantBytes: Unknown}
+		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, DominantBytes: session.Unknown}
 		if l, ok := d.Layers.Peak.Largest(); ok {
 			d.Peak.Dominant, d.Peak.DominantBytes = l.Name, l.Bytes
 		}
@@ -232,7 +234,7 @@ func Diagnose(s *Store, p *Process) Diagnosis {
 	d.Causes = causes(p, &d, pk, tail)
 	d.Spike = spike(p, d.LastStep)
 	d.Need = need(s, p, &d, tail)
-	d.Need.PhasePeak = Unknown
+	d.Need.PhasePeak = session.Unknown
 	for _, u := range d.Phases {
 		if u.Peak > d.Need.Allocated && u.Peak > d.Need.PhasePeak && d.Need.Allocated.Known() {
 			d.Need.PhasePeak, d.Need.PhaseName = u.Peak, u.Name

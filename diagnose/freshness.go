@@ -1,10 +1,12 @@
-package session
+package diagnose
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/vramscope/vramscope/session"
 )
 
 // freshen says how fresh the activations figure is at the layers' step and
@@ -12,7 +14,7 @@ import (
 // the input-size ratio when the hook reported both sizes (tokens when both
 // are known, else the batch), withdrawn (stale) when it did not and the
 // step's peak shows the input changed.
-func (p *Process) freshen(l *Layers, a *Anatomy) {
+func freshen(p *session.Process, l *Layers, a *session.Anatomy) {
 	if a == nil || !a.Activations.Known() {
 		return
 	}
@@ -24,7 +26,7 @@ func (p *Process) freshen(l *Layers, a *Anatomy) {
 		note += fmt.Sprintf(", %d tokens", a.ActivationsTokens)
 	}
 	if a.ActivationsSource == "scaled" {
-		if r, ok := ratio(a.Tokens, a.ActivationsTokens, a.BatchSize.int64(), a.ActivationsBatch); ok {
+		if r, ok := ratio(a.Tokens, a.ActivationsTokens, a.BatchSize.Int64(), a.ActivationsBatch); ok {
 			note += fmt.Sprintf("; scaled ×%s by the hook (estimate)", ratioString(r))
 		} else {
 			note += "; scaled by the hook (estimate)"
@@ -42,15 +44,15 @@ func (p *Process) freshen(l *Layers, a *Anatomy) {
 	if l.Step < 0 || l.Step == a.ActivationsStep || !live {
 		return
 	}
-	batch, tokens := p.inputOf(l.Step)
+	batch, tokens := inputOf(p, l.Step)
 	if batch > 0 || tokens > 0 {
 		mt, mb := a.ActivationsTokens, a.ActivationsBatch
 		if a.ActivationsSource == "scaled" { // the figure is already at the anatomy's size
-			mt, mb = a.Tokens, a.BatchSize.int64()
+			mt, mb = a.Tokens, a.BatchSize.Int64()
 		}
 		if r, ok := ratio(tokens, mt, batch, mb); ok {
 			if r != 1 {
-				l.Activations = Bytes(math.Round(float64(a.Activations) * r))
+				l.Activations = session.Bytes(math.Round(float64(a.Activations) * r))
 				l.ActivationsNote = note + fmt.Sprintf("; scaled ×%s to step %d's input (estimate)", ratioString(r), l.Step)
 				l.ActivationsBrief = fmt.Sprintf("×%s of step %d (est.)", ratioString(r), a.ActivationsStep)
 				if l.Transient.Known() {
@@ -65,8 +67,8 @@ func (p *Process) freshen(l *Layers, a *Anatomy) {
 	}
 	// An older hook reports no input size: the measurement holds only as
 	// long as the step peaks stay where they were when it was made.
-	then, _ := p.peakOfStep(a.ActivationsStep)
-	now, running := p.peakOfStep(l.Step)
+	then, _ := peakOfStep(p, a.ActivationsStep)
+	now, running := peakOfStep(p, l.Step)
 	if !then.Known() || !now.Known() || absDiff(now, then) <= Tolerance(then) || running && now < then {
 		return // (a step still running has not reached its peak yet)
 	}
@@ -76,7 +78,7 @@ func (p *Process) freshen(l *Layers, a *Anatomy) {
 	if now < then {
 		l.ActivationsNote = "stale: " + note + fmt.Sprintf("; step %d peaks %s MiB below step %d", l.Step, then.Sub(now).MiBString(), a.ActivationsStep)
 	}
-	l.Activations, l.Other = Unknown, Unknown
+	l.Activations, l.Other = session.Unknown, session.Unknown
 }
 
 // ratio is the input-size ratio now/then: tokens when both are known, else
@@ -98,13 +100,13 @@ func ratioString(r float64) string {
 
 // inputOf is the input size of a step: its table row's, else the open
 // forward's; -1 when unknown.
-func (p *Process) inputOf(step int) (batch, tokens int64) {
+func inputOf(p *session.Process, step int) (batch, tokens int64) {
 	batch, tokens = -1, -1
-	if st := p.stepRow(step); st != nil {
+	if st := stepRow(p, step); st != nil {
 		batch, tokens = st.Batch, st.Tokens
 	}
-	for k := len(p.spans) - 1; k >= 0 && k >= len(p.spans)-8; k-- {
-		if sp := &p.spans[k]; sp.Step == step && !sp.User {
+	for k := len(p.Spans()) - 1; k >= 0 && k >= len(p.Spans())-8; k-- {
+		if sp := &p.Spans()[k]; sp.Step == step && !sp.User {
 			batch, tokens = max(batch, sp.Batch), max(tokens, sp.Tokens)
 		}
 	}
@@ -114,16 +116,16 @@ func (p *Process) inputOf(step int) (batch, tokens int64) {
 // peakOfStep is a step's training peak from the per-step summaries and the
 // open phases' peaks, Unknown when unknown; running is true while the step
 // has an open phase (its peak so far is a lower bound).
-func (p *Process) peakOfStep(step int) (v Bytes, running bool) {
-	v = Unknown
-	for k := len(p.peaks) - 1; k >= 0; k-- {
-		if p.peaks[k].Index == step {
-			v = p.peaks[k].PeakAllocated
+func peakOfStep(p *session.Process, step int) (v session.Bytes, running bool) {
+	v = session.Unknown
+	for k := len(p.StepPeaks()) - 1; k >= 0; k-- {
+		if p.StepPeaks()[k].Index == step {
+			v = p.StepPeaks()[k].PeakAllocated
 			break
 		}
 	}
-	for _, i := range p.open {
-		if sp := &p.spans[i]; sp.Step == step && !sp.User {
+	for _, i := range p.OpenSpans() {
+		if sp := &p.Spans()[i]; sp.Step == step && !sp.User {
 			v, running = v.Max(sp.PeakAllocated), true
 		}
 	}

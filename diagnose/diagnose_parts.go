@@ -1,18 +1,20 @@
-package session
+package diagnose
 
 import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/vramscope/vramscope/session"
 )
 
 // causes separates the first step's growth: optimizer state created in its
 // step phase, and, for a warmup, the growth of the allocator cache and of
 // the memory outside PyTorch from the first step to the steady state.
-func causes(p *Process, d *Diagnosis, pk, steady []StepPeak) Causes {
-	c := Causes{Step: -1, OptimizerCreated: Unknown, OptimizerAnatomy: Unknown, CacheGrowth: Unknown, NonPyTorchGrowth: Unknown}
-	if len(p.steps) > 0 {
-		st := p.steps[0]
+func causes(p *session.Process, d *Diagnosis, pk, steady []session.StepPeak) Causes {
+	c := Causes{Step: -1, OptimizerCreated: session.Unknown, OptimizerAnatomy: session.Unknown, CacheGrowth: session.Unknown, NonPyTorchGrowth: session.Unknown}
+	if len(p.Steps()) > 0 {
+		st := p.Steps()[0]
 		c.Step = st.Index
 		if start, cell := stepPhase(st); cell != nil {
 			c.OptimizerCreated = gap(cell.AllocatedEnd, start)
@@ -45,8 +47,8 @@ func causes(p *Process, d *Diagnosis, pk, steady []StepPeak) Causes {
 
 // stepPhase returns a step's "step" cell and allocated at its start: the
 // end of the automatic phase before it. start is Unknown when there is none.
-func stepPhase(st *Step) (start Bytes, cell *Cell) {
-	start = Unknown
+func stepPhase(st *session.Step) (start session.Bytes, cell *session.Cell) {
+	start = session.Unknown
 	for i := range st.Phases {
 		c := &st.Phases[i]
 		if c.User {
@@ -57,15 +59,15 @@ func stepPhase(st *Step) (start Bytes, cell *Cell) {
 		}
 		start = c.AllocatedEnd
 	}
-	return Unknown, nil
+	return session.Unknown, nil
 }
 
 // spike measures the optimizer step of the newest finished step in the
 // table.
-func spike(p *Process, last int) OptimizerSpike {
-	o := OptimizerSpike{Step: -1, Start: Unknown, Peak: Unknown, Bytes: Unknown}
-	for k := len(p.steps) - 1; k >= 0; k-- {
-		st := p.steps[k]
+func spike(p *session.Process, last int) OptimizerSpike {
+	o := OptimizerSpike{Step: -1, Start: session.Unknown, Peak: session.Unknown, Bytes: session.Unknown}
+	for k := len(p.Steps()) - 1; k >= 0; k-- {
+		st := p.Steps()[k]
 		if st.Index > last {
 			continue
 		}
@@ -83,15 +85,15 @@ func spike(p *Process, last int) OptimizerSpike {
 
 // need works out the memory the run needs (the steady peak when there is
 // one), the headroom on its device and the largest batch that may fit.
-func need(s *Store, p *Process, d *Diagnosis, tail []StepPeak) Need {
-	n := Need{Allocated: Unknown, Reserved: Unknown, DeviceTotal: Unknown, Used: Unknown, Headroom: Unknown}
+func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.StepPeak) Need {
+	n := Need{Allocated: session.Unknown, Reserved: session.Unknown, DeviceTotal: session.Unknown, Used: session.Unknown, Headroom: session.Unknown}
 	if len(tail) == 0 {
 		return n
 	}
 	n.Steady = d.Pattern == PatternSteady || d.Pattern == PatternWarmup
 	n.Allocated, n.Reserved, _ = maxOf(tail)
 	if c := p.Hello.CUDA; c != nil && c.Total > 0 {
-		n.DeviceTotal = Bytes(c.Total)
+		n.DeviceTotal = session.Bytes(c.Total)
 	} else if g := s.GPUFor(p); g != nil {
 		n.DeviceTotal = g.Total
 	}
@@ -123,9 +125,9 @@ func need(s *Store, p *Process, d *Diagnosis, tail []StepPeak) Need {
 }
 
 // lastBefore is a series' value in effect at t, ok false when unknown.
-func lastBefore(s *Series, t time.Time) (Bytes, bool) {
+func lastBefore(s *session.Series, t time.Time) (session.Bytes, bool) {
 	v, ok := s.At(t)
-	return Bytes(v), ok
+	return session.Bytes(v), ok
 }
 
 // BatchCapFactor caps the batch estimate: beyond this multiple of the
@@ -135,12 +137,12 @@ const BatchCapFactor = 8
 
 // batch estimates the largest batch that fits in the headroom, assuming
 // activations scale linearly with the batch size.
-func batch(p *Process, headroom Bytes, basis string) *BatchEstimate {
+func batch(p *session.Process, headroom session.Bytes, basis string) *BatchEstimate {
 	a := p.Anatomy
 	if a == nil || !headroom.Known() || a.Activations <= 0 || a.ActivationsBatch <= 0 || a.ActivationsSource == "scaled" {
 		return nil
 	}
-	mb := Bytes(a.ActivationsBatch)
+	mb := session.Bytes(a.ActivationsBatch)
 	per := a.Activations / mb
 	if per <= 0 {
 		return nil
@@ -224,7 +226,7 @@ func advise(d *Diagnosis) []Advice {
 }
 
 // shareOf is part/whole; ok is false when either is unknown or whole is 0.
-func shareOf(part, whole Bytes) (float64, bool) {
+func shareOf(part, whole session.Bytes) (float64, bool) {
 	if !part.Known() || !whole.Known() || whole == 0 {
 		return 0, false
 	}

@@ -1,8 +1,10 @@
-package session
+package diagnose
 
 import (
 	"math"
 	"time"
+
+	"github.com/vramscope/vramscope/session"
 )
 
 // peakAt is where a process's session peak happened.
@@ -10,7 +12,7 @@ type peakAt struct {
 	ok                       bool
 	step                     int
 	phase                    string // "" when the step left the bounded table
-	allocated, reserved, gpu Bytes
+	allocated, reserved, gpu session.Bytes
 	exact                    bool
 	from, to                 time.Time // the phase (or the step) that holds it
 }
@@ -19,22 +21,22 @@ type peakAt struct {
 // the per-step summaries (kept for every step), the phase from the table.
 // The first of equal peaks wins, so a warmup's peak is placed where it was
 // first reached.
-func findPeak(p *Process) peakAt {
+func findPeak(p *session.Process) peakAt {
 	best := -1
-	for i := range p.peaks {
-		if v := p.peaks[i].PeakAllocated; v.Known() && (best < 0 || v > p.peaks[best].PeakAllocated) {
+	for i := range p.StepPeaks() {
+		if v := p.StepPeaks()[i].PeakAllocated; v.Known() && (best < 0 || v > p.StepPeaks()[best].PeakAllocated) {
 			best = i
 		}
 	}
 	if best < 0 {
 		return peakAt{}
 	}
-	sp := &p.peaks[best]
+	sp := &p.StepPeaks()[best]
 	pk := peakAt{
 		ok: true, step: sp.Index, allocated: sp.PeakAllocated, reserved: sp.PeakReserved, gpu: sp.PeakGPU,
 		from: sp.Start, to: sp.Start.Add(sp.Duration),
 	}
-	if c := peakCell(p.stepRow(sp.Index)); c != nil {
+	if c := peakCell(stepRow(p, sp.Index)); c != nil {
 		pk.phase, pk.reserved, pk.gpu, pk.exact = c.Name, c.PeakReserved, c.PeakGPU, c.Exact
 		pk.from, pk.to = c.Start, c.End
 	}
@@ -43,10 +45,10 @@ func findPeak(p *Process) peakAt {
 
 // stepRow returns the table row of a step, nil when it is not (or no
 // longer) in the bounded table.
-func (p *Process) stepRow(index int) *Step {
-	for k := len(p.steps) - 1; k >= 0; k-- {
-		if p.steps[k].Index == index {
-			return p.steps[k]
+func stepRow(p *session.Process, index int) *session.Step {
+	for k := len(p.Steps()) - 1; k >= 0; k-- {
+		if p.Steps()[k].Index == index {
+			return p.Steps()[k]
 		}
 	}
 	return nil
@@ -54,11 +56,11 @@ func (p *Process) stepRow(index int) *Step {
 
 // peakCell is the automatic phase of a step with the largest allocated
 // peak (the first one on a tie), nil when there is none.
-func peakCell(st *Step) *Cell {
+func peakCell(st *session.Step) *session.Cell {
 	if st == nil {
 		return nil
 	}
-	var best *Cell
+	var best *session.Cell
 	for i := range st.Phases {
 		c := &st.Phases[i]
 		if !c.User && c.PeakAllocated.Known() && (best == nil || c.PeakAllocated > best.PeakAllocated) {
@@ -69,8 +71,8 @@ func peakCell(st *Step) *Cell {
 }
 
 // phaseOf names the phase of a step that holds its peak, "" when unknown.
-func (p *Process) phaseOf(step int) string {
-	if c := peakCell(p.stepRow(step)); c != nil {
+func phaseOf(p *session.Process, step int) string {
+	if c := peakCell(stepRow(p, step)); c != nil {
 		return c.Name
 	}
 	return ""
@@ -79,8 +81,8 @@ func (p *Process) phaseOf(step int) string {
 // finishedPeaks returns the summaries of the steps that are over and have
 // allocator data. While the process is connected its newest step is still
 // running, so its peak is not final and it is left out.
-func finishedPeaks(p *Process) []StepPeak {
-	pk := p.peaks
+func finishedPeaks(p *session.Process) []session.StepPeak {
+	pk := p.StepPeaks()
 	if len(pk) > 0 && (p.Connected || p.End != nil && p.End.Step >= 0 && pk[len(pk)-1].Index >= p.End.Step) {
 		// Still running, or ended in the middle of it: not a whole step.
 		pk = pk[:len(pk)-1]
@@ -92,7 +94,7 @@ func finishedPeaks(p *Process) []StepPeak {
 	if k == len(pk) {
 		return pk // the common case: nothing to leave out, nothing to copy
 	}
-	out := make([]StepPeak, 0, len(pk))
+	out := make([]session.StepPeak, 0, len(pk))
 	for _, sp := range pk {
 		if sp.PeakAllocated.Known() {
 			out = append(out, sp)
@@ -103,16 +105,16 @@ func finishedPeaks(p *Process) []StepPeak {
 
 // Tolerance is how far apart two peaks near level may be and still count
 // as the same level: LevelTolerance of it, at least LevelToleranceMin.
-func Tolerance(level Bytes) Bytes {
-	return max(Bytes(math.Round(LevelTolerance*float64(level))), LevelToleranceMin)
+func Tolerance(level session.Bytes) session.Bytes {
+	return max(session.Bytes(math.Round(LevelTolerance*float64(level))), LevelToleranceMin)
 }
 
 // fit is the least-squares line through the steps' allocated peaks (or,
 // with held, the memory held between steps) against the step index: its slope in bytes per step and the slope's t statistic
 // (slope over its standard error; +Inf for an exact rising line, 0 for a
 // flat one).
-func fit(pk []StepPeak, held bool) (slope, t float64) {
-	of := func(sp *StepPeak) Bytes {
+func fit(pk []session.StepPeak, held bool) (slope, t float64) {
+	of := func(sp *session.StepPeak) session.Bytes {
 		if held {
 			return sp.Held
 		}
@@ -156,8 +158,8 @@ func fit(pk []StepPeak, held bool) (slope, t float64) {
 // maxOf returns the largest allocated, reserved and NVML peaks of pk,
 // Unknown where none is known. Plain max is enough: known values are ≥ 0
 // and Unknown is -1.
-func maxOf(pk []StepPeak) (alloc, reserved, gpu Bytes) {
-	alloc, reserved, gpu = Unknown, Unknown, Unknown
+func maxOf(pk []session.StepPeak) (alloc, reserved, gpu session.Bytes) {
+	alloc, reserved, gpu = session.Unknown, session.Unknown, session.Unknown
 	for i := range pk {
 		sp := &pk[i]
 		alloc, reserved, gpu = max(alloc, sp.PeakAllocated), max(reserved, sp.PeakReserved), max(gpu, sp.PeakGPU)

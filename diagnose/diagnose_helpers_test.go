@@ -1,4 +1,4 @@
-package session
+package diagnose
 
 import (
 	"math"
@@ -8,14 +8,15 @@ import (
 	"github.com/vramscope/vramscope/demo"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/probe"
+	"github.com/vramscope/vramscope/session"
 )
 
 // The simulated driver of the NVML cases: the process's CUDA context and
 // another process on the same device.
 const (
-	testContext    = 416 * MiB
+	testContext    = 416 * session.MiB
 	testOtherPID   = 99
-	testOtherBytes = 1000 * MiB
+	testOtherBytes = 1000 * session.MiB
 )
 
 // demoMessages generates steps steps of a demo scenario.
@@ -39,16 +40,16 @@ func wallOf(hello *ipc.Message, t float64) time.Time {
 // connection 1. With nvml, each allocator snapshot is followed by an NVML
 // sample of the device: the process holds reserved + testContext, another
 // process testOtherBytes.
-func events(msgs []ipc.Message, nvml bool) []Event {
+func events(msgs []ipc.Message, nvml bool) []session.Event {
 	hello := &msgs[0]
-	evs := make([]Event, 0, 2*len(msgs))
+	evs := make([]session.Event, 0, 2*len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		at := wallOf(hello, m.T)
-		evs = append(evs, Event{At: at, Conn: 1, Msg: m})
+		evs = append(evs, session.Event{At: at, Conn: 1, Msg: m})
 		if nvml && m.Mem != nil {
 			used := m.Mem.Reserved + testContext
-			evs = append(evs, Event{At: at, GPU: &probe.Sample{
+			evs = append(evs, session.Event{At: at, GPU: &probe.Sample{
 				At: at, Device: demo.DeviceUUID, Total: demo.DeviceTotal, Util: -1,
 				Used: used + testOtherBytes, Reserved: -1, Free: demo.DeviceTotal - used - testOtherBytes,
 				Processes: []probe.Process{{PID: hello.PID, Used: used}, {PID: testOtherPID, Used: testOtherBytes}},
@@ -87,9 +88,9 @@ func renumber(msgs []ipc.Message) []ipc.Message {
 }
 
 // storeOf feeds messages into a new store and returns its only process.
-func storeOf(t testing.TB, msgs []ipc.Message, nvml bool) (*Store, *Process) {
+func storeOf(t testing.TB, msgs []ipc.Message, nvml bool) (*session.Store, *session.Process) {
 	t.Helper()
-	s := New()
+	s := session.New()
 	s.ApplyAll(events(msgs, nvml))
 	if len(s.Processes()) != 1 {
 		t.Fatalf("%d processes", len(s.Processes()))
@@ -97,4 +98,4 @@ func storeOf(t testing.TB, msgs []ipc.Message, nvml bool) (*Store, *Process) {
 	return s, s.Processes()[0]
 }
 
-func mibs(v int64) Bytes { return Bytes(v * MiB) }
+func mibs(v int64) session.Bytes { return session.Bytes(v * session.MiB) }

@@ -1,9 +1,11 @@
-package session
+package diagnose
 
 import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/vramscope/vramscope/session"
 )
 
 // The classifier's thresholds; docs/diagnosis.md explains each.
@@ -38,10 +40,10 @@ const (
 
 // classify sets the pattern from the finished step peaks and returns the
 // steps that make the steady state (or the growing segment).
-func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
+func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []session.StepPeak {
 	n := len(pk)
 	d.Steps = n
-	if n == 0 && p.Mem == nil && len(p.peaks) > 0 {
+	if n == 0 && p.Mem == nil && len(p.StepPeaks()) > 0 {
 		d.Reason = "no allocator data (a CPU run, or no CUDA memory stats)"
 		return nil
 	}
@@ -57,8 +59,8 @@ func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
 	}
 	sigma := noise(pk)
 	level := median(pk[n-max(SteadyMinSteps, n/2):])
-	band := max(Tolerance(level), Bytes(math.Round(SpreadK*sigma)))
-	d.Spread = Bytes(math.Round(sigma))
+	band := max(Tolerance(level), session.Bytes(math.Round(SpreadK*sigma)))
+	d.Spread = session.Bytes(math.Round(sigma))
 	// Growth is tested on every step first: a leak that starts at once
 	// looks like a warmup to the rule below.
 	if g := d.growing(p, pk, band); g != nil {
@@ -104,7 +106,7 @@ func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
 		}
 	}
 	d.WarmupStep, d.WarmupPeak = pk[at].Index, pk[at].PeakAllocated
-	d.WarmupPhase = p.phaseOf(d.WarmupStep)
+	d.WarmupPhase = phaseOf(p, d.WarmupStep)
 	return body
 }
 
@@ -114,7 +116,7 @@ func (d *Diagnosis) classify(p *Process, pk []StepPeak) []StepPeak {
 // (t ≥ GrowthMinT) and by more than the run's spread, and its recent half
 // still sets new highs (a warmup's does not). It returns the growing segment, nil when there is
 // no growth.
-func (d *Diagnosis) growing(p *Process, body []StepPeak, band Bytes) []StepPeak {
+func (d *Diagnosis) growing(p *session.Process, body []session.StepPeak, band session.Bytes) []session.StepPeak {
 	if len(body) < GrowthMinSteps {
 		return nil
 	}
@@ -135,7 +137,7 @@ func (d *Diagnosis) growing(p *Process, body []StepPeak, band Bytes) []StepPeak 
 		return nil
 	}
 	d.Pattern = PatternGrowth
-	d.GrowthPerStep = Bytes(math.Round(b))
+	d.GrowthPerStep = session.Bytes(math.Round(b))
 	d.GrowthFrom, d.GrowthTo = seg[0].Index, seg[len(seg)-1].Index
 	d.PeakAfter, _, _ = maxOf(seg)
 	d.growthKind(p, seg, b)
@@ -145,17 +147,17 @@ func (d *Diagnosis) growing(p *Process, body []StepPeak, band Bytes) []StepPeak 
 // growthKind tells what grows: the memory held between steps (a leak),
 // the input (when the hook reports its size), or memory that lives only
 // within a step.
-func (d *Diagnosis) growthKind(p *Process, seg []StepPeak, slope float64) {
+func (d *Diagnosis) growthKind(p *session.Process, seg []session.StepPeak, slope float64) {
 	held := seg[:0:0]
 	for _, sp := range seg {
 		if sp.Held.Known() {
 			held = append(held, sp)
 		}
 	}
-	d.HeldFrom, d.HeldTo, d.HeldPerStep = Unknown, Unknown, Unknown
+	d.HeldFrom, d.HeldTo, d.HeldPerStep = session.Unknown, session.Unknown, session.Unknown
 	if len(held) >= GrowthMinSteps {
 		bh, _ := fit(held, true)
-		d.HeldPerStep = Bytes(math.Round(bh))
+		d.HeldPerStep = session.Bytes(math.Round(bh))
 		d.HeldFrom, d.HeldTo = held[0].Held, held[len(held)-1].Held
 	}
 	if per, unit, ok := inputFit(seg); ok {
@@ -175,11 +177,11 @@ func (d *Diagnosis) growthKind(p *Process, seg []StepPeak, slope float64) {
 // inputFit regresses the step peaks on the input size (tokens when every
 // step has them, else the batch): the bytes per sample or token, when the
 // input varied and the peaks follow it (R² ≥ InputFitR2).
-func inputFit(seg []StepPeak) (per Bytes, unit string, ok bool) {
+func inputFit(seg []session.StepPeak) (per session.Bytes, unit string, ok bool) {
 	for _, u := range []struct {
 		name string
-		of   func(*StepPeak) int64
-	}{{"token", func(s *StepPeak) int64 { return s.Tokens }}, {"sample", func(s *StepPeak) int64 { return s.Batch }}} {
+		of   func(*session.StepPeak) int64
+	}{{"token", func(s *session.StepPeak) int64 { return s.Tokens }}, {"sample", func(s *session.StepPeak) int64 { return s.Batch }}} {
 		var xs, ys []float64
 		for i := range seg {
 			if v := u.of(&seg[i]); v > 0 {
@@ -191,7 +193,7 @@ func inputFit(seg []StepPeak) (per Bytes, unit string, ok bool) {
 		}
 		slope, r2 := regress(xs, ys)
 		if slope > 0 && r2 >= InputFitR2 {
-			return Bytes(math.Round(slope)), u.name, true
+			return session.Bytes(math.Round(slope)), u.name, true
 		}
 	}
 	return 0, "", false
@@ -219,7 +221,7 @@ func regress(xs, ys []float64) (slope, r2 float64) {
 // changePoint returns the index in pk where a flat-then-rising fit (a
 // hinge: level until the change point, a line after it) leaves the least
 // squared error; 0 when a plain line fits best. O(n) with suffix sums.
-func changePoint(pk []StepPeak) int {
+func changePoint(pk []session.StepPeak) int {
 	n := len(pk)
 	x0 := float64(pk[0].Index)
 	var my float64
@@ -263,7 +265,7 @@ func changePoint(pk []StepPeak) int {
 // peaks: the median absolute deviation of successive differences (which a
 // steady trend or a few jumps do not move), scaled to a standard deviation
 // of one peak (× 1.4826 / √2).
-func noise(pk []StepPeak) float64 {
+func noise(pk []session.StepPeak) float64 {
 	pk = pk[len(pk)-min(len(pk), NoiseWindow):]
 	if len(pk) < 3 {
 		return 0
@@ -284,13 +286,13 @@ func noise(pk []StepPeak) float64 {
 const NoiseWindow = 512
 
 // median is the median allocated peak of pk (its last NoiseWindow steps).
-func median(pk []StepPeak) Bytes {
+func median(pk []session.StepPeak) session.Bytes {
 	pk = pk[len(pk)-min(len(pk), NoiseWindow):]
 	v := make([]float64, len(pk))
 	for i := range pk {
 		v[i] = float64(pk[i].PeakAllocated)
 	}
-	return Bytes(math.Round(medianF(v)))
+	return session.Bytes(math.Round(medianF(v)))
 }
 
 // medianF sorts v and returns its median.
@@ -306,7 +308,7 @@ func medianF(v []float64) float64 {
 	return (v[n/2-1] + v[n/2]) / 2
 }
 
-func absDiff(a, b Bytes) Bytes {
+func absDiff(a, b session.Bytes) session.Bytes {
 	if a > b {
 		return a - b
 	}
