@@ -70,10 +70,9 @@ func runLive(ctx context.Context, l liveFlags) error {
 	if err := prom.start(ctx, logf); err != nil {
 		return err
 	}
-	served := pipeline.Serve(ctx, srv, f, logf)
-	sampler := pipeline.OpenNVML()
-	defer sampler.Close()
-	polled := pipeline.Poll(ctx, sampler, f, logf, l.nvmlEvery, l.procEvery)
+	mon := pipeline.StartMonitor(ctx, srv, f, logf, l.nvmlEvery, l.procEvery)
+	defer mon.Close()
+	sampler := mon.Sampler
 	devs, _ := sampler.Devices()
 	logf("listening on %s; %s", srv.Path(), sampler.Status())
 	opts := []tui.Option{
@@ -89,9 +88,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 	}
 	err = tui.Run(tui.New(opts...))
 	cancel()
-	srv.Close()
-	<-served
-	<-polled
+	mon.Stop()
 	if rerr := f.Err(); rerr != nil && err == nil {
 		// The TUI showed it; the exit status and the terminal say it too.
 		err = rerr

@@ -81,14 +81,12 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	if err := prom.start(ctx, logf); err != nil {
 		return err
 	}
-	sampler := pipeline.OpenNVML()
-	defer sampler.Close()
-	polled := pipeline.Poll(ctx, sampler, f, logf, o.nvmlEvery, o.procEvery)
-	served := pipeline.Serve(ctx, srv, f, logf)
+	mon := pipeline.StartMonitor(ctx, srv, f, logf, o.nvmlEvery, o.procEvery)
+	defer mon.Close()
 	if listening != nil {
 		listening(srv.Path())
 	} else {
-		fmt.Fprintf(stderr, "vramscope: recording to %s; listening on %s; %s; Ctrl-C to stop\n", o.out, srv.Path(), sampler.Status())
+		fmt.Fprintf(stderr, "vramscope: recording to %s; listening on %s; %s; Ctrl-C to stop\n", o.out, srv.Path(), mon.Sampler.Status())
 	}
 
 	store := session.New()
@@ -97,9 +95,7 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 		// Say it now, not after Ctrl-C: recording is all this command does.
 		fmt.Fprintf(stderr, "vramscope: %v; stopping\n", recErr)
 	}
-	srv.Close()
-	<-served
-	<-polled
+	mon.Stop()
 	pipeline.Drain(f, store, 50*time.Millisecond)
 	recorded := f.Recorded()
 	if recErr == nil {
