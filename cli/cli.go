@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"context"
 	"io/fs"
 
 	"github.com/spf13/cobra"
@@ -15,4 +16,12 @@ import (
 func NewRootCmd(hook fs.FS) *cobra.Command {
 	hookTree = hook
 	return newRootCmd()
+}
+
+// orBackground is ctx, or the background context when ctx is nil.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }

@@ -16,9 +16,11 @@ import (
 	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/pipeline"
+	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/report"
 	"github.com/vramscope/vramscope/session"
+	"github.com/vramscope/vramscope/tui"
 )
 
 type demoFlags struct {
@@ -106,6 +108,40 @@ func demoSource(ctx context.Context, sc demo.Scenario, o demoFlags, logf func(st
 		rmdir()
 	}
 	return f, errc, cleanup, nil
+}
+
+// runDemoTUI shows the demo live: the same views as a real run.
+func runDemoTUI(ctx context.Context, sc demo.Scenario, o demoFlags) error {
+	if o.steps < 0 {
+		o.steps = 0
+	}
+	if o.speed < 0 {
+		o.speed = 1
+	}
+	logf, closeLog, err := debugLog(o.debug)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, cancel := context.WithCancel(orBackground(ctx))
+	defer cancel()
+	f, done, cleanup, err := demoSource(ctx, sc, o, logf)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	sim := probe.NewSimulated()
+	devs, _ := sim.Devices()
+	err = tui.Run(tui.New(
+		tui.WithSource(f), tui.WithRecorder(f, defaultRecording()),
+		tui.WithDevice("simulated", devs), tui.WithTitle("demo: "+sc.Name),
+		tui.WithDebugLog(logWriter(logf)),
+	))
+	cancel()
+	if derr := <-done; derr != nil {
+		logf("demo: %v", derr)
+	}
+	return err
 }
 
 func runDemoHeadless(ctx context.Context, sc demo.Scenario, o demoFlags, stdout, stderr io.Writer) error {

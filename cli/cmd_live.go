@@ -2,17 +2,13 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vramscope/vramscope/demo"
 	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/pipeline"
-	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/tui"
 )
@@ -97,94 +93,4 @@ func runLive(ctx context.Context, l liveFlags) error {
 		err = serr // the last flush can meet the full disk too
 	}
 	return err
-}
-
-// runDemoTUI shows the demo live: the same views as a real run.
-func runDemoTUI(ctx context.Context, sc demo.Scenario, o demoFlags) error {
-	if o.steps < 0 {
-		o.steps = 0
-	}
-	if o.speed < 0 {
-		o.speed = 1
-	}
-	logf, closeLog, err := debugLog(o.debug)
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-	ctx, cancel := context.WithCancel(orBackground(ctx))
-	defer cancel()
-	f, done, cleanup, err := demoSource(ctx, sc, o, logf)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	sim := probe.NewSimulated()
-	devs, _ := sim.Devices()
-	err = tui.Run(tui.New(
-		tui.WithSource(f), tui.WithRecorder(f, defaultRecording()),
-		tui.WithDevice("simulated", devs), tui.WithTitle("demo: "+sc.Name),
-		tui.WithDebugLog(logWriter(logf)),
-	))
-	cancel()
-	if derr := <-done; derr != nil {
-		logf("demo: %v", derr)
-	}
-	return err
-}
-
-func newReplayCmd() *cobra.Command {
-	var debug string
-	cmd := &cobra.Command{
-		Use:   "replay FILE",
-		Short: "Show a recording in the TUI (pause, seek, speed)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReplay(args[0], debug, cmd.ErrOrStderr())
-		},
-	}
-	addDebugFlag(cmd.Flags(), &debug)
-	return cmd
-}
-
-// runReplay shows a recording, streamed from the file: a long recording
-// costs a window of events in memory, not all of them.
-func runReplay(path, debug string, stderr io.Writer) error {
-	hdr, open, warned, err := pipeline.OpenReplay(path)
-	if err != nil {
-		return err
-	}
-	logf, closeLog, err := debugLog(debug)
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-	status := "recorded"
-	if hdr.Source == record.SourceDemo {
-		status = "simulated"
-	}
-	err = tui.Run(tui.New(
-		tui.WithReplayStream(open), tui.WithDevice(status, nil),
-		tui.WithTitle("replay: "+path), tui.WithDebugLog(logWriter(logf)),
-	))
-	for _, w := range warned.Lines() { // after the TUI: it owns the terminal
-		fmt.Fprintf(stderr, "vramscope: warning: %s\n", w)
-		logf("replay: warning: %s", w)
-	}
-	return err
-}
-
-func orBackground(ctx context.Context) context.Context {
-	if ctx == nil {
-		return context.Background()
-	}
-	return ctx
-}
-
-// logWriter adapts a logf to an io.Writer, one write a line.
-type logWriter func(string, ...any)
-
-func (l logWriter) Write(p []byte) (int, error) {
-	l("%s", p)
-	return len(p), nil
 }

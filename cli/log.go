@@ -31,3 +31,11 @@ func stderrLog(w io.Writer) func(string, ...any) {
 		fmt.Fprintf(w, "vramscope: "+format+"\n", args...)
 	}
 }
+
+// logWriter adapts a logf to an io.Writer, one write a line.
+type logWriter func(string, ...any)
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l("%s", p)
+	return len(p), nil
+}
