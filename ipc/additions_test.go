@@ -42,6 +42,34 @@ func TestDecodeAdditions(t *testing.T) {
 	if got[6].Reason != "error" {
 		t.Errorf("goodbye %+v", got[6])
 	}
+	// Exact peaks (issue 19): the capability, a breakdown edge (no span) and
+	// a plain step's single read with and without same_as, by both paths.
+	if h := got[7].Hook; h == nil || !h.ExactPeaks || h.ResetPeaks {
+		t.Errorf("exact_peaks hello %+v", got[7].Hook)
+	}
+	if b := got[8]; b.Span != "" || b.SameAs != nil || b.Mem == nil {
+		t.Errorf("breakdown edge %+v", b)
+	}
+	if p := got[9]; p.Span != SpanStep || p.SameAs == nil || *p.SameAs != 2 || p.Mem.MaxAllocated != 4518008832 {
+		t.Errorf("plain step %+v", p)
+	}
+	if p := got[10]; p.Span != SpanStep || p.SameAs != nil {
+		t.Errorf("plain step that moved %+v", p)
+	}
+	for _, i := range []int{8, 9, 10} {
+		var fast Message
+		if !fastDecode(lines[i], &fast) {
+			t.Errorf("line %d: the fast path does not take it", i+1)
+		} else if fast.Span != got[i].Span || (fast.SameAs == nil) != (got[i].SameAs == nil) ||
+			(fast.SameAs != nil && *fast.SameAs != *got[i].SameAs) {
+			t.Errorf("line %d: fast path %+v, encoding/json %+v", i+1, fast, *got[i])
+		}
+	}
+	for _, i := range []int{0, 1, 2, 3, 4, 5, 6} {
+		if got[i].Hook != nil && got[i].Hook.ExactPeaks {
+			t.Errorf("line %d: exact_peaks without the field", i+1)
+		}
+	}
 	for _, c := range []struct{ line, err string }{
 		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"forward","step":0,"edge":"begin","input":{"batch":-1,"tokens":null}}`, "field input.batch: negative"},
 		{`{"v":1,"type":"anatomy","seq":1,"t":1,"step":0,"activations_source":"guessed"}`, "field activations_source"},

@@ -50,6 +50,16 @@ func (p *fastParser) messageField(key []byte, m *Message) bool {
 		}
 		mem := m.Mem
 		return p.Object(func(key []byte) bool { return p.memField(key, mem) })
+	case "span":
+		return p.String(&m.Span)
+	case "same_as":
+		if p.Literal("null") {
+			m.SameAs = nil
+			return true
+		}
+		v := new(int)
+		m.SameAs = v
+		return p.Int(v)
 	case "input":
 		if p.Literal("null") {
 			m.Input = nil

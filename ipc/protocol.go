@@ -44,6 +44,9 @@ const (
 const (
 	EdgeBegin = "begin"
 	EdgeEnd   = "end"
+
+	// SpanStep is a phase end's span when that read is its step's only one.
+	SpanStep = "step"
 )
 
 // Message is one decoded protocol message. Fields that a type does not use
@@ -78,6 +81,13 @@ type Message struct {
 
 	// phase begin of forward: the size of the input (may be absent)
 	Input *Input `json:"input,omitempty"`
+
+	// phase end of an exact-peaks hook: Span "step" marks a step's only
+	// read (its phases were not read); SameAs is the step whose phase
+	// breakdown the hook found this step's peak and held memory to match
+	// (docs/protocol.md, "Exact peaks").
+	Span   string `json:"span,omitempty"`
+	SameAs *int   `json:"same_as,omitempty"`
 
 	// phase, mark, sample, oom
 	Mem *Mem `json:"mem,omitempty"`
@@ -150,6 +160,11 @@ type HookConfig struct {
 	SampleHz         float64 `json:"sample_hz"`
 	ResetPeaks       bool    `json:"reset_peaks"`
 	ActivationsEvery int     `json:"activations_every"`
+	// ExactPeaks: the hook resets the allocator's peak counters after each
+	// phase or mark read, so such a read's max_allocated and max_reserved
+	// are exact for the interval since the previous one (docs/protocol.md,
+	// "Exact peaks"). False (absent) in every hook before it.
+	ExactPeaks bool `json:"exact_peaks,omitempty"`
 }
 
 // Stats are the hook's own health counters.
@@ -211,6 +226,9 @@ func (m *Message) validateType() error {
 			return fmt.Errorf("field edge: %q is neither %q nor %q", m.Edge, EdgeBegin, EdgeEnd)
 		}
 		if err := m.validateInput(); err != nil {
+			return err
+		}
+		if err := m.validateSpan(); err != nil {
 			return err
 		}
 		return m.validateMarker()
@@ -346,6 +364,29 @@ func (m *Message) validateInput() error {
 		return nil
 	}
 	return sizes(opt{"input.batch", m.Input.Batch}, opt{"input.tokens", m.Input.Tokens})
+}
+
+// validateSpan checks a phase end's optional span and same_as: span is
+// "step" on an end edge that carries a read, same_as an earlier step and
+// only beside span "step".
+func (m *Message) validateSpan() error {
+	switch m.Span {
+	case "":
+		if m.SameAs != nil {
+			return errors.New("field same_as: without span \"step\"")
+		}
+		return nil
+	case SpanStep:
+	default:
+		return fmt.Errorf("field span: %q is not %q", clip(m.Span), SpanStep)
+	}
+	if m.Edge != EdgeEnd || m.Mem == nil {
+		return errors.New("field span: only on an end edge that carries mem")
+	}
+	if k := m.SameAs; k != nil && (*k < 0 || *k >= m.Step) {
+		return fmt.Errorf("field same_as: %d is not an earlier step than %d", *k, m.Step)
+	}
+	return nil
 }
 
 func (m *Message) validateOOM() error {
