@@ -274,8 +274,9 @@ class Client:
             self._wake.set()
         return True
 
-    def end(self, name, raw, micro=None):
-        """Queue ``name``'s end edge carrying ``raw`` (edge() with the defaults)."""
+    def end(self, name, raw, micro=None, extra=None):
+        """Queue ``name``'s end edge carrying ``raw`` (edge() with the defaults;
+        ``extra``: a plain step's span fields)."""
         if self._closed:
             return False
         t = _monotonic()
@@ -288,7 +289,7 @@ class Client:
                 return self._drop(1)
             raw = _compact(raw)
         queue.append((t, name, self.step, self.micro if micro is None else micro,
-                      "end", False, raw, None))
+                      "end", False, raw, extra))
         if pending + 1 == self._batch:
             self._wake.set()
         return True

@@ -120,11 +120,8 @@ class StepsMixin:
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
             if self._exact and raw is not None:
-                extra = self._plan()  # the step's closing read (docs/protocol.md, "Exact peaks")
-                if extra is not None:
-                    client.edge("step", "end", raw, extra=extra)
-                else:
-                    client.end("step", raw)
+                # The step's closing read (docs/protocol.md, "Exact peaks").
+                client.end("step", raw, None, self._plan())
             else:
                 client.end("step", raw)
         elif last is not None:
@@ -151,7 +148,7 @@ class StepsMixin:
         every = acts.every
         if self._exact:  # the next step reads its phases, or only where it closes
             self._edge_reads = nxt < FIRST_MEASURED or self._moved \
-                or (every > 0 and nxt % every == 0)
+                or (every > 0 and nxt % every == 0) or self.breakdown_always
         if acts.scheduled or acts.measuring or nxt < FIRST_MEASURED \
                 or (every > 0 and nxt % every == 0):
             acts.prepare(nxt)

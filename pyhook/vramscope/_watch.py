@@ -102,6 +102,10 @@ class Watcher(BackwardMixin, StepsMixin):
             self.remove()
             raise
 
+    # Read and reset at every phase of every step (bench/cost_model.py's
+    # "every phase" design), not only on breakdown steps.
+    breakdown_always = False
+
     # A model copied with copy.deepcopy (an EMA copy) or pickled whole
     # (torch.save(model)) carries our hooks along: a copy keeps calling this
     # Watcher, which ignores modules it does not watch, and a pickle restores
@@ -280,11 +284,17 @@ class Watcher(BackwardMixin, StepsMixin):
         reads = self._client.peaks.step_reads
         best = held = None
         for r in reads:
-            pair = _cuda.peak_held(r)
-            if pair is not None:
-                if best is None or pair[0] > best:
-                    best = pair[0]
-                held = pair[1]
+            try:  # the binding's dict, indexed in place (a plain step has one)
+                a = r["allocated_bytes"]["all"]
+                p, h = a["peak"], a["current"]
+            except (KeyError, TypeError, IndexError):
+                pair = _cuda.peak_held(r)
+                if pair is None:
+                    continue
+                p, h = pair
+            if best is None or p > best:
+                best = p
+            held = h
         reads.clear()
         if best is None:
             return None
