@@ -128,6 +128,14 @@ def install_bindings(torch, stats, reset):
         (torch.cuda, "current_device", lambda: 0),
         (torch.cuda, "get_device_properties", lambda device=None: props),
     ]
+    if hasattr(torch._C, "_accelerator_getDeviceStats"):
+        # torch 2.x's torch.accelerator.memory_* read the same allocator
+        # through their own bindings (torch/accelerator/memory.py).
+        patches += [
+            (torch._C, "_accelerator_getDeviceStats", stats),
+            (torch._C, "_accelerator_resetPeakStats", reset),
+            (torch._C, "_accelerator_isAllocatorInitialized", lambda: True),
+        ]
     saved = []
     for obj, name, value in patches:
         saved.append((obj, name, getattr(obj, name, _MISSING)))

@@ -40,6 +40,11 @@ def stat(step, name):
               digest(cuda.memory_stats_as_nested_dict()),
               hashlib.sha256(cuda.memory_summary().encode()).hexdigest()[:16],
               stats["active_bytes.all.peak"], stats["segment.all.peak"]), flush=True)
+    acc = getattr(torch, "accelerator", None)
+    if acc is not None and hasattr(acc, "max_memory_allocated"):  # torch 2.x
+        print("  accelerator max %d reserved max %d stats %s" % (
+            acc.max_memory_allocated(0), acc.max_memory_reserved(0),
+            digest(acc.memory_stats(0))), flush=True)
 
 
 class SimGrad(torch.autograd.Function):
@@ -112,6 +117,9 @@ def main():
         if i == 5:
             torch.cuda.reset_max_memory_allocated()
             stat(i, "reset_max")
+        if i == 6 and hasattr(getattr(torch, "accelerator", None), "reset_peak_memory_stats"):
+            torch.accelerator.reset_peak_memory_stats(0)
+            stat(i, "acc_reset")
         loss = out.pow(2).sum()
         sim.phase(i, "loss")
         stat(i, "loss")

@@ -50,7 +50,8 @@ def test_user_prints_identical_with_and_without_the_hook(python):
     and reset_max_memory_allocated() mid-run and after remove()."""
     plain, _ = run_pinloop(python, False)
     hooked, err = run_pinloop(python, True)
-    assert plain.count("\n") == 1 + 8 * 5 + 2 + 2 + 1
+    stats_lines = [l for l in plain.splitlines() if " alloc " in l]
+    assert len(stats_lines) == 1 + 8 * 5 + 2 + 2 + ("6 acc_reset" in plain)
     assert "2 reset " in plain and "5 reset_max" in plain
     assert hooked == plain
     # The hook did reset (1 at its start, 5 reads on steps 0-2, 1 on steps 3-7)
@@ -258,3 +259,44 @@ def test_reset_peaks_is_retired_with_one_warning():
     with pytest.warns(FutureWarning):
         c = _config.resolve(environ={"VRAMSCOPE_RESET_PEAKS": "1"})
     assert c.reset_peaks is False
+
+
+def test_accumulation_steps_read_once(torch_mod):
+    sim = fakecuda.SimAllocator().install(torch_mod)
+    try:
+        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch_mod, 0), start=False)
+        model, opt, step = build(torch_mod, sim, Box)
+        w = _watch.Watcher(torch_mod, client, model, opt, client.config)
+        x = torch_mod.randn(16, 8)
+        counts = []
+        for i in range(6):
+            step[0] = min(i, 1)  # the simulated figures of step 1, 4 micro-steps each
+            r0, z0 = sim.reads, sim.resets
+            model.zero_grad()
+            for _ in range(4):
+                model(x).pow(2).sum().backward()
+            opt.step()
+            counts.append((sim.reads - r0, sim.resets - z0))
+        w.remove()
+        client.close("removed", timeout=0)
+    finally:
+        sim.uninstall()
+    assert counts[:3] == [(1 + 3 * 4 + 1, 1 + 3 * 4 + 1)] * 3  # zero_grad, 3 per micro, step
+    assert counts[3:] == [(1, 1)] * 3
+
+
+def test_messages_match_the_shared_fixture(torch_mod):
+    """The exact-peaks hello and a plain step's edge have the shape of
+    testdata/protocol/additions.jsonl's last lines (which ipc/ decodes)."""
+    import json
+    from test_schema import check, shape_of
+    with open(os.path.join(ROOT, "testdata", "protocol", "additions.jsonl")) as f:
+        fixture = [json.loads(line) for line in f if line.strip()]
+    hello_fx = [m for m in fixture if m["type"] == "hello"][-1]
+    span_fx = [m for m in fixture if m.get("span")]
+    sim = fakecuda.SimAllocator()
+    client, msgs = run(torch_mod, sim, 5)
+    assert set(client.hello["hook"]) == set(hello_fx["hook"])
+    plain = [m for m in msgs if m.get("span")]
+    assert plain and all(m["same_as"] == 2 for m in plain)
+    check(plain[0], shape_of(span_fx), {"input"}, "phase")

@@ -35,6 +35,7 @@ uses a device releases it.
 """
 
 import collections
+import os
 import threading
 
 # Up to this many reads of the current step are kept for the step's peak
@@ -325,3 +326,17 @@ def release(torch, peaks):
 def installed(torch):
     """True while some hook's patches are on ``torch``'s bindings."""
     return id(getattr(torch, "_C", None)) in _installs
+
+
+def _after_fork_in_child():
+    """A forked child (a DataLoader worker) gets fresh locks: one held by the
+    parent's sender at the fork would never be released there."""
+    global _lock
+    _lock = threading.Lock()
+    for inst in _installs.values():
+        for entry in inst.devices.values():
+            entry[0].lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
