@@ -281,41 +281,46 @@ class Watcher(BackwardMixin, StepsMixin):
         the reference), ``span`` (and ``same_as`` within the noise) on a plain
         one; sets whether the next step reads its phases (docs/protocol.md,
         "Exact peaks")."""
-        reads = self._client.peaks.step_reads
-        best = held = None
-        for r in reads:
-            try:  # the binding's dict, indexed in place (a plain step has one)
-                a = r["allocated_bytes"]["all"]
-                p, h = a["peak"], a["current"]
-            except (KeyError, TypeError, IndexError):
-                pair = _cuda.peak_held(r)
-                if pair is None:
-                    continue
-                p, h = pair
-            if best is None or p > best:
-                best = p
-            held = h
-        reads.clear()
-        if best is None:
-            return None
-        if self._edge_reads:
-            self._ref = (self._client.step, best, held)
-            self._moved = False
-            return None
-        ref = self._ref
-        if ref is None:
+        try:  # the step's end edge must go out whatever happens here
+            reads = self._client.peaks.step_reads
+            best = held = None
+            for r in reads:
+                try:  # the binding's dict, indexed in place (a plain step has one)
+                    a = r["allocated_bytes"]["all"]
+                    p, h = a["peak"], a["current"]
+                except (KeyError, TypeError, IndexError):
+                    pair = _cuda.peak_held(r)
+                    if pair is None:
+                        continue
+                    p, h = pair
+                if best is None or p > best:
+                    best = p
+                held = h
+            reads.clear()
+            if best is None:
+                return None
+            if self._edge_reads:
+                self._ref = (self._client.step, best, held)
+                self._moved = False
+                return None
+            ref = self._ref
+            if ref is None:
+                self._moved = True
+                return SPAN_STEP
+            k, peak, kept = ref
+            noise = max(NOISE_BYTES, peak // 100)
+            if -noise <= best - peak <= noise and -noise <= held - kept <= noise:
+                self._moved = False
+                extra = self._same_as
+                if extra is None or extra["same_as"] != k:
+                    extra = self._same_as = {"span": "step", "same_as": k}
+                return extra
             self._moved = True
             return SPAN_STEP
-        k, peak, kept = ref
-        noise = max(NOISE_BYTES, peak // 100)
-        if -noise <= best - peak <= noise and -noise <= held - kept <= noise:
-            self._moved = False
-            extra = self._same_as
-            if extra is None or extra["same_as"] != k:
-                extra = self._same_as = {"span": "step", "same_as": k}
-            return extra
-        self._moved = True
-        return SPAN_STEP
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+            self._moved = True  # read the next step's phases
+            return None
 
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
