@@ -87,8 +87,9 @@ def numbered(client):
     return out
 
 
-def run(torch, sim, steps, user_resets=(), every=100):
-    sim.install(torch)
+def run(torch, sim, steps, user_resets=(), every=100, install=True):
+    if install:
+        sim.install(torch)
     try:
         cuda = _cuda.CudaStats(torch, 0)
         client = _client.Client(make_config(activations_every=every), cuda=cuda, start=False)
@@ -114,7 +115,8 @@ def run(torch, sim, steps, user_resets=(), every=100):
         client.close("removed", timeout=0)
         return client, msgs
     finally:
-        sim.uninstall()
+        if install:
+            sim.uninstall()
 
 
 def reads(msgs):
@@ -300,3 +302,23 @@ def test_messages_match_the_shared_fixture(torch_mod):
     plain = [m for m in msgs if m.get("span")]
     assert plain and all(m["same_as"] == 2 for m in plain)
     check(plain[0], shape_of(span_fx), {"input"}, "phase")
+
+
+def test_a_second_session_reads_beneath_the_first_ones_patches(torch_mod):
+    """watch(), remove(), watch() again on one allocator (clients.jsonl's
+    blocks): the first client's patches stay while they hide a peak, and the
+    second client must read torch's own binding, not the user's view."""
+    sim = fakecuda.SimAllocator()
+    sim.install(torch_mod)
+    try:
+        _, first = run(torch_mod, sim, 4, install=False)
+        assert _peaks.installed(torch_mod)  # step 1's peak is still hidden from torch
+        # The second session's steps run lower: the seed-001 model at steps
+        # 0 and 1 again would not do, so its script is step 1 minus 1 GiB.
+        one = {n: (e - (1 << 30), p - (1 << 30), r) for n, (e, p, r) in sim.phases[1].items()}
+        sim.phases = {0: one, 1: one}
+        sim._free_to(sim.allocated - (1 << 30))
+        client, msgs = run(torch_mod, sim, 6, install=False)
+        assert check_exact(msgs, sim)
+    finally:
+        sim.uninstall()

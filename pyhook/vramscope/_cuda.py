@@ -140,6 +140,9 @@ class CudaStats:
         # initialised then); None without the binding.
         self.fast_read = None
         binding = getattr(getattr(torch, "_C", None), "_cuda_memoryStats", None)
+        # An earlier hook's patch (still answering the user's view, _peaks)
+        # is not the hook's read: read torch's own binding beneath it.
+        binding = getattr(binding, "__vramscope_original__", binding)
         ready = getattr(self._cuda, "is_initialized", None)
         if callable(binding) and callable(ready):
             self.read_raw = _binding_reader(binding, ready, device)
