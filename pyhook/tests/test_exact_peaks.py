@@ -322,3 +322,27 @@ def test_a_second_session_reads_beneath_the_first_ones_patches(torch_mod):
         assert check_exact(msgs, sim)
     finally:
         sim.uninstall()
+
+
+from test_e2e import recorders, start, stop_ok, vs_bin, workdir  # noqa: E402,F401 (fixtures)
+
+
+def test_the_monitor_takes_the_exact_peaks_stream(vs_bin, workdir, recorders):
+    """The pin loop's hook (simulated H100, 8 steps) into a real ``vramscope
+    record``: no bad message; hello says exact_peaks; steps 3-7 are plain,
+    each one read with span "step" and same_as 2 at step 1's peak."""
+    out, sock = os.path.join(workdir, "run.jsonl"), os.path.join(workdir, "s.sock")
+    rec = start(recorders, vs_bin, out, sock)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pyhook"))
+    proc = subprocess.run([sys.executable, PINLOOP, "--hook", "--socket", sock], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec.wait_for(lambda ms: any(m["type"] == "goodbye" for m in ms), "the hook's goodbye")
+    summary = stop_ok(rec)
+    assert " 8 steps, 0 lost" in summary, summary
+    msgs = rec.messages()
+    hello = [m for m in msgs if m["type"] == "hello"][0]
+    assert hello["hook"]["exact_peaks"] is True
+    spans = [m for m in msgs if m.get("span")]
+    assert [m["step"] for m in spans] == [3, 4, 5, 6, 7]
+    assert all(m["same_as"] == 2 and m["mem"]["max_allocated"] == STEP1_PEAK for m in spans)
