@@ -542,9 +542,9 @@ class Client:
             self._carry = self._carry_src = None
             return item
         self._carry_src = raw
+        if type(raw) is dict and "allocated" in raw:  # a mem dict (a seam with read() only)
+            return item[:6] + (_raised(raw, self._carry),) + item[7:]
         values = _cuda.compact(raw) if type(raw) is dict else raw
-        if type(values) is dict:  # a mem dict (a seam with read() only)
-            return item[:6] + (_raised(values, self._carry),) + item[7:]
         if values is None:
             return item
         a, r = self._carry
