@@ -69,6 +69,7 @@ type Message struct {
 	WorldSize *int        `json:"world_size,omitempty"`
 	Torch     string      `json:"torch,omitempty"`
 	CUDA      *CUDADevice `json:"cuda,omitempty"`
+	MemSource *MemSource  `json:"mem_source,omitempty"`
 	Clock     *Clock      `json:"clock,omitempty"`
 	Hook      *HookConfig `json:"hook,omitempty"`
 
@@ -299,6 +300,11 @@ func (m *Message) validateHello() error {
 			return errors.New("field cuda.index: negative")
 		}
 		if err := size("cuda.total", c.Total); err != nil {
+			return err
+		}
+	}
+	if s := m.MemSource; s != nil {
+		if err := s.validate(); err != nil {
 			return err
 		}
 	}

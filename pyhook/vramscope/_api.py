@@ -11,7 +11,7 @@ import threading
 import warnings
 import weakref
 
-from . import _client, _config, _cuda, _messages, _oom, _patch, _safe, _watch
+from . import _client, _config, _cuda, _devices, _messages, _oom, _patch, _safe, _watch
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -28,7 +28,7 @@ def _import_torch():
 
 def _start(config, model=None):
     torch = _import_torch()
-    cuda = _cuda.detect(torch, model)
+    cuda = _devices.detect(torch, model)
     version = getattr(torch, "__version__", None) if torch is not None else None
     return _client.Client(config, cuda=cuda, torch_version=version)
 

@@ -116,7 +116,8 @@ class Client:
         self._reach = _sockcheck.Reach(config.socket)
         info = _safe.call(cuda.device_info) if cuda is not None else None
         self.hello = _messages.build_hello(config, self.session, torch_version, info,
-                                           exact_peaks=self.exact)
+                                           exact_peaks=self.exact,
+                                           mem_source=_mem_source(cuda, self.exact))
         self._hello_line = _messages.encode(self.hello)
         if start:
             self.start()
@@ -629,6 +630,20 @@ class Client:
                 sock.close()
             except OSError:
                 pass
+
+
+def _mem_source(cuda, exact):
+    """The hello's ``mem_source`` (docs/protocol.md, "Memory sources"): the
+    seam's ``source`` with ``peaks`` saying what this client's reads give."""
+    source = getattr(cuda, "source", None)
+    if type(source) is not dict or not source.get("kind"):
+        return None
+    source = dict(source)
+    if exact:
+        source["peaks"] = "exact"
+    elif source.get("peaks") == "exact":  # the resets could not start
+        source["peaks"] = "process" if source["kind"] == "cpu" else "counter"
+    return source
 
 
 def _peak_pair(raw):

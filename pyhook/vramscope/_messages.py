@@ -56,10 +56,12 @@ def _env_int(environ, name):
 
 
 def build_hello(config, session, torch_version, cuda_info, now=None, environ=None,
-                argv=None, exact_peaks=False):
+                argv=None, exact_peaks=False, mem_source=None):
     """Return the hello message (seq 0) for this process. ``exact_peaks``:
     the hook resets the peak counters after each phase or mark read
-    (docs/protocol.md, "Exact peaks"); ``reset_peaks`` is retired (false)."""
+    (docs/protocol.md, "Exact peaks"); ``reset_peaks`` is retired (false).
+    ``mem_source``: which memory ``mem`` reads (docs/protocol.md, "Memory
+    sources"), left out when None."""
     env = os.environ if environ is None else environ
     mono = time.monotonic() if now is None else now
     msg = {
@@ -87,6 +89,8 @@ def build_hello(config, session, torch_version, cuda_info, now=None, environ=Non
             "exact_peaks": bool(exact_peaks),
         },
     })
+    if mem_source is not None:
+        msg["mem_source"] = mem_source
     return msg
 
 

@@ -1,0 +1,295 @@
+"""Which memory the hook reads: the device the watched model lives on.
+
+Every reader is a seam with the shape of :class:`_cuda.CudaStats`
+(``read_raw``, ``read``, ``fast_read``, ``start_exact``, ``stop_exact``,
+``device_info``) plus ``source``: the hello's ``mem_source`` object
+(docs/protocol.md, "Memory sources"). The client reads through it the same
+way whatever the device, so the CUDA path is unchanged.
+
+* ``cuda`` / ``rocm``: :class:`_cuda.CudaStats` (NVIDIA and AMD share
+  ``torch.cuda``; ROCm is told apart by ``torch.version.hip``).
+* ``xpu``: :class:`XpuStats`, ``torch.xpu.memory_stats`` (the same keys as
+  CUDA's allocator): peaks are torch's counters, never reset by the hook.
+* ``mps``: :class:`MpsStats`, ``torch.mps.current_allocated_memory()`` and
+  ``driver_allocated_memory()``; MPS has no peak counter, so each read's
+  peak is its own value (peaks come from reads and samples).
+* ``cpu``: :class:`HostStats`, the process's resident memory (RSS) now and
+  its peak, reset after each phase read where Linux lets a process reset
+  its peak RSS (``/proc/self/clear_refs``).
+
+Features are detected, never versions (docs/hook.md, "Devices").
+"""
+
+import collections
+import os
+import threading
+
+from . import _cuda
+
+try:  # not on Windows
+    import resource as _resource
+except ImportError:  # pragma: no cover
+    _resource = None
+
+# How each reader's max_allocated / max_reserved figures come about (the
+# hello's mem_source.peaks).
+PEAKS_EXACT = "exact"        # reset after each phase/mark read: exact since the previous one
+PEAKS_COUNTER = "counter"    # the allocator's peak counter since start (or the user's reset)
+PEAKS_SAMPLES = "samples"    # no peak counter: a read's peak is its own value
+PEAKS_PROCESS = "process"    # host: peak RSS of the whole process, never reset
+PEAKS_NONE = "none"          # nothing read here (a host without /proc): mem is null
+
+
+def _fields(values):
+    """``read_raw()``'s six-value tuple from a flat ``memory_stats()`` dict."""
+    return tuple(values.get(key) for _, key in _cuda.MEM_KEYS)
+
+
+class _Seam:
+    """What every non-CUDA reader shares: ``read()`` maps ``read_raw()``."""
+
+    fast_read = None
+
+    def read(self):
+        """Return the ``mem`` object of one read, or None."""
+        return _cuda.mem_from_raw(self.read_raw())
+
+    def start_exact(self):
+        return None
+
+    def stop_exact(self, peaks):
+        pass
+
+    def device_info(self):
+        return None  # hello's "cuda" object: CUDA (and ROCm) devices only
+
+
+class XpuStats(_Seam):
+    """XpuStats reads Intel's XPU caching allocator through
+    ``torch.xpu.memory_stats(device)`` (PyTorch 2.5+ docs: the flat dict of
+    CUDA's keys, ``allocated_bytes.all.current``/``.peak``,
+    ``reserved_bytes.all.current``/``.peak``). The hook does not reset its
+    peaks (``torch.xpu.reset_peak_memory_stats`` would change what the
+    user's ``max_memory_allocated()`` says): a phase's peak is torch's
+    counter since start, a bound where it did not rise."""
+
+    def __init__(self, torch, device):
+        self._stats = torch.xpu.memory_stats
+        self.device = device
+        self.source = {"kind": "xpu", "peaks": PEAKS_COUNTER}
+        props = getattr(torch.xpu, "get_device_properties", None)
+        if callable(props):
+            try:
+                p = props(device)
+                self.source["name"] = str(p.name)
+                total = getattr(p, "total_memory", None)
+                if isinstance(total, int) and total > 0:
+                    self.source["total"] = total
+            except Exception:  # noqa: BLE001 - a name is a nicety
+                pass
+
+    def read_raw(self):
+        values = _fields(self._stats(self.device))
+        if any(v is None for v in values[:4]):
+            return None  # an allocator never used answers {}
+        return values
+
+
+class MpsStats(_Seam):
+    """MpsStats reads Apple's MPS allocator: ``allocated`` is
+    ``torch.mps.current_allocated_memory()`` (tensors, without the pools'
+    cache), ``reserved`` is ``driver_allocated_memory()`` (everything the
+    Metal driver holds for the process, cache included); PyTorch 2.0-2.x
+    docs. MPS keeps no peak counter: ``max_*`` equal the read's own values,
+    so a phase's peak is the largest read or sample inside it (a bound)."""
+
+    def __init__(self, torch):
+        mps = torch.mps
+        self._current = mps.current_allocated_memory
+        self._driver = mps.driver_allocated_memory
+        self.device = 0
+        self.source = {"kind": "mps", "peaks": PEAKS_SAMPLES}
+        rec = getattr(mps, "recommended_max_memory", None)  # 2.5+
+        if callable(rec):
+            try:
+                total = rec()
+                if isinstance(total, int) and total > 0:
+                    self.source["total"] = total
+            except Exception:  # noqa: BLE001
+                pass
+
+    def read_raw(self):
+        a = int(self._current())
+        r = int(self._driver())
+        return (a, a, r, r, None, None)
+
+
+class _HostPeaks:
+    """The resets of the process's peak RSS (the seam of _peaks.DevicePeaks
+    that the client and the Watcher use): each hook read is followed by
+    ``clear_refs`` "5"; the step's reads are kept for the Watcher's plan."""
+
+    def __init__(self, read, reset):
+        self.lock = threading.Lock()
+        self.step_reads = collections.deque(maxlen=64)
+        self.clients = []
+        self._reset = reset
+        keep = self.step_reads.append
+
+        def read_reset():
+            raw = read()
+            keep(raw)
+            reset()
+            return raw
+
+        self.read_reset = read_reset
+
+    def took(self, raw):
+        self.step_reads.append(raw)
+        self._reset()
+
+    def start_with(self, raw):
+        self._reset()
+
+    def fold(self):
+        pass
+
+
+class HostStats(_Seam):
+    """HostStats reads the process's resident memory: ``allocated`` and
+    ``reserved`` are both the RSS now (what the process holds from the
+    system: a CPU run has no allocator cache of its own to tell apart),
+    ``max_*`` the peak RSS (Linux ``VmHWM``).
+
+    Linux: the RSS is one ``pread`` of ``/proc/self/statm``; the peak is
+    ``getrusage().ru_maxrss`` where it follows ``VmHWM`` (checked once: a
+    process exec'd from a larger one keeps that one's peak in ru_maxrss,
+    then ``/proc/self/status`` is read instead). Where ``/proc/self/clear_refs``
+    takes "5" (Linux 4.0+), the peak is reset after each phase read, so every
+    phase's peak is exact (``peaks: "exact"``); else it is the process's
+    lifetime peak (``"process"``). Elsewhere (macOS, Windows) there is no
+    stdlib read of the RSS now: ``read_raw()`` returns None."""
+
+    def __init__(self, proc="/proc/self"):
+        self.device = "cpu"
+        self.source = {"kind": "cpu", "peaks": PEAKS_PROCESS}
+        self._proc = proc
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self._statm = None
+        self._status = None
+        self._clear = None
+        self._peak = None
+        try:
+            self._statm = os.open(proc + "/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._status = os.open(proc + "/status", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            self._close()
+            self.read_raw = _none
+            self.source["peaks"] = PEAKS_NONE
+            return
+        try:
+            self._clear = os.open(proc + "/clear_refs", os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+            os.write(self._clear, b"5")
+            self.source["peaks"] = PEAKS_EXACT
+        except OSError:
+            if self._clear is not None:
+                os.close(self._clear)
+            self._clear = None
+        self._peak = self._status_peak
+        if _resource is not None:
+            hwm = self._status_peak()
+            ru = _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024
+            if hwm is not None and ru <= hwm + (1 << 20):
+                self._peak = self._rusage_peak
+        self.read_raw = self._read
+
+    def _close(self):
+        for fd in (self._statm, self._status, self._clear):
+            if fd is not None:
+                os.close(fd)
+        self._statm = self._status = self._clear = None
+
+    def _status_peak(self):
+        data = os.pread(self._status, 8192, 0)
+        i = data.find(b"VmHWM:")
+        if i < 0:
+            return None
+        return int(data[i + 6:data.index(b"kB", i)]) * 1024
+
+    @staticmethod
+    def _rusage_peak():
+        return _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def _read(self):
+        rss = int(os.pread(self._statm, 128, 0).split()[1]) * self._page
+        peak = self._peak()
+        if peak is None or peak < rss:
+            peak = rss  # the kernel folds the RSS now into its peak lazily
+        return (rss, peak, rss, peak, None, None)
+
+    def _reset(self):
+        os.write(self._clear, b"5")
+
+    def start_exact(self):
+        """Exact phase peaks where the kernel resets the peak RSS."""
+        if self._clear is None:
+            return None
+        return _HostPeaks(self._read, self._reset)
+
+
+def _none():
+    return None
+
+
+def _model_device(model):
+    """The device type and index of the model's first parameter, or (None, None)."""
+    if model is None:
+        return None, None
+    try:
+        for p in model.parameters():
+            return p.device.type, p.device.index
+    except Exception:  # noqa: BLE001
+        pass
+    return None, None
+
+
+def _available(module):
+    try:
+        return module is not None and bool(module.is_available())
+    except Exception:  # noqa: BLE001 - a broken driver is "not there"
+        return False
+
+
+def rocm(torch):
+    """True on a ROCm (HIP) build of torch: ``torch.version.hip`` is set."""
+    return bool(getattr(getattr(torch, "version", None), "hip", None))
+
+
+def detect(torch, model=None):
+    """Return the reader of the memory the model lives on: its first
+    parameter's device; without a model (or parameters), CUDA when there
+    is one, else the host. None without torch."""
+    if torch is None:
+        return None
+    kind, index = _model_device(model)
+    if kind in (None, "cuda"):
+        if _available(getattr(torch, "cuda", None)):
+            stats = _cuda.detect(torch, model)
+            if stats is not None:
+                stats.source = {"kind": "rocm" if rocm(torch) else "cuda",
+                                "peaks": PEAKS_COUNTER}
+                return stats
+        if kind == "cuda":
+            return None
+        kind = "cpu"
+    if kind == "xpu" and callable(getattr(getattr(torch, "xpu", None), "memory_stats", None)):
+        return XpuStats(torch, 0 if index is None else index)
+    if kind == "mps":
+        mps = getattr(torch, "mps", None)
+        if callable(getattr(mps, "current_allocated_memory", None)) and \
+                callable(getattr(mps, "driver_allocated_memory", None)):
+            return MpsStats(torch)
+        return None
+    if kind == "cpu":
+        return HostStats()
+    return None  # a device whose memory the hook cannot read (meta, ...)
