@@ -1,6 +1,9 @@
 package diagnose
 
-import "github.com/vramscope/vramscope/session"
+import (
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
 
 // The thresholds of the diagnosis. docs/diagnosis.md explains each rule.
 const (
@@ -115,6 +118,9 @@ type Diagnosis struct {
 	// own.
 	End    *Ending      `json:"end"`
 	Phases []PhasePeaks `json:"user_phases"`
+	// Source is "cpu" when the figures are the process's host memory
+	// (RSS; the diagnosis then speaks of host memory), "" otherwise.
+	Source string `json:"source,omitempty"`
 	// AllocRetries is the allocator's retry count (cudaMalloc failed, the
 	// cache was freed and the call retried), 0 on CPU runs.
 	AllocRetries int64 `json:"alloc_retries"`
@@ -241,5 +247,9 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 		}
 	}
 	d.Advice = advise(&d)
+	if hostSource(p) {
+		d.Source = ipc.SourceCPU
+		hostOnly(&d)
+	}
 	return d
 }

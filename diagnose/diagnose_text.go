@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -16,6 +17,9 @@ import (
 //	growth: peak +12 MiB/step over steps 0–39 — possible leak
 func (d *Diagnosis) Headline() string {
 	h := d.pattern()
+	if d.Source == ipc.SourceCPU {
+		h = "host memory (RSS): " + h
+	}
 	if e := d.End; e != nil && e.Abrupt {
 		return e.Lines()[0] + " · " + h
 	}
@@ -94,6 +98,9 @@ func inputNoun(unit string) string {
 // report: the headline, the peak and what dominates it, the first step's
 // causes, the optimizer spike, the memory needed and the advice.
 func (d *Diagnosis) Lines() []string {
+	if d.Source == ipc.SourceCPU {
+		return d.hostLines()
+	}
 	lines := make([]string, 0, 8+len(d.Advice))
 	lines = append(lines, d.pattern())
 	if e := d.End; e != nil {

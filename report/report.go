@@ -45,6 +45,8 @@ type Process struct {
 	Device *Device `json:"device"`
 	// Hook is how the hook was configured, nil when not reported.
 	Hook *ipc.HookConfig `json:"hook"`
+	// Memory is which memory the figures read and what it cannot give.
+	Memory *Memory `json:"memory"`
 	// NVML says what the driver figures are: "process" (this process's
 	// used memory), "device" (device used: per-process memory not visible)
 	// or "" (no NVML data).
@@ -198,6 +200,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	if h.Torch != "" {
 		out.Torch = &h.Torch
 	}
+	out.Memory = memoryOf(h)
 	if c := h.CUDA; c != nil {
 		out.Device = &Device{Index: c.Index, UUID: c.UUID, Name: c.Name, Total: session.Unknown}
 		if c.Total > 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -74,11 +75,7 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 		parts = append(parts, rank)
 	}
 	parts = append(parts, "host "+orDash(p.Host))
-	if d := p.Device; d != nil {
-		parts = append(parts, fmt.Sprintf("%s (cuda:%d, %s)", d.Name, d.Index, d.Total.Human()))
-	} else {
-		parts = append(parts, "CPU (no CUDA device)")
-	}
+	parts = append(parts, p.deviceLabel())
 	torch := "–"
 	if p.Torch != nil {
 		torch = *p.Torch
@@ -105,6 +102,12 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 	if len(p.Argv) > 0 {
 		fmt.Fprintf(w, "  argv: %s\n", strings.Join(p.Argv, " "))
 	}
+	if m := p.Memory; m != nil && m.Kind != ipc.SourceCUDA {
+		fmt.Fprintf(w, "  memory: %s\n", m.What)
+		for _, na := range m.NotAvailable {
+			fmt.Fprintf(w, "  not available: %s\n", na)
+		}
+	}
 }
 
 // writeTable prints the step × phase table, eliding the middle of a long
@@ -112,6 +115,10 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 func (p *Process) writeTable(w *bufio.Writer) {
 	if len(p.Steps) == 0 {
 		w.WriteString("\n  no finished phase\n")
+		return
+	}
+	if p.host() {
+		p.writeHostTable(w)
 		return
 	}
 	nvml := p.NVML != ""

@@ -190,10 +190,9 @@ def the_process(rep):
 
 def check_steps(proc, steps, counts=(1, 1, 1, 1, 1)):
     assert [s["step"] for s in proc["steps"]] == list(steps)
-    # The hook reads the CUDA allocator whenever torch has a CUDA device, also
-    # for a model on the CPU (its figures then describe that device); on a
-    # CPU-only torch there is no allocator: the capability, not the version.
-    cuda = proc["device"] is not None
+    # The hook reads the memory of the device the model lives on: a CUDA
+    # allocator, or on CPU the process's RSS (docs/hook.md, "Devices").
+    cuda = proc["memory"]["kind"] != ""
     for s in proc["steps"]:
         assert [p["phase"] for p in s["phases"]] == PHASES, s
         assert [p["count"] for p in s["phases"]] == list(counts), s

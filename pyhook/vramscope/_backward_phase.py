@@ -39,7 +39,7 @@ class BackwardMixin:
             client = self._client
             raw = None
             read = client.reader if self._edge_reads else None
-            if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
+            if read is not None and (last != "zero_grad" or client.step < self._zero_until):
                 try:
                     raw = read()
                 except Exception as exc:  # noqa: BLE001

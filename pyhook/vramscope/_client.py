@@ -93,6 +93,9 @@ class Client:
         if start_exact is not None:
             self.peaks = _safe.call(start_exact)
         self.exact = self.peaks is not None
+        # A source whose reads are cheap enough to read every phase of every
+        # step (the host's RSS): the Watcher makes every step a breakdown.
+        self.every_phase = bool(getattr(cuda, "every_phase", False))
         self._carry = None  # (max_allocated, max_reserved) a user's reset cut off (sender)
         self._carry_src = None  # the read that carry was applied to
         # The allocator reader (None on CPU runs): callers on the hot path

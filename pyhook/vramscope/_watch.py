@@ -90,6 +90,13 @@ class Watcher(BackwardMixin, StepsMixin):
         # reads at each phase end (a breakdown step) or only where it closes.
         self._exact = bool(getattr(client, "exact", False))
         self._edge_reads = True
+        # zero_grad's end is read on steps below this (docs/hook.md, "Which
+        # edges read"); a source whose reads are cheap (the host's RSS,
+        # docs/hook.md "Devices") reads every edge of every step.
+        self._zero_until = FIRST_MEASURED
+        if getattr(client, "every_phase", False):
+            self._zero_until = 1 << 62
+            self.breakdown_always = True
         self._ref = None  # (step, peak, held) of the last breakdown step
         self._moved = False  # the last plain step moved beyond the noise
         self._same_as = None  # the last {"span": "step", "same_as": k} sent
@@ -218,7 +225,7 @@ class Watcher(BackwardMixin, StepsMixin):
                 client = self._client
                 raw = None
                 read = client.reader if self._edge_reads else None
-                if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
+                if read is not None and (last != "zero_grad" or client.step < self._zero_until):
                     try:
                         raw = read()
                     except Exception as exc:  # noqa: BLE001
@@ -250,7 +257,7 @@ class Watcher(BackwardMixin, StepsMixin):
         read = client.reader
         closing = self._exact and (closing or name == "step")
         if read is not None and (closing or self._edge_reads) \
-                and (name != "zero_grad" or client.step < FIRST_MEASURED or closing):
+                and (name != "zero_grad" or client.step < self._zero_until or closing):
             try:  # client.read_raw() inlined: a frame less at every end edge
                 raw = read()
             except Exception as exc:  # noqa: BLE001
@@ -490,7 +497,7 @@ class Watcher(BackwardMixin, StepsMixin):
                 client = self._client
                 raw = None
                 read = client.reader if self._edge_reads else None
-                if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
+                if read is not None and (last != "zero_grad" or client.step < self._zero_until):
                     try:
                         raw = read()
                     except Exception as exc:  # noqa: BLE001
@@ -578,7 +585,7 @@ class Watcher(BackwardMixin, StepsMixin):
                             self._zero_depth = 0
                             client = self._client
                             if self._open == "zero_grad" and self._tail_step is None \
-                                    and client.step >= FIRST_MEASURED:
+                                    and client.step >= self._zero_until:
                                 # _end("zero_grad") inlined for the every-step case: no read
                                 self._open = None
                                 client.end("zero_grad", None)

@@ -1,0 +1,69 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// A CPU run's figures are the process's resident memory (RSS: docs/hook.md,
+// "Devices"): the interpreter, torch's libraries, tensors and every Python
+// object together. The step peaks, their pattern and their growth mean the
+// same as on a GPU, in host memory; what is measured against the allocator
+// (the anatomy's parts, the allocator cache, the optimizer's first step,
+// the batch estimate, device headroom) has no meaning there and is left out.
+
+// hostOnly keeps what holds for host memory (the pattern, the growth and
+// its rate, the peak's site, the ending, user phases) and drops the rest.
+func hostOnly(d *Diagnosis) {
+	d.Layers = Breakdown{}
+	d.Peak.Dominant, d.Peak.DominantBytes = "", session.Unknown
+	d.Causes = Causes{Step: -1, OptimizerCreated: session.Unknown, OptimizerAnatomy: session.Unknown, CacheGrowth: session.Unknown, NonPyTorchGrowth: session.Unknown}
+	d.Spike = OptimizerSpike{Step: -1, Start: session.Unknown, Peak: session.Unknown, Bytes: session.Unknown}
+	d.Need.Batch = nil
+	d.Need.Headroom, d.Need.DeviceTotal, d.Need.Used, d.Need.UsedBasis = session.Unknown, session.Unknown, session.Unknown, ""
+	var keep []Advice
+	for _, a := range d.Advice {
+		if d.Pattern == PatternGrowth && d.GrowthKind == GrowthLeak && strings.HasPrefix(a.Text, "look for") {
+			a.Text = fmt.Sprintf("look for objects kept across steps since step %d (e.g. accumulating `loss` instead of `loss.item()`, lists of outputs or batches, caches keyed by step, a DataLoader's growing state)", d.GrowthFrom)
+			keep = append(keep, a)
+		}
+	}
+	d.Advice = keep
+}
+
+// hostLines are Lines for a CPU run, in host-memory terms.
+func (d *Diagnosis) hostLines() []string {
+	lines := []string{"host memory (RSS): " + d.pattern()}
+	if e := d.End; e != nil {
+		lines = append(lines, e.Lines()...)
+	}
+	for i := range d.Phases {
+		lines = append(lines, d.Phases[i].Line())
+	}
+	if pk := d.Peak; pk.Step >= 0 {
+		bound := ""
+		if !pk.Exact {
+			bound = " (at least)"
+		}
+		lines = append(lines, fmt.Sprintf("session peak RSS %s MiB%s, in %s (the whole process: interpreter, libraries, tensors)", pk.Allocated.MiBString(), bound, Where(pk.Step, pk.Phase)))
+	}
+	if n := d.Need; n.Allocated.Known() {
+		kind := "highest"
+		if n.Steady {
+			kind = "steady"
+		}
+		lines = append(lines, fmt.Sprintf("needed (%s peak): %s MiB of host memory", kind, n.Allocated.MiBString()))
+	}
+	for _, a := range d.Advice {
+		lines = append(lines, "→ "+a.Text+" — because "+a.Because)
+	}
+	return lines
+}
+
+// hostSource is true for a process whose figures are host memory.
+func hostSource(p *session.Process) bool {
+	return ipc.SourceKind(&p.Hello) == ipc.SourceCPU
+}

@@ -1,0 +1,261 @@
+"""The memory sources beyond NVIDIA CUDA (issue 21; docs/hook.md, "Devices").
+
+The host reader (CPU runs) is tested for real: this process's RSS and the
+kernel's resettable peak. ROCm, XPU and MPS are tested against fakes built
+from the documented behaviour of their APIs; each fake names the docs it
+follows.
+"""
+
+import json
+import os
+import types
+
+import pytest
+
+from conftest import ROOT, load_fixture_stats, make_config
+from vramscope import _client, _cuda, _devices
+
+MiB = 1 << 20
+
+
+def touched(n):
+    """``n`` bytes the process really holds (every page written)."""
+    b = bytearray(n)
+    b[::4096] = b"\1" * len(b[::4096])
+    return b
+
+
+def fixture_sources():
+    with open(os.path.join(ROOT, "testdata", "protocol", "mem_sources.json")) as f:
+        cases = json.load(f)["valid"]
+    return {c["case"]: c["hello"].get("mem_source") for c in cases}
+
+
+# ---- the host (CPU runs): real reads --------------------------------------------
+
+linux_proc = pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="no /proc")
+
+
+@linux_proc
+def test_host_reads_this_process_rss_and_its_peak():
+    host = _devices.HostStats()
+    a, peak, r, peak_r, retries, ooms = host.read_raw()
+    assert a == r and peak == peak_r, "allocated = reserved = RSS on the host"
+    assert a > 10 * MiB and peak >= a and retries is None and ooms is None
+    keep = touched(64 * MiB)
+    b = host.read_raw()
+    assert b[0] - a >= 60 * MiB, "the RSS follows 64 MiB written"
+    del keep
+    assert host.read()["allocated"] > 0
+
+
+@linux_proc
+def test_host_peak_is_reset_after_each_read_where_the_kernel_allows():
+    host = _devices.HostStats()
+    peaks = host.start_exact()
+    if peaks is None:
+        pytest.skip("this kernel has no writable /proc/self/clear_refs")
+    assert host.source == {"kind": "cpu", "peaks": "exact"}
+    peaks.read_reset()
+    keep = touched(96 * MiB)
+    del keep  # freed: the RSS drops back, the peak stays
+    during = peaks.read_reset()
+    after = peaks.read_reset()
+    assert during[1] - during[0] >= 90 * MiB, "the phase's peak holds the freed 96 MiB"
+    assert after[1] - after[0] < 16 * MiB, "the next interval starts from the RSS then"
+    assert list(peaks.step_reads)[-2:] == [during, after], "the Watcher's plan sees each read"
+
+
+def test_host_without_proc_reads_nothing_and_says_so(tmp_path):
+    host = _devices.HostStats(proc=str(tmp_path / "absent"))
+    assert host.read_raw() is None and host.read() is None
+    assert host.source == {"kind": "cpu", "peaks": "none"}
+    assert host.start_exact() is None
+
+
+@linux_proc
+def test_host_client_hello_names_the_source_and_every_phase_reads(torch_mod):
+    torch = torch_mod
+    from vramscope import _watch
+    host = _devices.HostStats()
+    client = _client.Client(make_config(), cuda=host, start=False)
+    assert client.hello["mem_source"]["kind"] == "cpu"
+    assert client.hello["mem_source"]["peaks"] == ("exact" if client.exact else "process")
+    assert client.hello["cuda"] is None
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _watch.Watcher(torch, client, model, opt, client.config)
+    x = torch.randn(4, 8)
+    for _ in range(8):  # well past the always-measured steps 0-2
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    ends = [item for item in client._queue if type(item) is tuple and item[4] == "end"]
+    assert len(ends) == 8 * 5
+    assert all(item[6] is not None for item in ends), "a CPU run reads every phase end"
+    assert not any(item[7] for item in ends), "no plain-step span on the host"
+
+
+def test_detect_follows_the_model_device(torch_mod):
+    torch = torch_mod
+    model = torch.nn.Linear(2, 2)
+    got = _devices.detect(torch, model)
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert isinstance(got, _devices.HostStats)
+    assert isinstance(_devices.detect(torch), _devices.HostStats), "no model: the host"
+    assert _devices.detect(None) is None
+    meta = torch.nn.Linear(2, 2, device="meta") if hasattr(torch, "device") else None
+    if meta is not None:
+        assert _devices.detect(torch, meta) is None, "memory the hook cannot read"
+
+
+# ---- fakes built from documented behaviour ---------------------------------------
+
+class Param:
+    def __init__(self, kind, index=None):
+        self.device = types.SimpleNamespace(type=kind, index=index)
+
+
+class Model:
+    def __init__(self, kind, index=None):
+        self._p = Param(kind, index)
+
+    def parameters(self):
+        yield self._p
+
+
+class FakeXpu:
+    """torch.xpu as the PyTorch 2.5 docs describe it (torch.xpu.memory_stats,
+    reset_peak_memory_stats, get_device_properties): ``memory_stats(device)``
+    is the flat dict of the caching allocator's stats with CUDA's key names
+    ("allocated_bytes.all.current", ".peak", "reserved_bytes.all.current",
+    ...); an allocator never used answers {}. The values are the measured
+    torch 2.3 A100 fixture (testdata/torch), standing for an XPU's."""
+
+    def __init__(self, stats):
+        self.stats = stats
+        self.resets = 0
+
+    def is_available(self):
+        return True
+
+    def memory_stats(self, device=None):
+        return self.stats
+
+    def reset_peak_memory_stats(self, device=None):
+        self.resets += 1
+
+    def get_device_properties(self, device=None):
+        return types.SimpleNamespace(name="Intel(R) Data Center GPU Max 1550", total_memory=68719476736)
+
+
+class FakeMps:
+    """torch.mps as the PyTorch 2.0 docs describe it: ``current_allocated_memory()``
+    is the memory occupied by tensors (not the pools' cache),
+    ``driver_allocated_memory()`` what the Metal driver holds for the process
+    (cache and MPSGraph included); no peak counter exists. 2.5 added
+    ``recommended_max_memory()``. The figures are test values (not
+    measured on a Mac): 300 and 512 MiB, and 22906503168 B (21.3 GiB) as
+    the recommended maximum."""
+
+    def __init__(self):
+        self.current, self.driver = 300 * MiB, 512 * MiB
+
+    def current_allocated_memory(self):
+        return self.current
+
+    def driver_allocated_memory(self):
+        return self.driver
+
+    def recommended_max_memory(self):
+        return 22906503168
+
+
+class FakeCudaModule:
+    """torch.cuda on a ROCm build (PyTorch's HIP semantics notes: the
+    torch.cuda interfaces, memory statistics included, work unchanged on
+    ROCm, and ``torch.version.hip`` is set, ``torch.version.cuda`` None)."""
+
+    def __init__(self):
+        self.stats = load_fixture_stats()
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return True
+
+    def current_device(self):
+        return 0
+
+    def memory_stats(self, device=None):
+        return self.stats
+
+    def get_device_properties(self, device):
+        return types.SimpleNamespace(name="AMD Instinct MI300X", total_memory=205822885888)
+
+
+def fake_torch(**kw):
+    torch = types.SimpleNamespace(version=types.SimpleNamespace(hip=None, cuda=None),
+                                  cuda=types.SimpleNamespace(is_available=lambda: False))
+    for k, v in kw.items():
+        setattr(torch, k, v)
+    return torch
+
+
+def test_xpu_reads_the_allocator_and_never_resets():
+    stats = load_fixture_stats()
+    xpu = FakeXpu(stats)
+    seam = _devices.detect(fake_torch(xpu=xpu), Model("xpu", 0))
+    assert isinstance(seam, _devices.XpuStats)
+    assert seam.read() == _cuda.mem_from_stats(stats)
+    assert seam.start_exact() is None and xpu.resets == 0, "the user's peaks stay theirs"
+    xpu.stats = {}
+    assert seam.read() is None, "an allocator never used"
+    client = _client.Client(make_config(), cuda=seam, start=False)
+    assert client.hello["mem_source"] == fixture_sources()["xpu"]
+    assert not client.exact and client.hello["cuda"] is None
+
+
+def test_xpu_without_memory_stats_is_not_read():
+    xpu = types.SimpleNamespace(is_available=lambda: True)
+    assert _devices.detect(fake_torch(xpu=xpu), Model("xpu", 0)) is None
+
+
+def test_mps_reads_current_and_driver_memory_and_has_no_peak_counter():
+    mps = FakeMps()
+    seam = _devices.detect(fake_torch(mps=mps), Model("mps"))
+    assert isinstance(seam, _devices.MpsStats)
+    assert seam.read() == {"allocated": 300 * MiB, "max_allocated": 300 * MiB,
+                           "reserved": 512 * MiB, "max_reserved": 512 * MiB}
+    mps.current = 100 * MiB
+    assert seam.read()["max_allocated"] == 100 * MiB, "no counter: a read's peak is its own value"
+    client = _client.Client(make_config(), cuda=seam, start=False)
+    assert client.hello["mem_source"] == fixture_sources()["mps"]
+    assert not client.exact
+
+
+def test_rocm_is_torch_cuda_labelled_by_torch_version_hip():
+    cuda = FakeCudaModule()
+    torch = fake_torch(cuda=cuda, version=types.SimpleNamespace(hip="6.4.43482", cuda=None),
+                       _C=types.SimpleNamespace())
+    seam = _devices.detect(torch, Model("cuda", 0))
+    assert isinstance(seam, _cuda.CudaStats) and seam.source["kind"] == "rocm"
+    assert seam.read() == _cuda.mem_from_stats(cuda.stats)
+    assert seam.device_info()["name"] == "AMD Instinct MI300X"
+    # Without torch._C's bindings there are no exact peaks: "counter".
+    assert _client._mem_source(seam, False) == {"kind": "rocm", "peaks": "counter"}
+    assert _client._mem_source(seam, True) == fixture_sources()["rocm"]
+    torch.version.hip = None
+    assert _devices.detect(torch, Model("cuda", 0)).source["kind"] == "cuda"
+
+
+@linux_proc
+def test_host_source_matches_the_shared_fixture():
+    host = _devices.HostStats()
+    want = fixture_sources()
+    got = _client._mem_source(host, host.start_exact() is not None)
+    assert got in (want["cpu"], want["cpu without clear_refs"])
+    assert _client._mem_source(host, False) == want["cpu without clear_refs"]
+    assert _client._mem_source(object(), True) is None, "a seam without a source: none sent"
