@@ -69,6 +69,9 @@ func (m *Model) deviceText(p *session.Process) string {
 	if p != nil && p.OnCPU() {
 		return "CPU run (no CUDA device)"
 	}
+	if text, ok := sourceText(p); ok {
+		return text
+	}
 	name := ""
 	var uuid string
 	if p != nil && p.Hello.CUDA != nil {
