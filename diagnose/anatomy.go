@@ -115,7 +115,12 @@ type Breakdown struct {
 // LayersOf splits a process's memory into layers, now and at the session
 // peak (the phase with the largest allocated peak; the first one on a tie).
 func LayersOf(s *session.Store, p *session.Process) Breakdown {
-	return Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, findPeak(p))}
+	b := Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, findPeak(p))}
+	if hostSource(p) {
+		hostLayers(&b.Now)
+		hostLayers(&b.Peak)
+	}
+	return b
 }
 
 func unknownLayers() Layers {

@@ -18,7 +18,8 @@ import (
 // hostOnly keeps what holds for host memory (the pattern, the growth and
 // its rate, the peak's site, the ending, user phases) and drops the rest.
 func hostOnly(d *Diagnosis) {
-	d.Layers = Breakdown{}
+	hostLayers(&d.Layers.Now)
+	hostLayers(&d.Layers.Peak)
 	d.Peak.Dominant, d.Peak.DominantBytes = "", session.Unknown
 	d.Causes = Causes{Step: -1, OptimizerCreated: session.Unknown, OptimizerAnatomy: session.Unknown, CacheGrowth: session.Unknown, NonPyTorchGrowth: session.Unknown}
 	d.Spike = OptimizerSpike{Step: -1, Start: session.Unknown, Peak: session.Unknown, Bytes: session.Unknown}
@@ -66,4 +67,12 @@ func (d *Diagnosis) hostLines() []string {
 // hostSource is true for a process whose figures are host memory.
 func hostSource(p *session.Process) bool {
 	return ipc.SourceKind(&p.Hello) == ipc.SourceCPU
+}
+
+// hostLayers leaves unknown what a host run cannot split: no allocator
+// cache (allocated = reserved = RSS), no driver view. The tensor layers stay
+// as measured; Other is the rest of the process (RSS − tensors).
+func hostLayers(l *Layers) {
+	l.Cache, l.NonPyTorch, l.OtherProcesses = session.Unknown, session.Unknown, session.Unknown
+	l.ProcessUsed, l.DeviceUsed = session.Unknown, session.Unknown
 }

@@ -135,3 +135,15 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 		fmt.Fprintf(w, "  (the store kept %d of %d steps: the first and the most recent)\n", kept, p.StepsTotal)
 	}
 }
+
+// hostLayerName is an anatomy row's name on a CPU run, "" for a row that
+// has no meaning there (the allocator cache, the driver's views).
+func hostLayerName(name string) string {
+	switch name {
+	case "other/temporaries":
+		return "rest of process"
+	case "allocator cache", "non-PyTorch", "other processes":
+		return ""
+	}
+	return name
+}

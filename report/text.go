@@ -183,13 +183,23 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 	w.WriteString("\n  anatomy (MiB)             now   at peak\n")
 	now, peak := a.Now.List(), a.Peak.List()
 	for i := range now {
-		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", now[i].Name, now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
+		name := now[i].Name
+		if p.host() {
+			if name = hostLayerName(name); name == "" {
+				continue
+			}
+		}
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", name, now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
 	}
 	if a.Now.ActivationsStale || a.Peak.ActivationsStale {
 		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "activ.+temporaries", a.Now.Transient.MiBString(), a.Peak.Transient.MiBString())
 	}
-	fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= allocated", a.Now.Allocated.MiBString(), a.Peak.Allocated.MiBString())
-	fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= reserved", a.Now.Reserved.MiBString(), a.Peak.Reserved.MiBString())
+	if p.host() {
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= RSS", a.Now.Allocated.MiBString(), a.Peak.Allocated.MiBString())
+	} else {
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= allocated", a.Now.Allocated.MiBString(), a.Peak.Allocated.MiBString())
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "= reserved", a.Now.Reserved.MiBString(), a.Peak.Reserved.MiBString())
+	}
 	if m := a.Measured; m != nil {
 		batch := "–"
 		if m.BatchSize != nil {

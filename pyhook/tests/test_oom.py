@@ -80,6 +80,10 @@ def test_other_exceptions_send_no_oom(monkeypatch):
     assert _oom._is_oom(OutOfMemoryError, OutOfMemoryError("x"))
 
 
+def hello_of(msgs):
+    return [m for m in msgs if m["type"] == "hello"][0]
+
+
 SCRIPT = r"""
 import torch, vramscope
 model = torch.nn.Linear(8, 4)
@@ -107,5 +111,7 @@ def test_a_real_process_dying_of_oom_says_so(torch_mod, monitor, tmp_path):
     kinds = [m["type"] for m in got]
     assert "oom" in kinds and kinds.index("oom") < len(kinds) - 1
     oom = got[kinds.index("oom")]
-    assert oom["step"] == 2 and oom["mem"] is None  # a CPU run has no allocator
+    assert oom["step"] == 2
+    if hello_of(got)["mem_source"]["kind"] == "cpu":  # a CPU run: the host's RSS
+        assert oom["mem"]["allocated"] > 0 and oom["mem"]["allocated"] == oom["mem"]["reserved"]
     assert got[-1]["reason"] == "error"

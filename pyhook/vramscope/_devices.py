@@ -264,6 +264,18 @@ def _available(module):
         return False
 
 
+def _cuda_in_use(torch):
+    """True when this process has initialised CUDA (a GPU run whose watched
+    parameters sit on the host, e.g. offloaded): its GPU memory is read."""
+    cuda = getattr(torch, "cuda", None)
+    if not _available(cuda):
+        return False
+    try:
+        return bool(cuda.is_initialized())
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def rocm(torch):
     """True on a ROCm (HIP) build of torch: ``torch.version.hip`` is set."""
     return bool(getattr(getattr(torch, "version", None), "hip", None))
@@ -272,10 +284,14 @@ def rocm(torch):
 def detect(torch, model=None):
     """Return the reader of the memory the model lives on: its first
     parameter's device; without a model (or parameters), CUDA when there
-    is one, else the host. None without torch."""
+    is one, else the host. A model on the host in a process that has
+    initialised CUDA is a GPU run (parameters offloaded): CUDA is read.
+    None without torch."""
     if torch is None:
         return None
     kind, index = _model_device(model)
+    if kind == "cpu" and _cuda_in_use(torch):
+        kind = None  # parameters on the host (offloaded), the work on the GPU
     if kind in (None, "cuda"):
         if _available(getattr(torch, "cuda", None)):
             stats = _cuda.detect(torch, model)

@@ -67,7 +67,8 @@ def _send(requested, device_free, device_total):
         return
     phase = _state["phase"]() if _state["phase"] is not None else None
     if device_total is None and client.cuda is not None:
-        device_total = client.cuda.device_info().get("total")
+        info = client.cuda.device_info()  # None for a source with no CUDA device
+        device_total = info.get("total") if info else None
     msg = _messages.build_oom(client.step, phase, client.read_mem(), requested, device_free, device_total)
     if client.emit(msg):
         _state["sent"] = True
