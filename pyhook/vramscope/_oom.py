@@ -13,7 +13,7 @@ into training.
 
 import sys
 
-from . import _messages, _safe
+from . import _devices, _messages, _safe
 
 _state = {"client": None, "phase": None, "observer": False, "error": False, "sent": False}
 
@@ -27,7 +27,11 @@ def install(torch, client, open_phase):
     """
     _state["client"], _state["phase"], _state["sent"] = client, open_phase, False
     attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
-    if not _state["observer"] and callable(attach) and client.cuda is not None:
+    # The CUDA allocator's observer, for a CUDA (or ROCm) reader only: other
+    # sources' readers are _devices._Seam (a CPU run on a CUDA build of torch
+    # without a driver would fail to attach it).
+    if not _state["observer"] and callable(attach) and client.cuda is not None \
+            and not isinstance(client.cuda, _devices._Seam):
         attach(_observer)
         _state["observer"] = True
     if sys.excepthook is not _excepthook:
