@@ -45,10 +45,15 @@ func (p *Process) writeText(w *bufio.Writer) {
 	p.writeHeader(w)
 	p.writeTable(w)
 	t := &p.Totals
-	fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
-		plural(t.Steps, "step", "steps"), t.DurationS,
-		mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
-		mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
+	if p.host() {
+		fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak RSS %s%s\n", plural(t.Steps, "step", "steps"), t.DurationS,
+			mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase))
+	} else {
+		fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
+			plural(t.Steps, "step", "steps"), t.DurationS,
+			mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
+			mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
+	}
 	if p.PartialStep >= 0 {
 		fmt.Fprintf(w, "  step %d is partial (the process ended in it): left out of the totals and the pattern\n", p.PartialStep)
 	}
