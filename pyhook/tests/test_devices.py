@@ -84,12 +84,15 @@ def test_host_client_hello_names_the_source_and_every_phase_reads(torch_mod):
     assert client.hello["cuda"] is None
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    _watch.Watcher(torch, client, model, opt, client.config)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
     x = torch.randn(4, 8)
-    for _ in range(8):  # well past the always-measured steps 0-2
-        opt.zero_grad()
-        model(x).sum().backward()
-        opt.step()
+    try:
+        for _ in range(8):  # well past the always-measured steps 0-2
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    finally:
+        watcher.remove()
     ends = [item for item in client._queue if type(item) is tuple and item[4] == "end"]
     assert len(ends) == 8 * 5
     assert all(item[6] is not None for item in ends), "a CPU run reads every phase end"
