@@ -13,7 +13,7 @@ OPTIONAL = {"hello": {"nspid"}, "mem": {"alloc_retries", "ooms"},
 # Fields docs/protocol.md types as "X or null"; the fixture shows one of the two.
 NULLABLE = {"mem", "torch", "cuda", "activations", "batch_size", "rank", "local_rank",
             "world_size", "batch", "tokens", "activations_step", "activations_batch",
-            "activations_tokens", "activations_source"}
+            "activations_tokens", "activations_source", "saved", "loss", "kept"}
 
 
 def fixture_messages():

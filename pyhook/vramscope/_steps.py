@@ -178,7 +178,7 @@ class StepsMixin:
             "device": figures["device"],
         }
         for k in ("tokens", "activations_step", "activations_batch", "activations_tokens",
-                  "activations_source"):
+                  "activations_source", "saved"):
             msg[k] = acts.get(k)
         self._client.anatomy(step, msg)
 

@@ -458,6 +458,14 @@ class Watcher(BackwardMixin, StepsMixin):
                 acts = self._acts
                 if acts.measuring:
                     acts.pause()
+                    if not self._hook_output:
+                        # What is saved until backward is the loss's: only
+                        # once backwards come through the wrapper, which
+                        # removes the saved-tensor hooks on this thread before
+                        # autograd runs. Removed from inside the engine (the
+                        # output-grad fallback), they would outlive it in this
+                        # thread's state, which the engine restores after.
+                        acts.loss()
                 torch = self._torch
                 if not torch.is_grad_enabled():
                     self._end("forward")
