@@ -108,6 +108,9 @@ type Message struct {
 	ActivationsBatch  *int64 `json:"activations_batch,omitempty"`
 	ActivationsTokens *int64 `json:"activations_tokens,omitempty"`
 	ActivationsSource string `json:"activations_source,omitempty"`
+	// Saved splits Activations by module and adds the loss's own saved
+	// tensors (measured steps of newer hooks; nil otherwise).
+	Saved *Saved `json:"saved,omitempty"`
 
 	// oom: the open phase, the bytes the failed allocation asked for and
 	// the device's free and total memory at that moment.
@@ -354,8 +357,14 @@ func (m *Message) validateAnatomy() error {
 	default:
 		return fmt.Errorf("field activations_source: %q is neither \"measured\" nor \"scaled\"", clip(m.ActivationsSource))
 	}
-	return sizes(opt{"batch_size", m.BatchSize}, opt{"tokens", m.Tokens},
-		opt{"activations_batch", m.ActivationsBatch}, opt{"activations_tokens", m.ActivationsTokens})
+	if err := sizes(opt{"batch_size", m.BatchSize}, opt{"tokens", m.Tokens},
+		opt{"activations_batch", m.ActivationsBatch}, opt{"activations_tokens", m.ActivationsTokens}); err != nil {
+		return err
+	}
+	if m.Saved != nil {
+		return m.Saved.validate(m.Activations)
+	}
+	return nil
 }
 
 // validateInput checks a phase's optional input size.
