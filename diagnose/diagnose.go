@@ -240,6 +240,6 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 			d.Need.PhasePeak, d.Need.PhaseName = u.Peak, u.Name
 		}
 	}
-	d.Advice = advise(&d)
+	d.Advice = append(advise(&d), HoldersOf(p.Anatomy).Advice()...)
 	return d
 }

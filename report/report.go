@@ -135,6 +135,9 @@ type Anatomy struct {
 	// Now and Peak are the layers (docs/diagnosis.md).
 	Now  diagnose.Layers `json:"now"`
 	Peak diagnose.Layers `json:"peak"`
+	// Holders is who holds the saved activations of the last measurement
+	// (by module, and the loss's own); nil when the hook sent no split.
+	Holders *diagnose.Holders `json:"holders"`
 }
 
 // Measured is one anatomy message as the hook sent it.
@@ -248,6 +251,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 			m.BatchSize = &bs
 		}
 		out.Anatomy.Measured = m
+		out.Anatomy.Holders = diagnose.HoldersOf(a)
 	}
 	d := diagnose.Diagnose(s, p)
 	out.Diagnosis = Diagnosis{Diagnosis: d, Headline: d.Headline(), Lines: d.Lines()}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
@@ -196,6 +197,7 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 	for _, n := range diagnose.ActivationsNotes(diagnose.Breakdown{Now: a.Now, Peak: a.Peak}) {
 		fmt.Fprintf(w, "    %s\n", n)
 	}
+	writeHolders(w, a.Holders)
 	if a.Peak.ProcessUsedStale {
 		line := "    NVML process at peak: stale, no reading (1 Hz) during the peak's phase"
 		if a.Peak.DeviceUsed.Known() {
@@ -231,6 +233,43 @@ func plural(n int, one, many string) string {
 func orDash(s string) string {
 	if s == "" {
 		return "–"
+	}
+	return s
+}
+
+// writeHolders is the by-module split of the saved activations: the
+// modules and the loss with their shares, then the largest blocks.
+func writeHolders(w *bufio.Writer, h *diagnose.Holders) {
+	if h == nil {
+		return
+	}
+	loss := "the loss's: not measured"
+	if h.Loss.Known() {
+		loss = "the loss's " + h.Loss.Human()
+	}
+	fmt.Fprintf(w, "    saved for backward at step %d: %s (the model's forward %s + %s)\n", h.Step, h.Saved.Human(), h.Activations.Human(), loss)
+	for _, e := range h.Modules {
+		fmt.Fprintf(w, "      %s  %9s  %3.0f%%\n", padRight(e.Label(), 34), e.Bytes.Human(), 100*e.Share)
+	}
+	if h.Rest.Count > 0 {
+		fmt.Fprintf(w, "      %s  %9s  %3.0f%%\n", padRight(fmt.Sprintf("(%s more)", plural(int(h.Rest.Count), "module", "modules")), 34), h.Rest.Bytes.Human(), 100*h.Rest.Share)
+	}
+	var blocks []string
+	for _, b := range h.Blocks {
+		blocks = append(blocks, fmt.Sprintf("%s %s (%.0f%%)", b.Label(), b.Bytes.Human(), 100*b.Share))
+	}
+	if len(blocks) > 0 {
+		fmt.Fprintf(w, "    largest blocks: %s\n", strings.Join(blocks, ", "))
+	}
+	if h.Loss.Known() && h.Loss > 0 {
+		fmt.Fprintf(w, "    the loss's saved tensors (%s) are not in activations: from loss to backward they are part of other/temporaries\n", h.Loss.Human())
+	}
+}
+
+// padRight pads s with spaces to n runes (the labels hold "×").
+func padRight(s string, n int) string {
+	if k := utf8.RuneCountInString(s); k < n {
+		return s + strings.Repeat(" ", n-k)
 	}
 	return s
 }

@@ -85,6 +85,12 @@ type Anatomy struct {
 	ActivationsStep                     int
 	ActivationsBatch, ActivationsTokens int64
 	ActivationsSource                   string
+	// Saved is the hook's by-module split of the activations measured at
+	// SavedStep (SavedActivations in all); a scaled anatomy keeps the
+	// last measured one. Nil from hooks that send none.
+	Saved            *ipc.Saved
+	SavedStep        int
+	SavedActivations Bytes
 }
 
 // Mark is a named point event.
@@ -444,6 +450,12 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 	}
 	if m.ActivationsTokens != nil {
 		a.ActivationsTokens = *m.ActivationsTokens
+	}
+	a.SavedActivations = Unknown
+	if m.Saved != nil && m.Activations != nil {
+		a.Saved, a.SavedStep, a.SavedActivations = m.Saved, a.ActivationsStep, Bytes(*m.Activations)
+	} else if prev := p.Anatomy; prev != nil && m.ActivationsSource == "scaled" && prev.Saved != nil {
+		a.Saved, a.SavedStep, a.SavedActivations = prev.Saved, prev.SavedStep, prev.SavedActivations
 	}
 	if len(p.Anatomies) >= p.limits.anatomies {
 		p.Anatomies = append(p.Anatomies[:1], p.Anatomies[2:]...)
