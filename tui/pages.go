@@ -120,15 +120,27 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 	if p == nil {
 		return []string{"No training process yet."}
 	}
-	if p.OnCPU() {
-		return []string{rendered(&styleHeading, "Memory anatomy"), "", "CPU run: there is no GPU memory to break down."}
-	}
 	w := min(max(m.w, 20), 64)
-	total, _ := m.deviceTotal(p)
-	s := anatomyKept(diagnose.LayersOf(m.store, p), total, w, 40)
-	lines := strings.Split(s, "\n")
-	for len(lines) > 1 && strings.TrimSpace(ansi.Strip(lines[len(lines)-1])) == "" {
-		lines = lines[:len(lines)-1]
+	var lines []string
+	if p.OnCPU() {
+		lines = []string{rendered(&styleHeading, "Memory anatomy"), "", "CPU run: there is no GPU memory to break down."}
+	} else {
+		total, _ := m.deviceTotal(p)
+		s := anatomyKept(diagnose.LayersOf(m.store, p), total, w, 40)
+		lines = strings.Split(s, "\n")
+		for len(lines) > 1 && strings.TrimSpace(ansi.Strip(lines[len(lines)-1])) == "" {
+			lines = lines[:len(lines)-1]
+		}
+	}
+	if hl := holdersLines(diagnose.HoldersOf(p.Anatomy), max(min(m.w-1, 96), 20)); len(hl) > 0 {
+		lines = append(lines, "")
+		for _, l := range hl {
+			if strings.HasPrefix(l, "→ ") { // advice: wrapped, never cut
+				lines = append(lines, wrapHanging("", l, max(m.w-1, 20), 2)...)
+			} else {
+				lines = append(lines, l)
+			}
+		}
 	}
 	return append(lines, "", rendered(&styleDim, "a or esc to close · ? explains the letters"))
 }
