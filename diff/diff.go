@@ -65,8 +65,27 @@ type Pair struct {
 	// names of those that changed by more than MovedFloor and MovedShare.
 	Layers []Layer  `json:"layers"`
 	Moved  []string `json:"moved"`
+	// Saved is what autograd saved for backward in each side's last
+	// measurement (the model's forward and the loss's); Modules are the
+	// by-module entries of either side (the loss among them), and
+	// ModulesMoved the labels of those that changed by ModuleMovedShare of
+	// the larger Saved or more. Empty when a side sent no split.
+	Saved        Delta    `json:"saved"`
+	Modules      []Module `json:"modules"`
+	ModulesMoved []string `json:"modules_moved"`
 	// Cells are every aligned step × phase cell.
 	Cells []Cell `json:"cells"`
+}
+
+// ModuleMovedShare is the share of the larger side's saved bytes a module
+// entry must change by to count as moved.
+const ModuleMovedShare = 0.05
+
+// Module is one by-module entry on both sides: A or B is Unknown when the
+// entry is not in that side's top list and that list left some out.
+type Module struct {
+	Label string `json:"label"`
+	Delta
 }
 
 // Phase is one phase's peak allocated and reserved over the common steps.
@@ -183,7 +202,63 @@ func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *se
 			pr.Moved = append(pr.Moved, l.Name)
 		}
 	}
+	pr.compareModules(diagnose.HoldersOf(pa.Anatomy), diagnose.HoldersOf(pb.Anatomy))
 	return pr
+}
+
+// compareModules pairs the by-module entries of both sides by label.
+func (pr *Pair) compareModules(ha, hb *diagnose.Holders) {
+	pr.Saved = delta(session.Unknown, session.Unknown)
+	pr.Modules, pr.ModulesMoved = []Module{}, []string{}
+	if ha == nil || hb == nil {
+		if ha != nil {
+			pr.Saved.A = ha.Saved
+		}
+		if hb != nil {
+			pr.Saved.B = hb.Saved
+		}
+		return
+	}
+	pr.Saved = delta(ha.Saved, hb.Saved)
+	// an entry missing from a complete list is 0; from a cut one, unknown
+	missing := func(h *diagnose.Holders) session.Bytes {
+		if h.Rest.Count == 0 {
+			return 0
+		}
+		return session.Unknown
+	}
+	index := map[string]int{}
+	var labels []string
+	va, vb := map[string]session.Bytes{}, map[string]session.Bytes{}
+	for _, side := range []struct {
+		h *diagnose.Holders
+		v map[string]session.Bytes
+	}{{ha, va}, {hb, vb}} {
+		for _, e := range side.h.Modules {
+			l := e.Label()
+			if _, ok := index[l]; !ok {
+				index[l] = len(labels)
+				labels = append(labels, l)
+			}
+			side.v[l] = e.Bytes
+		}
+	}
+	floor := int64(ModuleMovedShare * float64(max(ha.Saved, hb.Saved)))
+	for _, l := range labels {
+		a, ok := va[l]
+		if !ok {
+			a = missing(ha)
+		}
+		b, ok := vb[l]
+		if !ok {
+			b = missing(hb)
+		}
+		m := Module{Label: l, Delta: delta(a, b)}
+		pr.Modules = append(pr.Modules, m)
+		if c := m.Change; c != nil && abs(*c) >= max(floor, 1) {
+			pr.ModulesMoved = append(pr.ModulesMoved, l)
+		}
+	}
 }
 
 // alignSteps fills the cells and per-phase peaks from the step indices

@@ -68,6 +68,7 @@ func (p *Pair) writeText(w *bufio.Writer) {
 		s.Allocated.A.Human(), s.Allocated.B.Human(), signedHuman(s.Allocated.Change),
 		s.Reserved.A.Human(), s.Reserved.B.Human(), signedHuman(s.Reserved.Change))
 	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", s.Peak.A.Human(), s.Peak.B.Human(), signedHuman(s.Peak.Change))
+	defer writeModules(w, p)
 	if len(p.Moved) == 0 {
 		fmt.Fprintf(w, "  anatomy at the peak: no layer moved (by %s and %.0f%% of the peak or more)\n", session.Bytes(MovedFloor).Human(), MovedShare*100)
 		return
@@ -105,4 +106,28 @@ func signedHuman(c *int64) string {
 		return "−" + session.Bytes(-*c).Human()
 	}
 	return "+" + session.Bytes(*c).Human()
+}
+
+// writeModules is the by-module comparison of the saved tensors: the
+// entries that moved, each side's figure and the change.
+func writeModules(w io.Writer, p *Pair) {
+	if !p.Saved.A.Known() && !p.Saved.B.Known() {
+		return
+	}
+	if p.Saved.Change == nil {
+		fmt.Fprintf(w, "  saved for backward by module: %s → %s (one side sent no split)\n", p.Saved.A.Human(), p.Saved.B.Human())
+		return
+	}
+	fmt.Fprintf(w, "  saved for backward: %s → %s (%s)\n", p.Saved.A.Human(), p.Saved.B.Human(), signedHuman(p.Saved.Change))
+	if len(p.ModulesMoved) == 0 {
+		fmt.Fprintf(w, "    no module moved (by %.0f%% of the larger side or more)\n", ModuleMovedShare*100)
+		return
+	}
+	for _, m := range p.Modules {
+		for _, l := range p.ModulesMoved {
+			if m.Label == l {
+				fmt.Fprintf(w, "    %s %s → %s (%s)\n", m.Label, m.A.Human(), m.B.Human(), signedHuman(m.Change))
+			}
+		}
+	}
 }
