@@ -396,3 +396,57 @@ def test_a_backward_past_the_wrapper_leaves_no_saved_tensor_hook_behind(torch_mo
     assert [m["step"] for m in got] == [0, 1, 2]
     assert got[1]["saved"]["loss"] == {"bytes": 4 * 4 * F32, "largest": 4 * 4 * F32,
                                        "tensors": 1}  # pow's input, the output
+
+
+def test_a_forward_that_raises_leaves_no_module_on_the_stack(torch_mod):
+    torch = torch_mod
+    nn = torch.nn
+
+    class Flaky(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("bad batch")
+            return x
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.Sequential(nn.ReLU(), Flaky()), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    x = torch.randn(4, 8)
+    for _ in range(4):
+        opt.zero_grad()
+        try:
+            loss = model(x).pow(2).sum()
+        except RuntimeError:
+            continue  # step 1's forward raised inside 1.1
+        loss.backward()
+        opt.step()
+    watcher.remove()
+    import torch.nn.modules.module as mod
+    assert not getattr(mod, "_global_forward_pre_hooks", {})
+    got = [m for m in queued(client) if m["type"] == "anatomy"]
+    s = got[-1]["saved"]
+    # ReLU (inside 1) keeps its result; nothing is left to the model's own ops
+    assert {e["module"]: e["bytes"] for e in s["modules"]} == {"0": 4 * 8 * F32, "1.0": 4 * 16 * F32}
+    assert s["loss"] == {"bytes": 4 * 4 * F32, "largest": 4 * 4 * F32, "tensors": 1}
+
+
+def test_module_hooks_ignore_other_threads(torch_mod):
+    import threading
+    torch = torch_mod
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    ms = _modules.ModuleStack(_modules.ModuleMap(model), torch.Tensor)
+    ms.thread = threading.get_ident()
+    t = threading.Thread(target=ms.pre, args=(model[0], (torch.randn(2, 4),)))
+    t.start()
+    t.join()
+    assert ms.stack == [] and ms.inputs == {}
+    ms.pre(model[0], (torch.randn(2, 4),))
+    assert ms.stack == [1] and sum(ms.inputs[1].values()) == 2 * 4 * F32
+    ms.post(model[0], (), None)
+    assert ms.stack == []

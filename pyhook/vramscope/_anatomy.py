@@ -6,6 +6,8 @@ weights, views and a tensor saved by several ops are not counted twice.
 """
 
 
+import threading
+
 _getters = {}  # tensor class -> its storage accessor (found once per class)
 
 
@@ -306,6 +308,7 @@ class SavedTensorMeter:
         if self._map and self._mod_hooks is None:
             ms = self._mstack
             ms.stack.clear()  # a forward that raised left its modules there
+            ms.thread = threading.get_ident()
             pre = self._register[0](ms.pre)
             try:
                 post = self._register[1](ms.post)

@@ -15,6 +15,8 @@ module forward hooks that :class:`SavedTensorMeter` installs for a measured
 forward only.
 """
 
+from threading import get_ident as _get_ident
+
 TOP_MODULES = 12  # entries of saved.modules; the rest is summed
 TOP_BLOCKS = 8  # entries of saved.blocks
 MAX_PATH = 256  # bytes of a module path on the wire
@@ -164,36 +166,43 @@ class ModuleStack:
         self.stack = []
         self.inputs = {}
         self._tensor = is_tensor_type
+        self.thread = None  # the thread measured: set by the meter at install
 
     def reset(self):
         self.stack = []
         self.inputs = {}
 
+    # The hooks are global: they also see other threads' modules (filtered
+    # out by thread) and must never raise into a forward.
     def pre(self, module, args):
         i = self.map.index.get(id(module))
-        if not i:  # unknown, or the model itself (its pre-hook started us)
+        if not i or _get_ident() != self.thread:  # unknown, or the model itself
             return None
-        self.stack.append(i)
-        u = self.map.heads.get(id(module))
-        if u is not None:
-            from ._anatomy import storage_of
-            keys = self.inputs.get(u)
-            if keys is None:
-                keys = self.inputs[u] = {}
-            tensor = self._tensor
-            for a in args:
-                if isinstance(a, tensor):
-                    key, size = storage_of(a)
-                    if key[1]:
-                        keys[key] = size
+        try:
+            self.stack.append(i)
+            u = self.map.heads.get(id(module))
+            if u is not None:
+                from ._anatomy import storage_of
+                keys = self.inputs.get(u)
+                if keys is None:
+                    keys = self.inputs[u] = {}
+                tensor = self._tensor
+                for a in args:
+                    if isinstance(a, tensor):
+                        key, size = storage_of(a)
+                        if key[1]:
+                            keys[key] = size
+        except Exception as exc:  # noqa: BLE001
+            from . import _safe
+            _safe.report(exc)
         return None
 
     def post(self, module, args, output):
         i = self.map.index.get(id(module))
         stack = self.stack
-        if i and i in stack:
+        if i and i in stack and _get_ident() == self.thread:
             # a submodule that raised never ran its post hook: pop past it too
-            while stack.pop() != i:
+            while stack and stack.pop() != i:
                 pass
         return None
 
