@@ -15,6 +15,16 @@ func WithRawWindow(d time.Duration) Option {
 	}
 }
 
+// WithMaxRawPoints bounds the raw points each series keeps (default
+// DefaultMaxRawPoints); older points live on in the buckets.
+func WithMaxRawPoints(n int) Option {
+	return func(s *Store) {
+		if n >= 16 {
+			s.limits.raw = n
+		}
+	}
+}
+
 // WithBucket sets the width of the buckets points are folded into (default
 // 1 s; a finer level of a tenth of it serves the last ten minutes). Memory
 // per series is about 32 bytes per bucket.

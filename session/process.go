@@ -104,18 +104,19 @@ type Mark struct {
 type limits struct {
 	spans, steps, peaks, marks, anatomies int
 	window, width                         time.Duration
+	raw                                   int // raw points per series
 	procs                                 int // processes a Store keeps
 }
 
 func newProcess(key string, l limits) *Process {
 	return &Process{
 		Key:          key,
-		Allocated:    newSeries(l.window, l.width),
-		MaxAllocated: newSeries(l.window, l.width),
-		Reserved:     newSeries(l.window, l.width),
-		GPU:          newSeries(l.window, l.width),
-		NonPyTorch:   newSeries(l.window, l.width),
-		Others:       newSeries(l.window, l.width),
+		Allocated:    newSeries(l.window, l.width, l.raw),
+		MaxAllocated: newSeries(l.window, l.width, l.raw),
+		Reserved:     newSeries(l.window, l.width, l.raw),
+		GPU:          newSeries(l.window, l.width, l.raw),
+		NonPyTorch:   newSeries(l.window, l.width, l.raw),
+		Others:       newSeries(l.window, l.width, l.raw),
 		pendingFwd:   -1,
 		limits:       l,
 	}

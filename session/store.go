@@ -69,7 +69,7 @@ func New(opts ...Option) *Store {
 		byConn: map[uint64]*Process{},
 		limits: limits{
 			spans: 20000, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256, procs: DefaultMaxProcesses,
-			window: 10 * time.Minute, width: time.Second,
+			window: 10 * time.Minute, width: time.Second, raw: DefaultMaxRawPoints,
 		},
 	}
 	for _, o := range opts {
@@ -305,7 +305,7 @@ func (s *Store) device(smp *probe.Sample) *GPU {
 			return g
 		}
 	}
-	g := &GPU{UUID: smp.Device, Total: Unknown, Used: newSeries(s.limits.window, s.limits.width)}
+	g := &GPU{UUID: smp.Device, Total: Unknown, Used: newSeries(s.limits.window, s.limits.width, s.limits.raw)}
 	s.gpus = append(s.gpus, g)
 	return g
 }
