@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -22,9 +23,10 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // WriteText writes the result for a terminal: per pair the per-phase peak
 // table in MiB, the steady-peak change and the anatomy layers that moved.
+// Labels and phase names are escaped by textesc.
 func (r *Result) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "vramscope diff · A %s · B %s · changes are B − A\n", r.A, r.B)
+	fmt.Fprintf(bw, "vramscope diff · A %s · B %s · changes are B − A\n", textesc.String(r.A), textesc.String(r.B))
 	if len(r.Pairs) == 0 {
 		bw.WriteString("\nno processes with steps to compare\n")
 	}
@@ -41,7 +43,7 @@ func (r *Result) WriteText(w io.Writer) error {
 }
 
 func (s *Side) text() string {
-	return fmt.Sprintf("%s (%d steps, %s)", s.Label, s.Steps, s.Pattern)
+	return fmt.Sprintf("%s (%d steps, %s)", textesc.String(s.Label), s.Steps, s.Pattern)
 }
 
 func (p *Pair) writeText(w *bufio.Writer) {
@@ -54,7 +56,7 @@ func (p *Pair) writeText(w *bufio.Writer) {
 			if ph.WorstChange != nil && *ph.WorstChange != 0 {
 				worst = fmt.Sprintf("%d (%s)", ph.WorstStep, signedMiB(ph.WorstChange))
 			}
-			fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", ph.Phase,
+			fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", textesc.String(ph.Phase),
 				ph.PeakAllocated.A.MiBString(), ph.PeakAllocated.B.MiBString(), signedMiB(ph.PeakAllocated.Change),
 				ph.PeakReserved.A.MiBString(), ph.PeakReserved.B.MiBString(), signedMiB(ph.PeakReserved.Change), worst)
 		}
@@ -77,7 +79,7 @@ func (p *Pair) writeText(w *bufio.Writer) {
 	for _, l := range p.Layers {
 		for _, m := range p.Moved {
 			if l.Name == m {
-				moved = append(moved, fmt.Sprintf("%s %s → %s (%s)", l.Name, l.A.Human(), l.B.Human(), signedHuman(l.Change)))
+				moved = append(moved, fmt.Sprintf("%s %s → %s (%s)", textesc.String(l.Name), l.A.Human(), l.B.Human(), signedHuman(l.Change)))
 			}
 		}
 	}

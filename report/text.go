@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -21,6 +22,8 @@ const (
 
 // WriteText writes the report for a terminal: per process a header, the
 // step × phase table (MiB), the totals, the anatomy and the diagnosis.
+// Text from the hook or the file (host, argv, names, diagnosis lines that
+// quote them) is escaped by textesc: no control byte reaches the terminal.
 func (r *Report) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	start := "no events"
@@ -55,12 +58,12 @@ func (p *Process) writeText(w *bufio.Writer) {
 	p.writeAnatomy(w)
 	w.WriteString("\n  diagnosis\n")
 	for _, l := range p.Diagnosis.Lines {
-		fmt.Fprintf(w, "    %s\n", l)
+		fmt.Fprintf(w, "    %s\n", textesc.String(l))
 	}
 	if b := p.Diagnosis.Need.Batch; b != nil {
 		w.WriteString("    the batch estimate assumes:\n")
 		for _, a := range b.Assumes {
-			fmt.Fprintf(w, "      - %s\n", a)
+			fmt.Fprintf(w, "      - %s\n", textesc.String(a))
 		}
 	}
 }
@@ -74,15 +77,15 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 		}
 		parts = append(parts, rank)
 	}
-	parts = append(parts, "host "+orDash(p.Host))
+	parts = append(parts, "host "+orDash(textesc.String(p.Host)))
 	if d := p.Device; d != nil {
-		parts = append(parts, fmt.Sprintf("%s (cuda:%d, %s)", d.Name, d.Index, d.Total.Human()))
+		parts = append(parts, fmt.Sprintf("%s (cuda:%d, %s)", textesc.String(d.Name), d.Index, d.Total.Human()))
 	} else {
 		parts = append(parts, "CPU (no CUDA device)")
 	}
 	torch := "–"
 	if p.Torch != nil {
-		torch = *p.Torch
+		torch = textesc.String(*p.Torch)
 	}
 	parts = append(parts, "torch "+torch)
 	fmt.Fprintf(w, "%s\n", strings.Join(parts, " · "))
@@ -93,7 +96,7 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 		if h.ResetPeaks {
 			reset = "on"
 		}
-		hook = fmt.Sprintf("hook %s · %g Hz samples · reset_peaks %s · activations every %d steps", orDash(h.Version), h.SampleHz, reset, h.ActivationsEvery)
+		hook = fmt.Sprintf("hook %s · %g Hz samples · reset_peaks %s · activations every %d steps", orDash(textesc.String(h.Version)), h.SampleHz, reset, h.ActivationsEvery)
 	}
 	nvml := "no NVML data"
 	switch p.NVML {
@@ -104,7 +107,7 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 	}
 	fmt.Fprintf(w, "  %s · %s · lost %d · dropped %d\n", hook, nvml, p.Lost, p.Dropped)
 	if len(p.Argv) > 0 {
-		fmt.Fprintf(w, "  argv: %s\n", strings.Join(p.Argv, " "))
+		fmt.Fprintf(w, "  argv: %s\n", textesc.Strings(p.Argv, " "))
 	}
 }
 
@@ -119,7 +122,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	width := len("phase")
 	for _, st := range p.Steps {
 		for _, ph := range st.Phases {
-			width = max(width, len(ph.Phase))
+			width = max(width, len(textesc.String(ph.Phase)))
 		}
 	}
 	head := fmt.Sprintf("\n  %5s  %-*s  %9s  %9s  %9s  %9s", "step", width, "phase", "alloc end", "peak", "reserved", "peak res")
@@ -141,7 +144,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			if !ph.PeakExact && ph.PeakAllocated.Known() {
 				peak = "≥" + peak
 			}
-			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, ph.Phase,
+			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, textesc.String(ph.Phase),
 				ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
 			if nvml {
 				gpu := ph.NVMLPeak.MiBString()
@@ -177,7 +180,7 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 	w.WriteString("\n  anatomy (MiB)             now   at peak\n")
 	now, peak := a.Now.List(), a.Peak.List()
 	for i := range now {
-		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", now[i].Name, now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", textesc.String(now[i].Name), now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
 	}
 	if a.Now.ActivationsStale || a.Peak.ActivationsStale {
 		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "activ.+temporaries", a.Now.Transient.MiBString(), a.Peak.Transient.MiBString())
@@ -189,13 +192,13 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 		if m.BatchSize != nil {
 			batch = fmt.Sprint(*m.BatchSize)
 		}
-		fmt.Fprintf(w, "    measured at step %d on %s: %.1f M parameters, batch %s\n", m.Step, orDash(m.Device), float64(m.Params)/1e6, batch)
+		fmt.Fprintf(w, "    measured at step %d on %s: %.1f M parameters, batch %s\n", m.Step, orDash(textesc.String(m.Device)), float64(m.Params)/1e6, batch)
 	} else {
 		w.WriteString("    no anatomy from the hook yet\n")
 	}
-	fmt.Fprintf(w, "    now: %s · at peak: %s\n", diagnose.Where(a.Now.Step, a.Now.Phase), diagnose.Where(a.Peak.Step, a.Peak.Phase))
+	fmt.Fprintf(w, "    now: %s · at peak: %s\n", textesc.String(diagnose.Where(a.Now.Step, a.Now.Phase)), textesc.String(diagnose.Where(a.Peak.Step, a.Peak.Phase)))
 	for _, n := range diagnose.ActivationsNotes(diagnose.Breakdown{Now: a.Now, Peak: a.Peak}) {
-		fmt.Fprintf(w, "    %s\n", n)
+		fmt.Fprintf(w, "    %s\n", textesc.String(n))
 	}
 	writeHolders(w, a.Holders)
 	if a.Peak.ProcessUsedStale {
@@ -212,7 +215,7 @@ func site(step int, phase string) string {
 	if step < 0 {
 		return ""
 	}
-	return " (" + diagnose.Where(step, phase) + ")"
+	return " (" + textesc.String(diagnose.Where(step, phase)) + ")"
 }
 
 // mib is "4329 MiB", or "–" when unknown.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/session"
 )
@@ -77,7 +78,7 @@ func (m *Model) deviceText(p *session.Process) string {
 	if d := pickDevice(m.cfg.devices, uuid); d != nil {
 		name = d.Name
 	}
-	dev := strings.TrimSpace(name)
+	dev := strings.TrimSpace(textesc.String(name))
 	switch st := m.cfg.status; {
 	case st == "":
 	case strings.Contains(st, "unavailable"):
@@ -174,13 +175,13 @@ func (m *Model) processText(p *session.Process) string {
 		parts = append(parts, m.stateWord(p)) // the first line tells the replay's state
 	}
 	if len(h.Argv) > 0 {
-		parts = append(parts, strings.Join(h.Argv, " "))
+		parts = append(parts, textesc.Strings(h.Argv, " "))
 	}
 	if h.Torch != "" {
-		parts = append(parts, "torch "+h.Torch)
+		parts = append(parts, "torch "+textesc.String(h.Torch))
 	}
 	if h.Host != "" {
-		parts = append(parts, h.Host)
+		parts = append(parts, textesc.String(h.Host))
 	}
 	if m.paused {
 		parts = append(parts, styleWarn.Render("⏸ PAUSED (view frozen)"))

@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -96,8 +97,9 @@ func (m *Model) diagLines(p *session.Process, d *diagnose.Diagnosis) []string {
 	if d != nil {
 		out = append(out, wrapHanging("", bannerText(d), w, 2)...)
 		for i, l := range d.Lines() {
+			l = textesc.String(l)
 			switch {
-			case i == 0 && l == d.Headline():
+			case i == 0 && l == textesc.String(d.Headline()):
 				continue // the line above
 			case strings.HasPrefix(l, "→ "):
 				out = append(out, wrapHanging("  ", l, w, 4)...) // advice

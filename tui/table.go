@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -121,7 +122,7 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	h1 := fmt.Sprintf("%-7s", "step")
 	h2 := fmt.Sprintf("%-7s", "")
 	for _, c := range cols {
-		h1 += fmt.Sprintf("%*s", cellW, clip(c, cellW-1))
+		h1 += fmt.Sprintf("%*s", cellW, clip(textesc.String(c), cellW-1))
 		if both {
 			h2 += fmt.Sprintf("%*s%*s", 5, "end", 6, "peak")
 		} else {

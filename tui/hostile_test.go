@@ -1,0 +1,48 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/vramscope/vramscope/internal/textesc"
+)
+
+// TestHostileTextIsEscaped: a recording whose host, argv, torch, device
+// name, hook version, user phase, mark and notes carry OSC 0, CSI 2J, OSC
+// 52, SGR, \r, \b, C1 and DEL (testdata/recordings/hostile_text.jsonl)
+// changed the tmux pane's title and wiped the view in replay (issue 22,
+// finding 1). Every page is drawn with the escapes shown, never sent: past
+// the view's own SGR colours, no control byte is left.
+func TestHostileTextIsEscaped(t *testing.T) {
+	evs := recording(t, "../testdata/recordings/hostile_text.jsonl")
+	m := stepModel(t, evs, 160, 50)
+	m = feed(t, m, evs)
+	check := func(page string, view string) {
+		t.Helper()
+		for i, line := range strings.Split(ansi.Strip(view), "\n") {
+			if !textesc.Safe(line) {
+				t.Errorf("%s, line %d carries control characters: %q", page, i+1, line)
+			}
+		}
+		// ansi.Strip drops any escape sequence, the view's own and an
+		// injected one alike: count ESC bytes that start no SGR.
+		if n := strings.Count(view, "\x1b") - strings.Count(view, "\x1b["); n > 0 {
+			t.Errorf("%s: %d escape sequences other than CSI", page, n)
+		}
+		for _, seq := range []string{"\x1b[2J", "\x1b[H", "\r", "\b", "\u009b", "\x7f"} {
+			if strings.Contains(view, seq) {
+				t.Errorf("%s carries %q", page, seq)
+			}
+		}
+	}
+	check("main view", m.View())
+	if !strings.Contains(ansi.Strip(m.View()), `\x1b]0;pwned`) {
+		t.Errorf("the main view shows no escaped hostile text:\n%s", ansi.Strip(m.View()))
+	}
+	for _, k := range []string{"d", "a", "?"} {
+		v := press(t, m, k).View()
+		check("page "+k, v)
+	}
+}
