@@ -185,6 +185,17 @@ var ErrTooLong = fmt.Errorf("line longer than %d bytes", MaxMessageBytes)
 // Decode parses and validates one message line (without its newline).
 // The returned error is one line, fit to log as it is.
 func Decode(line []byte) (*Message, error) {
+	m, err := DecodeBare(line)
+	if err != nil {
+		return nil, err
+	}
+	m.Raw = append(json.RawMessage(nil), bytes.TrimRight(line, "\r\n")...)
+	return m, nil
+}
+
+// DecodeBare is Decode for a reader that keeps no copy of the line: Raw
+// stays nil (a recording read for a report, issue 22).
+func DecodeBare(line []byte) (*Message, error) {
 	line = bytes.TrimRight(line, "\r\n")
 	if len(line) >= MaxMessageBytes { // the limit counts the newline
 		return nil, ErrTooLong
@@ -199,7 +210,6 @@ func Decode(line []byte) (*Message, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	m.Raw = append(json.RawMessage(nil), line...)
 	return &m, nil
 }
 

@@ -197,15 +197,23 @@ var errUnknownKind = errors.New("no msg, gpu or note (a newer kind of event?)")
 
 // parseEvent decodes one event line. Hook messages go through ipc.Decode,
 // the same validation as live.
-func parseEvent(line []byte) (session.Event, error) {
-	if e, ok := fastParseEvent(line); ok {
+func parseEvent(line []byte) (session.Event, error) { return parseEventWith(line, ipc.Decode) }
+
+// parseEventBare is parseEvent for a reader that will not record the
+// events again: the messages keep no copy of their line (Raw).
+func parseEventBare(line []byte) (session.Event, error) { return parseEventWith(line, ipc.DecodeBare) }
+
+func parseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (session.Event, error) {
+	if e, ok := fastParseEventWith(line, dec); ok {
 		return e, nil
 	}
-	return parseEventJSON(line)
+	return parseEventJSONWith(line, dec)
 }
 
 // parseEventJSON is parseEvent through encoding/json, for every shape.
-func parseEventJSON(line []byte) (session.Event, error) {
+func parseEventJSON(line []byte) (session.Event, error) { return parseEventJSONWith(line, ipc.Decode) }
+
+func parseEventJSONWith(line []byte, dec func([]byte) (*ipc.Message, error)) (session.Event, error) {
 	var l lineJSON
 	if err := json.Unmarshal(line, &l); err != nil {
 		return session.Event{}, fmt.Errorf("not JSON: %s", oneLine(err))
@@ -231,7 +239,7 @@ func parseEventJSON(line []byte) (session.Event, error) {
 	case n > 1:
 		return session.Event{}, errors.New("more than one of msg, gpu and note")
 	case hasMsg:
-		if e.Msg, err = ipc.Decode(l.Msg); err != nil {
+		if e.Msg, err = dec(l.Msg); err != nil {
 			return session.Event{}, fmt.Errorf("hook message: %w", err)
 		}
 	case l.GPU != nil:

@@ -37,7 +37,8 @@ func WithBucket(d time.Duration) Option {
 }
 
 // WithMaxSteps bounds the step table (default 2000 rows: the first tenth of
-// them are the session's first steps, the rest the most recent ones). The
+// them are the session's first steps, the rest the most recent ones; up to
+// a tenth more between the trims, which drop a block at a time). The
 // per-step peak summaries are kept for every step regardless.
 func WithMaxSteps(n int) Option {
 	return func(s *Store) {

@@ -296,8 +296,8 @@ func TestBoundedStepsKeepFirstAndRecent(t *testing.T) {
 	s.ApplyAll(f.evs)
 	p := s.Processes()[0]
 	steps := p.Steps()
-	if len(steps) != 100 {
-		t.Fatalf("%d steps kept", len(steps))
+	if len(steps) < 100 || len(steps) > 110 {
+		t.Fatalf("%d steps kept, want 100 to 110", len(steps))
 	}
 	if steps[0].Index != 0 || steps[9].Index != 9 || steps[len(steps)-1].Index != 499 {
 		t.Fatalf("kept steps %d..%d, %d", steps[0].Index, steps[9].Index, steps[len(steps)-1].Index)

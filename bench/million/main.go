@@ -14,18 +14,20 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
+
+const header = `{"vramscope_recording":1,"version":"1.0","created":"2025-11-22T08:00:00Z","tool":"bench/million","host":"h","argv":["million"],"source":"live"}`
 
 const (
 	wall0 = 1763794800.0
@@ -39,9 +41,18 @@ func main() {
 	steps := flag.Int("steps", 1000000, "training steps")
 	out := flag.String("o", "", "recording to write")
 	live := flag.Bool("live", false, "feed a session store instead and print its largest heap")
+	prof := flag.String("cpuprofile", "", "write a CPU profile of -live here")
+	in := flag.String("in", "", "with -live, read this recording instead of generating one")
 	flag.Parse()
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	if *live {
-		feedStore(*steps)
+		feedStore(*steps, *in)
 		return
 	}
 	if *out == "" {
@@ -54,7 +65,7 @@ func main() {
 		os.Exit(1)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	w.WriteString(`{"vramscope_recording":1,"version":"1.0","created":"2025-11-22T08:00:00Z","tool":"bench/million","host":"h","argv":["million"],"source":"live"}` + "\n")
+	w.WriteString(header + "\n")
 	gen(*steps, func(line []byte) { w.Write(line); w.WriteByte('\n') })
 	if err := w.Flush(); err != nil {
 		fmt.Fprintln(os.Stderr, "million:", err)
@@ -116,16 +127,23 @@ func gen(steps int, emit func([]byte)) {
 // feedStore applies every event to a store as the live view's goroutine
 // does, each line decoded by the recording reader (ipc.Decode, as live), and
 // prints the largest live heap seen.
-func feedStore(steps int) {
-	pr, pw := io.Pipe()
-	go func() {
-		w := bufio.NewWriterSize(pw, 1<<20)
-		w.WriteString(`{"vramscope_recording":1,"version":"1.0","created":"2025-11-22T08:00:00Z","tool":"bench/million","host":"h","argv":["million"],"source":"live"}` + "\n")
-		gen(steps, func(line []byte) { w.Write(line); w.WriteByte('\n') })
-		w.Flush()
-		pw.Close()
-	}()
+func feedStore(steps int, in string) {
+	var pr io.Reader
+	if in != "" {
+		f, err := os.Open(in)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "million:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		pr = f
+	} else {
+		r, pw := io.Pipe()
+		pr = r
+		go generate(steps, pw)
+	}
 	r, err := record.NewReader("million", pr)
+
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "million:", err)
 		os.Exit(1)
@@ -135,15 +153,7 @@ func feedStore(steps int) {
 	var ms runtime.MemStats
 	n := 0
 	start := time.Now()
-	for {
-		ev, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "million:", err)
-			os.Exit(1)
-		}
+	err = r.Each(func(ev session.Event) {
 		st.Apply(ev)
 		n++
 		if n%500000 == 0 {
@@ -151,10 +161,23 @@ func feedStore(steps int) {
 			runtime.ReadMemStats(&ms)
 			peak = max(peak, ms.HeapAlloc)
 		}
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "million:", err)
+		os.Exit(1)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	peak = max(peak, ms.HeapAlloc)
 	fmt.Printf("steps %d, events %d, %.1f s, largest live heap %.1f MB (sampled every 500k events after a GC)\n",
 		steps, n, time.Since(start).Seconds(), float64(peak)/1e6)
+}
+
+// generate writes the recording to pw and closes it.
+func generate(steps int, pw *io.PipeWriter) {
+	w := bufio.NewWriterSize(pw, 1<<20)
+	w.WriteString(header + "\n")
+	gen(steps, func(line []byte) { w.Write(line); w.WriteByte('\n') })
+	w.Flush()
+	pw.Close()
 }
