@@ -53,6 +53,29 @@ func appendTime(dst []byte, t time.Time) []byte {
 // nanosecond when written in plain decimal (as appendTime does), else
 // through float64 rounded to the microsecond.
 func parseTime(raw []byte) (time.Time, error) {
+	at, err := parseTimeAny(raw)
+	if err != nil {
+		return at, err
+	}
+	return at, checkTime(at)
+}
+
+// maxEventTime bounds an event's t as the protocol bounds clock.wall: 4e9 s
+// after 1970 is the year 2096. Within [0, maxEventTime] any two times are
+// a time.Duration apart and every one has a year JSON can write; a t of
+// -1e300 made report --json fail and the text report print the year
+// -290308 (issue 22, finding 4).
+const maxEventTime = 4e9
+
+// checkTime refuses an event time outside [1970, 2096].
+func checkTime(at time.Time) error {
+	if s := at.Unix(); s < 0 || s > maxEventTime {
+		return fmt.Errorf("field t: %d s is outside 1970 to 2096 (0 to %g)", s, float64(maxEventTime))
+	}
+	return nil
+}
+
+func parseTimeAny(raw []byte) (time.Time, error) {
 	s := string(bytes.TrimSpace(raw))
 	neg := len(s) > 0 && s[0] == '-'
 	digits := s
@@ -76,6 +99,9 @@ func parseTime(raw []byte) (time.Time, error) {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("time %q is not a number", clip(s))
+	}
+	if !(f >= 0 && f <= maxEventTime) { // before the conversion overflows
+		return time.Time{}, fmt.Errorf("field t: %s s is outside 1970 to 2096 (0 to %g)", clip(s), float64(maxEventTime))
 	}
 	return time.UnixMicro(int64(f*1e6 + copysign(0.5, f))), nil
 }
