@@ -21,6 +21,10 @@ type Process struct {
 	// Lost counts messages that never arrived (gaps in seq); Duplicates
 	// counts replayed messages that were already known.
 	Lost, Duplicates uint64
+	// Skipped counts this process's messages the monitor's own view skipped
+	// when it fell behind (a NoteSkip): they reached the monitor, and a
+	// recording, but not this store. They are not in Lost.
+	Skipped uint64
 	// Stats are the hook's own counters as it last reported them.
 	Stats ipc.Stats
 

@@ -28,6 +28,9 @@ type Store struct {
 	Notes []TimedNote
 	// Forgotten counts processes dropped to bound memory (WithMaxProcesses).
 	Forgotten int
+	// Skipped counts the events the monitor's own view skipped because it
+	// fell behind (NoteSkip): not lost, a recording has them.
+	Skipped uint64
 }
 
 // TimedNote is a Note with its time.
@@ -229,6 +232,13 @@ func (s *Store) note(ev Event) {
 		if p := s.byConn[ev.Conn]; p != nil && p.lastSeq < n.Seq {
 			p.lastSeq = n.Seq
 		}
+	case NoteSkip:
+		if p := s.byConn[ev.Conn]; p != nil && p.lastSeq < n.Seq {
+			p.Skipped += n.Seq - p.lastSeq
+			p.lastSeq = n.Seq
+		}
+		s.Skipped += n.Count
+		return // not a note worth keeping: the count says it
 	}
 	if len(s.Notes) >= 200 {
 		s.Notes = append(s.Notes[:0], s.Notes[1:]...)

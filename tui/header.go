@@ -31,6 +31,10 @@ func (m *Model) headerView(p *session.Process) string {
 	if p != nil && (p.Lost > 0 || p.Stats.Dropped > 0) {
 		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ lost %d · dropped %d", p.Lost, p.Stats.Dropped)))
 	}
+	if n := m.store.Skipped; n > 0 {
+		// The monitor's own view fell behind; a recording has every event.
+		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ view behind: skipped %d events", n)))
+	}
 	if n := m.store.Errors; n > 0 {
 		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ skipped %d bad message%s", n, plural(n))))
 	}

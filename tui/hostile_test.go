@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/session"
 )
 
 // TestHostileTextIsEscaped: a recording whose host, argv, torch, device
@@ -44,5 +45,19 @@ func TestHostileTextIsEscaped(t *testing.T) {
 	for _, k := range []string{"d", "a", "?"} {
 		v := press(t, m, k).View()
 		check("page "+k, v)
+	}
+}
+
+// TestOwnDropsAreShown: the events the monitor's view skipped when it fell
+// behind (feed NoteSkip notes) are shown for what they are, not as lost
+// (issue 22, finding 5).
+func TestOwnDropsAreShown(t *testing.T) {
+	evs := recording(t, "../testdata/recordings/small.jsonl")
+	m := stepModel(t, evs, 200, 40)
+	skip := session.Event{At: evs[len(evs)-1].At, Conn: 1, Note: &session.Note{Kind: session.NoteSkip, Seq: 3, Count: 4096}}
+	m = feed(t, m, append(evs, skip))
+	top := ansi.Strip(firstLines(m.View(), 1))
+	if !strings.Contains(top, "view behind: skipped 4096 events") || strings.Contains(top, "lost") {
+		t.Errorf("header = %q", top)
 	}
 }
