@@ -21,6 +21,10 @@ type Process struct {
 	// Lost counts messages that never arrived (gaps in seq); Duplicates
 	// counts replayed messages that were already known.
 	Lost, Duplicates uint64
+	// Unended counts phases closed by the monitor because more than 64
+	// were open at once (their end edge never came): the oldest goes, but
+	// never one of the 8 outermost.
+	Unended int
 	// Skipped counts this process's messages the monitor's own view skipped
 	// when it fell behind (a NoteSkip): they reached the monitor, and a
 	// recording, but not this store. They are not in Lost.
@@ -240,8 +244,8 @@ func (p *Process) attributeAt(at time.Time, v Bytes, span func(*Span) *Bytes, ce
 			continue
 		}
 		*f = v
-		if sp.Open() {
-			continue
+		if sp.Open() || sp.Unended {
+			continue // an unended phase has no row
 		}
 		st := p.step(sp.Step)
 		if c := st.Cell(sp.Name); c != nil {
@@ -263,7 +267,7 @@ func (p *Process) markGPUDuring(at time.Time) {
 			continue
 		}
 		sp.GPUDuring = true
-		if !sp.Open() {
+		if !sp.Open() && !sp.Unended {
 			if c := p.step(sp.Step).Cell(sp.Name); c != nil {
 				c.GPUDuring = true
 			}
@@ -336,9 +340,32 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 			sp.Tokens = *in.Tokens
 		}
 	}
+	if len(p.open) >= maxOpen {
+		p.forgetOldestOpen(at)
+	}
 	p.spans = append(p.spans, sp)
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
+}
+
+// maxOpen bounds the phases open at once in one process. Phases nest a
+// few deep; a hook that begins user phases and never ends them made every
+// snapshot visit each open one and blocked the compaction of spans: 100k
+// open phases took 5.3 s, 200k held 243 MB (issue 22, finding 6).
+const maxOpen = 64
+
+// keepOuter is how many of the outermost open phases are never forgotten:
+// a phase around the whole loop is the oldest open one, and real.
+const keepOuter = 8
+
+// forgetOldestOpen ends the oldest open phase but the keepOuter outermost
+// without its end edge: it stays on the timeline up to at, marked
+// Unended, and goes in no step's row. The process counts it in Unended.
+func (p *Process) forgetOldestOpen(at time.Time) {
+	sp := &p.spans[p.open[keepOuter]]
+	sp.End, sp.Unended = at, true
+	p.open = append(p.open[:keepOuter], p.open[keepOuter+1:]...)
+	p.Unended++
 }
 
 func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
@@ -365,23 +392,48 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	p.updatePeak(sp.Step)
 }
 
-// compactSpans drops the oldest closed spans once the bound is reached.
+// compactSpans drops the oldest half of the spans once the bound is
+// reached, all but the open ones (and a forward waiting for its step),
+// which move to the front: an open phase as old as the session (a user
+// phase around the whole loop) no longer blocks the compaction.
 func (p *Process) compactSpans() {
 	if len(p.spans) < p.limits.spans {
 		return
 	}
-	drop := len(p.spans) / 2
-	for _, i := range p.open {
-		drop = min(drop, i)
+	cut := len(p.spans) / 2
+	kept := 0
+	remap := func(i int) int {
+		if i >= cut {
+			return i
+		}
+		p.spans[kept] = p.spans[i]
+		kept++
+		return kept - 1
 	}
-	if p.pendingFwd >= 0 {
-		drop = min(drop, p.pendingFwd)
+	// p.open is in span order, and pendingFwd is not open: merge the two.
+	fwd := -1
+	if p.pendingFwd >= 0 && p.pendingFwd < cut {
+		fwd = p.pendingFwd
 	}
-	p.spans = append(p.spans[:0], p.spans[drop:]...)
 	for k := range p.open {
-		p.open[k] -= drop
+		if fwd >= 0 && fwd < p.open[k] {
+			p.pendingFwd, fwd = remap(fwd), -1
+		}
+		p.open[k] = remap(p.open[k])
 	}
-	if p.pendingFwd >= 0 {
+	if fwd >= 0 {
+		p.pendingFwd = remap(fwd)
+	}
+	drop := cut - kept
+	n := copy(p.spans[kept:], p.spans[cut:])
+	clear(p.spans[kept+n:])
+	p.spans = p.spans[:kept+n]
+	for k := range p.open {
+		if p.open[k] >= cut {
+			p.open[k] -= drop
+		}
+	}
+	if p.pendingFwd >= cut {
 		p.pendingFwd -= drop
 	}
 }

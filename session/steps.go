@@ -38,6 +38,9 @@ type Span struct {
 	// Batch and Tokens are the input size a training forward reported at
 	// its begin (protocol input field), -1 when unknown.
 	Batch, Tokens int64
+	// Unended is true for a phase the monitor closed at End because too
+	// many were open (Process.Unended): its end edge never came.
+	Unended bool
 }
 
 // Open reports whether the phase has not ended yet.

@@ -171,7 +171,12 @@ func (s *Store) message(ev Event) {
 	switch m.Type {
 	case ipc.TypePhase:
 		p.observe(at, m.Mem)
+		unended := p.Unended
 		p.phase(at, m)
+		if unended == 0 && p.Unended > 0 {
+			s.note(Event{At: at, Conn: ev.Conn, Note: &Note{Kind: NoteInfo,
+				Text: p.Label() + ": more than 64 phases open at once; the oldest are closed unended (counted), the 8 outermost kept"}})
+		}
 	case ipc.TypeMark:
 		p.observe(at, m.Mem)
 		p.mark(at, m)
