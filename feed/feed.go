@@ -58,6 +58,7 @@ type Feed struct {
 	recCount uint64
 	tap      func(session.Event) // WithTap
 	rejected uint64              // bad lines, each counted though reports are limited
+	refused  uint64              // connections the server refused (its limit)
 }
 
 // New returns an empty feed.
@@ -176,6 +177,11 @@ func (f *Feed) Deliver(d ipc.Delivery) {
 		f.rejected += 1 + d.Skipped
 		f.mu.Unlock()
 		ev.Note = &session.Note{Kind: session.NoteError, Text: fmt.Sprintf("connection %d: %v", d.Conn, d.Err)}
+	case ipc.Refused:
+		f.mu.Lock()
+		f.refused++
+		f.mu.Unlock()
+		ev.Note = &session.Note{Kind: session.NoteRefused, Text: d.Err.Error()}
 	case ipc.Connected:
 		ev.Note = &session.Note{Kind: session.NoteConnect, Text: fmt.Sprintf("connection %d opened", d.Conn)}
 	case ipc.Disconnected:
@@ -246,4 +252,12 @@ func (f *Feed) Rejected() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.rejected
+}
+
+// Refused is the number of connections the socket server refused because
+// it was full: their hooks' data never arrived.
+func (f *Feed) Refused() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused
 }

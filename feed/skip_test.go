@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -71,5 +72,22 @@ func TestOwnDropsAreNotLoss(t *testing.T) {
 	w.mu.Unlock()
 	if got != 2+2*n+1 {
 		t.Errorf("the recording has %d events, want every one of %d", got, 2+2*n+1)
+	}
+}
+
+// TestRefusedPeersAreCounted: a connection the server refused is counted
+// by the feed (for the summary) and by the store (for the live view), not
+// forgotten as before (issue 22, finding 7).
+func TestRefusedPeersAreCounted(t *testing.T) {
+	f := New()
+	f.Deliver(ipc.Delivery{At: time.Unix(1763794800, 0), Kind: ipc.Refused, Err: errors.New("refused a connection: already 256 connections open")})
+	evs, err := f.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := session.New()
+	st.ApplyAll(evs)
+	if f.Refused() != 1 || st.Refused != 1 {
+		t.Errorf("feed counts %d refused, store %d; want 1 and 1", f.Refused(), st.Refused)
 	}
 }

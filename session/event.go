@@ -45,6 +45,9 @@ const (
 	// are not lost: a recording has them. The feed makes these notes for
 	// its consumer only; they are never recorded.
 	NoteSkip NoteKind = "skip"
+	// NoteRefused says the socket server refused a connection (it was
+	// full of live hooks): Conn is 0, and that hook's data never arrived.
+	NoteRefused NoteKind = "refused"
 )
 
 // Note is a connection event or a one-line problem report.

@@ -28,6 +28,8 @@ type Store struct {
 	Notes []TimedNote
 	// Forgotten counts processes dropped to bound memory (WithMaxProcesses).
 	Forgotten int
+	// Refused counts the connections the socket server refused (NoteRefused).
+	Refused int
 	// Skipped counts the events the monitor's own view skipped because it
 	// fell behind (NoteSkip): not lost, a recording has them.
 	Skipped uint64
@@ -237,6 +239,8 @@ func (s *Store) note(ev Event) {
 		if p := s.byConn[ev.Conn]; p != nil && p.lastSeq < n.Seq {
 			p.lastSeq = n.Seq
 		}
+	case NoteRefused:
+		s.Refused++
 	case NoteSkip:
 		if p := s.byConn[ev.Conn]; p != nil && p.lastSeq < n.Seq {
 			p.Skipped += n.Seq - p.lastSeq

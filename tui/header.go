@@ -31,6 +31,9 @@ func (m *Model) headerView(p *session.Process) string {
 	if p != nil && (p.Lost > 0 || p.Stats.Dropped > 0) {
 		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ lost %d · dropped %d", p.Lost, p.Stats.Dropped)))
 	}
+	if n := m.store.Refused; n > 0 {
+		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ refused %d connection%s (server full)", n, plural(n))))
+	}
 	if n := m.store.Skipped; n > 0 {
 		// The monitor's own view fell behind; a recording has every event.
 		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ view behind: skipped %d events", n)))

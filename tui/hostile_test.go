@@ -61,3 +61,15 @@ func TestOwnDropsAreShown(t *testing.T) {
 		t.Errorf("header = %q", top)
 	}
 }
+
+// TestRefusedPeersAreShown: the live view says how many connections the
+// server refused (issue 22, finding 7).
+func TestRefusedPeersAreShown(t *testing.T) {
+	evs := recording(t, "../testdata/recordings/small.jsonl")
+	m := stepModel(t, evs, 200, 40)
+	refused := session.Event{At: evs[len(evs)-1].At, Note: &session.Note{Kind: session.NoteRefused, Text: "refused"}}
+	m = feed(t, m, append(evs, refused, refused))
+	if top := ansi.Strip(firstLines(m.View(), 1)); !strings.Contains(top, "refused 2 connections") {
+		t.Errorf("header = %q", top)
+	}
+}
