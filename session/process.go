@@ -21,6 +21,11 @@ type Process struct {
 	// Lost counts messages that never arrived (gaps in seq); Duplicates
 	// counts replayed messages that were already known.
 	Lost, Duplicates uint64
+	// ClockSkews counts the messages whose hook time was re-anchored or
+	// raised because it could not be true (see when); MaxClockSkew is the
+	// largest such offset.
+	ClockSkews   int
+	MaxClockSkew time.Duration
 	// Unended counts phases closed by the monitor because more than 64
 	// were open at once (their end edge never came): the oldest goes, but
 	// never one of the 8 outermost.
@@ -71,6 +76,11 @@ type Process struct {
 	steps      []*Step
 	peaks      []StepPeak // one per step, whole session
 	lastSeq    uint64
+	clockShift time.Duration // re-anchoring of the hello's clock (when)
+	connAt     time.Time     // when the hello of this clock pair arrived
+	lastT      float64       // the newest message's t, and its time
+	lastAt     time.Time
+	hasT       bool
 	maxStep    int // the highest step index seen: a higher one is new
 	limits     limits
 	totals     sessionTotals
@@ -135,15 +145,67 @@ func newProcess(key string, l limits) *Process {
 // to the microsecond: a float64 of Unix seconds carries no more, and
 // rounding (not truncating) maps the same instant to the same time however
 // it was computed.
-func (p *Process) when(t float64, fallback time.Time) time.Time {
+//
+// The mapped time is kept true against recv, when the monitor received
+// the message (issue 22, finding 10): one hook whose hello said +1 h, or
+// whose t jumped back 500 s, stretched a 3-second recording into a
+// 4,101-second session that began 8 minutes before the recording. Hook and
+// monitor share the host's clock, and t is a monotonic clock, so:
+//   - a hello mapped more than skewSlack after it was received lies: the
+//     clock is re-anchored so that the hello lands at recv;
+//   - a t more than skewSlack below the previous one went back: the clock
+//     is re-anchored so that it lands at the previous message's time;
+//   - nothing the hook sent happened more than lateHello before its
+//     connection's hello arrived: earlier times are raised to that.
+//
+// Each counts in ClockSkews (the largest offset in MaxClockSkew). A hook
+// clock that runs faster than the monitor's (the demo's virtual clock at
+// full speed) is kept as it is.
+func (p *Process) when(t float64, recv time.Time) time.Time {
 	c := p.Hello.Clock
 	if c == nil {
-		return fallback
+		return recv
 	}
 	s := c.Wall + (t - c.Mono)
 	sec, frac := math.Modf(s)
-	return time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
+	at := time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3).Add(p.clockShift)
+	if recv.IsZero() {
+		return at
+	}
+	if p.connAt.IsZero() { // the hello
+		p.connAt = recv
+		if off := at.Sub(recv); off > skewSlack {
+			at = p.skew(at, recv)
+		}
+	} else if p.hasT && t < p.lastT-skewSlack.Seconds() {
+		at = p.skew(at, p.lastAt)
+	}
+	if floor := p.connAt.Add(-lateHello); at.Before(floor) {
+		at = p.skew(at, floor)
+	}
+	p.lastT, p.lastAt, p.hasT = t, at, true
+	return at
 }
+
+// skew re-anchors the process's clock so that at becomes to.
+func (p *Process) skew(at, to time.Time) time.Time {
+	p.clockShift += to.Sub(at)
+	p.noteSkew(to.Sub(at))
+	return to
+}
+
+func (p *Process) noteSkew(off time.Duration) {
+	p.ClockSkews++
+	p.MaxClockSkew = max(p.MaxClockSkew, off, -off)
+}
+
+// skewSlack is how far a hook time may stray (Process.when): the hello's
+// clock pair is read in two calls, and a message waits a little in queues.
+const skewSlack = time.Second
+
+// lateHello bounds how long before its arrival a hello may have been sent
+// (a monitor that was stopped receives its backlog late).
+const lateHello = 2 * time.Minute
 
 // accept applies the seq rules of docs/protocol.md: false for a duplicate.
 func (p *Process) accept(seq uint64) bool {

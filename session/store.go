@@ -167,7 +167,11 @@ func (s *Store) message(ev Event) {
 	if !p.accept(m.Seq) {
 		return
 	}
+	skews := p.ClockSkews
 	at := p.when(m.T, ev.At)
+	if skews == 0 && p.ClockSkews > 0 {
+		s.skewNote(p, ev)
+	}
 	p.touch(at)
 	s.seen(at)
 	switch m.Type {
@@ -211,10 +215,15 @@ func (s *Store) hello(ev Event) {
 	}
 	p.Hello = *m
 	p.Hello.Raw = nil
+	p.clockShift, p.connAt, p.hasT = 0, time.Time{}, false // a new clock pair
 	p.Conn, p.Connected = ev.Conn, true
 	p.End = nil // a reconnect: the process is still running
 	s.byConn[ev.Conn] = p
+	skews := p.ClockSkews
 	p.touch(p.when(m.T, ev.At))
+	if skews == 0 && p.ClockSkews > 0 {
+		s.skewNote(p, ev)
+	}
 	// NVML may have seen this process before its hello got here.
 	if g := s.GPUFor(p); g != nil && p.GPU.Len() == 0 {
 		for i := range g.recent {
@@ -340,3 +349,10 @@ func sameUUID(a, b string) bool {
 }
 
 func itoa(v int) string { return strconv.Itoa(v) }
+
+// skewNote says, once per process, that its clock was re-anchored.
+func (s *Store) skewNote(p *Process, ev Event) {
+	s.note(Event{At: ev.At, Conn: ev.Conn, Note: &Note{Kind: NoteInfo,
+		Text: p.Label() + ": the hook's clock is off by " + p.MaxClockSkew.Round(time.Millisecond).String() +
+			" from the monitor's; its times are re-anchored to when its messages arrived"}})
+}
