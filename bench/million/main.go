@@ -1,7 +1,7 @@
 // Command million writes a recording of a fast training loop: N steps of the
 // five phases, each edge 1 ms after the last in hook time and carrying the
 // allocator's figures, as a small model on a fast GPU produces (issue 22,
-// finding 3). With -live it instead feeds the same messages to a session
+// finding 3; -edge 100us makes the steps 1 ms apart). With -live it instead feeds the same messages to a session
 // store, as the live monitor does, and prints the largest heap it saw.
 //
 //	go run ./bench/million -steps 1000000 -o /tmp/million.jsonl
@@ -35,6 +35,9 @@ const (
 	gib   = 1 << 30
 )
 
+// edgeGap is the hook time between two edges (-edge).
+var edgeGap = time.Millisecond
+
 var phases = [...]string{"zero_grad", "forward", "loss", "backward", "step"}
 
 func main() {
@@ -43,6 +46,7 @@ func main() {
 	live := flag.Bool("live", false, "feed a session store instead and print its largest heap")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of -live here")
 	in := flag.String("in", "", "with -live, read this recording instead of generating one")
+	flag.DurationVar(&edgeGap, "edge", time.Millisecond, "hook time between two edges")
 	flag.Parse()
 	if *prof != "" {
 		f, err := os.Create(*prof)
@@ -99,7 +103,7 @@ func gen(steps int, emit func([]byte)) {
 	for s := 0; s < steps; s++ {
 		for i, name := range phases {
 			for _, edge := range [...]string{"begin", "end"} {
-				mono += 0.001
+				mono += edgeGap.Seconds()
 				alloc := 4*weights + int64(i)*gib/8 + int64(s%7)*1<<20
 				body = body[:0]
 				body = append(body, `"type":"phase","name":"`...)
