@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sort"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,7 +73,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dProcesses, float64(len(s.Processes())))
 	count(dBad, uint64(s.Errors))
 	count(dExpDrop, e.dropped)
-	for _, p := range s.Processes() {
+	for _, p := range shown(s.Processes()) {
 		collectProcess(p, labelsOf(p), gauge, count)
 	}
 	for _, g := range s.GPUs() {
@@ -87,6 +88,42 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(dProcUsed, float64(pr.Used), e.host, g.UUID, strconv.Itoa(pr.PID))
 		}
 	}
+}
+
+// MaxProcesses bounds the processes whose series a scrape carries (the
+// store may hold more: it never forgets a connected one), and
+// MaxPhaseLabels the values of the phase label per process: 2,000
+// processes, or a thousand user phase names in one step, made as many
+// series a scrape (issue 22). vramscope_processes still counts them all.
+const (
+	MaxProcesses   = 256
+	MaxPhaseLabels = 32
+)
+
+// shown is ps, or the MaxProcesses of them heard from last (connected
+// first), in the store's order.
+func shown(ps []*session.Process) []*session.Process {
+	if len(ps) <= MaxProcesses {
+		return ps
+	}
+	rank := append([]*session.Process(nil), ps...)
+	sort.SliceStable(rank, func(i, j int) bool {
+		if rank[i].Connected != rank[j].Connected {
+			return rank[i].Connected
+		}
+		return rank[i].Last.After(rank[j].Last)
+	})
+	keep := map[*session.Process]bool{}
+	for _, p := range rank[:MaxProcesses] {
+		keep[p] = true
+	}
+	out := make([]*session.Process, 0, MaxProcesses)
+	for _, p := range ps {
+		if keep[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func labelsOf(p *session.Process) []string {
@@ -147,7 +184,7 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 		seen := map[string]bool{}
 		for i := range st.Phases {
 			c := &st.Phases[i]
-			if c.PeakAllocated.Known() && !seen[c.Name] {
+			if c.PeakAllocated.Known() && !seen[c.Name] && len(seen) < MaxPhaseLabels {
 				seen[c.Name] = true
 				gauge(dPhasePeak, float64(c.PeakAllocated), with(c.Name)...)
 			}
