@@ -86,10 +86,11 @@ func spike(p *session.Process, last int) OptimizerSpike {
 // need works out the memory the run needs (the steady peak when there is
 // one), the headroom on its device and the largest batch that may fit.
 func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.StepPeak) Need {
-	n := Need{Allocated: session.Unknown, Reserved: session.Unknown, DeviceTotal: session.Unknown, Used: session.Unknown, Headroom: session.Unknown}
+	n := Need{Allocated: session.Unknown, Reserved: session.Unknown, DeviceTotal: session.Unknown, Used: session.Unknown, Headroom: session.Unknown, AllocatedKnown: unknownKnown}
 	if len(tail) == 0 {
 		return n
 	}
+	n.AllocatedKnown = d.PeakAfterKnown
 	n.Steady = d.Pattern == PatternSteady || d.Pattern == PatternWarmup
 	n.Allocated, n.Reserved, _ = maxOf(tail)
 	if c := p.Hello.CUDA; c != nil && c.Total > 0 {
@@ -118,7 +119,9 @@ func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.Ste
 		n.Used, n.UsedBasis = n.Reserved, "peak reserved; without NVML the CUDA context and other processes are not counted"
 	}
 	n.Headroom = gap(n.DeviceTotal, n.Used)
-	if n.Steady { // a growing run has no batch that fits for good
+	// A growing run has no batch that fits for good; a need that is only a
+	// lower bound gives no estimate.
+	if n.Steady && n.AllocatedKnown.Is.Stated() {
 		n.Batch = batch(p, n.Headroom, n.UsedBasis)
 	}
 	return n
@@ -189,10 +192,14 @@ func advise(d *Diagnosis) []Advice {
 			})
 		}
 	case PatternWarmup:
-		out = append(out, Advice{
-			Text:    "nothing to fix: the first steps' peak is not a requirement, the steady peak is what matters",
-			Because: fmt.Sprintf("peak %s→%s MiB over steps %d–%d, steady since step %d", d.PeakBefore.MiBString(), d.PeakAfter.MiBString(), d.FirstStep, d.SteadyFrom-1, d.SteadyFrom),
-		})
+		// Only when the first steps peaked above a steady peak that is
+		// known: a warmup that rose to the steady need is that need.
+		if d.PeakAfterKnown.Is.Stated() && d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
+			out = append(out, Advice{
+				Text:    "nothing to fix: the first steps' peak is not a requirement, the steady peak is what matters",
+				Because: fmt.Sprintf("step %d peaked at %s MiB, steady peak %s MiB since step %d", d.WarmupStep, d.WarmupPeak.MiBString(), d.PeakAfter.MiBString(), d.SteadyFrom),
+			})
+		}
 	}
 	pk := &d.Layers.Peak
 	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {

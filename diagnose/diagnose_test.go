@@ -196,7 +196,9 @@ func TestAdviceComesWithItsMeasurement(t *testing.T) {
 		edit     func([]ipc.Message) []ipc.Message
 		want     []string // substrings of the advice texts, in order
 	}{
-		{"warmup", "warmup", nil, []string{"nothing to fix", "activation checkpointing"}},
+		// The demo's warmup rises to its steady peak: that peak is the need,
+		// so "nothing to fix" would be wrong (issue 19).
+		{"warmup", "warmup", nil, []string{"activation checkpointing"}},
 		{"steady", "steady", nil, []string{"activation checkpointing"}},
 		{"leak", "leak", nil, []string{"tensors kept across steps", "activation checkpointing"}},
 		{"big cache, no retries", "steady", noRetries, []string{"activation checkpointing"}},

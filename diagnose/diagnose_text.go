@@ -35,19 +35,28 @@ func (d *Diagnosis) spreadNote() string {
 }
 
 func (d *Diagnosis) pattern() string {
+	k := d.PeakAfterKnown
+	note := ""
+	if n := k.Note(); n != "" {
+		note = " (" + n + ")"
+	}
 	switch d.Pattern {
 	case PatternSteady:
-		return fmt.Sprintf("steady: peak %s MiB since step %d%s", d.PeakAfter.MiBString(), d.SteadyFrom, d.spreadNote())
+		return fmt.Sprintf("steady: peak %s since step %d%s%s", k.MiB(d.PeakAfter), d.SteadyFrom, d.spreadNote(), note)
 	case PatternGrowth:
 		return d.growthLine()
 	case PatternWarmup:
 		site := Where(d.WarmupStep, d.WarmupPhase)
 		if d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
-			return fmt.Sprintf("warmup: first steps peaked at %s MiB (%s), steady peak %s MiB since step %d",
-				d.WarmupPeak.MiBString(), site, d.PeakAfter.MiBString(), d.SteadyFrom)
+			return fmt.Sprintf("warmup: first steps peaked at %s MiB (%s), steady peak %s since step %d%s",
+				d.WarmupPeak.MiBString(), site, k.MiB(d.PeakAfter), d.SteadyFrom, note)
 		}
-		return fmt.Sprintf("warmup: peak grew %s→%s MiB over steps %d–%d (%s); steady since step %d%s",
-			d.PeakBefore.MiBString(), d.PeakAfter.MiBString(), d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom, d.spreadNote())
+		grew := d.PeakBefore.MiBString() + "→" + d.PeakAfter.MiBString() + " MiB"
+		if !k.Is.Stated() {
+			grew = d.PeakBefore.MiBString() + " MiB→" + k.MiB(d.PeakAfter)
+		}
+		return fmt.Sprintf("warmup: peak grew %s over steps %d–%d (%s); steady since step %d%s%s",
+			grew, d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom, d.spreadNote(), note)
 	}
 	if d.Reason == "" {
 		return "unknown"
@@ -103,11 +112,11 @@ func (d *Diagnosis) Lines() []string {
 		lines = append(lines, d.Phases[i].Line())
 	}
 	if pk := d.Peak; pk.Step >= 0 {
-		bound := ""
+		alloc := pk.Allocated.MiBString() + " MiB"
 		if !pk.Exact {
-			bound = " (at least)"
+			alloc = "≥ " + alloc + " (not exact)"
 		}
-		line := fmt.Sprintf("session peak %s MiB allocated%s, %s MiB reserved, in %s", pk.Allocated.MiBString(), bound, pk.Reserved.MiBString(), Where(pk.Step, pk.Phase))
+		line := fmt.Sprintf("session peak %s allocated, %s MiB reserved, in %s", alloc, pk.Reserved.MiBString(), Where(pk.Step, pk.Phase))
 		if share, ok := shareOf(pk.DominantBytes, pk.Allocated); ok {
 			line += fmt.Sprintf("; largest part: %s %s MiB (%.0f%%)", pk.Dominant, pk.DominantBytes.MiBString(), 100*share)
 		}
@@ -142,7 +151,10 @@ func (d *Diagnosis) Lines() []string {
 		if n.Steady {
 			kind = "steady"
 		}
-		line := fmt.Sprintf("needed (%s peak): %s MiB allocated, %s MiB reserved", kind, n.Allocated.MiBString(), n.Reserved.MiBString())
+		line := fmt.Sprintf("needed (%s peak): %s allocated, %s MiB reserved", kind, n.AllocatedKnown.MiB(n.Allocated), n.Reserved.MiBString())
+		if note := n.AllocatedKnown.Note(); note != "" {
+			line += " (" + note + ")"
+		}
 		if n.PhasePeak.Known() {
 			line += fmt.Sprintf("; %s needs more: %s MiB allocated", n.PhaseName, n.PhasePeak.MiBString())
 		}

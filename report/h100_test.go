@@ -169,3 +169,47 @@ func TestH100LiveNVMLIsUsedOnlyWithItsTime(t *testing.T) {
 		t.Fatalf("the text report does not mark the stale reading")
 	}
 }
+
+// Issue 19's done-when: on s001 and on the seed-model sessions of
+// clients.jsonl.gz the need and the steady peak are 4309 MiB, inferred
+// and said so, or marked not exact; 3393 MiB (a lower bound: steps 2–5
+// end every phase at step 1's bytes, s001_stat_cuda.json) is never the
+// need.
+func TestH100NeedIsNeverALowerBound(t *testing.T) {
+	for _, file := range []string{"s001", "clients"} {
+		r := Build(loadRecording(t, "../testdata/h100/"+file+".jsonl.gz"))
+		seeds := 0
+		for _, p := range r.Processes {
+			if !strings.Contains(strings.Join(p.Argv, " "), "seed001") {
+				continue
+			}
+			seeds++
+			d := p.Diagnosis
+			n := d.Need
+			if !n.Allocated.Known() {
+				continue
+			}
+			text := strings.Join(d.Lines, "\n")
+			switch n.AllocatedKnown.Is {
+			case session.Bound:
+				if !strings.Contains(text, "needed (steady peak): ≥ "+n.Allocated.MiBString()+" MiB (not exact)") || n.Batch != nil {
+					t.Errorf("%s pid %d: a bound need must say so and give no batch estimate:\n%s", file, p.PID, text)
+				}
+			default:
+				if n.Allocated != 4518008832 || !strings.Contains(text, "needed (steady peak): 4309 MiB allocated") {
+					t.Errorf("%s pid %d: need %d (%s), want 4309 MiB:\n%s", file, p.PID, n.Allocated, n.AllocatedKnown.Is, text)
+				}
+			}
+			if strings.Contains(text, "needed (steady peak): 3393 MiB") || strings.Contains(text, "steady peak 3393 MiB") {
+				t.Errorf("%s pid %d: 3393 MiB stated as the need:\n%s", file, p.PID, text)
+			}
+		}
+		if seeds == 0 {
+			t.Fatalf("%s: no seed-model session", file)
+		}
+	}
+	d := Build(loadRecording(t, "../testdata/h100/s001.jsonl.gz")).Processes[0].Diagnosis
+	if k := d.Need.AllocatedKnown; k.Is != session.Inferred || k.SameAs != 1 || d.PeakAfter != 4518008832 {
+		t.Fatalf("s001: need %d %+v, want step 1's 4518008832 B inferred from it", d.PeakAfter, k)
+	}
+}
