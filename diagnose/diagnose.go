@@ -104,6 +104,9 @@ type Diagnosis struct {
 	InputUnit   string        `json:"input_unit"`
 	// Spread is the robust standard deviation of the step peaks' noise.
 	Spread session.Bytes `json:"spread"`
+	// Held is the memory held between steps over the finished steps (the
+	// per-step series is in the report's steps).
+	Held HeldSummary `json:"held_summary"`
 
 	Peak   PeakSite       `json:"peak"`
 	Causes Causes         `json:"causes"`
@@ -229,6 +232,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	pk := finishedPeaks(p)
 	tail := d.classify(p, pk)
 	d.PeakAfterKnown = knownOf(tail)
+	d.Held = heldOf(pk)
 	pa := findPeak(p)
 	d.Layers = Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, pa)}
 	d.Peak = PeakSite{Step: -1, Allocated: session.Unknown, Reserved: session.Unknown, DominantBytes: session.Unknown, Known: unknownKnown}

@@ -163,6 +163,9 @@ func (d *Diagnosis) Lines() []string {
 		}
 		lines = append(lines, line)
 	}
+	if line := d.Held.Line(); line != "" {
+		lines = append(lines, line)
+	}
 	if b := d.Need.Batch; b != nil {
 		if b.Capped {
 			lines = append(lines, fmt.Sprintf("estimate: batch %d (%d× the measured %d, where the estimate stops) or more fits if activations scale linearly with the batch (%s per sample)",

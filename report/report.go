@@ -86,6 +86,18 @@ type Step struct {
 	EndS   float64 `json:"end_s"`
 	Micro  int     `json:"micro"`
 	Phases []Phase `json:"phases"`
+	// PeakAllocated is the step's peak and Peak how it is known: "exact",
+	// "inferred" (from step SameAs, whose phases ended at the same bytes)
+	// or "bound" (the largest value seen: a lower bound). SameAs is also
+	// set beside an exact plain step the hook found the same as step
+	// SameAs, Within bytes apart (0: to the byte); -1 and null otherwise.
+	PeakAllocated session.Bytes     `json:"peak_allocated"`
+	Peak          session.Exactness `json:"peak"`
+	SameAs        int               `json:"same_as"`
+	Within        session.Bytes     `json:"within"`
+	// Held is the memory held between steps: allocated at the step's
+	// closing read.
+	Held session.Bytes `json:"held"`
 }
 
 // Phase is one cell of the step × phase table. Byte values are Unknown
@@ -208,7 +220,11 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	}
 	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
 	for _, st := range p.Steps() {
-		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Phases: []Phase{}}
+		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Phases: []Phase{},
+			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held}
+		if st.SameAs >= 0 {
+			row.Within = st.Within
+		}
 		for i := range st.Phases {
 			c := &st.Phases[i]
 			ph := Phase{

@@ -88,11 +88,11 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 
 	hook := "hook: not reported"
 	if h := p.Hook; h != nil {
-		reset := "off"
-		if h.ResetPeaks {
-			reset = "on"
+		exact := "off"
+		if h.ExactPeaks || h.ResetPeaks {
+			exact = "on"
 		}
-		hook = fmt.Sprintf("hook %s · %g Hz samples · reset_peaks %s · activations every %d steps", orDash(h.Version), h.SampleHz, reset, h.ActivationsEvery)
+		hook = fmt.Sprintf("hook %s · %g Hz samples · exact peaks %s · activations every %d steps", orDash(h.Version), h.SampleHz, exact, h.ActivationsEvery)
 	}
 	nvml := "no NVML data"
 	switch p.NVML {
@@ -150,6 +150,9 @@ func (p *Process) writeTable(w *bufio.Writer) {
 				fmt.Fprintf(w, "  %9s  %11s", gpu, ph.NonPyTorch.MiBString())
 			}
 			w.WriteString("\n")
+		}
+		if line := st.summary(); line != "" {
+			fmt.Fprintf(w, "  %5s  %s\n", "", line)
 		}
 	}
 	n := len(p.Steps)
@@ -233,4 +236,36 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// summary is the step's own line under its phases: its peak, how that is
+// known, and the memory it held at its end.
+func (st *Step) summary() string {
+	if !st.PeakAllocated.Known() {
+		return ""
+	}
+	var how string
+	switch st.Peak {
+	case session.Exact:
+		how = "step peak " + st.PeakAllocated.MiBString() + " MiB"
+		if st.SameAs >= 0 {
+			how += fmt.Sprintf(" (same phases as step %d, %s)", st.SameAs, within(st.Within))
+		}
+	case session.Inferred:
+		how = fmt.Sprintf("step peak %s MiB (inferred: same as step %d, every phase ended at the same bytes)", st.PeakAllocated.MiBString(), st.SameAs)
+	default:
+		how = "step peak ≥ " + st.PeakAllocated.MiBString() + " MiB (not exact)"
+	}
+	if st.Held.Known() {
+		how += " · held " + st.Held.MiBString() + " MiB"
+	}
+	return how
+}
+
+// within is "exact to the byte" or "within 2 MiB".
+func within(b session.Bytes) string {
+	if b == 0 {
+		return "exact to the byte"
+	}
+	return "within " + b.Human()
 }
