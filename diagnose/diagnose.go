@@ -107,6 +107,11 @@ type Diagnosis struct {
 	// Held is the memory held between steps over the finished steps (the
 	// per-step series is in the report's steps).
 	Held HeldSummary `json:"held_summary"`
+	// Rise explains the warmup's high against the step before it (nil
+	// outside a warmup that rises); FirstStep is the first step phase by
+	// phase.
+	Rise           *WarmupRise      `json:"warmup_rise"`
+	FirstStepPhase []FirstStepPhase `json:"first_step_phases"`
 
 	Peak   PeakSite       `json:"peak"`
 	Causes Causes         `json:"causes"`
@@ -245,6 +250,8 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.End = ending(s, p)
 	d.Phases = userPhases(p, d.PeakAfter)
 	d.Causes = causes(p, &d, pk, tail)
+	d.Rise = warmupRise(p, &d, pk)
+	d.FirstStepPhase = firstStepPhases(p)
 	d.Spike = spike(p, d.LastStep)
 	d.Need = need(s, p, &d, tail)
 	d.Need.PhasePeak = session.Unknown

@@ -156,14 +156,20 @@ func batch(p *session.Process, headroom session.Bytes, basis string) *BatchEstim
 	}
 	return &BatchEstimate{
 		Current: a.ActivationsBatch, Max: most, PerSample: per, Capped: capped,
-		Assumes: []string{
-			fmt.Sprintf("activations scale linearly with batch size (%s per sample, measured at step %d, batch %d)", per.Human(), a.ActivationsStep, a.ActivationsBatch),
-			fmt.Sprintf("at most %d× the measured batch: the linear scaling is untested beyond it", BatchCapFactor),
-			"weights, gradients and optimizer state do not depend on the batch",
-			"temporaries and the allocator cache stay as they are (they grow too: keep a margin)",
-			"headroom from " + basis,
-		},
+		Assumes: BatchAssumptions,
 	}
+}
+
+// BatchAssumptions are what every batch estimate assumes, the same for
+// every process: views print them once (the report at its end, the
+// diagnosis page under its lines). The measured figure and the headroom's
+// basis are in the estimate's and the need's own lines.
+var BatchAssumptions = []string{
+	"activations scale linearly with batch size (the per-sample figure is the activations the hook measured, divided by that batch)",
+	fmt.Sprintf("at most %d× the measured batch: the linear scaling is untested beyond it", BatchCapFactor),
+	"weights, gradients and optimizer state do not depend on the batch",
+	"temporaries and the allocator cache stay as they are (they grow too: keep a margin)",
+	"headroom as the need line says (its basis in brackets)",
 }
 
 // advise lists the suggestions the measurements call for, each with the

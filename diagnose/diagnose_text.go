@@ -55,6 +55,10 @@ func (d *Diagnosis) pattern() string {
 		if !k.Is.Stated() {
 			grew = d.PeakBefore.MiBString() + " MiB→" + k.MiB(d.PeakAfter)
 		}
+		if d.Rise != nil {
+			return fmt.Sprintf("warmup: %s; steady since step %d%s%s",
+				d.Rise.line(" ("+grew+", "+site+")"), d.SteadyFrom, d.spreadNote(), note)
+		}
 		return fmt.Sprintf("warmup: peak grew %s over steps %d–%d (%s); steady since step %d%s%s",
 			grew, d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom, d.spreadNote(), note)
 	}
@@ -122,30 +126,6 @@ func (d *Diagnosis) Lines() []string {
 		}
 		lines = append(lines, line)
 	}
-	if c := d.Causes; c.OptimizerCreated > 0 {
-		line := fmt.Sprintf("step %d: optimizer step allocated %s MiB", c.Step, c.OptimizerCreated.MiBString())
-		switch {
-		case c.OptimizerMatched:
-			line += fmt.Sprintf(": the optimizer state (anatomy: %s MiB)", c.OptimizerAnatomy.MiBString())
-		case c.OptimizerAnatomy.Known():
-			line += fmt.Sprintf(" (anatomy counts %s MiB of optimizer state)", c.OptimizerAnatomy.MiBString())
-		}
-		lines = append(lines, line)
-	}
-	var grew []string
-	if c := d.Causes; c.CacheGrowth >= CauseMin {
-		grew = append(grew, "allocator cache +"+c.CacheGrowth.MiBString()+" MiB")
-	}
-	if c := d.Causes; c.NonPyTorchGrowth >= CauseMin {
-		grew = append(grew, "non-PyTorch memory +"+c.NonPyTorchGrowth.MiBString()+" MiB (kernels, cuBLAS workspace)")
-	}
-	if len(grew) > 0 {
-		lines = append(lines, "warmup also grew: "+strings.Join(grew, ", "))
-	}
-	if o := d.Spike; o.Reported {
-		lines = append(lines, fmt.Sprintf("optimizer step spike: +%s MiB over its start (%s → %s MiB, step %d): temporaries of optimizer.step()",
-			o.Bytes.MiBString(), o.Start.MiBString(), o.Peak.MiBString(), o.Step))
-	}
 	if n := d.Need; n.Allocated.Known() {
 		kind := "highest"
 		if n.Steady {
@@ -173,6 +153,35 @@ func (d *Diagnosis) Lines() []string {
 		} else {
 			lines = append(lines, fmt.Sprintf("estimate: batch up to ~%d (measured %d) if activations scale linearly with the batch (%s per sample)", b.Max, b.Current, b.PerSample.Human()))
 		}
+	}
+	if c := d.Causes; c.OptimizerCreated > 0 {
+		line := fmt.Sprintf("step %d: optimizer step allocated %s MiB", c.Step, c.OptimizerCreated.MiBString())
+		switch {
+		case c.OptimizerMatched:
+			line += fmt.Sprintf(": the optimizer state (anatomy: %s MiB)", c.OptimizerAnatomy.MiBString())
+		case c.OptimizerAnatomy.Known():
+			line += fmt.Sprintf(" (anatomy counts %s MiB of optimizer state)", c.OptimizerAnatomy.MiBString())
+		}
+		lines = append(lines, line)
+	}
+	if c := d.Causes; c.Step >= 0 {
+		if line := firstStepLine(c.Step, d.FirstStepPhase); line != "" {
+			lines = append(lines, line)
+		}
+	}
+	var grew []string
+	if c := d.Causes; c.CacheGrowth >= CauseMin {
+		grew = append(grew, "allocator cache +"+c.CacheGrowth.MiBString()+" MiB")
+	}
+	if c := d.Causes; c.NonPyTorchGrowth >= CauseMin {
+		grew = append(grew, "non-PyTorch memory +"+c.NonPyTorchGrowth.MiBString()+" MiB (kernels, cuBLAS workspace)")
+	}
+	if len(grew) > 0 {
+		lines = append(lines, "warmup also grew: "+strings.Join(grew, ", "))
+	}
+	if o := d.Spike; o.Reported {
+		lines = append(lines, fmt.Sprintf("optimizer step spike: +%s MiB over its start (%s → %s MiB, step %d): temporaries of optimizer.step()",
+			o.Bytes.MiBString(), o.Start.MiBString(), o.Peak.MiBString(), o.Step))
 	}
 	for _, a := range d.Advice {
 		lines = append(lines, "→ "+a.Text+" — because "+a.Because)

@@ -213,3 +213,42 @@ func TestH100NeedIsNeverALowerBound(t *testing.T) {
 		t.Fatalf("s001: need %d %+v, want step 1's 4518008832 B inferred from it", d.PeakAfter, k)
 	}
 }
+
+// Seed 001's questions, answered from the recording and checked against
+// the run's own prints (s001_stat_cuda.json, bytes): why step 1 peaks
+// above step 0, the jump in loss, and the first optimizer.step().
+func TestH100S001WarmupExplainsItself(t *testing.T) {
+	d := Build(loadRecording(t, "../testdata/h100/s001.jsonl.gz")).Processes[0].Diagnosis
+	w := d.Rise
+	if w == nil {
+		t.Fatalf("no warmup rise: %s", d.Headline)
+	}
+	// max_allocated after step 1's backward − after step 0's backward.
+	if w.Step != 1 || w.From != 0 || w.Rise != 4518008832-3897313280 {
+		t.Errorf("rise %+v, want step 1 over step 0 by 620695552 B", w)
+	}
+	// allocated after optimizer.step() − after loss.backward(), step 0:
+	// Adam's state, alive during step 1.
+	// The hook reads backward's end 512 B above the print after
+	// loss.backward() (a scalar still alive at its read).
+	if opt := 1731225600 - 1138952704; w.Optimizer < session.Bytes(opt-512) || w.Optimizer > session.Bytes(opt) ||
+		w.Gradients != 0 || w.Unexplained != w.Rise-w.Optimizer {
+		t.Errorf("optimizer %d gradients %d unexplained %d, want 592272896, 0 (zero_grad frees them) and the rest", w.Optimizer, w.Gradients, w.Unexplained)
+	}
+	if !strings.HasPrefix(d.Headline, "warmup: step 1 +592 MiB over step 0 (3717→4309 MiB, loss of step 1): optimizer state +565, unexplained +27 MiB; steady since step 2") {
+		t.Errorf("headline %s", d.Headline)
+	}
+	var loss *diagnose.FirstStepPhase
+	for i := range d.FirstStepPhase {
+		if d.FirstStepPhase[i].Phase == "loss" {
+			loss = &d.FirstStepPhase[i]
+		}
+	}
+	// allocated after the loss − after the forward, step 0.
+	if loss == nil || loss.End-loss.Start != 2936817664-2456568832 {
+		t.Errorf("loss of step 0: %+v, want +480248832 B", loss)
+	}
+	if strings.Contains(strings.Join(d.Lines, "\n"), "nothing to fix") {
+		t.Errorf("the steady need is the warmup's high: nothing to fix is wrong")
+	}
+}

@@ -86,13 +86,13 @@ type Step struct {
 	EndS   float64 `json:"end_s"`
 	Micro  int     `json:"micro"`
 	Phases []Phase `json:"phases"`
-	// PeakAllocated is the step's peak and Peak how it is known: "exact",
+	// PeakAllocated is the step's peak and Peak (peak_known) how it is known: "exact",
 	// "inferred" (from step SameAs, whose phases ended at the same bytes)
 	// or "bound" (the largest value seen: a lower bound). SameAs is also
 	// set beside an exact plain step the hook found the same as step
 	// SameAs, Within bytes apart (0: to the byte); -1 and null otherwise.
 	PeakAllocated session.Bytes     `json:"peak_allocated"`
-	Peak          session.Exactness `json:"peak"`
+	Peak          session.Exactness `json:"peak_known"`
 	SameAs        int               `json:"same_as"`
 	Within        session.Bytes     `json:"within"`
 	// Held is the memory held between steps: allocated at the step's

@@ -30,9 +30,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Errors > 0 {
 		fmt.Fprintf(bw, "%d bad messages skipped\n", r.Errors)
 	}
+	estimates := false
 	for i := range r.Processes {
 		bw.WriteString("\n")
 		r.Processes[i].writeText(bw)
+		estimates = estimates || r.Processes[i].Diagnosis.Need.Batch != nil
+	}
+	if estimates { // once, not once per process
+		bw.WriteString("\nevery batch estimate above assumes:\n")
+		for _, a := range diagnose.BatchAssumptions {
+			fmt.Fprintf(bw, "  - %s\n", a)
+		}
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write text report: %w", err)
@@ -55,12 +63,6 @@ func (p *Process) writeText(w *bufio.Writer) {
 	w.WriteString("\n  diagnosis\n")
 	for _, l := range p.Diagnosis.Lines {
 		fmt.Fprintf(w, "    %s\n", l)
-	}
-	if b := p.Diagnosis.Need.Batch; b != nil {
-		w.WriteString("    the batch estimate assumes:\n")
-		for _, a := range b.Assumes {
-			fmt.Fprintf(w, "      - %s\n", a)
-		}
 	}
 }
 

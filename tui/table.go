@@ -166,6 +166,9 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 		switch {
 		case c == nil:
 			padLeft(&b, "·", cellW)
+		case st.SameAs >= 0 && st.Peak == session.Exact:
+			// A plain step: read once, its phases those of step SameAs.
+			padLeft(&b, `"`, cellW)
 		case both:
 			padLeft(&b, c.AllocatedEnd.MiBString(), 5)
 			padLeft(&b, peakText(c), 6)
@@ -173,7 +176,7 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 			padLeft(&b, peakText(c), cellW)
 		}
 	}
-	padLeft(&b, st.PeakAllocated.MiBString(), 7)
+	padLeft(&b, stepPeakText(st), 7)
 	padLeft(&b, durText(st), 8)
 	s := b.String()
 	switch {
@@ -194,6 +197,20 @@ func peakText(c *session.Cell) string {
 		return "≥" + c.PeakAllocated.MiBString()
 	}
 	return c.PeakAllocated.MiBString()
+}
+
+// stepPeakText is a step's peak in MiB: "≥" marks a lower bound, "="
+// a peak inferred from the exact step this one repeats.
+func stepPeakText(st *session.Step) string {
+	switch {
+	case !st.PeakAllocated.Known():
+		return "–"
+	case st.Peak == session.Bound:
+		return "≥" + st.PeakAllocated.MiBString()
+	case st.Peak == session.Inferred:
+		return "=" + st.PeakAllocated.MiBString()
+	}
+	return st.PeakAllocated.MiBString()
 }
 
 func durText(st *session.Step) string {
