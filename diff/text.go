@@ -55,7 +55,7 @@ func (p *Pair) writeText(w *bufio.Writer) {
 				worst = fmt.Sprintf("%d (%s)", ph.WorstStep, signedMiB(ph.WorstChange))
 			}
 			fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", ph.Phase,
-				ph.PeakAllocated.A.MiBString(), ph.PeakAllocated.B.MiBString(), signedMiB(ph.PeakAllocated.Change),
+				boundMiB(ph.PeakAllocated.A, ph.PeakAllocated.ABound), boundMiB(ph.PeakAllocated.B, ph.PeakAllocated.BBound), signedMiB(ph.PeakAllocated.Change),
 				ph.PeakReserved.A.MiBString(), ph.PeakReserved.B.MiBString(), signedMiB(ph.PeakReserved.Change), worst)
 		}
 	}
@@ -65,9 +65,9 @@ func (p *Pair) writeText(w *bufio.Writer) {
 		kind = "highest step peak (no steady state on both sides)"
 	}
 	fmt.Fprintf(w, "\n  %s: allocated %s → %s (%s), reserved %s → %s (%s)\n", kind,
-		s.Allocated.A.Human(), s.Allocated.B.Human(), signedHuman(s.Allocated.Change),
+		boundHuman(s.Allocated.A, s.Allocated.ABound), boundHuman(s.Allocated.B, s.Allocated.BBound), signedHuman(s.Allocated.Change),
 		s.Reserved.A.Human(), s.Reserved.B.Human(), signedHuman(s.Reserved.Change))
-	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", s.Peak.A.Human(), s.Peak.B.Human(), signedHuman(s.Peak.Change))
+	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", boundHuman(s.Peak.A, s.Peak.ABound), boundHuman(s.Peak.B, s.Peak.BBound), signedHuman(s.Peak.Change))
 	if len(p.Moved) == 0 {
 		fmt.Fprintf(w, "  anatomy at the peak: no layer moved (by %s and %.0f%% of the peak or more)\n", session.Bytes(MovedFloor).Human(), MovedShare*100)
 		return
@@ -95,6 +95,21 @@ func signedMiB(c *int64) string {
 		return fmt.Sprintf("−%d", v)
 	}
 	return fmt.Sprintf("+%d", v)
+}
+
+// boundMiB and boundHuman write a side, "≥" before a lower bound.
+func boundMiB(b session.Bytes, bound bool) string {
+	if bound {
+		return "≥" + b.MiBString()
+	}
+	return b.MiBString()
+}
+
+func boundHuman(b session.Bytes, bound bool) string {
+	if bound {
+		return "≥ " + b.Human() + " (not exact)"
+	}
+	return b.Human()
 }
 
 func signedHuman(c *int64) string {

@@ -38,9 +38,9 @@ func (e Exactness) MarshalText() ([]byte, error) { return []byte(e.String()), ni
 // exact or inferred one; a bound is stated as "≥ X, not exact".
 func (e Exactness) Stated() bool { return e != Bound }
 
-// sameLookback is how many table rows before a step are searched for the
-// exact step it repeats.
-const sameLookback = 32
+// sameTries bounds how many exact steps a step is compared with (newest
+// first), so a table of exact steps costs little per phase end.
+const sameTries = 64
 
 // settle decides how the step's peak is known and sets PeakAllocated:
 // the exact figure, an exact step's that this one repeats, or the largest
@@ -127,11 +127,13 @@ func (st *Step) counterAtEnd() Bytes {
 // are the same, in the same order, and ended at the same allocated bytes:
 // the same work on the same held memory, so the same peak.
 func (p *Process) repeated(st *Step) *Step {
-	for k := len(p.steps) - 1; k >= 0 && k >= len(p.steps)-sameLookback; k-- {
+	tries := 0
+	for k := len(p.steps) - 1; k >= 0 && tries < sameTries; k-- {
 		ref := p.steps[k]
 		if ref.Index >= st.Index || ref.Peak != Exact {
 			continue
 		}
+		tries++
 		if sameEnds(ref, st) {
 			return ref
 		}

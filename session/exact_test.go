@@ -27,6 +27,24 @@ func s001Step(f *feed, step int, ends [5]int64, peak int64) {
 	}
 }
 
+// A repeat far from its exact step (live.jsonl.gz has 60 steps) still
+// finds it.
+func TestARepeatFarFromItsExactStepIsInferred(t *testing.T) {
+	f := newFeed(1, "s001")
+	s001Step(f, 0, [5]int64{283, 2343, 2801, 1086, 1651}, 3717)
+	same := [5]int64{1370, 2935, 3393, 1650, 1650}
+	s001Step(f, 1, same, 4309)
+	for i := 2; i < 80; i++ {
+		s001Step(f, i, same, 3393)
+	}
+	s := New()
+	s.ApplyAll(f.evs)
+	pk := s.Processes()[0].StepPeaks()
+	if last := pk[len(pk)-1]; last.Peak != Inferred || last.SameAs != 1 || last.PeakAllocated != Bytes(mib(4309)) {
+		t.Fatalf("step 79: %d MiB %s same as %d, want step 1's 4309 MiB, inferred", last.PeakAllocated/MiB, last.Peak, last.SameAs)
+	}
+}
+
 func TestARepeatedStepTakesTheExactStepsPeak(t *testing.T) {
 	f := newFeed(1, "s001")
 	s001Step(f, 0, [5]int64{283, 2343, 2801, 1086, 1651}, 3717)
