@@ -68,6 +68,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--read-us", type=float, default=fakecuda.H100_READ_US,
                     help="cost of one allocator stats call (busy wait)")
+    ap.add_argument("--reset-us", type=float, default=fakecuda.H100_RESET_US,
+                    help="cost of one peak reset (busy wait; assumed, bench/fakecuda.py)")
     ap.add_argument("--size", default="tiny", choices=sorted(SIZES))
     ap.add_argument("--blocks", type=int, default=24)
     ap.add_argument("--steps", type=int, default=40, help="optimizer steps per block")
@@ -94,7 +96,7 @@ def main():
             fake = fakecuda.CountingBinding().install(torch)
         else:
             torch.set_num_threads(1)
-            fake = fakecuda.FakeAllocator(args.read_us).install(torch)
+            fake = fakecuda.FakeAllocator(args.read_us, reset_us=args.reset_us).install(torch)
         run(args, torch, fake, work, procs)
     finally:
         for p in procs:
@@ -161,7 +163,7 @@ def run(args, torch, fake, work, procs):
         mod = __import__(pkg, fromlist=["_client", "_config", "_cuda", "_watch"])
         C, CF, CU, W = mod._client, mod._config, mod._cuda, mod._watch
 
-        def client(name, C=C, CF=CF, CU=CU, **kw):
+        def client(name, C=C, CF=CF, CU=CU, every_phase=False, **kw):
             if args.sample_hz is not None and "sample_hz" not in kw:
                 kw["sample_hz"] = args.sample_hz
             sock = os.path.join(work, "none.sock")
@@ -174,7 +176,10 @@ def run(args, torch, fake, work, procs):
                 # A client per block: its sampler runs only in its own blocks.
                 c = C.Client(cfg, cuda=CU.detect(torch, model), torch_version=torch.__version__)
                 c.step = 3  # past the always-measured first steps: a default plain step
-                return W.Watcher(torch, c, model, opt, c.config), c
+                w = W.Watcher(torch, c, model, opt, c.config)
+                if every_phase:  # the design that reads and resets at every phase
+                    w.breakdown_always = True
+                return w, c
             return make
 
         default = client(tag + "default")
@@ -182,6 +187,9 @@ def run(args, torch, fake, work, procs):
         quiet = client(tag + "nosampler", sample_hz=0) if not tag else None
         if quiet is not None:
             modes.append(("watch, sample_hz 0", plain, "plain", quiet))
+            if hasattr(W.Watcher, "breakdown_always"):
+                modes.append(("watch, every phase read+reset", plain, "plain",
+                              client("everyphase", every_phase=True)))
         for name, loop, base, make in (("%swatch" % tag, plain, "plain", default),
                                        ("%swatch, measured" % tag, plain, "plain", measured),
                                        ("%swatch, accumulation" % tag, accum, "accumulation",
@@ -201,6 +209,7 @@ def run(args, torch, fake, work, procs):
     times = {m[0]: [] for m in modes}
     blocks = {m[0]: [] for m in modes}
     reads = dict.fromkeys(times, 0)
+    resets = dict.fromkeys(times, 0)
     all_reads = dict.fromkeys(times, 0)
     secs = dict.fromkeys(times, 0.0)
     for b in range(args.blocks):
@@ -219,9 +228,11 @@ def run(args, torch, fake, work, procs):
             elif make is not None:
                 w, c = make()
             r0, a0, t0 = fake.training_reads, fake.reads, time.monotonic()
+            z0 = getattr(fake, "resets", 0)
             acc = []
             loop(acc, args.steps)
             reads[name] += fake.training_reads - r0
+            resets[name] += getattr(fake, "resets", 0) - z0
             all_reads[name] += fake.reads - a0
             secs[name] += time.monotonic() - t0
             if w is not None:
@@ -240,7 +251,8 @@ def run(args, torch, fake, work, procs):
     # when no other process interrupts it (on a shared box the median
     # carries the neighbours' load; the low percentile much less).
     p10 = {k: sorted(a[1] for a in v)[len(v) // 10] for k, v in times.items()}
-    reader = ("%.1f us per allocator read (busy wait, GIL held)" % args.read_us
+    reader = ("%.1f us per allocator read, %.1f us per peak reset (busy waits, GIL held)"
+              % (args.read_us, fake.reset_ns / 1e3)
               if dev == "cpu" else "REAL allocator on %s" % torch.cuda.get_device_name(0))
     print("cost model: %s; %s MLP %d-%d x%d-10 batch %d, %s, torch %s, %d torch threads; "
           "%d blocks x %d steps per mode; accumulation: %d micro-steps; load %.2f; %s"
@@ -248,9 +260,9 @@ def run(args, torch, fake, work, procs):
              torch.__version__, torch.get_num_threads(), args.blocks, args.steps, micro,
              os.getloadavg()[0],
              "monitor: %s record" % args.bin if args.bin else "no monitor listening"))
-    print("%-31s %9s %9s %9s %9s %9s %13s %6s %9s" % (
+    print("%-31s %9s %9s %9s %9s %9s %13s %6s %6s %9s" % (
         "mode", "step us", "+wall us", "+cpu us", "+cpu p10", "paired", "paired IQR",
-        "reads", "sampler/s"))
+        "reads", "resets", "sampler/s"))
     added = {}
     for name, _, base, _ in modes:
         wall, cpu = med[name]
@@ -269,7 +281,7 @@ def run(args, torch, fake, work, procs):
         else:
             line += " %9s %9s %9s %9s %13s" % ("", "", "", "", "")
         sampler = (all_reads[name] - reads[name]) / secs[name] if secs[name] else 0
-        line += " %6.2f %9.1f" % (reads[name] / n, sampler)
+        line += " %6.2f %6.2f %9.1f" % (reads[name] / n, resets[name] / n, sampler)
         print(line)
     print("reads: allocator reads per optimizer step on the training thread "
           "(accumulation: per step of %d micro-steps)" % micro)

@@ -57,7 +57,7 @@ class FakeAllocator:
     told apart.
     """
 
-    def __init__(self, read_us=H100_READ_US, pool=256):
+    def __init__(self, read_us=H100_READ_US, pool=256, reset_us=None):
         with open(FIXTURE) as f:
             flat = json.load(f)
         base = nested_from_flat(flat)
@@ -68,6 +68,9 @@ class FakeAllocator:
             self._pool.append(d)
         self._i = 0
         self.cost_ns = int(read_us * 1000)
+        # A reset costs H100_RESET_US (assumed, see there) when reads cost anything.
+        self.reset_ns = int((H100_RESET_US if reset_us is None and read_us else reset_us or 0)
+                            * 1000)
         self.reads = 0
         self.training_reads = 0
         self.resets = 0
@@ -88,38 +91,69 @@ class FakeAllocator:
         return d
 
     def _reset_peaks(self, device=None):
+        """``torch._C._cuda_resetPeakMemoryStats``: costs ``reset_ns``, counted;
+        the pool's figures do not change (bench/cost_model.py times, it does
+        not check figures; SimAllocator does)."""
+        end = time.perf_counter_ns() + self.reset_ns
         self.resets += 1
+        if self.reset_ns:
+            ns = time.perf_counter_ns
+            while ns() < end:
+                pass
 
     def install(self, torch):
         """Patch torch so that it reports one initialised CUDA device read through self."""
-        props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3 (fake)",
-                                      total_memory=85899345920,
-                                      uuid="5e7f3a1c0b2d4c8e9f102a3b4c5d6e7f")
-        patches = [
-            (torch._C, "_cuda_memoryStats", self),
-            (torch.cuda, "is_available", lambda: True),
-            (torch.cuda, "is_initialized", lambda: True),
-            (torch.cuda, "current_device", lambda: 0),
-            (torch.cuda, "get_device_properties", lambda device=None: props),
-            (torch.cuda, "reset_peak_memory_stats", self._reset_peaks),
-        ]
-        for obj, name, value in patches:
-            self._saved.append((obj, name, getattr(obj, name, _MISSING)))
-            setattr(obj, name, value)
-        # torch.cuda.memory binds is_initialized at import: patch it there too.
-        mem = getattr(torch.cuda, "memory", None)
-        if mem is not None and hasattr(mem, "is_initialized"):
-            self._saved.append((mem, "is_initialized", mem.is_initialized))
-            mem.is_initialized = lambda: True
+        self._saved = install_bindings(torch, self, self._reset_peaks)
         return self
 
     def uninstall(self):
-        for obj, name, old in reversed(self._saved):
-            if old is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, old)
+        uninstall_bindings(self._saved)
         self._saved = []
+
+
+def install_bindings(torch, stats, reset):
+    """Make ``torch`` report one initialised CUDA device (an H100) whose
+    ``torch._C._cuda_memoryStats`` is ``stats`` and ``_cuda_resetPeakMemoryStats``
+    is ``reset`` (added on a CPU-only torch, replaced on a CUDA build): torch's
+    own Python (torch.cuda.memory) runs above them unchanged. Returns what
+    uninstall_bindings() undoes."""
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3 (fake)",
+                                  total_memory=85899345920,
+                                  uuid="5e7f3a1c0b2d4c8e9f102a3b4c5d6e7f")
+    patches = [
+        (torch._C, "_cuda_memoryStats", stats),
+        (torch._C, "_cuda_resetPeakMemoryStats", reset),
+        (torch.cuda, "is_available", lambda: True),
+        (torch.cuda, "is_initialized", lambda: True),
+        (torch.cuda, "current_device", lambda: 0),
+        (torch.cuda, "get_device_properties", lambda device=None: props),
+    ]
+    if hasattr(torch._C, "_accelerator_getDeviceStats"):
+        # torch 2.x's torch.accelerator.memory_* read the same allocator
+        # through their own bindings (torch/accelerator/memory.py).
+        patches += [
+            (torch._C, "_accelerator_getDeviceStats", stats),
+            (torch._C, "_accelerator_resetPeakStats", reset),
+            (torch._C, "_accelerator_isAllocatorInitialized", lambda: True),
+        ]
+    saved = []
+    for obj, name, value in patches:
+        saved.append((obj, name, getattr(obj, name, _MISSING)))
+        setattr(obj, name, value)
+    # torch.cuda.memory binds is_initialized at import: patch it there too.
+    mem = getattr(torch.cuda, "memory", None)
+    if mem is not None and hasattr(mem, "is_initialized"):
+        saved.append((mem, "is_initialized", mem.is_initialized))
+        mem.is_initialized = lambda: True
+    return saved
+
+
+def uninstall_bindings(saved):
+    for obj, name, old in reversed(saved):
+        if old is _MISSING:
+            delattr(obj, name)
+        else:
+            setattr(obj, name, old)
 
 
 _MISSING = object()
@@ -153,3 +187,195 @@ class CountingBinding:
             setattr(obj, name, old)
         self._saved = []
 
+
+
+# ---- a simulated caching allocator, from the H100 measurements -----------------------
+
+# The seed-001 run's own stat_cuda prints on the H100 (a copy of
+# shared/recordings/h100/s001_stat_cuda.json; its README explains it).
+S001_STAT_CUDA = os.path.join(ROOT, "testdata", "h100", "s001_stat_cuda.json")
+# torch's own reset cost is not measurable without a GPU. The binding
+# (torch/csrc/cuda/Module.cpp THCPModule_resetPeakMemoryStats) unpacks the
+# device index and calls CUDACachingAllocator::resetPeakStats, which takes the
+# device allocator's mutex and sets peak = current in 9 stat arrays of 3 pools
+# and 2 oversize stats (c10/cuda/CUDACachingAllocator.cpp): no CUDA call, no
+# dict. 1 us is an upper bound assumed for it (a METH_O torch binding call
+# costs 0.24 us on this box: _set_grad_enabled, bench/cost_model.py --reset-us).
+H100_RESET_US = 1.0
+LARGE = 1 << 20  # the caching allocator's small/large pool boundary (1 MiB)
+SEGMENT = 2 << 20  # large segments round to 2 MiB
+
+
+def _zero(d):
+    return {k: _zero(v) if isinstance(v, dict) else 0 for k, v in d.items()}
+
+
+def seed001_script(path=S001_STAT_CUDA):
+    """The seed-001 model's phases on the H100, from its own ``stat_cuda`` prints.
+
+    Returns ``(start, phases)``: ``start`` = ``(allocated, reserved)`` at
+    "beginning" (step -1), and ``phases[step][name]`` = ``(allocated at the
+    phase's end, peak inside it, reserved at its end)`` for steps 0 and 1;
+    every later step is step 1's (shared/recordings/h100/README.md: steps 1
+    to 5 are identical, each peaking at step 1's 4,518,008,832 B).
+
+    Where each number comes from: ends (allocated, reserved) are the print
+    after the phase's line in seed001.py (``model.zero_grad()``,
+    ``model(x, y)``, the loss line, ``loss.backward()``, ``opt.step()``).
+    A peak is the print's max_allocated where it rose in that phase (the
+    user never resets, so a rise is that phase's own peak: every phase of
+    step 0, and step 1's backward). Where it did not rise (step 1 before
+    backward; both steps' optimizer step) the print is only a bound, so the
+    peak is taken as the larger of the phase's start and end plus step 0's
+    overshoot for the same phase (its peak above its larger end), 0 for
+    the optimizer step, whose peak never showed.
+    """
+    with open(path) as f:
+        rows = json.load(f)
+    start = next((r["allocated"], r["reserved"]) for r in rows if r["step"] == -1)
+    prev_alloc, prev_max = start[0], rows[0]["max_allocated"]
+    overshoot = {}
+    phases = {}
+    for r in rows:
+        if r["step"] < 0 or r["step"] > 1:
+            continue
+        name, step = r["phase"], r["step"]
+        top = max(prev_alloc, r["allocated"])
+        if r["max_allocated"] > prev_max:
+            peak = r["max_allocated"]
+            if step == 0:
+                overshoot[name] = peak - top
+        else:
+            peak = top + overshoot.get(name, 0)
+        phases.setdefault(step, {})[name] = (r["allocated"], peak, r["reserved"])
+        prev_alloc, prev_max = r["allocated"], r["max_allocated"]
+    return start, phases
+
+
+class SimAllocator:
+    """A simulated CUDA caching allocator's statistics, for CPU-only torch.
+
+    Counters follow CUDACachingAllocator's semantics: every stat has
+    current, peak, allocated and freed; a change moves ``all`` and its pool
+    (small below 1 MiB, large from it); peak = max(peak, current) on each
+    change; ``reset_peaks`` sets peak = current in every stat, accumulated
+    counts untouched. The nested dict has the keys of a real torch 2.3 dict
+    (testdata/torch/memory_stats_torch23_a100.json, what torch 2.x's
+    ``_cuda_memoryStats`` returns). ``__call__`` is ``_cuda_memoryStats``
+    (a fresh dict each call, as torch builds one) and ``reset_peaks`` is
+    ``_cuda_resetPeakMemoryStats``; each can busy-wait to cost what it costs
+    on an H100 (``read_us``, ``reset_us``).
+
+    The figures come from :func:`seed001_script`: ``phase(step, name)``
+    moves the counters as that phase of the seed-001 model did on the H100
+    (up to its peak, down to its end, reserved to its end).
+    """
+
+    def __init__(self, read_us=0.0, reset_us=0.0, script=None, leak_from=None, leak=0):
+        with open(FIXTURE) as f:
+            self.stats = _zero(nested_from_flat(json.load(f)))
+        self.read_ns = int(read_us * 1000)
+        self.reset_ns = int(reset_us * 1000)
+        self.start, self.phases = script if script is not None else seed001_script()
+        self.leak_from, self.leak = leak_from, leak
+        self.reads = self.resets = 0
+        self._blocks = []  # sizes of live allocations, oldest first
+        self._saved = []
+        self._alloc(self.start[0])
+        self._reserve(self.start[1])
+
+    # ---- the allocator's counters --------------------------------------------------
+
+    def _move(self, stat, pool, delta):
+        for key in ("all", pool):
+            d = self.stats[stat][key]
+            d["current"] += delta
+            if delta > 0:
+                d["allocated"] += delta
+            else:
+                d["freed"] -= delta
+            if d["current"] > d["peak"]:
+                d["peak"] = d["current"]
+
+    def _alloc(self, n):
+        if n <= 0:
+            return
+        pool = "large_pool" if n >= LARGE else "small_pool"
+        for stat in ("allocated_bytes", "active_bytes", "requested_bytes"):
+            self._move(stat, pool, n)
+        for stat in ("allocation", "active"):
+            self._move(stat, pool, 1)
+        self._blocks.append(n)
+
+    def _free_to(self, target):
+        """Free the newest blocks, the last one in part (split), down to ``target``."""
+        while self._blocks and self.allocated > target:
+            n = self._blocks.pop()
+            pool = "large_pool" if n >= LARGE else "small_pool"
+            for stat in ("allocated_bytes", "active_bytes", "requested_bytes"):
+                self._move(stat, pool, -n)
+            for stat in ("allocation", "active"):
+                self._move(stat, pool, -1)
+            if self.allocated < target:
+                self._alloc(target - self.allocated)
+
+    def _reserve(self, target):
+        grow = target - self.stats["reserved_bytes"]["all"]["current"]
+        if grow > 0:
+            self._move("reserved_bytes", "large_pool", grow)
+            self._move("segment", "large_pool", 1)
+            self.stats["num_device_alloc"] += 1
+
+    @property
+    def allocated(self):
+        return self.stats["allocated_bytes"]["all"]["current"]
+
+    def phase(self, step, name):
+        """Run ``name`` of ``step`` as the seed-001 model did (see the class)."""
+        steps = self.phases
+        end, peak, reserved = steps[min(step, max(steps))][name]
+        if self.leak_from is not None and step >= self.leak_from:
+            n = step - self.leak_from + (1 if name == "step" else 0)
+            end, peak = end + n * self.leak, peak + n * self.leak
+            reserved += -(-(n * self.leak) // SEGMENT) * SEGMENT
+        self._reserve(reserved)
+        self._alloc(peak - self.allocated)
+        self._free_to(end)
+        if self.allocated < end:
+            self._alloc(end - self.allocated)
+
+    # ---- the bindings --------------------------------------------------------------
+
+    def __call__(self, device):
+        t_end = time.perf_counter_ns() + self.read_ns
+        self.reads += 1
+        out = _copy(self.stats)
+        if self.read_ns:
+            ns = time.perf_counter_ns
+            while ns() < t_end:
+                pass
+        return out
+
+    def reset_peaks(self, device):
+        t_end = time.perf_counter_ns() + self.reset_ns
+        self.resets += 1
+        stack = [self.stats]
+        while stack:
+            d = stack.pop()
+            if "peak" in d:
+                d["peak"] = d["current"]
+            else:
+                stack.extend(v for v in d.values() if isinstance(v, dict))
+        if self.reset_ns:
+            ns = time.perf_counter_ns
+            while ns() < t_end:
+                pass
+
+    def install(self, torch):
+        """Make torch report one initialised CUDA device whose allocator is this."""
+        self._saved = install_bindings(torch, self, self.reset_peaks)
+        return self
+
+    def uninstall(self):
+        uninstall_bindings(self._saved)
+        self._saved = []

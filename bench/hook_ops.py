@@ -27,6 +27,8 @@ import fakecuda  # noqa: E402
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps-before", type=int, default=5, help="warm-up steps before the counted one")
+    ap.add_argument("--every-phase", action="store_true",
+                    help="the design that reads and resets at every phase of every step")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # the client warns that nothing listens
     import torch
@@ -42,6 +44,7 @@ def main():
     client = _client.Client(cfg, cuda=_cuda.detect(torch, model), torch_version=torch.__version__)
     client.step = 3  # a default plain step, past the always-measured first steps
     watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    watcher.breakdown_always = args.every_phase
 
     def step():
         opt.zero_grad()
@@ -77,8 +80,9 @@ def main():
         by[key[0]] += n
     for key, n in calls.items():
         frames[key[0]] += n
-    print("one plain step (Python %d.%d, torch %s): vramscope %d opcodes in %d frames; "
-          "torch's own Python %d opcodes; the fake allocator's %d (not the hook's)"
+    what = "one plain step" + (" (every phase read+reset)" if args.every_phase else "")
+    print((what + " (Python %d.%d, torch %s): vramscope %d opcodes in %d frames; "
+           "torch's own Python %d opcodes; the fake allocator's %d (not the hook's)")
           % (sys.version_info[0], sys.version_info[1], torch.__version__, by["vramscope"],
              frames["vramscope"], by["torch/other"], by["fake allocator"]))
     watcher.remove()

@@ -19,12 +19,13 @@ def test_default_socket_path_follows_the_go_side_rules():
 
 
 def test_environment_sets_defaults_and_arguments_win():
-    env = {"VRAMSCOPE_SAMPLE_HZ": "10", "VRAMSCOPE_RESET_PEAKS": "1",
+    # (VRAMSCOPE_RESET_PEAKS is retired: test_exact_peaks.py)
+    env = {"VRAMSCOPE_SAMPLE_HZ": "10",
            "VRAMSCOPE_ACTIVATIONS_EVERY": "0", "VRAMSCOPE_SOCKET": "/e.sock"}
     c = _config.resolve(environ=env)
     assert (c.socket, c.sample_hz, c.reset_peaks, c.activations_every, c.disabled) == \
-        ("/e.sock", 10.0, True, 0, False)
-    c = _config.resolve(socket="/a.sock", sample_hz=5, reset_peaks=False,
+        ("/e.sock", 10.0, False, 0, False)
+    c = _config.resolve(socket="/a.sock", sample_hz=5,
                         activations_every=7, environ=env)
     assert (c.socket, c.sample_hz, c.reset_peaks, c.activations_every) == \
         ("/a.sock", 5.0, False, 7)
@@ -37,8 +38,7 @@ def test_environment_sets_defaults_and_arguments_win():
 @pytest.mark.parametrize("name,value", [("VRAMSCOPE_SAMPLE_HZ", "fast"),
                                         ("VRAMSCOPE_SAMPLE_HZ", "nan"),
                                         ("VRAMSCOPE_SAMPLE_HZ", "-3"),
-                                        ("VRAMSCOPE_ACTIVATIONS_EVERY", "1.5"),
-                                        ("VRAMSCOPE_RESET_PEAKS", "maybe")])
+                                        ("VRAMSCOPE_ACTIVATIONS_EVERY", "1.5")])
 def test_a_bad_environment_value_warns_once_and_keeps_the_default(name, value):
     with pytest.warns(RuntimeWarning, match=name) as rec:
         c = _config.resolve(environ={name: value})

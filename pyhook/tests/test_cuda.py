@@ -52,10 +52,10 @@ class FakeTorchCuda:
                                      uuid="5e7f3a1c0b2d4c8e9f102a3b4c5d6e7f")
 
 
-def run_steps(torch, cuda, reset_peaks, steps=2):
+def run_steps(torch, cuda, steps=2):
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    client = _client.Client(make_config(reset_peaks=reset_peaks), cuda=cuda, start=False)
+    client = _client.Client(make_config(), cuda=cuda, start=False)
     _watch.Watcher(torch, client, model, opt, client.config)
     for _ in range(steps):
         opt.zero_grad()
@@ -65,11 +65,12 @@ def run_steps(torch, cuda, reset_peaks, steps=2):
     return client
 
 
-@pytest.mark.parametrize("reset", [False, True])
-def test_one_memory_stats_call_per_marker_and_resets_only_when_asked(torch_mod, reset):
+def test_one_memory_stats_call_per_marker_and_no_reset_without_the_bindings(torch_mod):
+    # A torch without torch._C's stats and reset bindings: no exact peaks,
+    # reads at every end edge (exact peaks: test_exact_peaks.py).
     fake = FakeTorchCuda()
     cuda = _cuda.CudaStats(types.SimpleNamespace(cuda=fake), 0)
-    client = run_steps(torch_mod, cuda, reset)
+    client = run_steps(torch_mod, cuda)
     markers = [m for m in queued(client) if m["type"] in ("phase", "mark")]
     assert len(markers) == 2 * 10 + 1
     # One read per end edge and per mark; a begin edge reads nothing itself.
@@ -77,8 +78,9 @@ def test_one_memory_stats_call_per_marker_and_resets_only_when_asked(torch_mod, 
     assert fake.stats_calls == len(reads) == 2 * 5 + 1
     assert all(m["mem"] == _cuda.mem_from_stats(fake.stats) for m in reads)
     begins = sum(1 for m in markers if m.get("edge") == "begin")
-    assert fake.resets == (begins if reset else 0)
-    assert client.hello["hook"]["reset_peaks"] is reset
+    assert begins == 10 and fake.resets == 0
+    assert client.hello["hook"]["reset_peaks"] is False
+    assert client.hello["hook"]["exact_peaks"] is False
 
 
 def test_device_info_formats_the_uuid():
@@ -96,7 +98,7 @@ def test_cpu_torch_has_no_seam(torch_mod):
 
 
 def test_cpu_run_sends_null_mem_and_no_samples(torch_mod):
-    client = run_steps(torch_mod, None, False)
+    client = run_steps(torch_mod, None)
     msgs = queued(client)
     assert all(m["mem"] is None for m in msgs if m["type"] in ("phase", "mark"))
     assert client._sampler is None
@@ -159,7 +161,7 @@ class FakeNestedTorchCuda(FakeTorchCuda):
 def test_nested_read_is_preferred_one_call_per_marker(torch_mod):
     fake = FakeNestedTorchCuda()
     cuda = _cuda.CudaStats(types.SimpleNamespace(cuda=fake), 0)
-    client = run_steps(torch_mod, cuda, False)
+    client = run_steps(torch_mod, cuda)
     markers = [m for m in queued(client) if m["type"] in ("phase", "mark")]
     reads = [m for m in markers if m.get("edge") != "begin"]
     assert fake.nested_calls == len(reads) == 2 * 5 + 1

@@ -38,7 +38,7 @@ class BackwardMixin:
                 return True
             client = self._client
             raw = None
-            read = client.reader
+            read = client.reader if self._edge_reads else None
             if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
                 try:
                     raw = read()
@@ -57,7 +57,7 @@ class BackwardMixin:
                     self._open = None
                     client = self._client
                     raw = None
-                    read = client.reader
+                    read = client.reader if self._edge_reads else None
                     if read is not None:
                         try:
                             raw = read()

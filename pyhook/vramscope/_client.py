@@ -41,6 +41,9 @@ _monotonic = time.monotonic
 # The key under which stats and goodbye carry, in the queue only, the drops
 # counted before them (Client._emit_counted, Client._number).
 _GAP = "_vramscope_gap"
+# The key of a queue item (no message) that carries the peaks a user's reset
+# cut off (Client.carry).
+_CARRY = "_vramscope_carry"
 
 
 class Client:
@@ -81,10 +84,27 @@ class Client:
         self._batch = max(1, int(batch))
         self._sock = None
         self._closed = False
-        self._reset = bool(cuda is not None and config.reset_peaks)
+        # Exact peaks (docs/hook.md, "Exact peaks and your counters"): every
+        # read through self.reader resets the peak counters after it, the
+        # user's own counters patched to stay as they were. None where torch
+        # lacks the bindings (and on CPU runs): reads only, peaks may be bounds.
+        self.peaks = None
+        start_exact = getattr(cuda, "start_exact", None)
+        if start_exact is not None:
+            self.peaks = _safe.call(start_exact)
+        self.exact = self.peaks is not None
+        self._carry = None  # (max_allocated, max_reserved) a user's reset cut off (sender)
+        self._carry_src = None  # the read that carry was applied to
         # The allocator reader (None on CPU runs): callers on the hot path
-        # call it directly, guarding it as read_raw() does.
+        # call it directly, guarding it as read_raw() does. With exact peaks
+        # it resets after each read; read_plain() (samples, oom) never does.
+        self._plain = None
         self.reader = None if cuda is None else self._reader_of(cuda)
+        if self.exact:
+            self.peaks.clients.append(self)
+            raw = self.read_plain()
+            if raw is not None and type(raw) is dict:
+                _safe.call(self.peaks.start_with, raw)
         # When the training thread last read the allocator: the sampler
         # skips a sample while phase edges keep the curve fresh.
         self.last_read = 0.0
@@ -95,7 +115,8 @@ class Client:
         self._sampler = None
         self._reach = _sockcheck.Reach(config.socket)
         info = _safe.call(cuda.device_info) if cuda is not None else None
-        self.hello = _messages.build_hello(config, self.session, torch_version, info)
+        self.hello = _messages.build_hello(config, self.session, torch_version, info,
+                                           exact_peaks=self.exact)
         self._hello_line = _messages.encode(self.hello)
         if start:
             self.start()
@@ -105,14 +126,21 @@ class Client:
         initialised); once it has answered, ``self.reader`` becomes
         ``cuda.fast_read`` (the bare binding) where the seam has one."""
         read = getattr(cuda, "read_raw", None) or cuda.read
+        self._plain = read
         fast = getattr(cuda, "fast_read", None)
+        peaks = self.peaks
+        if peaks is not None:
+            fast = peaks.read_reset
         if fast is None:
             return read
 
         def read_until_ready():
             raw = read()
-            if raw is not None and self.reader is read_until_ready:
-                self.reader = fast
+            if raw is not None:
+                if peaks is not None:
+                    peaks.took(raw)  # kept and reset, as read_reset() does
+                if self.reader is read_until_ready:
+                    self.reader = fast
             return raw
 
         return read_until_ready
@@ -145,12 +173,25 @@ class Client:
         return False
 
     def read_mem(self):
-        """Return the ``mem`` object from one allocator read, or None."""
+        """Return the ``mem`` object from one allocator read that resets
+        nothing (oom), or None."""
         cuda = self.cuda
         if cuda is None:
             return None
         try:
             return cuda.read()
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+            return None
+
+    def read_plain(self):
+        """One allocator read that resets nothing (the sampler's), compact
+        form as read_raw(), or None."""
+        read = self._plain
+        if read is None or self._closed:
+            return None
+        try:
+            return read()
         except Exception as exc:  # noqa: BLE001
             _safe.report(exc)
             return None
@@ -170,10 +211,15 @@ class Client:
             _safe.report(exc)
             return None
 
-    def reset_peaks(self):
-        """Reset the allocator's peak counters if configured to."""
-        if self.cuda is not None and self.config.reset_peaks:
-            _safe.call(self.cuda.reset_peaks)
+    def carry(self, raw):
+        """A user's reset_peak_memory_stats() (from _peaks): the peaks it cut
+        off (``raw``, read just before it) still belong to the interval the
+        hook's next read closes, which the sender raises to them."""
+        if self._closed:
+            return
+        pair = _peak_pair(raw)
+        if pair is not None:
+            self._queue.append({_CARRY: pair})
 
     def phase(self, name, edge, user=False, step=None, micro=None, input=None):  # noqa: A002
         """Queue a phase edge with its own allocator read (user phases).
@@ -192,13 +238,10 @@ class Client:
         thread numbers the queue in its order and makes the message
         (``_messages.phase_message``) when it encodes it: while no monitor
         listens the tuple itself is kept for replay. ``extra`` holds more
-        fields for the message. With ``reset_peaks`` a begin edge resets the
-        peak counters (after ``raw`` was read).
+        fields for the message.
         """
         if self._closed:
             return False
-        if self._reset and edge == "begin":
-            self.reset_peaks()
         t = _monotonic()
         if raw is not None:
             self.last_read = t
@@ -222,8 +265,6 @@ class Client:
         defaults; ``extra``: the forward's ``{"input": ...}``)."""
         if self._closed:
             return False
-        if self._reset:
-            self.reset_peaks()
         queue = self._queue
         pending = len(queue)
         if pending >= self._queue_size:
@@ -233,8 +274,9 @@ class Client:
             self._wake.set()
         return True
 
-    def end(self, name, raw, micro=None):
-        """Queue ``name``'s end edge carrying ``raw`` (edge() with the defaults)."""
+    def end(self, name, raw, micro=None, extra=None):
+        """Queue ``name``'s end edge carrying ``raw`` (edge() with the defaults;
+        ``extra``: a plain step's span fields)."""
         if self._closed:
             return False
         t = _monotonic()
@@ -247,7 +289,7 @@ class Client:
                 return self._drop(1)
             raw = _compact(raw)
         queue.append((t, name, self.step, self.micro if micro is None else micro,
-                      "end", False, raw, None))
+                      "end", False, raw, extra))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
@@ -274,15 +316,14 @@ class Client:
             return self._drop(2)
         queue.append((t, name, step, micro, "end", False, raw, None))
         queue.append((t, begin, step, micro, "begin", False, raw, None))
-        if self._reset:
-            self.reset_peaks()  # after the read, as a begin edge does
         if pending < self._batch <= pending + 2:
             self._wake.set()
         return True
 
     def mark(self, name):
-        """Queue a point event with its allocator snapshot."""
-        mem = self.read_mem()
+        """Queue a point event with its allocator snapshot (a read that, with
+        exact peaks, resets as a phase edge's does)."""
+        mem = _messages.mem_of(self.read_raw()) if self.cuda is not None else None
         return self.emit({"v": 1, "type": "mark", "seq": None, "t": time.monotonic(),
                           "name": name, "step": self.step, "mem": mem})
 
@@ -342,8 +383,18 @@ class Client:
             if self._sealed:
                 continue  # after goodbye (a racing thread): the stream has ended
             if type(item) is tuple:
+                if self._carry is not None and item[6] is not None:
+                    item = self._carried(item)
                 out.append((item[2] < fs, (seq,) + item))
+            elif _CARRY in item:  # a user's reset: no message, no seq
+                self._carry = _max_pair(self._carry, item[_CARRY])
+                self._carry_src = None
+                continue
             else:
+                if self._carry is not None and type(item.get("mem")) is dict:
+                    item["mem"] = _raised(item["mem"], self._carry)
+                    if item.get("type") == "mark":  # a reset read: the interval ends
+                        self._carry = None
                 if _GAP in item:
                     seq += item.pop(_GAP)
                 item["seq"] = seq
@@ -376,10 +427,14 @@ class Client:
         return self._closed
 
     def close(self, reason, timeout=0.5):
-        """Queue ``goodbye``, flush for at most ``timeout`` seconds, stop threads."""
+        """Queue ``goodbye``, flush for at most ``timeout`` seconds, stop
+        threads; give the exact-peaks patches back (no read after this)."""
         if self._closed:
             return
         self._sampling.clear()
+        if self.peaks is not None:
+            self.reader = None
+            _safe.call(self.cuda.stop_exact, self.peaks)
         self._emit_counted("goodbye", {"reason": reason}, final=True)
         self._stop.set()
         self._wake.set()
@@ -418,7 +473,7 @@ class Client:
                 wait = period - idle
                 continue
             wait = period
-            mem = _messages.mem_of(self.read_raw())
+            mem = _messages.mem_of(self.read_plain())
             self.last_read = time.monotonic()
             if mem is not None and self._sampling.is_set():
                 self.emit({"v": 1, "type": "sample", "seq": None, "t": time.monotonic(),
@@ -478,7 +533,28 @@ class Client:
     def _hello_pid(self):
         return self.hello["pid"]
 
+    def _carried(self, item):
+        """A queued edge whose read closes the interval a user's reset cut:
+        its peaks raised to what the reset cut off. The begin edge that
+        repeats the same read gets the same; the next read starts anew."""
+        raw = item[6]
+        if self._carry_src is not None and raw is not self._carry_src:
+            self._carry = self._carry_src = None
+            return item
+        self._carry_src = raw
+        if type(raw) is dict and "allocated" in raw:  # a mem dict (a seam with read() only)
+            return item[:6] + (_raised(raw, self._carry),) + item[7:]
+        values = _cuda.compact(raw) if type(raw) is dict else raw
+        if values is None:
+            return item
+        a, r = self._carry
+        values = (values[0], max(values[1], a), values[2], max(values[3], r)) + tuple(values[4:])
+        return item[:6] + (values,) + item[7:]
+
     def _drain(self):
+        peaks = self.peaks
+        if peaks is not None:
+            peaks.fold()  # the user's view of the peaks reset away, off the training thread
         while True:
             with self._lock:  # the queue's length and the drops before its end
                 n, lost = len(self._queue), self._lost
@@ -553,6 +629,26 @@ class Client:
                 sock.close()
             except OSError:
                 pass
+
+
+def _peak_pair(raw):
+    """``(max_allocated, max_reserved)`` of one read, or None."""
+    mem = _messages.mem_of(raw)
+    if mem is None:
+        return None
+    return mem["max_allocated"], mem["max_reserved"]
+
+
+def _max_pair(a, b):
+    return b if a is None else (max(a[0], b[0]), max(a[1], b[1]))
+
+
+def _raised(mem, carry):
+    """A copy of ``mem`` with its peaks raised to ``carry``."""
+    mem = dict(mem)
+    mem["max_allocated"] = max(mem["max_allocated"], carry[0])
+    mem["max_reserved"] = max(mem["max_reserved"], carry[1])
+    return mem
 
 
 def _compact(raw):

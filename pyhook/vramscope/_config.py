@@ -37,7 +37,9 @@ class Config:
     Attributes:
         socket: path of the monitor's Unix socket.
         sample_hz: background sampling rate in Hz; 0 turns sampling off.
-        reset_peaks: reset the allocator's peak counters at each phase begin.
+        reset_peaks: retired, always False: phase peaks are exact by default
+            (docs/hook.md, "Exact peaks and your counters"); the argument and
+            VRAMSCOPE_RESET_PEAKS are still accepted, with one warning.
         activations_every: measure saved activations every N steps (besides
             steps 0, 1 and 2); 0 turns activation accounting off.
         batch_size: the user's batch size, or None to read it from the input.
@@ -118,8 +120,10 @@ def resolve(socket=None, sample_hz=None, reset_peaks=None,
         if not math.isfinite(sample_hz) or not 0 <= sample_hz <= MAX_SAMPLE_HZ:
             raise ValueError("vramscope: sample_hz must be between 0 and %g, got %r"
                              % (MAX_SAMPLE_HZ, sample_hz))
-    if reset_peaks is None:
-        reset_peaks = _env_bool(env, "VRAMSCOPE_RESET_PEAKS")
+    if reset_peaks is not None or env.get("VRAMSCOPE_RESET_PEAKS", "").strip():
+        warnings.warn("vramscope: reset_peaks is retired and ignored: phase peaks are exact "
+                      "by default, and your own torch.cuda peak counters keep their meaning",
+                      FutureWarning, stacklevel=3)
     if activations_every is None:
         activations_every = _env_int(env, "VRAMSCOPE_ACTIVATIONS_EVERY",
                                      DEFAULT_ACTIVATIONS_EVERY)
@@ -135,7 +139,7 @@ def resolve(socket=None, sample_hz=None, reset_peaks=None,
     return Config(
         socket=os.fspath(socket),
         sample_hz=sample_hz,
-        reset_peaks=bool(reset_peaks),
+        reset_peaks=False,
         activations_every=activations_every,
         batch_size=batch_size,
         disabled=_env_bool(env, "VRAMSCOPE_DISABLE"),

@@ -7,6 +7,8 @@ torch, or with no CUDA device, :func:`detect` returns None and the hook sends
 
 import functools
 
+from . import _peaks
+
 # Keys of torch.cuda.memory_stats() and the protocol's mem field each feeds.
 MEM_KEYS = (
     ("allocated", "allocated_bytes.all.current"),
@@ -82,6 +84,18 @@ def compact(stats):
         return None
 
 
+def peak_held(raw):
+    """``(max_allocated, allocated)`` of one read (the binding's dict, a
+    read_raw() tuple or a ``mem`` dict), or None."""
+    if type(raw) is dict:
+        if "allocated" in raw:
+            return raw["max_allocated"], raw["allocated"]
+        raw = compact(raw)
+    if raw is None:
+        return None
+    return raw[1], raw[0]
+
+
 def _binding_reader(binding, initialized, device):
     """Return read_raw() over ``torch._C._cuda_memoryStats``: the binding's dict
     as it is, once CUDA says it is initialised (asked until it first says yes)."""
@@ -118,6 +132,7 @@ class CudaStats:
     """
 
     def __init__(self, torch, device):
+        self._torch = torch
         self._cuda = torch.cuda
         self.device = device
         # fast_read: the binding bound to the device, a C callable with no
@@ -125,6 +140,9 @@ class CudaStats:
         # initialised then); None without the binding.
         self.fast_read = None
         binding = getattr(getattr(torch, "_C", None), "_cuda_memoryStats", None)
+        # An earlier hook's patch (still answering the user's view, _peaks)
+        # is not the hook's read: read torch's own binding beneath it.
+        binding = getattr(binding, "__vramscope_original__", binding)
         ready = getattr(self._cuda, "is_initialized", None)
         if callable(binding) and callable(ready):
             self.read_raw = _binding_reader(binding, ready, device)
@@ -147,9 +165,18 @@ class CudaStats:
             return None
         return tuple(mem.get(field) for field, _ in MEM_KEYS)
 
-    def reset_peaks(self):
-        """Reset the allocator's peak counters (only when the user asked)."""
-        self._cuda.reset_peak_memory_stats(self.device)
+    def start_exact(self):
+        """Start exact peaks (docs/hook.md, "Exact peaks and your counters"):
+        return the device's :class:`_peaks.DevicePeaks` (the user's counters
+        patched to stay as they were), or None where torch lacks the bindings
+        or the device is not an index."""
+        if self.fast_read is None or type(self.device) is not int:
+            return None
+        return _peaks.acquire(self._torch, self.device)
+
+    def stop_exact(self, peaks):
+        """Give back what start_exact() returned."""
+        _peaks.release(self._torch, peaks)
 
     def device_info(self):
         """Return ``{"index", "uuid", "name", "total"}`` for the hello message."""

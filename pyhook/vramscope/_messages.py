@@ -56,8 +56,10 @@ def _env_int(environ, name):
 
 
 def build_hello(config, session, torch_version, cuda_info, now=None, environ=None,
-                argv=None):
-    """Return the hello message (seq 0) for this process."""
+                argv=None, exact_peaks=False):
+    """Return the hello message (seq 0) for this process. ``exact_peaks``:
+    the hook resets the peak counters after each phase or mark read
+    (docs/protocol.md, "Exact peaks"); ``reset_peaks`` is retired (false)."""
     env = os.environ if environ is None else environ
     mono = time.monotonic() if now is None else now
     msg = {
@@ -80,8 +82,9 @@ def build_hello(config, session, torch_version, cuda_info, now=None, environ=Non
         "hook": {
             "version": VERSION,
             "sample_hz": float(config.sample_hz),
-            "reset_peaks": bool(config.reset_peaks),
+            "reset_peaks": False,
             "activations_every": int(config.activations_every),
+            "exact_peaks": bool(exact_peaks),
         },
     })
     return msg

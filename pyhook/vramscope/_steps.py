@@ -119,9 +119,13 @@ class StepsMixin:
                     raw = read()
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
-            client.end("step", raw)
+            if self._exact and raw is not None:
+                # The step's closing read (docs/protocol.md, "Exact peaks").
+                client.end("step", raw, None, self._plan())
+            else:
+                client.end("step", raw)
         elif last is not None:
-            self._end(last)
+            self._end(last, closing=True)
         step = client.step
         acts = self._acts
         # Activations.finish's own test, inlined for the common step: nothing
@@ -142,6 +146,9 @@ class StepsMixin:
         self._trained = False
         nxt = step + 1
         every = acts.every
+        if self._exact:  # the next step reads its phases, or only where it closes
+            self._edge_reads = nxt < FIRST_MEASURED or self._moved \
+                or (every > 0 and nxt % every == 0) or self.breakdown_always
         if acts.scheduled or acts.measuring or nxt < FIRST_MEASURED \
                 or (every > 0 and nxt % every == 0):
             acts.prepare(nxt)

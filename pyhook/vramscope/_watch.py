@@ -8,8 +8,15 @@ edge made in the same hook call, else none) and queued by ``self._client.edge``.
 
 import threading
 
-from . import _anatomy, _backward, _patch, _safe
+from . import _anatomy, _backward, _cuda, _patch, _safe
 from ._anatomy import FIRST_MEASURED
+
+# A plain step's closing edge (docs/protocol.md, "Exact peaks"): its only read.
+SPAN_STEP = {"span": "step"}
+# A plain step within this many bytes (or 1 % of the reference peak, if more)
+# of the last breakdown step's peak and held memory is "the same phases": the
+# allocator rounds large blocks to 2 MiB, so less is no change of shape.
+NOISE_BYTES = 2 << 20
 from ._backward_phase import BackwardMixin
 from ._steps import StepsMixin
 
@@ -79,6 +86,13 @@ class Watcher(BackwardMixin, StepsMixin):
         self._figure_cache = _anatomy.FigureCache()
         # torch.is_tensor is a Python function; isinstance against this is not.
         self._tensor_type = getattr(torch, "Tensor", None) or _NoTensor
+        # Exact peaks (docs/protocol.md, "Exact peaks"): whether this step
+        # reads at each phase end (a breakdown step) or only where it closes.
+        self._exact = bool(getattr(client, "exact", False))
+        self._edge_reads = True
+        self._ref = None  # (step, peak, held) of the last breakdown step
+        self._moved = False  # the last plain step moved beyond the noise
+        self._same_as = None  # the last {"span": "step", "same_as": k} sent
         self._grad_hook = self._on_output_grad
         self._done_callback = self._on_backward_done
         self._acts.prepare(client.step)
@@ -87,6 +101,10 @@ class Watcher(BackwardMixin, StepsMixin):
         except Exception:
             self.remove()
             raise
+
+    # Read and reset at every phase of every step (bench/cost_model.py's
+    # "every phase" design), not only on breakdown steps.
+    breakdown_always = False
 
     # A model copied with copy.deepcopy (an EMA copy) or pickled whole
     # (torch.save(model)) carries our hooks along: a copy keeps calling this
@@ -199,7 +217,7 @@ class Watcher(BackwardMixin, StepsMixin):
                 # read inlined, both edges queued by one client call.
                 client = self._client
                 raw = None
-                read = client.reader
+                read = client.reader if self._edge_reads else None
                 if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
                     try:
                         raw = read()
@@ -218,32 +236,91 @@ class Watcher(BackwardMixin, StepsMixin):
         self._client.edge(name, "begin", raw, False, step, None,
                           None if input is None else {"input": input})
 
-    def _end(self, name):
+    def _end(self, name, closing=False):
         """End ``name`` if it is the open phase: read the allocator once (but
-        zero_grad, which only frees, reads on the first steps only) and return
-        that read (None when nothing was read or ``name`` was not open)."""
+        zero_grad, which only frees, reads on the first steps only, and a plain
+        step's phases read only where the step closes: ``step``, or the phase
+        ``closing`` says ends the step) and return that read (None when
+        nothing was read or ``name`` was not open)."""
         if self._open != name:
             return None
         self._open = None
         client = self._client
         raw = None
         read = client.reader
-        if read is not None and (name != "zero_grad" or client.step < FIRST_MEASURED):
+        closing = self._exact and (closing or name == "step")
+        if read is not None and (closing or self._edge_reads) \
+                and (name != "zero_grad" or client.step < FIRST_MEASURED or closing):
             try:  # client.read_raw() inlined: a frame less at every end edge
                 raw = read()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
+        extra = self._plan() if closing and raw is not None else None
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
-            client.end(name, raw, self._backward_micro)
+            if extra is None:
+                client.end(name, raw, self._backward_micro)
+            else:
+                client.edge(name, "end", raw, micro=self._backward_micro, extra=extra)
             client.micro = self._backward_micro + 1
         elif self._tail_step is not None:
-            client.edge(name, "end", raw, step=self._tail_step)
+            client.edge(name, "end", raw, step=self._tail_step, extra=extra)
             self._tail_step = None
+        elif extra is not None:
+            client.edge(name, "end", raw, extra=extra)
         else:
             client.end(name, raw)
         return raw
+
+    def _plan(self):
+        """At a step's closing read (exact peaks; lock held): the step's peak
+        (its reads' largest, a user's reset's included) and held memory (its
+        last read's allocated) against the last breakdown step's. Returns the
+        closing edge's extra fields: None on a breakdown step (which becomes
+        the reference), ``span`` (and ``same_as`` within the noise) on a plain
+        one; sets whether the next step reads its phases (docs/protocol.md,
+        "Exact peaks")."""
+        try:  # the step's end edge must go out whatever happens here
+            reads = self._client.peaks.step_reads
+            best = held = None
+            for r in reads:
+                try:  # the binding's dict, indexed in place (a plain step has one)
+                    a = r["allocated_bytes"]["all"]
+                    p, h = a["peak"], a["current"]
+                except (KeyError, TypeError, IndexError):
+                    pair = _cuda.peak_held(r)
+                    if pair is None:
+                        continue
+                    p, h = pair
+                if best is None or p > best:
+                    best = p
+                held = h
+            reads.clear()
+            if best is None:
+                return None
+            if self._edge_reads:
+                self._ref = (self._client.step, best, held)
+                self._moved = False
+                return None
+            ref = self._ref
+            if ref is None:
+                self._moved = True
+                return SPAN_STEP
+            k, peak, kept = ref
+            noise = max(NOISE_BYTES, peak // 100)
+            if -noise <= best - peak <= noise and -noise <= held - kept <= noise:
+                self._moved = False
+                extra = self._same_as
+                if extra is None or extra["same_as"] != k:
+                    extra = self._same_as = {"span": "step", "same_as": k}
+                return extra
+            self._moved = True
+            return SPAN_STEP
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+            self._moved = True  # read the next step's phases
+            return None
 
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
@@ -412,7 +489,7 @@ class Watcher(BackwardMixin, StepsMixin):
                 # _begin's every-step path inlined (a frame less each forward).
                 client = self._client
                 raw = None
-                read = client.reader
+                read = client.reader if self._edge_reads else None
                 if read is not None and (last != "zero_grad" or client.step < FIRST_MEASURED):
                     try:
                         raw = read()
