@@ -98,6 +98,9 @@ type Step struct {
 	// Held is the memory held between steps: allocated at the step's
 	// closing read.
 	Held session.Bytes `json:"held"`
+	// Plain is true when the hook read the step once (span "step"): its
+	// phases carry no reads of their own.
+	Plain bool `json:"plain"`
 }
 
 // Phase is one cell of the step × phase table. Byte values are Unknown
@@ -221,7 +224,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
 	for _, st := range p.Steps() {
 		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Phases: []Phase{},
-			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held}
+			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain()}
 		if st.SameAs >= 0 {
 			row.Within = st.Within
 		}

@@ -133,6 +133,11 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	}
 	fmt.Fprintf(w, "%s   %s\n", head, legend)
 	row := func(st *Step) {
+		if st.Plain {
+			// Read once: no phase rows, the step's own line says it all.
+			fmt.Fprintf(w, "  %5d  %s\n", st.Step, st.summary())
+			return
+		}
 		for i, ph := range st.Phases {
 			step := ""
 			if i == 0 {
@@ -250,8 +255,11 @@ func (st *Step) summary() string {
 	switch st.Peak {
 	case session.Exact:
 		how = "step peak " + st.PeakAllocated.MiBString() + " MiB"
-		if st.SameAs >= 0 {
-			how += fmt.Sprintf(" (same phases as step %d, %s)", st.SameAs, within(st.Within))
+		switch {
+		case st.Plain && st.SameAs >= 0:
+			how = fmt.Sprintf("same phases as step %d (%s): %s", st.SameAs, within(st.Within), how)
+		case st.Plain:
+			how = "read once, moved beyond noise (the next step is read by phase): " + how
 		}
 	case session.Inferred:
 		how = fmt.Sprintf("step peak %s MiB (inferred: same as step %d, every phase ended at the same bytes)", st.PeakAllocated.MiBString(), st.SameAs)

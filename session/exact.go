@@ -85,6 +85,10 @@ func (p *Process) settle(st *Step) {
 	}
 }
 
+// Plain reports whether the hook read the step once (protocol span
+// "step"): its peak and held memory are exact, its phases were not read.
+func (st *Step) Plain() bool { return st.plain.Known() }
+
 // exactPeaks reports whether the hook resets the peak counters at each
 // read (hello.hook.exact_peaks, or the older reset_peaks).
 func (p *Process) exactPeaks() bool {

@@ -166,9 +166,11 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 		switch {
 		case c == nil:
 			padLeft(&b, "·", cellW)
-		case st.SameAs >= 0 && st.Peak == session.Exact:
+		case st.Plain() && st.SameAs >= 0:
 			// A plain step: read once, its phases those of step SameAs.
 			padLeft(&b, `"`, cellW)
+		case st.Plain():
+			padLeft(&b, "–", cellW) // read once, moved: the next step is read by phase
 		case both:
 			padLeft(&b, c.AllocatedEnd.MiBString(), 5)
 			padLeft(&b, peakText(c), 6)
