@@ -11,7 +11,9 @@ import (
 // (docs/diagnosis.md, "A warmup that explains itself"). Bytes are Unknown
 // where their source is missing.
 type WarmupRise struct {
-	Step, From int // Step peaks Rise above From (the step before it)
+	// Step peaks Rise above From (the step before it).
+	Step int `json:"step"`
+	From int `json:"from"`
 	// Rise is the difference of the two steps' allocated peaks.
 	Rise session.Bytes `json:"rise"`
 	// Optimizer is the state From's optimizer step created (allocated
