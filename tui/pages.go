@@ -185,7 +185,7 @@ var glossary = [][2]string{
 	{"end", "allocated at the end of the phase, MiB"},
 	{"peak", "the most allocated during the phase, MiB; the last columns are the step's peak and its time"},
 	{"≥", "a lower bound: the allocator's peak counter did not move in that phase, so this is the largest value seen (a hook with exact peaks makes it exact)"},
-	{"= \"", "= the step repeats an exact step (every phase ended at the same bytes) and takes its peak; \" the hook read the step once: its peak is exact, its phases those of an earlier step (report: \"same phases as step k\")"},
+	{"= \"", `= inferred (repeats an exact step); " read once (same phases)`},
 	{"– ·", "– unknown (no source); · the phase did not run in that step"},
 	{"▲ w", "▲ the step of the session peak; w a warmup step"},
 	{"", "Memory anatomy (a)"},
