@@ -36,9 +36,9 @@ func (d *Diagnosis) spreadNote() string {
 
 func (d *Diagnosis) pattern() string {
 	k := d.PeakAfterKnown
-	note := ""
-	if n := k.Note(); n != "" {
-		note = " (" + n + ")"
+	note := "" // short: the need line says how it was inferred
+	if k.Is == session.Inferred && k.SameAs >= 0 {
+		note = fmt.Sprintf(" (inferred from step %d)", k.SameAs)
 	}
 	switch d.Pattern {
 	case PatternSteady:

@@ -116,6 +116,10 @@ type Steady struct {
 	Reserved  Delta `json:"reserved"`
 	// Peak is the session's allocated peak on each side.
 	Peak Delta `json:"peak"`
+	// KnownA and KnownB say how each side's allocated need is known
+	// (exact, inferred from an exact step it repeats, or a bound).
+	KnownA diagnose.Known `json:"allocated_known_a"`
+	KnownB diagnose.Known `json:"allocated_known_b"`
 }
 
 // Layer is one anatomy layer at each side's peak.
@@ -188,6 +192,7 @@ func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *se
 		Allocated: boundDelta(da.Need.Allocated, db.Need.Allocated, !da.Need.AllocatedKnown.Is.Stated(), !db.Need.AllocatedKnown.Is.Stated()),
 		Reserved:  delta(da.Need.Reserved, db.Need.Reserved),
 		Peak:      boundDelta(da.Peak.Allocated, db.Peak.Allocated, !da.Peak.Exact, !db.Peak.Exact),
+		KnownA:    da.Need.AllocatedKnown, KnownB: db.Need.AllocatedKnown,
 	}
 	pr.alignSteps(pa, pb)
 	la, lb := da.Layers.Peak.List(), db.Layers.Peak.List()

@@ -47,9 +47,17 @@ func TestDiffSameScriptTwice(t *testing.T) {
 	if c := p.Steady.Peak.Change; c == nil || *c != 0 {
 		t.Errorf("session peak changed by %v", c)
 	}
-	// Both needs are step 1's 4309 MiB, inferred: a change of 0 is stated.
+	// Both needs are step 1's 4309 MiB, inferred: a change of 0 is stated,
+	// and the text says how each was found.
 	if c := p.Steady.Allocated.Change; c == nil || *c != 0 {
 		t.Errorf("steady need changed by %v", c)
+	}
+	var text bytes.Buffer
+	if err := res.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "A's inferred from step 1") || !strings.Contains(text.String(), "≥3393") {
+		t.Errorf("the text hides how its figures are known:\n%s", text.String())
 	}
 	for _, l := range []string{"weights", "gradients", "optimizer state"} {
 		if slices.Contains(p.Moved, l) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -67,6 +68,18 @@ func (p *Pair) writeText(w *bufio.Writer) {
 	fmt.Fprintf(w, "\n  %s: allocated %s → %s (%s), reserved %s → %s (%s)\n", kind,
 		boundHuman(s.Allocated.A, s.Allocated.ABound), boundHuman(s.Allocated.B, s.Allocated.BBound), signedHuman(s.Allocated.Change),
 		s.Reserved.A.Human(), s.Reserved.B.Human(), signedHuman(s.Reserved.Change))
+	var inferred []string
+	for _, k := range []struct {
+		side string
+		k    diagnose.Known
+	}{{"A", s.KnownA}, {"B", s.KnownB}} {
+		if k.k.Is == session.Inferred && k.k.SameAs >= 0 {
+			inferred = append(inferred, fmt.Sprintf("%s's inferred from step %d (every phase ended at the same bytes)", k.side, k.k.SameAs))
+		}
+	}
+	if len(inferred) > 0 {
+		fmt.Fprintf(w, "    (allocated: %s)\n", strings.Join(inferred, "; "))
+	}
 	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", boundHuman(s.Peak.A, s.Peak.ABound), boundHuman(s.Peak.B, s.Peak.BBound), signedHuman(s.Peak.Change))
 	if len(p.Moved) == 0 {
 		fmt.Fprintf(w, "  anatomy at the peak: no layer moved (by %s and %.0f%% of the peak or more)\n", session.Bytes(MovedFloor).Human(), MovedShare*100)
