@@ -131,3 +131,26 @@ func TestExactPeaksHookPlainStepsAndGaps(t *testing.T) {
 		t.Errorf("a plain step's step phase is not exact: its read holds the step's peak")
 	}
 }
+
+// A mark's read resets the counters too (exact-peaks hook): the phase it
+// falls in peaks at the larger of the two intervals; a message lost before
+// the mark leaves the phase a lower bound.
+func TestAMarkInsideAPhaseKeepsItsPeak(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		f := newFeed(1, "mark", exactHook)
+		f.phase("zero_grad", 0, 0, 0.01, nil, mem(1370, 1370, 4704))
+		f.add(&ipc.Message{Type: ipc.TypePhase, Name: "forward", Step: 0, Edge: ipc.EdgeBegin})
+		if lose {
+			f.seq++
+		}
+		f.add(&ipc.Message{Type: ipc.TypeMark, Name: "half", Step: 0, Mem: mem(2000, 3000, 4704)})
+		f.add(&ipc.Message{Type: ipc.TypePhase, Name: "forward", Step: 0, Edge: ipc.EdgeEnd, Mem: mem(2935, 2935, 4704)})
+		s := New()
+		s.ApplyAll(f.evs)
+		s.Apply(Event{At: s.Last(), Conn: 1, Msg: &ipc.Message{V: 1, Type: ipc.TypePhase, Seq: f.seq + 1, T: f.t, Name: "loss", Step: 0, Edge: ipc.EdgeBegin}})
+		c := s.Processes()[0].Steps()[0].Cell("forward")
+		if c == nil || c.PeakAllocated != Bytes(mib(3000)) || c.Exact == lose {
+			t.Errorf("lost %v: forward %+v, want 3000 MiB, exact %v", lose, c, !lose)
+		}
+	}
+}

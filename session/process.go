@@ -342,7 +342,7 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	sp := &p.spans[p.open[k]]
 	if m != nil {
-		sp.gap, p.gapSinceRead = p.gapSinceRead, false
+		sp.gap, p.gapSinceRead = sp.gap || p.gapSinceRead, false
 	}
 	sp.close(at, m, p.exactPeaks())
 	if v, ok := p.GPU.MaxBetween(sp.Start, at); ok {
@@ -467,6 +467,9 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 
 func (p *Process) mark(at time.Time, m *ipc.Message) {
 	if m.Mem != nil {
+		for _, i := range p.open { // a loss before this read is inside them
+			p.spans[i].gap = p.spans[i].gap || p.gapSinceRead
+		}
 		p.gapSinceRead = false
 		if p.exactPeaks() {
 			// The hook reset the counters at this read: the open phases'
