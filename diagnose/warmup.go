@@ -45,8 +45,8 @@ func warmupRise(p *session.Process, d *Diagnosis, pk []session.StepPeak) *Warmup
 			prev, cur = &pk[i-1], &pk[i]
 		}
 	}
-	if cur == nil || cur.PeakAllocated <= prev.PeakAllocated {
-		return nil
+	if cur == nil || cur.PeakAllocated <= prev.PeakAllocated || cur.Peak == session.Bound || prev.Peak == session.Bound {
+		return nil // a rise measured from a lower bound is no figure to split
 	}
 	w := &WarmupRise{Step: cur.Index, From: prev.Index, Rise: cur.PeakAllocated - prev.PeakAllocated,
 		Optimizer: 0, OptimizerAnatomy: session.Unknown, Gradients: 0,
