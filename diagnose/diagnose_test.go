@@ -22,16 +22,16 @@ func TestDiagnosePatterns(t *testing.T) {
 		headline   string
 	}{
 		{"warmup", 8, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
-			"warmup: step 1 +847 MiB over step 0 (3482→4329 MiB, backward of step 1): optimizer state +561, gradients kept +281, unexplained +5 MiB; steady since step 2"},
+			"warmup: step 1 +847 MiB over step 0: optimizer state +561, gradients kept +281, unexplained +5 MiB (3482→4329 MiB, backward of step 1); steady since step 2"},
 		{"warmup", 2000, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
-			"warmup: step 1 +847 MiB over step 0 (3482→4329 MiB, backward of step 1): optimizer state +561, gradients kept +281, unexplained +5 MiB; steady since step 2"},
+			"warmup: step 1 +847 MiB over step 0: optimizer state +561, gradients kept +281, unexplained +5 MiB (3482→4329 MiB, backward of step 1); steady since step 2"},
 		{"steady", 8, PatternSteady, 0, session.Unknown, mibs(4329), session.Unknown, "steady: peak 4329 MiB since step 0"},
 		{"leak", 40, PatternGrowth, -1, session.Unknown, mibs(4329) + 40*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
 			"growth: peak +12 MiB/step from step 0 (steps 0–39) — possible leak: memory held between steps 1593→2061 MiB (+12 MiB/step)"},
 		{"leak", 6, PatternGrowth, -1, session.Unknown, mibs(4329) + 6*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
 			"growth: peak +12 MiB/step from step 0 (steps 0–5) — possible leak: memory held between steps 1593→1653 MiB (+12 MiB/step)"},
 		{"warmup", MinSteps, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
-			"warmup: step 1 +847 MiB over step 0 (3482→4329 MiB, backward of step 1): optimizer state +561, gradients kept +281, unexplained +5 MiB; steady since step 2"},
+			"warmup: step 1 +847 MiB over step 0: optimizer state +561, gradients kept +281, unexplained +5 MiB (3482→4329 MiB, backward of step 1); steady since step 2"},
 		{"leak", MinSteps, PatternGrowth, -1, session.Unknown, mibs(4329) + MinSteps*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
 			"growth: peak +12 MiB/step from step 0 (steps 0–3) — possible leak: memory held between steps 1593→1629 MiB (+12 MiB/step)"},
 	}

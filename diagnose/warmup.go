@@ -84,7 +84,8 @@ func warmupRise(p *session.Process, d *Diagnosis, pk []session.StepPeak) *Warmup
 // optimizer line).
 func (w *WarmupRise) Line() string { return w.line("") }
 
-// line inserts at (" (3717→4309 MiB, loss of step 1)") after the rise.
+// line appends at (" (3717→4309 MiB, loss of step 1)") after the causes,
+// so a cut banner keeps the causes.
 func (w *WarmupRise) line(at string) string {
 	var parts []string
 	if w.Optimizer > 0 {
@@ -94,7 +95,7 @@ func (w *WarmupRise) line(at string) string {
 		parts = append(parts, "gradients kept "+signed(w.Gradients))
 	}
 	parts = append(parts, "unexplained "+signed(w.Unexplained)+" MiB")
-	return fmt.Sprintf("step %d +%s MiB over step %d%s: %s", w.Step, w.Rise.MiBString(), w.From, at, strings.Join(parts, ", "))
+	return fmt.Sprintf("step %d +%s MiB over step %d: %s%s", w.Step, w.Rise.MiBString(), w.From, strings.Join(parts, ", "), at)
 }
 
 func signed(b session.Bytes) string {

@@ -235,7 +235,7 @@ func TestH100S001WarmupExplainsItself(t *testing.T) {
 		w.Gradients != 0 || w.Unexplained != w.Rise-w.Optimizer {
 		t.Errorf("optimizer %d gradients %d unexplained %d, want 592272896, 0 (zero_grad frees them) and the rest", w.Optimizer, w.Gradients, w.Unexplained)
 	}
-	if !strings.HasPrefix(d.Headline, "warmup: step 1 +592 MiB over step 0 (3717→4309 MiB, loss of step 1): optimizer state +565, unexplained +27 MiB; steady since step 2") {
+	if !strings.HasPrefix(d.Headline, "warmup: step 1 +592 MiB over step 0: optimizer state +565, unexplained +27 MiB (3717→4309 MiB, loss of step 1); steady since step 2") {
 		t.Errorf("headline %s", d.Headline)
 	}
 	var loss *diagnose.FirstStepPhase
