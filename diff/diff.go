@@ -231,7 +231,7 @@ func (pr *Pair) alignSteps(pa, pb *session.Process) {
 				order = append(order, name)
 			}
 			cell := Cell{Step: sa.Index, Phase: name,
-				PeakAllocated: boundDelta(peak(ca, allocOf), peak(cb, allocOf), ca != nil && !ca.Exact, cb != nil && !cb.Exact),
+				PeakAllocated: boundDelta(peak(ca, allocOf), peak(cb, allocOf), ca != nil && !ca.Exact && !ca.Inferred, cb != nil && !cb.Exact && !cb.Inferred),
 				PeakReserved:  delta(peak(ca, resOf), peak(cb, resOf))}
 			pr.Cells = append(pr.Cells, cell)
 			acc.add(sa.Index, ca, cb, cell.PeakAllocated.Change)
@@ -288,7 +288,7 @@ func (a *phaseAcc) add(step int, ca, cb *session.Cell, change *int64) {
 			continue
 		}
 		a.alloc[i] = a.alloc[i].Max(c.PeakAllocated)
-		a.bound[i] = a.bound[i] || c.PeakAllocated.Known() && !c.Exact
+		a.bound[i] = a.bound[i] || c.PeakAllocated.Known() && !c.Exact && !c.Inferred
 		a.res[i] = a.res[i].Max(c.PeakReserved)
 		a.gpu[i] = a.gpu[i].Max(c.PeakGPU)
 		a.dur[i] += c.End.Sub(c.Start).Seconds()

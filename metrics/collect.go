@@ -154,7 +154,10 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 			if c.PeakAllocated.Known() && !seen[c.Name] {
 				seen[c.Name] = true
 				how := session.Exact
-				if !c.Exact {
+				switch {
+				case c.Inferred:
+					how = session.Inferred
+				case !c.Exact:
 					how = session.Bound
 				}
 				gauge(dPhasePeak, float64(c.PeakAllocated), append(with(c.Name), how.String())...)

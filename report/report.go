@@ -121,6 +121,9 @@ type Phase struct {
 	PeakAllocated session.Bytes `json:"peak_allocated"`
 	PeakReserved  session.Bytes `json:"peak_reserved"`
 	PeakExact     bool          `json:"peak_exact"`
+	// PeakInferred is true when PeakAllocated is the same phase's exact
+	// peak in the step this step repeats (steps[].same_as).
+	PeakInferred bool `json:"peak_inferred"`
 	// NVMLPeak is the largest driver figure in the phase; NonPyTorch is
 	// NVMLPeak − PeakReserved (only when NVML is "process").
 	NVMLPeak   session.Bytes `json:"nvml_peak"`
@@ -233,7 +236,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 			ph := Phase{
 				Phase: c.Name, User: c.User, Count: c.Count, StartS: since(c.Start), EndS: since(c.End),
 				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
-				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact,
+				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact, PeakInferred: c.Inferred,
 				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
 				NVMLStale: c.PeakGPU.Known() && !c.GPUDuring,
 			}

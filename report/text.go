@@ -127,9 +127,9 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	if nvml {
 		head += fmt.Sprintf("  %9s  %11s", "NVML peak", "non-PyTorch")
 	}
-	legend := "(MiB; ≥ lower bound)"
+	legend := "(MiB; ≥ lower bound; = inferred)"
 	if nvml {
-		legend = "(MiB; ≥ lower bound; ' NVML read before the phase)"
+		legend = "(MiB; ≥ lower bound; = inferred; ' NVML read before the phase)"
 	}
 	fmt.Fprintf(w, "%s   %s\n", head, legend)
 	row := func(st *Step) {
@@ -144,7 +144,10 @@ func (p *Process) writeTable(w *bufio.Writer) {
 				step = fmt.Sprint(st.Step)
 			}
 			peak := ph.PeakAllocated.MiBString()
-			if !ph.PeakExact && ph.PeakAllocated.Known() {
+			switch {
+			case ph.PeakInferred:
+				peak = "=" + peak
+			case !ph.PeakExact && ph.PeakAllocated.Known():
 				peak = "≥" + peak
 			}
 			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, ph.Phase,

@@ -82,6 +82,14 @@ func (p *Process) settle(st *Step) {
 	if ref := p.repeated(st); ref != nil && ref.PeakAllocated >= st.Bound && (!upper.Known() || ref.PeakAllocated <= upper) {
 		st.PeakAllocated, st.Peak, st.SameAs = ref.PeakAllocated, Inferred, ref.Index
 		st.PeakReserved = st.PeakReserved.Max(ref.PeakReserved)
+		for i := range st.Phases {
+			c := &st.Phases[i]
+			rc := ref.Cell(c.Name)
+			if c.User || c.Exact || rc == nil || !rc.Exact || rc.PeakAllocated < c.PeakAllocated {
+				continue
+			}
+			c.PeakAllocated, c.Inferred = rc.PeakAllocated, true
+		}
 	}
 }
 

@@ -67,6 +67,10 @@ func TestARepeatedStepTakesTheExactStepsPeak(t *testing.T) {
 			t.Errorf("step %d: %d MiB %s same as %d, want %d MiB %s same as %d", i, got.PeakAllocated/MiB, got.Peak, got.SameAs, w.peak, w.how, w.same)
 		}
 	}
+	// Its backward takes step 1's exact backward peak, marked inferred.
+	if c := s.Processes()[0].Steps()[3].Cell("backward"); !c.Inferred || c.Exact || c.PeakAllocated != Bytes(mib(4309)) {
+		t.Errorf("backward of step 3: %+v, want step 1's 4309 MiB, inferred", c)
+	}
 	if pk[3].Bound != Bytes(mib(3393)) || pk[3].Held != Bytes(mib(1650)) {
 		t.Errorf("step 3: bound %d held %d, want 3393 MiB seen and 1650 MiB held", pk[3].Bound/MiB, pk[3].Held/MiB)
 	}

@@ -104,6 +104,10 @@ type Cell struct {
 	// Peaks over the cell's spans.
 	PeakAllocated, PeakReserved, PeakGPU, PeakNonPyTorch Bytes
 	Exact                                                bool // every merged span had an exact peak
+	// Inferred is true when the cell's peak was a lower bound and its step
+	// repeats an exact step (Step.Peak Inferred) whose cell of the same
+	// phase is exact: PeakAllocated is then that cell's peak.
+	Inferred bool
 	// GPUDuring is true when an NVML reading was taken during one of the
 	// merged spans (Span.GPUDuring).
 	GPUDuring bool

@@ -190,12 +190,16 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 	return s
 }
 
-// peakText is a cell's peak in MiB, "≥" marking a lower bound.
+// peakText is a cell's peak in MiB, "≥" marking a lower bound, "=" one
+// inferred from the exact step its step repeats.
 func peakText(c *session.Cell) string {
 	if !c.PeakAllocated.Known() {
 		return "–"
 	}
-	if !c.Exact {
+	switch {
+	case c.Inferred:
+		return "=" + c.PeakAllocated.MiBString()
+	case !c.Exact:
 		return "≥" + c.PeakAllocated.MiBString()
 	}
 	return c.PeakAllocated.MiBString()
