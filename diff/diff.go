@@ -103,10 +103,26 @@ type Phase struct {
 // Delta is a value on each side and B − A in bytes; Change is nil (null)
 // when either side is unknown. (A change can be negative, so it is not a
 // session.Bytes, whose negative values mean unknown.)
+//
+// ABound and BBound mark a side that is a lower bound (the largest value
+// seen, not the peak): Change is then null too, since a difference of
+// bounds is no figure (issue 19).
 type Delta struct {
 	A      session.Bytes `json:"a"`
 	B      session.Bytes `json:"b"`
 	Change *int64        `json:"change"`
+	ABound bool          `json:"a_bound"`
+	BBound bool          `json:"b_bound"`
+}
+
+// boundDelta is delta with each side's boundness.
+func boundDelta(a, b session.Bytes, aBound, bBound bool) Delta {
+	d := delta(a, b)
+	d.ABound, d.BBound = aBound && a.Known(), bBound && b.Known()
+	if d.ABound || d.BBound {
+		d.Change = nil
+	}
+	return d
 }
 
 // Steady compares the diagnoses' memory needs.
@@ -119,6 +135,10 @@ type Steady struct {
 	Reserved  Delta `json:"reserved"`
 	// Peak is the session's allocated peak on each side.
 	Peak Delta `json:"peak"`
+	// KnownA and KnownB say how each side's allocated need is known
+	// (exact, inferred from an exact step it repeats, or a bound).
+	KnownA diagnose.Known `json:"allocated_known_a"`
+	KnownB diagnose.Known `json:"allocated_known_b"`
 }
 
 // Layer is one anatomy layer at each side's peak.
@@ -188,9 +208,10 @@ func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *se
 	pr := Pair{A: side(pa, &da), B: side(pb, &db), Phases: []Phase{}, Moved: []string{}, Cells: []Cell{}}
 	pr.Steady = Steady{
 		SteadyA: da.Need.Steady, SteadyB: db.Need.Steady,
-		Allocated: delta(da.Need.Allocated, db.Need.Allocated),
+		Allocated: boundDelta(da.Need.Allocated, db.Need.Allocated, !da.Need.AllocatedKnown.Is.Stated(), !db.Need.AllocatedKnown.Is.Stated()),
 		Reserved:  delta(da.Need.Reserved, db.Need.Reserved),
-		Peak:      delta(da.Peak.Allocated, db.Peak.Allocated),
+		Peak:      boundDelta(da.Peak.Allocated, db.Peak.Allocated, !da.Peak.Exact, !db.Peak.Exact),
+		KnownA:    da.Need.AllocatedKnown, KnownB: db.Need.AllocatedKnown,
 	}
 	pr.alignSteps(pa, pb)
 	la, lb := da.Layers.Peak.List(), db.Layers.Peak.List()
@@ -285,7 +306,7 @@ func (pr *Pair) alignSteps(pa, pb *session.Process) {
 				order = append(order, name)
 			}
 			cell := Cell{Step: sa.Index, Phase: name,
-				PeakAllocated: delta(peak(ca, allocOf), peak(cb, allocOf)),
+				PeakAllocated: boundDelta(peak(ca, allocOf), peak(cb, allocOf), ca != nil && !ca.Exact && !ca.Inferred, cb != nil && !cb.Exact && !cb.Inferred),
 				PeakReserved:  delta(peak(ca, resOf), peak(cb, resOf))}
 			pr.Cells = append(pr.Cells, cell)
 			acc.add(sa.Index, ca, cb, cell.PeakAllocated.Change)
@@ -324,6 +345,7 @@ func peak(c *session.Cell, f func(*session.Cell) session.Bytes) session.Bytes {
 
 type phaseAcc struct {
 	alloc, res, gpu [2]session.Bytes
+	bound           [2]bool // a cell's allocated peak was a lower bound
 	worstStep       int
 	worst           *int64
 	dur             [2]float64
@@ -341,6 +363,7 @@ func (a *phaseAcc) add(step int, ca, cb *session.Cell, change *int64) {
 			continue
 		}
 		a.alloc[i] = a.alloc[i].Max(c.PeakAllocated)
+		a.bound[i] = a.bound[i] || c.PeakAllocated.Known() && !c.Exact && !c.Inferred
 		a.res[i] = a.res[i].Max(c.PeakReserved)
 		a.gpu[i] = a.gpu[i].Max(c.PeakGPU)
 		a.dur[i] += c.End.Sub(c.Start).Seconds()
@@ -360,7 +383,7 @@ func abs(b int64) int64 {
 
 func (a *phaseAcc) phase(name string) Phase {
 	p := Phase{Phase: name,
-		PeakAllocated: delta(a.alloc[0], a.alloc[1]),
+		PeakAllocated: boundDelta(a.alloc[0], a.alloc[1], a.bound[0], a.bound[1]),
 		PeakReserved:  delta(a.res[0], a.res[1]),
 		PeakNVML:      delta(a.gpu[0], a.gpu[1]),
 		WorstStep:     a.worstStep, WorstChange: a.worst}

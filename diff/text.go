@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -57,7 +58,7 @@ func (p *Pair) writeText(w *bufio.Writer) {
 				worst = fmt.Sprintf("%d (%s)", ph.WorstStep, signedMiB(ph.WorstChange))
 			}
 			fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", textesc.String(ph.Phase),
-				ph.PeakAllocated.A.MiBString(), ph.PeakAllocated.B.MiBString(), signedMiB(ph.PeakAllocated.Change),
+				boundMiB(ph.PeakAllocated.A, ph.PeakAllocated.ABound), boundMiB(ph.PeakAllocated.B, ph.PeakAllocated.BBound), signedMiB(ph.PeakAllocated.Change),
 				ph.PeakReserved.A.MiBString(), ph.PeakReserved.B.MiBString(), signedMiB(ph.PeakReserved.Change), worst)
 		}
 	}
@@ -67,9 +68,21 @@ func (p *Pair) writeText(w *bufio.Writer) {
 		kind = "highest step peak (no steady state on both sides)"
 	}
 	fmt.Fprintf(w, "\n  %s: allocated %s → %s (%s), reserved %s → %s (%s)\n", kind,
-		s.Allocated.A.Human(), s.Allocated.B.Human(), signedHuman(s.Allocated.Change),
+		boundHuman(s.Allocated.A, s.Allocated.ABound), boundHuman(s.Allocated.B, s.Allocated.BBound), signedHuman(s.Allocated.Change),
 		s.Reserved.A.Human(), s.Reserved.B.Human(), signedHuman(s.Reserved.Change))
-	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", s.Peak.A.Human(), s.Peak.B.Human(), signedHuman(s.Peak.Change))
+	var inferred []string
+	for _, k := range []struct {
+		side string
+		k    diagnose.Known
+	}{{"A", s.KnownA}, {"B", s.KnownB}} {
+		if k.k.Is == session.Inferred && k.k.SameAs >= 0 {
+			inferred = append(inferred, fmt.Sprintf("%s's inferred from step %d (every phase ended at the same bytes)", k.side, k.k.SameAs))
+		}
+	}
+	if len(inferred) > 0 {
+		fmt.Fprintf(w, "    (allocated: %s)\n", strings.Join(inferred, "; "))
+	}
+	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", boundHuman(s.Peak.A, s.Peak.ABound), boundHuman(s.Peak.B, s.Peak.BBound), signedHuman(s.Peak.Change))
 	defer writeModules(w, p)
 	if len(p.Moved) == 0 {
 		fmt.Fprintf(w, "  anatomy at the peak: no layer moved (by %s and %.0f%% of the peak or more)\n", session.Bytes(MovedFloor).Human(), MovedShare*100)
@@ -98,6 +111,21 @@ func signedMiB(c *int64) string {
 		return fmt.Sprintf("−%d", v)
 	}
 	return fmt.Sprintf("+%d", v)
+}
+
+// boundMiB and boundHuman write a side, "≥" before a lower bound.
+func boundMiB(b session.Bytes, bound bool) string {
+	if bound {
+		return "≥" + b.MiBString()
+	}
+	return b.MiBString()
+}
+
+func boundHuman(b session.Bytes, bound bool) string {
+	if bound {
+		return "≥ " + b.Human() + " (not exact)"
+	}
+	return b.Human()
 }
 
 func signedHuman(c *int64) string {

@@ -33,9 +33,10 @@ var (
 	dStep         = desc("step", "The optimizer step in progress (the newest phase's step index).", procLabels)
 	dPhase        = desc("phase_info", "1 for the automatic phase in progress (zero_grad, forward, loss, backward, step).", procLabels, "phase")
 	dLastStep     = desc("last_step", "Index of the newest finished step, the one the step and phase peaks below describe.", procLabels)
-	dStepPeak     = desc("step_peak_allocated_bytes", "Allocated peak of the newest finished step.", procLabels)
+	dStepPeak     = desc("step_peak_allocated_bytes", "Allocated peak of the newest finished step; label peak says how it is known: exact, inferred (the step repeats an exact one) or bound (a lower bound: the largest value seen).", procLabels, "peak")
+	dStepHeld     = desc("step_held_bytes", "Memory held between steps: allocated at the newest finished step's end (a leak is this rising).", procLabels)
 	dStepPeakRes  = desc("step_peak_reserved_bytes", "Reserved peak of the newest finished step.", procLabels)
-	dPhasePeak    = desc("phase_peak_allocated_bytes", "Allocated peak of each phase of the newest finished step.", procLabels, "phase")
+	dPhasePeak    = desc("phase_peak_allocated_bytes", "Allocated peak of each phase of the newest finished step; label peak is exact or bound (a lower bound).", procLabels, "phase", "peak")
 	dConnected    = desc("connected", "1 while the process's hook is connected.", procLabels)
 	dLost         = desc("lost_messages_total", "Hook messages that never reached the monitor (gaps in their sequence numbers).", procLabels)
 	dDuplicates   = desc("duplicate_messages_total", "Hook messages received twice (a replayed backlog) and ignored.", procLabels)
@@ -176,7 +177,10 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 	if st := lastFinished(p); st != nil {
 		gauge(dLastStep, float64(st.Index), l...)
 		if st.PeakAllocated.Known() {
-			gauge(dStepPeak, float64(st.PeakAllocated), l...)
+			gauge(dStepPeak, float64(st.PeakAllocated), with(st.Peak.String())...)
+		}
+		if st.Held.Known() {
+			gauge(dStepHeld, float64(st.Held), l...)
 		}
 		if st.PeakReserved.Known() {
 			gauge(dStepPeakRes, float64(st.PeakReserved), l...)
@@ -186,7 +190,14 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 			c := &st.Phases[i]
 			if c.PeakAllocated.Known() && !seen[c.Name] && len(seen) < MaxPhaseLabels {
 				seen[c.Name] = true
-				gauge(dPhasePeak, float64(c.PeakAllocated), with(c.Name)...)
+				how := session.Exact
+				switch {
+				case c.Inferred:
+					how = session.Inferred
+				case !c.Exact:
+					how = session.Bound
+				}
+				gauge(dPhasePeak, float64(c.PeakAllocated), append(with(c.Name), how.String())...)
 			}
 		}
 	}

@@ -86,6 +86,21 @@ type Step struct {
 	EndS   float64 `json:"end_s"`
 	Micro  int     `json:"micro"`
 	Phases []Phase `json:"phases"`
+	// PeakAllocated is the step's peak and Peak (peak_known) how it is known: "exact",
+	// "inferred" (from step SameAs, whose phases ended at the same bytes)
+	// or "bound" (the largest value seen: a lower bound). SameAs is also
+	// set beside an exact plain step the hook found the same as step
+	// SameAs, Within bytes apart (0: to the byte); -1 and null otherwise.
+	PeakAllocated session.Bytes     `json:"peak_allocated"`
+	Peak          session.Exactness `json:"peak_known"`
+	SameAs        int               `json:"same_as"`
+	Within        session.Bytes     `json:"within"`
+	// Held is the memory held between steps: allocated at the step's
+	// closing read.
+	Held session.Bytes `json:"held"`
+	// Plain is true when the hook read the step once (span "step"): its
+	// phases carry no reads of their own.
+	Plain bool `json:"plain"`
 }
 
 // Phase is one cell of the step × phase table. Byte values are Unknown
@@ -106,6 +121,9 @@ type Phase struct {
 	PeakAllocated session.Bytes `json:"peak_allocated"`
 	PeakReserved  session.Bytes `json:"peak_reserved"`
 	PeakExact     bool          `json:"peak_exact"`
+	// PeakInferred is true when PeakAllocated is the same phase's exact
+	// peak in the step this step repeats (steps[].same_as).
+	PeakInferred bool `json:"peak_inferred"`
 	// NVMLPeak is the largest driver figure in the phase; NonPyTorch is
 	// NVMLPeak − PeakReserved (only when NVML is "process").
 	NVMLPeak   session.Bytes `json:"nvml_peak"`
@@ -211,13 +229,17 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	}
 	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
 	for _, st := range p.Steps() {
-		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Phases: []Phase{}}
+		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Phases: []Phase{},
+			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain()}
+		if st.SameAs >= 0 {
+			row.Within = st.Within
+		}
 		for i := range st.Phases {
 			c := &st.Phases[i]
 			ph := Phase{
 				Phase: c.Name, User: c.User, Count: c.Count, StartS: since(c.Start), EndS: since(c.End),
 				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
-				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact,
+				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact, PeakInferred: c.Inferred,
 				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
 				NVMLStale: c.PeakGPU.Known() && !c.GPUDuring,
 			}

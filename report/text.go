@@ -34,9 +34,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Errors > 0 {
 		fmt.Fprintf(bw, "%d bad messages skipped\n", r.Errors)
 	}
+	estimates := false
 	for i := range r.Processes {
 		bw.WriteString("\n")
 		r.Processes[i].writeText(bw)
+		estimates = estimates || r.Processes[i].Diagnosis.Need.Batch != nil
+	}
+	if estimates { // once, not once per process
+		bw.WriteString("\nevery batch estimate above assumes:\n")
+		for _, a := range diagnose.BatchAssumptions {
+			fmt.Fprintf(bw, "  - %s\n", a)
+		}
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write text report: %w", err)
@@ -59,12 +67,6 @@ func (p *Process) writeText(w *bufio.Writer) {
 	w.WriteString("\n  diagnosis\n")
 	for _, l := range p.Diagnosis.Lines {
 		fmt.Fprintf(w, "    %s\n", textesc.String(l))
-	}
-	if b := p.Diagnosis.Need.Batch; b != nil {
-		w.WriteString("    the batch estimate assumes:\n")
-		for _, a := range b.Assumes {
-			fmt.Fprintf(w, "      - %s\n", textesc.String(a))
-		}
 	}
 }
 
@@ -92,11 +94,11 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 
 	hook := "hook: not reported"
 	if h := p.Hook; h != nil {
-		reset := "off"
-		if h.ResetPeaks {
-			reset = "on"
+		exact := "off"
+		if h.ExactPeaks || h.ResetPeaks {
+			exact = "on"
 		}
-		hook = fmt.Sprintf("hook %s · %g Hz samples · reset_peaks %s · activations every %d steps", orDash(textesc.String(h.Version)), h.SampleHz, reset, h.ActivationsEvery)
+		hook = fmt.Sprintf("hook %s · %g Hz samples · exact peaks %s · activations every %d steps", orDash(textesc.String(h.Version)), h.SampleHz, exact, h.ActivationsEvery)
 	}
 	nvml := "no NVML data"
 	switch p.NVML {
@@ -129,19 +131,27 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	if nvml {
 		head += fmt.Sprintf("  %9s  %11s", "NVML peak", "non-PyTorch")
 	}
-	legend := "(MiB; ≥ lower bound)"
+	legend := "(MiB; ≥ lower bound; = inferred)"
 	if nvml {
-		legend = "(MiB; ≥ lower bound; ' NVML read before the phase)"
+		legend = "(MiB; ≥ lower bound; = inferred; ' NVML read before the phase)"
 	}
 	fmt.Fprintf(w, "%s   %s\n", head, legend)
 	row := func(st *Step) {
+		if st.Plain {
+			// Read once: no phase rows, the step's own line says it all.
+			fmt.Fprintf(w, "  %5d  %s\n", st.Step, st.summary())
+			return
+		}
 		for i, ph := range st.Phases {
 			step := ""
 			if i == 0 {
 				step = fmt.Sprint(st.Step)
 			}
 			peak := ph.PeakAllocated.MiBString()
-			if !ph.PeakExact && ph.PeakAllocated.Known() {
+			switch {
+			case ph.PeakInferred:
+				peak = "=" + peak
+			case !ph.PeakExact && ph.PeakAllocated.Known():
 				peak = "≥" + peak
 			}
 			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, textesc.String(ph.Phase),
@@ -154,6 +164,9 @@ func (p *Process) writeTable(w *bufio.Writer) {
 				fmt.Fprintf(w, "  %9s  %11s", gpu, ph.NonPyTorch.MiBString())
 			}
 			w.WriteString("\n")
+		}
+		if line := st.summary(); line != "" {
+			fmt.Fprintf(w, "  %5s  %s\n", "", line)
 		}
 	}
 	n := len(p.Steps)
@@ -275,4 +288,39 @@ func padRight(s string, n int) string {
 		return s + strings.Repeat(" ", n-k)
 	}
 	return s
+}
+
+// summary is the step's own line under its phases: its peak, how that is
+// known, and the memory it held at its end.
+func (st *Step) summary() string {
+	if !st.PeakAllocated.Known() {
+		return ""
+	}
+	var how string
+	switch st.Peak {
+	case session.Exact:
+		how = "step peak " + st.PeakAllocated.MiBString() + " MiB"
+		switch {
+		case st.Plain && st.SameAs >= 0:
+			how = fmt.Sprintf("same phases as step %d (%s): %s", st.SameAs, within(st.Within), how)
+		case st.Plain:
+			how = "read once, moved beyond noise (the next step is read by phase): " + how
+		}
+	case session.Inferred:
+		how = fmt.Sprintf("step peak %s MiB (inferred: same as step %d, every phase ended at the same bytes)", st.PeakAllocated.MiBString(), st.SameAs)
+	default:
+		how = "step peak ≥ " + st.PeakAllocated.MiBString() + " MiB (not exact)"
+	}
+	if st.Held.Known() {
+		how += " · held " + st.Held.MiBString() + " MiB"
+	}
+	return how
+}
+
+// within is "exact to the byte" or "within 2 MiB".
+func within(b session.Bytes) string {
+	if b == 0 {
+		return "exact to the byte"
+	}
+	return "within " + b.Human()
 }

@@ -82,8 +82,11 @@ type Process struct {
 	lastAt     time.Time
 	hasT       bool
 	maxStep    int // the highest step index seen: a higher one is new
-	limits     limits
-	totals     sessionTotals
+	// gapSinceRead: messages were lost since the last phase or mark read
+	// (with an exact-peaks hook, the counters were reset unseen).
+	gapSinceRead bool
+	limits       limits
+	totals       sessionTotals
 }
 
 // Anatomy is one tensor accounting made by the hook.
@@ -215,6 +218,7 @@ func (p *Process) accept(seq uint64) bool {
 	}
 	if seq > p.lastSeq+1 {
 		p.Lost += seq - p.lastSeq - 1
+		p.gapSinceRead = true
 	}
 	p.lastSeq = seq
 	return true
@@ -360,6 +364,12 @@ func (p *Process) phase(at time.Time, m *ipc.Message) {
 	}
 	for k := len(p.open) - 1; k >= 0; k-- {
 		if sp := &p.spans[p.open[k]]; sp.Name == m.Name && sp.User == m.User {
+			if m.Span == ipc.SpanStep && m.Mem != nil {
+				sp.StepRead, sp.SameAs = m.Mem, -1
+				if m.SameAs != nil {
+					sp.SameAs = *m.SameAs
+				}
+			}
 			p.end(k, at, m.Mem)
 			return
 		}
@@ -391,7 +401,7 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: base,
 		PeakAllocated: Unknown, PeakReserved: Unknown,
 		PeakGPU: InEffect(p.GPU, at), PeakNonPyTorch: InEffect(p.NonPyTorch, at),
-		Batch: -1, Tokens: -1,
+		Batch: -1, Tokens: -1, SameAs: -1,
 	}
 	if in := m.Input; in != nil && !m.User {
 		p.Inputs = true
@@ -432,8 +442,10 @@ func (p *Process) forgetOldestOpen(at time.Time) {
 
 func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	sp := &p.spans[p.open[k]]
-	reset := p.Hello.Hook != nil && p.Hello.Hook.ResetPeaks
-	sp.close(at, m, reset)
+	if m != nil {
+		sp.gap, p.gapSinceRead = sp.gap || p.gapSinceRead, false
+	}
+	sp.close(at, m, p.exactPeaks())
 	if v, ok := p.GPU.MaxBetween(sp.Start, at); ok {
 		sp.PeakGPU = sp.PeakGPU.Max(Bytes(v))
 		sp.GPUDuring = true
@@ -530,6 +542,7 @@ func (p *Process) step(index int) *Step {
 
 func (p *Process) updatePeak(index int) {
 	st := p.step(index)
+	p.settle(st)
 	sum := st.peak()
 	for k := len(p.peaks) - 1; k >= 0 && k >= len(p.peaks)-4; k-- {
 		if p.peaks[k].Index == index {
@@ -591,6 +604,21 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 }
 
 func (p *Process) mark(at time.Time, m *ipc.Message) {
+	if m.Mem != nil {
+		for _, i := range p.open { // a loss before this read is inside them
+			p.spans[i].gap = p.spans[i].gap || p.gapSinceRead
+		}
+		p.gapSinceRead = false
+		if p.exactPeaks() {
+			// The hook reset the counters at this read: the open phases'
+			// peaks so far are in it.
+			for _, i := range p.open {
+				sp := &p.spans[i]
+				sp.PeakAllocated = sp.PeakAllocated.Max(Bytes(m.Mem.MaxAllocated))
+				sp.PeakReserved = sp.PeakReserved.Max(Bytes(m.Mem.MaxReserved))
+			}
+		}
+	}
 	if len(p.Marks) >= p.limits.marks {
 		p.Marks = append(p.Marks[:0], p.Marks[1:]...)
 	}

@@ -15,6 +15,7 @@ type feed struct {
 	seq  uint64
 	t    float64
 	evs  []Event
+	top  int64 // the peak counter so far, in MiB (exact_test.go)
 }
 
 const wall0 = 1_700_000_000

@@ -107,6 +107,12 @@ func (m *Model) diagLines(p *session.Process, d *diagnose.Diagnosis) []string {
 				out = append(out, wrapHanging("  · ", l, w, 4)...)
 			}
 		}
+		if d.Need.Batch != nil {
+			out = append(out, "", "  the batch estimate assumes:")
+			for _, a := range diagnose.BatchAssumptions {
+				out = append(out, wrapHanging("    - ", a, w, 6)...)
+			}
+		}
 	}
 	if rl := m.ranksLines(); len(rl) > 0 {
 		out = append(out, "", rendered(&styleHeading, "All processes"))
@@ -192,7 +198,8 @@ var glossary = [][2]string{
 	{"", "Steps table"},
 	{"end", "allocated at the end of the phase, MiB"},
 	{"peak", "the most allocated during the phase, MiB; the last columns are the step's peak and its time"},
-	{"≥", "a lower bound: the allocator's peak counter did not move in that phase, so this is the largest value seen (reset_peaks=True makes it exact)"},
+	{"≥", "a lower bound: the allocator's peak counter did not move in that phase, so this is the largest value seen (a hook with exact peaks makes it exact)"},
+	{"= \"", `= inferred (repeats an exact step); " read once (same phases)`},
 	{"– ·", "– unknown (no source); · the phase did not run in that step"},
 	{"▲ w", "▲ the step of the session peak; w a warmup step"},
 	{"", "Memory anatomy (a)"},

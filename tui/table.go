@@ -167,6 +167,11 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 		switch {
 		case c == nil:
 			padLeft(&b, "·", cellW)
+		case st.Plain() && st.SameAs >= 0:
+			// A plain step: read once, its phases those of step SameAs.
+			padLeft(&b, `"`, cellW)
+		case st.Plain():
+			padLeft(&b, "–", cellW) // read once, moved: the next step is read by phase
 		case both:
 			padLeft(&b, c.AllocatedEnd.MiBString(), 5)
 			padLeft(&b, peakText(c), 6)
@@ -174,7 +179,7 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 			padLeft(&b, peakText(c), cellW)
 		}
 	}
-	padLeft(&b, st.PeakAllocated.MiBString(), 7)
+	padLeft(&b, stepPeakText(st), 7)
 	padLeft(&b, durText(st), 8)
 	s := b.String()
 	switch {
@@ -186,15 +191,33 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 	return s
 }
 
-// peakText is a cell's peak in MiB, "≥" marking a lower bound.
+// peakText is a cell's peak in MiB, "≥" marking a lower bound, "=" one
+// inferred from the exact step its step repeats.
 func peakText(c *session.Cell) string {
 	if !c.PeakAllocated.Known() {
 		return "–"
 	}
-	if !c.Exact {
+	switch {
+	case c.Inferred:
+		return "=" + c.PeakAllocated.MiBString()
+	case !c.Exact:
 		return "≥" + c.PeakAllocated.MiBString()
 	}
 	return c.PeakAllocated.MiBString()
+}
+
+// stepPeakText is a step's peak in MiB: "≥" marks a lower bound, "="
+// a peak inferred from the exact step this one repeats.
+func stepPeakText(st *session.Step) string {
+	switch {
+	case !st.PeakAllocated.Known():
+		return "–"
+	case st.Peak == session.Bound:
+		return "≥" + st.PeakAllocated.MiBString()
+	case st.Peak == session.Inferred:
+		return "=" + st.PeakAllocated.MiBString()
+	}
+	return st.PeakAllocated.MiBString()
 }
 
 func durText(st *session.Step) string {
