@@ -3,7 +3,7 @@
 The platform wheel carries the monitor, a Go binary, as ``vramscope/_bin/
 vramscope``; this entry point replaces itself with it (``os.execv``), the
 way ruff and uv ship theirs. The pure-Python package (``pip install
-./pyhook``) has no binary: then a ``vramscope`` found further on PATH is
+./pyhook``, or the hook-only ``py3-none-any`` wheel pip picks where no platform wheel fits) has no binary: then a ``vramscope`` found further on PATH is
 used, and without one the command says how to get it.
 """
 
@@ -11,11 +11,13 @@ import os
 import sys
 
 HOW_TO_GET = """\
-vramscope: this Python package is the training hook only; it carries no monitor binary.
+vramscope: this Python package is the training hook only; it carries no monitor binary,
+and no vramscope monitor is on PATH. pip installs this hook-only wheel where no
+platform wheel fits (Linux x86_64/aarch64 with glibc >= 2.34, macOS 12+ on arm64/x86_64).
 Get the monitor one of these ways (docs/install.md):
-  - install the platform wheel, which carries it:  make wheel  (in a checkout), then
-    pip install bin/dist/vramscope-*.whl
-  - build it from a checkout (needs Go and gcc):  go install .   or   make build
+  - on a machine the platform wheels fit:  pip install --force-reinstall vramscope
+  - build it from a checkout (Go >= 1.24; gcc for NVML):  go install .   or   make build,
+    then put it on PATH; this command runs it from there
 The hook itself works as it is: import vramscope; vramscope.watch(model, optimizer)
 """
 
