@@ -11,8 +11,9 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 all: build
 
-# The version comes from the build info Go stamps (module version and VCS
-# revision), the same for make, go build and go install: no -ldflags.
+# The version is pyhook/vramscope/_version.py's, compiled in; the revision
+# comes from the build info Go stamps. The same for make, go build, go
+# install and the wheels: no -ldflags.
 build:
 	go build -o $(BIN) .
 
@@ -62,7 +63,7 @@ RELEASE_DIR := $(CURDIR)/bin/release
 WHEEL_DIR   := $(CURDIR)/bin/dist
 WHEEL_SRC   := $(CURDIR)/bin/wheel-src
 AARCH64_CC  ?= aarch64-linux-gnu-gcc
-RELEASE_GO   = go build -trimpath -o $(RELEASE_DIR)/vramscope-$(VERSION)-$(1) .
+RELEASE_GO   = go build -trimpath -ldflags="-s -w" -o $(RELEASE_DIR)/vramscope-$(VERSION)-$(1) .
 WHEEL_PLATFORMS := linux-x86_64,linux-aarch64,macos-arm64,macos-x86_64,any
 
 release-binaries:
@@ -96,7 +97,7 @@ wheels: release-binaries
 # Only this machine's wheel, for trying it out: go build with the host's gcc.
 wheel:
 	rm -rf $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)
-	go build -trimpath -o $(CURDIR)/bin/wheel-bin/vramscope .
+	go build -trimpath -ldflags="-s -w" -o $(CURDIR)/bin/wheel-bin/vramscope .
 	$(call build-wheel,$(CURDIR)/bin/wheel-bin/vramscope)
 	rm -rf $(CURDIR)/bin/wheel-bin
 	@ls $(WHEEL_DIR)/vramscope-*.whl
@@ -104,6 +105,7 @@ wheel:
 # CI's and the release's check of the wheels (make wheels first):
 # - wheelcheck.py: names, tags, versions, what each binary links (readelf,
 #   Mach-O headers), and which wheel pip installs on each kind of machine;
+#   test_wheelcheck.py: it fails each wheel broken the way a build could;
 # - the x86_64 wheel in a fresh venv (no torch, no PyPI), installed offline:
 #   the monitor run from it, the hook imported from it, and `vramscope run`
 #   attaching the wheel's hook to the system Python's torch;
@@ -116,6 +118,7 @@ QEMU_ARM64  ?= qemu-aarch64-static -L /usr/aarch64-linux-gnu
 check-wheels:
 	rm -rf $(WHEEL_VENV) $(WHEEL_PICKS)
 	$(PYTHON) packaging/wheelcheck.py $(WHEEL_DIR) --expect $(WHEEL_PLATFORMS) --picks $(WHEEL_PICKS)
+	cd packaging && WHEEL_DIR=$(WHEEL_DIR) $(PYTHON) -m pytest -q -p no:cacheprovider test_wheelcheck.py
 	cd $(RELEASE_DIR) && sha256sum -c --quiet SHA256SUMS
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install -q --no-index --no-deps $(WHEEL_DIR)/vramscope-$(VERSION)-py3-none-manylinux_*_x86_64.whl

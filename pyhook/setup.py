@@ -100,4 +100,5 @@ def platform_wheel():
             "package_data": {"vramscope": ["_bin/vramscope"]}}
 
 
-setup(**(platform_wheel() if os.path.isfile(BINARY) else {}))
+if __name__ == "__main__":  # setuptools runs this file as __main__; packaging/ imports it
+    setup(**(platform_wheel() if os.path.isfile(BINARY) else {}))
