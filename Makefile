@@ -13,7 +13,7 @@ all: build
 
 # The version is pyhook/vramscope/_version.py's, compiled in; the revision
 # comes from the build info Go stamps. The same for make, go build, go
-# install and the wheels: no -ldflags.
+# install and the wheels, with no -ldflags (the release's only strip: -s -w).
 build:
 	go build -o $(BIN) .
 
@@ -51,9 +51,9 @@ check-pkg:
 	cd /tmp && PYTHONPATH=$(CURDIR)/bin/pkgcheck $(PYTHON) -c 'import vramscope, vramscope.integrations.lightning, vramscope.integrations.transformers, sys; assert vramscope.__file__.startswith("$(CURDIR)/bin/pkgcheck"), vramscope.__file__; print("pip install ./pyhook: vramscope", vramscope.__version__)'
 	rm -rf $(CURDIR)/bin/pkgcheck $(CURDIR)/pyhook/build
 
-# The release (docs/install.md, "The wheels"): one monitor binary per
-# platform people train on, with checksums, and the wheels that carry them,
-# as ruff and uv ship theirs, plus a hook-only py3-none-any wheel for every
+# The release (docs/install.md, section 1): one monitor binary per platform
+# people train on, with checksums, and the wheels that carry them, as ruff
+# and uv ship theirs, plus a hook-only py3-none-any wheel for every
 # other machine. Linux builds use cgo for NVML (aarch64 with Debian's cross
 # gcc, gcc-aarch64-linux-gnu); macOS has no NVML, so cgo is off there. The
 # one version is pyhook/vramscope/_version.py's (the Go program embeds it).

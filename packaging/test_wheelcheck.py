@@ -140,3 +140,14 @@ def test_setup_and_readelf_agree_on_the_built_binaries():
             blob = z.read(wheelcheck.BINARY)
         tag = pyhook_setup.elf_tag(blob) if blob[:4] == b"\x7fELF" else pyhook_setup.macho_tag(blob)
         assert path.endswith("-py3-none-%s.whl" % tag)
+
+
+def test_the_hook_only_message_names_the_built_tags():
+    """_cli.py tells users which machines the platform wheels fit: it must say what was built."""
+    sys.path.insert(0, os.path.join(HERE, "..", "pyhook", "vramscope"))
+    import _cli  # the module alone: the package's __init__ is not needed for its text
+
+    glibc = {re.search(r"manylinux_2_(\d+)_", built(p)).group(1) for p in ("manylinux_*_x86_64", "manylinux_*_aarch64")}
+    macos = {re.search(r"macosx_(\d+)_0_", built(p)).group(1) for p in ("macosx_*_arm64", "macosx_*_x86_64")}
+    assert len(glibc) == 1 and "glibc >= 2.%s" % glibc.pop() in _cli.HOW_TO_GET
+    assert len(macos) == 1 and "macOS %s+" % macos.pop() in _cli.HOW_TO_GET
