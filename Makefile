@@ -147,7 +147,8 @@ check-tag:
 	test "$(TAG)" = "v$(VERSION)" || { echo "tag $(TAG) is not v$(VERSION) (pyhook/vramscope/_version.py)"; exit 1; }
 
 # `go install .` from a fresh clone stamps the commit into the version (a
-# git worktree does not: Go finds no .git directory there).
+# git worktree does not: Go finds no .git directory there). A source
+# tarball and a -buildvcs=false build still name the release version.
 INSTALL_CHECK := $(CURDIR)/bin/install-check
 check-install:
 	rm -rf $(INSTALL_CHECK)
@@ -156,6 +157,11 @@ check-install:
 	cd $(INSTALL_CHECK)/src && GOFLAGS=-buildvcs=true GOBIN=$(INSTALL_CHECK)/bin go install .
 	$(INSTALL_CHECK)/bin/vramscope version | tee $(INSTALL_CHECK)/version.txt
 	grep -q "^revision: $$(git rev-parse HEAD)" $(INSTALL_CHECK)/version.txt
+	# outside any checkout, or Go would stamp the enclosing repository's commit
+	t=$$(mktemp -d) && git archive --format=tar HEAD | tar -x -C $$t && \
+	  (cd $$t && go build -o $(INSTALL_CHECK)/tarball.bin .) && rm -rf $$t
+	$(INSTALL_CHECK)/tarball.bin version | grep -qx 'vramscope $(VERSION)'
+	cd $(CURDIR) && GOFLAGS=-buildvcs=false go build -o $(INSTALL_CHECK)/novcs.bin . && $(INSTALL_CHECK)/novcs.bin version | grep -qx 'vramscope $(VERSION)'
 	rm -rf $(INSTALL_CHECK)
 	@echo "check-install: passed"
 
