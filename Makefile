@@ -55,7 +55,9 @@ check-pkg:
 # people train on, with checksums, and the wheels that carry them, as ruff
 # and uv ship theirs, plus a hook-only py3-none-any wheel for every
 # other machine. Linux builds use cgo for NVML (aarch64 with Debian's cross
-# gcc, gcc-aarch64-linux-gnu); macOS has no NVML, so cgo is off there. The
+# gcc, gcc-aarch64-linux-gnu), which ties them to glibc >= 2.34; a static
+# build without cgo (and so without NVML) serves older Linux as
+# manylinux_2_17. macOS has no NVML, so cgo is off there. The
 # one version is pyhook/vramscope/_version.py's (the Go program embeds it).
 # Each wheel is built from a staging copy, so ./pyhook never holds a binary.
 VERSION     := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' pyhook/vramscope/_version.py)
@@ -64,12 +66,14 @@ WHEEL_DIR   := $(CURDIR)/bin/dist
 WHEEL_SRC   := $(CURDIR)/bin/wheel-src
 AARCH64_CC  ?= aarch64-linux-gnu-gcc
 RELEASE_GO   = go build -trimpath -ldflags="-s -w" -o $(RELEASE_DIR)/vramscope-$(VERSION)-$(1) .
-WHEEL_PLATFORMS := linux-x86_64,linux-aarch64,macos-arm64,macos-x86_64,any
+WHEEL_PLATFORMS := linux-x86_64,linux-aarch64,linux-x86_64-static,linux-aarch64-static,macos-arm64,macos-x86_64,any
 
 release-binaries:
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
 	GOOS=linux GOARCH=amd64 CGO_ENABLED=1 $(call RELEASE_GO,linux-amd64)
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC=$(AARCH64_CC) $(call RELEASE_GO,linux-arm64)
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(call RELEASE_GO,linux-amd64-static)
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(call RELEASE_GO,linux-arm64-static)
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(call RELEASE_GO,darwin-arm64)
 	GOOS=darwin GOARCH=amd64 CGO_ENABLED=0 $(call RELEASE_GO,darwin-amd64)
 	cd $(RELEASE_DIR) && sha256sum vramscope-$(VERSION)-* > SHA256SUMS
@@ -89,6 +93,8 @@ wheels: release-binaries
 	rm -rf $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)
 	$(call build-wheel,$(RELEASE_DIR)/vramscope-$(VERSION)-linux-amd64)
 	$(call build-wheel,$(RELEASE_DIR)/vramscope-$(VERSION)-linux-arm64)
+	$(call build-wheel,$(RELEASE_DIR)/vramscope-$(VERSION)-linux-amd64-static)
+	$(call build-wheel,$(RELEASE_DIR)/vramscope-$(VERSION)-linux-arm64-static)
 	$(call build-wheel,$(RELEASE_DIR)/vramscope-$(VERSION)-darwin-arm64)
 	$(call build-wheel,$(RELEASE_DIR)/vramscope-$(VERSION)-darwin-amd64)
 	$(call build-wheel,)
@@ -106,10 +112,12 @@ wheel:
 # - wheelcheck.py: names, tags, versions, what each binary links (readelf,
 #   Mach-O headers), and which wheel pip installs on each kind of machine;
 #   test_wheelcheck.py: it fails each wheel broken the way a build could;
-# - the x86_64 wheel in a fresh venv (no torch, no PyPI), installed offline:
+# - this machine's wheel (x86_64, cgo) in a fresh venv (no torch, no PyPI),
+#   installed offline as `pip install vramscope` would pick it:
 #   the monitor run from it, the hook imported from it, and `vramscope run`
 #   attaching the wheel's hook to the system Python's torch;
 # - the aarch64 wheel's binary (as pip installed it) run under qemu-user;
+# - the static wheels' binaries, as pip installed them for glibc 2.28/2.31;
 # - the hook-only wheel in a fresh venv: the hook imports, the command says
 #   how to get a monitor.
 WHEEL_VENV  := $(CURDIR)/bin/wheel-venv
@@ -121,7 +129,8 @@ check-wheels:
 	cd packaging && WHEEL_DIR=$(WHEEL_DIR) $(PYTHON) -m pytest -q -p no:cacheprovider test_wheelcheck.py
 	cd $(RELEASE_DIR) && sha256sum -c --quiet SHA256SUMS
 	$(PYTHON) -m venv $(WHEEL_VENV)
-	$(WHEEL_VENV)/bin/python -m pip install -q --no-index --no-deps $(WHEEL_DIR)/vramscope-$(VERSION)-py3-none-manylinux_*_x86_64.whl
+	# as a user would: pip picks this machine's wheel (here the cgo x86_64 one) from all of them
+	$(WHEEL_VENV)/bin/python -m pip install -q --no-index --find-links $(WHEEL_DIR) vramscope==$(VERSION)
 	cd /tmp && $(WHEEL_VENV)/bin/vramscope version | tee $(WHEEL_VENV)/version.txt
 	grep -q '^vramscope $(VERSION)' $(WHEEL_VENV)/version.txt && grep -q '^nvml: built in' $(WHEEL_VENV)/version.txt
 	cd /tmp && $(WHEEL_VENV)/bin/vramscope demo --headless --steps 5 >/dev/null
@@ -132,6 +141,9 @@ check-wheels:
 	cd /tmp && $(QEMU_ARM64) $(WHEEL_PICKS)/gh200-ubuntu-24.04-aarch64/vramscope/_bin/vramscope version | tee $(WHEEL_PICKS)/arm64-version.txt
 	grep -q '^vramscope $(VERSION)' $(WHEEL_PICKS)/arm64-version.txt && grep -q '^go: .* linux/arm64' $(WHEEL_PICKS)/arm64-version.txt && grep -q '^nvml: built in' $(WHEEL_PICKS)/arm64-version.txt
 	cd /tmp && $(QEMU_ARM64) $(WHEEL_PICKS)/gh200-ubuntu-24.04-aarch64/vramscope/_bin/vramscope demo --headless --steps 5 | tail -n 3
+	cd /tmp && $(WHEEL_PICKS)/ubuntu-20.04-x86_64/vramscope/_bin/vramscope version | grep -q '^nvml: not built in'
+	cd /tmp && $(WHEEL_PICKS)/ubuntu-20.04-x86_64/vramscope/_bin/vramscope demo --headless --steps 5 >/dev/null
+	cd /tmp && $(QEMU_ARM64) $(WHEEL_PICKS)/rhel-8-aarch64/vramscope/_bin/vramscope version | grep -q '^go: .* linux/arm64'
 	rm -rf $(WHEEL_VENV)
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install -q --no-index --no-deps $(WHEEL_DIR)/vramscope-$(VERSION)-py3-none-any.whl

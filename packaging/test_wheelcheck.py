@@ -30,9 +30,12 @@ VERSION = wheelcheck.release_version()
 
 
 def built(platform):
+    """The wheel whose tag matches ``platform``; ``manylinux_*`` means the cgo one, not 2_17's static one."""
     paths = glob.glob(os.path.join(DIST, "vramscope-%s-py3-none-%s.whl" % (VERSION, platform)))
-    if not paths:
-        pytest.fail("no %s wheel in %s: run make wheels first" % (platform, DIST))
+    if platform.startswith("manylinux_*"):
+        paths = [p for p in paths if "manylinux_2_17_" not in p]
+    if len(paths) != 1:
+        pytest.fail("want one %s wheel in %s, found %s: run make wheels first" % (platform, DIST, paths))
     return paths[0]
 
 
@@ -69,9 +72,15 @@ def broken(path):
 
 
 def test_the_built_wheels_pass():
-    for platform in ("manylinux_*_x86_64", "manylinux_*_aarch64", "macosx_*_arm64", "macosx_*_x86_64", "any"):
-        tag, _ = wheelcheck.check_wheel(built(platform), VERSION)
-        assert tag != ""
+    for platform in ("manylinux_*_x86_64", "manylinux_*_aarch64", "manylinux_2_17_x86_64", "manylinux_2_17_aarch64",
+                     "macosx_*_arm64", "macosx_*_x86_64", "any"):
+        tag, needs = wheelcheck.check_wheel(built(platform), VERSION)
+        assert needs.startswith("static") == platform.startswith("manylinux_2_17")
+
+
+def test_a_static_binary_under_a_newer_glibc_tag_fails(tmp_path):
+    path = rewrite(built("manylinux_2_17_x86_64"), tmp_path, tag="manylinux_2_34_x86_64")
+    assert "a static binary runs on any glibc" in broken(path)
 
 
 def test_a_tag_that_promises_an_older_glibc_fails(tmp_path):
@@ -134,7 +143,8 @@ def test_a_binary_linking_outside_the_manylinux_set_fails(tmp_path):
 
 
 def test_setup_and_readelf_agree_on_the_built_binaries():
-    for platform in ("manylinux_*_x86_64", "manylinux_*_aarch64", "macosx_*_arm64", "macosx_*_x86_64"):
+    for platform in ("manylinux_*_x86_64", "manylinux_*_aarch64", "manylinux_2_17_x86_64", "manylinux_2_17_aarch64",
+                     "macosx_*_arm64", "macosx_*_x86_64"):
         path = built(platform)
         with zipfile.ZipFile(path) as z:
             blob = z.read(wheelcheck.BINARY)

@@ -9,7 +9,8 @@ For every wheel in the folder given (docs/install.md, "The wheels"):
 - a platform wheel carries ``vramscope/_bin/vramscope``, executable, listed
   in RECORD with its sha256, and the binary fits the tag:
   - Linux: binutils' ``readelf`` (not the parser setup.py tags with) says
-    its machine is the tag's arch; the newest ``GLIBC_2.N`` version it needs
+    its machine is the tag's arch; a static binary (cgo off, no NVML: the
+    fallback for older glibc) is tagged manylinux_2_17; else the newest ``GLIBC_2.N`` version it needs
     is the tag's ``manylinux_2_N``; it links (DT_NEEDED) only libraries every
     manylinux system has (libc, libpthread, libdl, libm, librt, libgcc_s,
     the dynamic loader); it does not link libnvidia-ml but imports
@@ -80,6 +81,11 @@ def check_elf(path, tag):
     if READELF_MACHINE.get(machine) != want_arch:
         raise Broken("binary is %s, tag says %s" % (machine, want_arch))
     dynamic = readelf(path, "-d")
+    if "There is no dynamic section" in dynamic:
+        # The fallback for glibc < 2.34: a static Go build, cgo off, no NVML.
+        if want_glibc != 17:
+            raise Broken("a static binary runs on any glibc: tag it manylinux_2_17, not %s" % tag)
+        return "static; no NVML (cgo off), for glibc < 2.34"
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
     bad = [lib for lib in needed if not ALLOWED_ELF.match(lib)]
     if bad:
@@ -204,8 +210,11 @@ MACHINES = [
     ("gh200-ubuntu-24.04-aarch64", manylinux(39, "aarch64"), "linux-aarch64"),  # glibc 2.39
     ("macos-14-arm64", macos(14, "arm64"), "macos-arm64"),
     ("macos-13-x86_64", macos(13, "x86_64"), "macos-x86_64"),
-    # Older than the binaries need, or no binary built: the hook alone.
-    ("ubuntu-20.04-x86_64", manylinux(31, "x86_64"), "any"),  # glibc 2.31
+    # Older glibc than the cgo builds need: the static builds, no NVML.
+    ("ubuntu-20.04-x86_64", manylinux(31, "x86_64"), "linux-x86_64-static"),  # glibc 2.31
+    ("rhel-8-aarch64", manylinux(28, "aarch64"), "linux-aarch64-static"),  # glibc 2.28
+    # No binary built for it: the hook alone.
+    ("alpine-musl-x86_64", ["musllinux_1_2_x86_64"], "any"),
     ("windows-x86_64", ["win_amd64"], "any"),
 ]
 
@@ -225,22 +234,28 @@ def check_picks(dist, workdir, version):
             raise Broken("pip on %s: %s" % (name, proc.stderr.strip()))
         with open(os.path.join(target, "vramscope-%s.dist-info" % version, "WHEEL")) as f:
             tag = re.search(r"^Tag: py3-none-(.+)$", f.read(), re.M).group(1)
-        got = platform_key(tag)
+        binary = os.path.join(target, BINARY)
+        got = platform_key(tag, binary if want != "any" else None)
         if got != want:
             raise Broken("pip on %s picked the %s wheel, want %s" % (name, tag, want))
-        binary = os.path.join(target, BINARY)
         if want != "any" and not os.access(binary, os.X_OK):
             raise Broken("pip on %s installed no executable %s" % (name, BINARY))
-        print("pip on %-28s installs py3-none-%s" % (name, tag))
+        print("pip on %-28s installs py3-none-%s (%s)" % (name, tag, got))
         targets[name] = target
     return targets
 
 
-def platform_key(tag):
+def platform_key(tag, binary=None):
+    """"linux-x86_64", "linux-x86_64-static" (a static binary), "macos-arm64", "any"."""
     if tag == "any":
         return "any"
     m = re.fullmatch(r"(manylinux|macosx)_\d+_\d+_(\w+)", tag)
-    return "%s-%s" % ({"manylinux": "linux", "macosx": "macos"}[m.group(1)], m.group(2)) if m else tag
+    if not m:
+        return tag
+    key = "%s-%s" % ({"manylinux": "linux", "macosx": "macos"}[m.group(1)], m.group(2))
+    if binary and m.group(1) == "manylinux" and "There is no dynamic section" in readelf(binary, "-d"):
+        key += "-static"
+    return key
 
 
 def main(argv=None):
@@ -248,7 +263,8 @@ def main(argv=None):
     ap.add_argument("dist", help="folder of wheels")
     ap.add_argument("--picks", metavar="DIR", help="then check which wheel pip installs on each machine")
     ap.add_argument("--expect", default="", help="comma-separated platforms that must be there: "
-                    "linux-x86_64, linux-aarch64, macos-arm64, macos-x86_64, any")
+                    "linux-x86_64, linux-aarch64, linux-x86_64-static, linux-aarch64-static, macos-arm64, "
+                    "macos-x86_64, any")
     args = ap.parse_args(argv)
     version = release_version()
     wheels = sorted(os.path.join(args.dist, n) for n in os.listdir(args.dist) if n.endswith(".whl"))
@@ -259,7 +275,7 @@ def main(argv=None):
         except (Broken, KeyError, zipfile.BadZipFile, struct.error, subprocess.CalledProcessError) as e:
             print("wheelcheck: %s: %s" % (os.path.basename(path), e), file=sys.stderr)
             return 1
-        seen.append(platform_key(tag))
+        seen.append(platform_key(tag) + ("-static" if needs.startswith("static") else ""))
         print("%-48s %6.1f MiB  %-28s %s" % (os.path.basename(path), os.path.getsize(path) / 2**20, tag, needs))
     want = sorted(p for p in args.expect.split(",") if p)
     if want and sorted(seen) != want:

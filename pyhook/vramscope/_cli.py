@@ -13,8 +13,9 @@ import sys
 
 HOW_TO_GET = """\
 vramscope: this Python package is the training hook only; it carries no monitor binary,
-and no vramscope monitor is on PATH. pip installs this hook-only wheel where no
-platform wheel fits (Linux x86_64/aarch64 with glibc >= 2.34, macOS 12+ on arm64/x86_64).
+and no vramscope monitor is on PATH. pip installs this hook-only wheel where no platform
+wheel fits: those are for Linux x86_64/aarch64 with glibc (NVML included from glibc >= 2.34)
+and for macOS 12+ on arm64/x86_64.
 Get the monitor one of these ways (docs/install.md):
   - on a machine the platform wheels fit, with pip >= 20.3 (older pip skips their tags):
     pip install --upgrade pip && pip install --force-reinstall vramscope
