@@ -7,7 +7,7 @@ export CGO_ENABLED := 1
 # go-nvml's C headers warn about deprecated declarations; they are harmless.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build test test-go test-race test-py check-pkg wheel wheels release-binaries check-wheels check-tag check-install bench vet demo
+.PHONY: all build test test-go test-race test-py check-pkg wheel wheels release-binaries check-wheels check-auditwheel check-tag check-install bench vet demo
 
 all: build
 
@@ -152,6 +152,15 @@ check-wheels:
 	grep -q 'carries no monitor binary' $(WHEEL_VENV)/err.txt
 	rm -rf $(WHEEL_VENV) $(WHEEL_PICKS)
 	@echo "check-wheels: passed"
+
+# PyPA's auditwheel as a second opinion on the manylinux tags (the release
+# runs it; it needs PyPI, which CI does not use).
+AUDITWHEEL_VENV := $(CURDIR)/bin/auditwheel-venv
+check-auditwheel:
+	rm -rf $(AUDITWHEEL_VENV) && $(PYTHON) -m venv $(AUDITWHEEL_VENV)
+	$(AUDITWHEEL_VENV)/bin/python -m pip install -q auditwheel==6.8.2
+	$(PYTHON) packaging/wheelcheck.py $(WHEEL_DIR) --auditwheel $(AUDITWHEEL_VENV)/bin/auditwheel
+	rm -rf $(AUDITWHEEL_VENV)
 
 # The release workflow's guard: the tag it builds is the version the code
 # carries (make check-tag TAG=v0.1.0).

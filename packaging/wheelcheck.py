@@ -245,6 +245,22 @@ def check_picks(dist, workdir, version):
     return targets
 
 
+def check_auditwheel(dist, auditwheel):
+    """PyPA's auditwheel agrees: each manylinux tag is one its policy allows."""
+    for name in sorted(os.listdir(dist)):
+        m = re.search(r"-py3-none-manylinux_2_(\d+)_(\w+)\.whl$", name)
+        if not m:
+            continue
+        out = subprocess.run([auditwheel, "show", os.path.join(dist, name)], capture_output=True, text=True)
+        got = re.search(r"consistent\s+with\s+the\s+following\s+platform\s+tag:\s+\"manylinux_2_(\d+)_(\w+)\"",
+                        out.stdout)
+        if out.returncode != 0 or not got:
+            raise Broken("auditwheel show %s: %s%s" % (name, out.stdout, out.stderr))
+        if got.group(2) != m.group(2) or int(got.group(1)) > int(m.group(1)):
+            raise Broken("%s: auditwheel says manylinux_2_%s_%s at best" % (name, got.group(1), got.group(2)))
+        print("auditwheel: %-52s fits manylinux_2_%s_%s" % (name, got.group(1), got.group(2)))
+
+
 def platform_key(tag, binary=None):
     """"linux-x86_64", "linux-x86_64-static" (a static binary), "macos-arm64", "any"."""
     if tag == "any":
@@ -261,6 +277,7 @@ def platform_key(tag, binary=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dist", help="folder of wheels")
+    ap.add_argument("--auditwheel", metavar="PATH", help="then run this auditwheel on the manylinux wheels")
     ap.add_argument("--picks", metavar="DIR", help="then check which wheel pip installs on each machine")
     ap.add_argument("--expect", default="", help="comma-separated platforms that must be there: "
                     "linux-x86_64, linux-aarch64, linux-x86_64-static, linux-aarch64-static, macos-arm64, "
@@ -282,9 +299,12 @@ def main(argv=None):
         print("wheelcheck: wheels for %s, want exactly %s" % (sorted(seen), want), file=sys.stderr)
         return 1
     print("wheelcheck: %d wheels passed" % len(seen))
-    if args.picks:
+    if args.picks or args.auditwheel:
         try:
-            check_picks(args.dist, args.picks, version)
+            if args.auditwheel:
+                check_auditwheel(args.dist, args.auditwheel)
+            if args.picks:
+                check_picks(args.dist, args.picks, version)
         except Broken as e:
             print("wheelcheck: %s" % e, file=sys.stderr)
             return 1
