@@ -9,8 +9,8 @@ import sys
 import time
 
 from ._cuda import mem_from_raw
+from ._version import __version__ as VERSION
 
-VERSION = "0.1.0"
 PROTOCOL = 1
 MAX_LINE = 65536  # bytes, newline included
 MAX_STRING = 4096
