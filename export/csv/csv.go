@@ -18,7 +18,7 @@ import (
 // Columns is the header row, in order.
 var Columns = []string{
 	"session", "host", "pid", "rank", "device",
-	"step", "phase", "user", "count", "micro",
+	"step", "model", "phase", "user", "count", "micro",
 	"start_s", "end_s", "duration_s",
 	"allocated_end", "max_allocated_end", "reserved_end",
 	"peak_allocated", "peak_reserved", "peak_exact",
@@ -28,6 +28,8 @@ var Columns = []string{
 // Write writes the header and one row per step and phase of every process,
 // in the order the phases began. Times are seconds from the session's
 // start; an unknown value (no CUDA, no NVML, no rank) is an empty field.
+// model is the step's watch name (docs/hook.md, "Several models"), empty
+// from hooks that name none.
 func Write(w io.Writer, s *session.Store) error {
 	cw := stdcsv.NewWriter(w)
 	if err := cw.Write(Columns); err != nil {
@@ -48,7 +50,7 @@ func Write(w io.Writer, s *session.Store) error {
 			for i := range st.Phases {
 				c := &st.Phases[i]
 				row = append(row[:0], p.Key, h.Host, strconv.Itoa(h.PID), rank, device,
-					strconv.Itoa(st.Index), c.Name, strconv.FormatBool(c.User), strconv.Itoa(c.Count), strconv.Itoa(st.Micro),
+					strconv.Itoa(st.Index), st.Model, c.Name, strconv.FormatBool(c.User), strconv.Itoa(c.Count), strconv.Itoa(st.Micro),
 					seconds(c.Start.Sub(t0)), seconds(c.End.Sub(t0)), seconds(c.End.Sub(c.Start)),
 					bytes(c.AllocatedEnd), bytes(c.MaxAllocatedEnd), bytes(c.ReservedEnd),
 					bytes(c.PeakAllocated), bytes(c.PeakReserved), strconv.FormatBool(c.Exact),

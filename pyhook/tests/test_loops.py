@@ -8,6 +8,7 @@ The recorder and the report come from test_e2e.py's fixtures (the binary is
 
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -153,7 +154,16 @@ def test_gan_two_watches_named_one_phase_open_at_a_time(torch_mod, vs_bin, workd
     assert len(bw) == 2 * STEPS
     assert [m for s, m in bw if s % 2 == 0] == ["D"] * STEPS, "lossD's backward is D's alone"
     text = report(vs_bin, out)
-    assert "D 20" in text and "G 20" in text, text
+    assert "totals: 40 steps (D 20, G 20)" in text, text
+    assert "    1 G  zero_grad" in text, "each step's name after its number:\n" + text
+    csv = subprocess.run([vs_bin, "export", "--format", "csv", out], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.splitlines()
+    col = csv[0].split(",").index("model")
+    assert {(r.split(",")[5], r.split(",")[col]) for r in csv[1:]} == {
+        (str(s), "DG"[s % 2]) for s in range(2 * STEPS)}
+    same = subprocess.run([vs_bin, "diff", out, out], capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+    assert "40 steps: D 20, G 20" in same, same
 
 
 def test_default_names_come_from_the_class_and_stay_unique(torch_mod):
