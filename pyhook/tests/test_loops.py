@@ -278,3 +278,52 @@ def test_tokens_only_for_index_inputs_in_the_report(torch_mod, vs_bin, workdir, 
         text = report(vs_bin, out)
         said = re.findall(r"\d+ tokens", text)
         assert said == (["%d tokens" % tokens] if tokens else []), text
+
+
+def test_hello_sent_again_once_torch_distributed_answers(monitor):
+    """Item 6, the client's half: the rank is asked on the sender thread until
+    the probe answers, then the hello (same session, seq 0) is sent again on
+    the open connection and kept for reconnects; a probe that raises is
+    reported once and never asked again."""
+    from conftest import make_config
+    from vramscope import _client, _dist
+    answer = {"v": None}
+    calls = []
+
+    def probe():
+        calls.append(1)
+        return answer["v"]
+
+    c = _client.Client(make_config(socket=monitor.path), dist=probe, poll_interval=0.01)
+    try:
+        assert monitor.wait_for(lambda m: len(m.messages()) >= 1)
+        assert wait_calls(calls, 3), "asked again while torch.distributed is not initialised"
+        answer["v"] = {"rank": 1, "world_size": 2, "local_rank": None}
+        assert monitor.wait_for(lambda m: len([x for x in m.messages() if x["type"] == "hello"]) == 2)
+        first, again = [x for x in monitor.messages() if x["type"] == "hello"]
+        assert (first["rank"], first["world_size"]) == (None, None)
+        assert (again["rank"], again["world_size"], again["local_rank"]) == (1, 2, None)
+        assert again["session"] == first["session"] and again["seq"] == 0
+        assert c.hello["rank"] == 1 and c._dist is None, "asked no more, kept for reconnects"
+    finally:
+        c.close("removed", timeout=0.5)
+
+    def broken():
+        raise RuntimeError("no process group")
+
+    with pytest.warns(RuntimeWarning, match="no process group"):
+        c = _client.Client(make_config(), dist=broken, start=False)
+    assert c._dist is None and c.hello["rank"] is None
+
+    class NoDist:
+        pass
+
+    assert _dist.probe(NoDist()) is None
+
+
+def wait_calls(calls, n, timeout=5):
+    import time
+    deadline = time.monotonic() + timeout
+    while len(calls) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(calls) >= n
