@@ -42,7 +42,7 @@ class StepsMixin:
             if closure is None:
                 last = self._open
                 if last is None:  # _begin("step") inlined: no end to read
-                    if self._client.owner is not self._ref:
+                    if self._client.owner is not self._self_ref:
                         self._take_over()
                     self._open = "step"
                     self._client.begin("step")

@@ -49,7 +49,7 @@ class Watcher(BackwardMixin, StepsMixin):
         self.name = _messages.watch_name(name if name is not None else type(model).__name__)
         # What the client holds as its owner: a weak reference, so a watch the
         # user dropped without remove() never keeps its model alive.
-        self._ref = weakref.ref(self)
+        self._self_ref = weakref.ref(self)
         self._client = client
         self._model = model
         self._optimizer = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
@@ -219,7 +219,7 @@ class Watcher(BackwardMixin, StepsMixin):
         (``raw``, or the phase it closes here), else mem null.
         """
         last = self._open
-        if last is None and self._client.owner is not self._ref:
+        if last is None and self._client.owner is not self._self_ref:
             self._take_over()
         if last is not None:
             if last == "backward" or step is not None or input is not None \
@@ -258,7 +258,7 @@ class Watcher(BackwardMixin, StepsMixin):
         client = self._client
         other = client.owner
         other = other() if other is not None else None
-        client.owner = self._ref
+        client.owner = self._self_ref
         if other is not None and other is not self and other._open is not None \
                 and other._lock.acquire(False):
             try:
@@ -429,7 +429,7 @@ class Watcher(BackwardMixin, StepsMixin):
                     self._trained = True
                 last = self._open
                 if last is None:  # _begin("forward", input=size) inlined: no end to read
-                    if self._client.owner is not self._ref:
+                    if self._client.owner is not self._self_ref:
                         self._take_over()
                     self._open = "forward"
                     if extra is None and size is not None:
@@ -597,7 +597,7 @@ class Watcher(BackwardMixin, StepsMixin):
                             self._zero_seen = True
                             last = self._open
                             if last is None:  # _begin("zero_grad") inlined: no end to read
-                                if self._client.owner is not self._ref:
+                                if self._client.owner is not self._self_ref:
                                     self._take_over()
                                 self._open = "zero_grad"
                                 self._client.begin("zero_grad")
