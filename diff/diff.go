@@ -45,6 +45,10 @@ type Side struct {
 	Steps   int    `json:"steps"`
 	// Pattern is the diagnosis's shape of the step peaks.
 	Pattern diagnose.Pattern `json:"pattern"`
+	// Models counts the steps of each watch name (a GAN's D and G), empty
+	// when the hook named none; NoOptimizer: no step had a step phase.
+	Models      []session.ModelSteps `json:"models"`
+	NoOptimizer bool                 `json:"no_optimizer"`
 }
 
 // Pair is the comparison of one process of A with one of B. Deltas are
@@ -198,8 +202,12 @@ func delta(a, b session.Bytes) Delta {
 }
 
 func side(p *session.Process, d *diagnose.Diagnosis) Side {
+	models, _ := p.ModelSteps()
+	if models == nil {
+		models = []session.ModelSteps{}
+	}
 	return Side{Label: p.Label(), Session: p.Key, PID: p.Hello.PID, Rank: p.Hello.Rank,
-		Steps: len(p.StepPeaks()), Pattern: d.Pattern}
+		Steps: len(p.StepPeaks()), Pattern: d.Pattern, Models: models, NoOptimizer: p.NoOptimizer()}
 }
 
 // ComparePair compares process pa of store a with pb of store b.

@@ -44,7 +44,18 @@ func (r *Result) WriteText(w io.Writer) error {
 }
 
 func (s *Side) text() string {
-	return fmt.Sprintf("%s (%d steps, %s)", textesc.String(s.Label), s.Steps, s.Pattern)
+	steps := fmt.Sprintf("%d steps", s.Steps)
+	if len(s.Models) > 1 {
+		parts := make([]string, len(s.Models))
+		for i, m := range s.Models {
+			parts[i] = fmt.Sprintf("%s %d", m.Model, m.Steps)
+		}
+		steps += ": " + strings.Join(parts, ", ")
+	}
+	if s.NoOptimizer {
+		steps += ", no optimizer"
+	}
+	return fmt.Sprintf("%s (%s, %s)", textesc.String(s.Label), steps, s.Pattern)
 }
 
 func (p *Pair) writeText(w *bufio.Writer) {

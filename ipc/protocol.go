@@ -89,6 +89,10 @@ type Message struct {
 	Span   string `json:"span,omitempty"`
 	SameAs *int   `json:"same_as,omitempty"`
 
+	// phase (automatic), anatomy: the name of the watch that sent it
+	// (watch(name=...), default the model's class name); empty from older hooks
+	Model string `json:"model,omitempty"`
+
 	// phase, mark, sample, oom
 	Mem *Mem `json:"mem,omitempty"`
 
@@ -458,6 +462,12 @@ func (m *Message) validateStrings() error {
 		if len(f.v) > maxString {
 			return fmt.Errorf("field %s: longer than %d bytes", f.name, maxString)
 		}
+	}
+	if len(m.Model) > maxName {
+		return fmt.Errorf("field model: longer than %d bytes", maxName)
+	}
+	if !utf8.ValidString(m.Model) {
+		return errors.New("field model: not UTF-8")
 	}
 	for _, a := range m.Argv {
 		if len(a) > maxString {

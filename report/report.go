@@ -64,11 +64,20 @@ type Process struct {
 	Evicted    uint64 `json:"evicted"`
 	// StepsTotal is the number of steps in the session; Steps holds those
 	// the store kept (its first and most recent ones).
-	StepsTotal int       `json:"steps_total"`
-	Steps      []Step    `json:"steps"`
-	Totals     Totals    `json:"totals"`
-	Anatomy    Anatomy   `json:"anatomy"`
-	Diagnosis  Diagnosis `json:"diagnosis"`
+	StepsTotal int    `json:"steps_total"`
+	Steps      []Step `json:"steps"`
+	// Models counts the steps of each watch name (watch(name=...)), in the
+	// order the names came; empty when the hook named none. ModelsCut is
+	// true when more names came than the store counts.
+	Models    []session.ModelSteps `json:"models"`
+	ModelsCut bool                 `json:"models_cut,omitempty"`
+	// NoOptimizer is true when no step had a step phase: the watch has no
+	// optimizer, and a step ends at the model's next training forward
+	// after a backward (docs/hook.md, "Loop shapes").
+	NoOptimizer bool      `json:"no_optimizer"`
+	Totals      Totals    `json:"totals"`
+	Anatomy     Anatomy   `json:"anatomy"`
+	Diagnosis   Diagnosis `json:"diagnosis"`
 }
 
 // Device is the CUDA device a process runs on.
@@ -85,6 +94,9 @@ type Step struct {
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
 	Micro  int     `json:"micro"`
+	// Model names the step: the watch whose optimizer stepped (empty
+	// from hooks that name none).
+	Model  string  `json:"model,omitempty"`
 	Phases []Phase `json:"phases"`
 	// PeakAllocated is the step's peak and Peak (peak_known) how it is known: "exact",
 	// "inferred" (from step SameAs, whose phases ended at the same bytes)
@@ -229,7 +241,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	}
 	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
 	for _, st := range p.Steps() {
-		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Phases: []Phase{},
+		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Model: st.Model, Phases: []Phase{},
 			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain()}
 		if st.SameAs >= 0 {
 			row.Within = st.Within
@@ -253,6 +265,11 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	if e := p.End; e != nil && e.Step >= 0 {
 		out.PartialStep = e.Step
 	}
+	out.Models, out.ModelsCut = p.ModelSteps()
+	if out.Models == nil {
+		out.Models = []session.ModelSteps{}
+	}
+	out.NoOptimizer = p.NoOptimizer()
 	out.Totals = totals(p, out.PartialStep)
 	b := diagnose.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}

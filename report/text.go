@@ -56,10 +56,13 @@ func (p *Process) writeText(w *bufio.Writer) {
 	p.writeHeader(w)
 	p.writeTable(w)
 	t := &p.Totals
-	fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
-		plural(t.Steps, "step", "steps"), t.DurationS,
+	fmt.Fprintf(w, "\n  totals: %s%s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
+		plural(t.Steps, "step", "steps"), p.modelCounts(), t.DurationS,
 		mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
 		mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
+	if p.NoOptimizer {
+		w.WriteString("  no optimizer watched: a step ends at the model's next training forward after a backward\n")
+	}
 	if p.PartialStep >= 0 {
 		fmt.Fprintf(w, "  step %d is partial (the process ended in it): left out of the totals and the pattern\n", p.PartialStep)
 	}
@@ -68,6 +71,22 @@ func (p *Process) writeText(w *bufio.Writer) {
 	for _, l := range p.Diagnosis.Lines {
 		fmt.Fprintf(w, "    %s\n", textesc.String(l))
 	}
+}
+
+// modelCounts is " (D 20, G 20)": the steps of each watch name, when the
+// process named more than one.
+func (p *Process) modelCounts() string {
+	if len(p.Models) < 2 && !p.ModelsCut {
+		return ""
+	}
+	parts := make([]string, 0, len(p.Models)+1)
+	for _, m := range p.Models {
+		parts = append(parts, fmt.Sprintf("%s %d", m.Model, m.Steps))
+	}
+	if p.ModelsCut {
+		parts = append(parts, "more names not counted")
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 func (p *Process) writeHeader(w *bufio.Writer) {
@@ -127,7 +146,15 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			width = max(width, len(textesc.String(ph.Phase)))
 		}
 	}
-	head := fmt.Sprintf("\n  %5s  %-*s  %9s  %9s  %9s  %9s", "step", width, "phase", "alloc end", "peak", "reserved", "peak res")
+	// Several watches: each step's name after its number ("0 D").
+	named := len(p.Models) > 1
+	stepW := 5
+	if named {
+		for _, st := range p.Steps {
+			stepW = max(stepW, len(fmt.Sprint(st.Step))+1+utf8.RuneCountInString(st.Model))
+		}
+	}
+	head := fmt.Sprintf("\n  %*s  %-*s  %9s  %9s  %9s  %9s", stepW, "step", width, "phase", "alloc end", "peak", "reserved", "peak res")
 	if nvml {
 		head += fmt.Sprintf("  %9s  %11s", "NVML peak", "non-PyTorch")
 	}
@@ -146,6 +173,9 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			step := ""
 			if i == 0 {
 				step = fmt.Sprint(st.Step)
+				if named && st.Model != "" {
+					step += " " + st.Model
+				}
 			}
 			peak := ph.PeakAllocated.MiBString()
 			switch {
@@ -154,7 +184,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			case !ph.PeakExact && ph.PeakAllocated.Known():
 				peak = "≥" + peak
 			}
-			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, textesc.String(ph.Phase),
+			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %9s  %9s", stepW+len(step)-utf8.RuneCountInString(step), step, width, textesc.String(ph.Phase),
 				ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
 			if nvml {
 				gpu := ph.NVMLPeak.MiBString()
@@ -178,7 +208,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 		for i := range p.Steps[:HeadSteps] {
 			row(&p.Steps[i])
 		}
-		fmt.Fprintf(w, "  %5s  … %d steps elided (first %d and last %d of %d shown) …\n", "", n-HeadSteps-TailSteps, HeadSteps, TailSteps, n)
+		fmt.Fprintf(w, "  %*s  … %d steps elided (first %d and last %d of %d shown) …\n", stepW, "", n-HeadSteps-TailSteps, HeadSteps, TailSteps, n)
 		for i := n - TailSteps; i < n; i++ {
 			row(&p.Steps[i])
 		}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/vramscope/vramscope/ipc"
@@ -74,6 +75,12 @@ type Process struct {
 	open       []int   // indices into spans of open phases
 	pendingFwd int     // index into spans of an ended forward not yet in its step, -1
 	steps      []*Step
+	// models counts the steps of each watch name, modelOrder in the order
+	// the names came (countModel); sawStep: a step phase was seen.
+	models     map[string]int
+	modelOrder []string
+	modelsCut  bool
+	sawStep    bool
 	peaks      []StepPeak // one per step, whole session
 	lastSeq    uint64
 	clockShift time.Duration // re-anchoring of the hello's clock (when)
@@ -403,6 +410,9 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 		PeakGPU: InEffect(p.GPU, at), PeakNonPyTorch: InEffect(p.NonPyTorch, at),
 		Batch: -1, Tokens: -1, SameAs: -1,
 	}
+	if !m.User {
+		sp.Model = printable(m.Model)
+	}
 	if in := m.Input; in != nil && !m.User {
 		p.Inputs = true
 		if in.Batch != nil {
@@ -462,9 +472,63 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 		p.pendingFwd = p.open0(sp)
 		return
 	}
-	p.step(sp.Step).add(sp)
+	st := p.step(sp.Step)
+	st.add(sp)
+	p.countModel(st)
 	p.updatePeak(sp.Step)
 }
+
+// maxModels bounds the watch names counted per process (a hook names one
+// per watch(); more than this are not counted, and ModelSteps says so).
+const maxModels = 32
+
+// countModel counts st under its model name, moving it when the name changed
+// (a step named by its first phase until its step phase names it).
+func (p *Process) countModel(st *Step) {
+	if st.Stepped {
+		p.sawStep = true
+	}
+	if st.Model == st.counted {
+		return
+	}
+	if p.models == nil {
+		p.models = map[string]int{}
+	}
+	if st.counted != "" {
+		p.models[st.counted]--
+	}
+	if _, ok := p.models[st.Model]; !ok {
+		if len(p.modelOrder) >= maxModels {
+			st.counted = ""
+			p.modelsCut = true
+			return
+		}
+		p.modelOrder = append(p.modelOrder, st.Model)
+	}
+	p.models[st.Model]++
+	st.counted = st.Model
+}
+
+// ModelSteps is how many steps one watch's name was given.
+type ModelSteps struct {
+	Model string `json:"model"`
+	Steps int    `json:"steps"`
+}
+
+// ModelSteps returns the steps of each watch name, in the order the names
+// first came (empty when the hook sent none: one unnamed model). cut is
+// true when more names came than are counted.
+func (p *Process) ModelSteps() (out []ModelSteps, cut bool) {
+	for _, name := range p.modelOrder {
+		out = append(out, ModelSteps{name, p.models[name]})
+	}
+	return out, p.modelsCut
+}
+
+// NoOptimizer reports whether the process has steps but no step phase was
+// ever seen: its watch has no optimizer, and its steps end at the model's
+// next training forward after a backward (docs/hook.md, "Loop shapes").
+func (p *Process) NoOptimizer() bool { return p.StepCount() > 0 && !p.sawStep }
 
 // compactSpans drops the oldest half of the spans once the bound is
 // reached, all but the open ones (and a forward waiting for its step),
@@ -644,4 +708,26 @@ func (p *Process) Label() string {
 		return "rank " + itoa(*h.Rank) + " · pid " + itoa(h.PID)
 	}
 	return "pid " + itoa(h.PID)
+}
+
+// printable returns s with every control character (C0, DEL, C1) as '?':
+// a watch name comes from the hook and is shown in the TUI, the report and
+// the exports, so no escape sequence in it may reach a terminal.
+func printable(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r >= 0x7f && r < 0xa0 {
+			return '?'
+		}
+		return r
+	}, s)
 }

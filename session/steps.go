@@ -49,6 +49,9 @@ type Span struct {
 	// gap is true when messages were lost since the read before this
 	// phase's end: with an exact-peaks hook its peak is then a lower bound.
 	gap bool
+	// Model is the name of the watch that sent the phase (protocol model
+	// field), empty for user phases and older hooks.
+	Model string
 }
 
 // Open reports whether the phase has not ended yet.
@@ -147,6 +150,15 @@ type Step struct {
 	// Batch and Tokens are the largest input size its training forwards
 	// reported, -1 when unknown.
 	Batch, Tokens int64
+	// Model names the step: the watch whose optimizer stepped (the model
+	// of its step phase), else the watch of its first automatic phase;
+	// empty from older hooks (docs/hook.md, "Several models").
+	Model string
+	// Stepped is true when the step had a step phase (an optimizer step);
+	// a watch without an optimizer ends its steps at its next training
+	// forward after a backward (docs/hook.md, "Loop shapes").
+	Stepped bool
+	counted string // the Model counted in Process.models
 }
 
 // Duration is the time from the first phase begin to the last phase end.
@@ -179,6 +191,16 @@ func (st *Step) add(sp *Span) {
 		// The step phase carries the number of backward passes done, not
 		// a micro-step of its own.
 		st.Micro = max(st.Micro, sp.Micro+1)
+	}
+	if !sp.User {
+		if sp.Name == "step" {
+			st.Stepped = true
+			if sp.Model != "" {
+				st.Model = sp.Model
+			}
+		} else if st.Model == "" && !st.Stepped {
+			st.Model = sp.Model
+		}
 	}
 	c := st.Cell(sp.Name)
 	if c == nil {

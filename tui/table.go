@@ -107,9 +107,10 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	from := t.first(steps)
 	shown := steps[from:min(from+t.rows(), len(steps))]
 	cols := phaseColumns(shown)
+	nameW, noOpt := stepNames(shown)
 	// Each phase cell is "end peak" in MiB; narrow terminals keep the peak.
 	cellW, both := 11, true
-	fixed := 7 + 7 + 8
+	fixed := 7 + nameW + 7 + 8
 	for len(cols) > 0 && fixed+len(cols)*cellW > t.w {
 		if both {
 			cellW, both = 7, false
@@ -119,8 +120,8 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	}
 	var b strings.Builder
 	b.Grow((t.w + 16) * t.h)
-	h1 := fmt.Sprintf("%-7s", "step")
-	h2 := fmt.Sprintf("%-7s", "")
+	h1 := fmt.Sprintf("%-*s", 7+nameW, "step")
+	h2 := fmt.Sprintf("%-*s", 7+nameW, "")
 	for _, c := range cols {
 		h1 += fmt.Sprintf("%*s", cellW, clip(textesc.String(c), cellW-1))
 		if both {
@@ -134,12 +135,15 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	b.WriteString(fitKept(rendered(&styleHeading, h1), t.w) + "\n" + fitKept(rendered(&styleDim, h2), t.w))
 	for _, st := range shown {
 		b.WriteByte('\n')
-		b.WriteString(fitKept(t.row(st, cols, both, cellW, marks), t.w))
+		b.WriteString(fitKept(t.row(st, cols, both, cellW, nameW, marks), t.w))
 	}
 	for i := len(shown); i < t.rows(); i++ {
 		b.WriteString("\n" + strings.Repeat(" ", max(t.w, 0)))
 	}
 	hint := rendered(&styleDim, "▲ session peak · w warmup · ≥ lower bound (peak not exact)")
+	if noOpt {
+		hint = rendered(&styleDim, "no optimizer watched: a step ends at the next training forward after a backward")
+	}
 	if !t.follow && len(steps) > t.rows() {
 		hint = rendered(&styleWarn, "following paused") + rendered(&styleDim, " — end/G to follow the newest step")
 	}
@@ -147,7 +151,32 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	return b.String()
 }
 
-func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, marks rowMarks) string {
+// stepNames returns the width of the name column (0 unless the steps shown
+// come from several watches: a GAN's D and G, docs/hook.md "Several
+// models") and whether the steps show no optimizer: two steps or more, none
+// with a step phase.
+func stepNames(shown []*session.Step) (nameW int, noOpt bool) {
+	first, several, stepped := "", false, false
+	longest := 0
+	for _, st := range shown {
+		stepped = stepped || st.Stepped
+		if st.Model == "" {
+			continue
+		}
+		if first == "" {
+			first = st.Model
+		} else if st.Model != first {
+			several = true
+		}
+		longest = max(longest, utf8.RuneCountInString(st.Model))
+	}
+	if several {
+		nameW = min(longest, 8) + 1
+	}
+	return nameW, len(shown) >= 2 && !stepped
+}
+
+func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW int, marks rowMarks) string {
 	mark := " "
 	warm := st.Index >= marks.warmupFrom && st.Index < marks.warmupTo
 	switch {
@@ -162,6 +191,10 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 	b.Grow(24 + len(cols)*cellW)
 	b.WriteString(mark + " ")
 	padRight(&b, strconv.Itoa(st.Index), 5)
+	if nameW > 0 {
+		padRight(&b, clip(st.Model, nameW-1), nameW-1)
+		b.WriteByte(' ')
+	}
 	for _, name := range cols {
 		c := st.Cell(name)
 		switch {

@@ -38,7 +38,7 @@ func TestHostileTextIsEscaped(t *testing.T) {
 		if !strings.HasPrefix(r[1], `host\x1b]0;pwned\x07`) {
 			t.Errorf("host field %q", r[1])
 		}
-		if strings.HasPrefix(r[6], `user\x1b]0;pwned`) {
+		if strings.HasPrefix(r[7], `user\x1b]0;pwned`) {
 			users++
 		}
 	}

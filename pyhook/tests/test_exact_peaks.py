@@ -301,7 +301,7 @@ def test_messages_match_the_shared_fixture(torch_mod):
     assert set(client.hello["hook"]) == set(hello_fx["hook"])
     plain = [m for m in msgs if m.get("span")]
     assert plain and all(m["same_as"] == 2 for m in plain)
-    check(plain[0], shape_of(span_fx), {"input"}, "phase")
+    check(plain[0], shape_of(span_fx), {"input", "model"}, "phase")
 
 
 def test_a_second_session_reads_beneath_the_first_ones_patches(torch_mod):

@@ -42,6 +42,8 @@ class StepsMixin:
             if closure is None:
                 last = self._open
                 if last is None:  # _begin("step") inlined: no end to read
+                    if self._client.owner is not self._self_ref:
+                        self._take_over()
                     self._open = "step"
                     self._client.begin("step")
                 elif last != "step":  # a framework may have opened it
@@ -176,6 +178,7 @@ class StepsMixin:
             "batch_size": batch,
             "params": figures["params"],
             "device": figures["device"],
+            "model": self.name,
         }
         for k in ("tokens", "activations_step", "activations_batch", "activations_tokens",
                   "activations_source", "saved"):

@@ -7,8 +7,9 @@ edge made in the same hook call, else none) and queued by ``self._client.edge``.
 """
 
 import threading
+import weakref
 
-from . import _anatomy, _backward, _cuda, _patch, _safe
+from . import _anatomy, _backward, _cuda, _messages, _patch, _safe
 from ._anatomy import FIRST_MEASURED
 
 # A plain step's closing edge (docs/protocol.md, "Exact peaks"): its only read.
@@ -42,8 +43,13 @@ class Watcher(BackwardMixin, StepsMixin):
     """
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
-                 queue_callback="detect", meter=None, global_backward=True):
+                 queue_callback="detect", meter=None, global_backward=True, name=None):
         self._torch = torch
+        # What the edges of this watch carry as ``model`` (docs/protocol.md).
+        self.name = _messages.watch_name(name if name is not None else type(model).__name__)
+        # What the client holds as its owner: a weak reference, so a watch the
+        # user dropped without remove() never keeps its model alive.
+        self._self_ref = weakref.ref(self)
         self._client = client
         self._model = model
         self._optimizer = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
@@ -63,6 +69,11 @@ class Watcher(BackwardMixin, StepsMixin):
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
         self._step_called = False
+        # The step in which this watch's last own backward began, and (no
+        # optimizer only) the step that its next training forward ends: see
+        # docs/hook.md, "Loop shapes".
+        self._bw_step = -1
+        self._ends_at_forward = -1
         self._idle = True
         self._trained = False
         # Whether forwards hook their output for the backward fallback (below).
@@ -208,6 +219,8 @@ class Watcher(BackwardMixin, StepsMixin):
         (``raw``, or the phase it closes here), else mem null.
         """
         last = self._open
+        if last is None and self._client.owner is not self._self_ref:
+            self._take_over()
         if last is not None:
             if last == "backward" or step is not None or input is not None \
                     or self._tail_step is not None:
@@ -235,6 +248,28 @@ class Watcher(BackwardMixin, StepsMixin):
             self._tail_step = step
         self._client.edge(name, "begin", raw, False, step, None,
                           None if input is None else {"input": input})
+
+    def _take_over(self):
+        """Make this watch the one whose automatic phase is open: end the phase
+        another watch on this client left open (one automatic phase at a time)
+        and name the edges after this one (docs/hook.md, "Several models").
+        The other's lock is only tried: two watches trained on two threads at
+        once never wait on each other."""
+        client = self._client
+        other = client.owner
+        other = other() if other is not None else None
+        client.owner = self._self_ref
+        if other is not None and other is not self and other._open is not None \
+                and other._lock.acquire(False):
+            try:
+                if other._open is not None:
+                    client.model = other.name
+                    other._end(other._open)
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+            finally:
+                other._lock.release()
+        client.model = self.name
 
     def _end(self, name, closing=False):
         """End ``name`` if it is the open phase: read the allocator once (but
@@ -358,7 +393,8 @@ class Watcher(BackwardMixin, StepsMixin):
             try:
                 torch = self._torch
                 grad = torch.is_grad_enabled()
-                if not grad and self._idle and self._optimizer is not None:
+                if not grad and (self._idle and self._optimizer is not None
+                                 or self._ends_at_forward == self._client.step):
                     # Evaluation between steps: no phase, no step, no batch (issue 8).
                     self._quiet = True
                     return None
@@ -366,6 +402,8 @@ class Watcher(BackwardMixin, StepsMixin):
                 if grad:
                     if self._step_called and not self._closure_depth:  # _activity() inlined
                         self._finish_step()
+                    elif self._ends_at_forward == self._client.step:
+                        self._finish_step()  # no optimizer: a backward ended this step
                     self._idle = False
                     t = args[0] if args else None
                     if isinstance(t, self._tensor_type):
@@ -373,18 +411,15 @@ class Watcher(BackwardMixin, StepsMixin):
                         # argument; the same shape as the last one reuses its
                         # (never mutated) size and message dicts.
                         shape = t.shape
+                        dtype = t.dtype
                         last_input = self._last_input
-                        if last_input[0] == shape:
+                        if last_input[0] == shape and last_input[3] is dtype:
                             size, extra = last_input[1], last_input[2]
                         else:
-                            if len(shape) == 0:
-                                size = {"batch": None, "tokens": None}
-                            else:
-                                batch = int(shape[0])
-                                size = {"batch": batch, "tokens": batch * int(shape[1])
-                                        if len(shape) >= 2 else None}
+                            # tokens only for integer index inputs (_patch.size_of)
+                            size = _patch.size_of(t)
                             extra = {"input": size}
-                            self._last_input = (shape, size, extra)
+                            self._last_input = (shape, size, extra, dtype)
                     else:
                         size = _patch.input_size(torch.is_tensor, args, kwargs)
                     self._pending_kw = size is None
@@ -394,6 +429,8 @@ class Watcher(BackwardMixin, StepsMixin):
                     self._trained = True
                 last = self._open
                 if last is None:  # _begin("forward", input=size) inlined: no end to read
+                    if self._client.owner is not self._self_ref:
+                        self._take_over()
                     self._open = "forward"
                     if extra is None and size is not None:
                         extra = {"input": size}
@@ -433,7 +470,8 @@ class Watcher(BackwardMixin, StepsMixin):
         return args, kwargs
 
     _pending_kw = False
-    _last_input = (None, None, None)  # (shape, size, {"input": size}) of the last tensor input
+    # (shape, size, {"input": size}, dtype) of the last tensor input
+    _last_input = (None, None, None, None)
     _kw_patch = None  # the undo of torch 1.13's forward wrapper while it is in place
 
     def _note_input(self, size):
@@ -567,6 +605,8 @@ class Watcher(BackwardMixin, StepsMixin):
                             self._zero_seen = True
                             last = self._open
                             if last is None:  # _begin("zero_grad") inlined: no end to read
+                                if self._client.owner is not self._self_ref:
+                                    self._take_over()
                                 self._open = "zero_grad"
                                 self._client.begin("zero_grad")
                             elif last != "zero_grad":
