@@ -2,8 +2,42 @@
 framework callbacks: the half of the Watcher that decides where a step ends
 (docs/hook.md, docs/integrations.md). Mixed into :class:`_watch.Watcher`."""
 
+import os
+import sys
+
 from . import _anatomy, _patch, _safe
 from ._anatomy import FIRST_MEASURED
+
+_HERE = os.path.dirname(__file__) + os.sep
+
+
+def user_frames(frame):
+    """``(id, code, line)`` of ``frame`` and each of its callers, innermost
+    first, the hook's own frames left out (no frame object is kept)."""
+    out = []
+    while frame is not None:
+        code = frame.f_code
+        if not code.co_filename.startswith(_HERE):
+            out.append((id(frame), code, frame.f_lineno))
+        frame = frame.f_back
+    return out
+
+
+def zero_follows_step(step_frames, zero_frames):
+    """Whether a zero_grad, called between steps, was written after
+    ``optimizer.step()`` in the loop (docs/hook.md, "zero_grad after the
+    update"). The deepest frame both calls share is the loop's body: the
+    zero_grad's line there is after the step's (the same invocation: the
+    zero ends the step) or not (before it, or the same line in the next
+    invocation of a per-step function: it heads the next step). With no
+    frame in common it counts as after: that way no step is ever made of a
+    lone zero_grad."""
+    lines = {(i, code): line for i, code, line in step_frames}
+    for i, code, line in zero_frames:
+        at = lines.get((i, code))
+        if at is not None:
+            return line > at
+    return True
 
 
 class StepsMixin:
@@ -123,6 +157,9 @@ class StepsMixin:
         elif last is not None:
             self._end(last)
         step = client.step
+        if step == 0 and self._zero_after is None:
+            # Where step 0 ended: a zero_grad between steps is placed by it.
+            self._step_frames = user_frames(sys._getframe(1))
         acts = self._acts
         # Activations.finish's own test, inlined for the common step: nothing
         # measured, and no measurement to scale or no new input size.

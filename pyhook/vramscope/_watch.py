@@ -6,9 +6,10 @@ allocator read is made in ``_end`` (a begin edge carries the read of the end
 edge made in the same hook call, else none) and queued by ``self._client.edge``.
 """
 
+import sys
 import threading
 
-from . import _anatomy, _backward, _patch, _safe
+from . import _anatomy, _backward, _patch, _safe, _steps
 from ._anatomy import FIRST_MEASURED
 from ._backward_phase import BackwardMixin
 from ._steps import StepsMixin
@@ -55,6 +56,10 @@ class Watcher(BackwardMixin, StepsMixin):
         self._zero_seen = False  # this step began with zero_grad
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
+        # Whether this loop zeroes after optimizer.step() (None: not known yet),
+        # decided once from where step 0 ended (_steps.zero_follows_step).
+        self._zero_after = None
+        self._step_frames = None
         self._step_called = False
         self._idle = True
         self._trained = False
@@ -446,10 +451,12 @@ class Watcher(BackwardMixin, StepsMixin):
                 self._acts.pause()
 
     def started_mid_step(self):
-        """Say that watch() ran inside step 0, after its zero_grad (auto-attach
-        hooks at the first training forward): step 0 counts as having had its
-        zero_grad, so the next one heads step 1 instead of being taken for the
-        tail of a loop that zeroes after ``optimizer.step()``."""
+        """Say that watch() ran inside step 0, after any zero_grad it had
+        (auto-attach hooks at the first training forward): step 0 counts as
+        having had its zero_grad, so the first zero_grad between steps is
+        placed by where it is called (:meth:`_zero_shape`): after
+        ``optimizer.step()`` it ends the step, before the forward it heads
+        the next one."""
         with self._lock:
             self._zero_seen = True
 
@@ -465,8 +472,10 @@ class Watcher(BackwardMixin, StepsMixin):
                     depth = self._zero_depth + 1
                     self._zero_depth = depth
                     if depth == 1:
-                        if self._idle and not self._zero_seen_last and self._client.step > 0 \
-                                and self._optimizer is not None and self._open is None:
+                        if self._idle and self._client.step > 0 and self._optimizer is not None \
+                                and self._open is None and (not self._zero_seen_last or (
+                                    self._zero_after if self._zero_after is not None
+                                    else self._zero_shape())):
                             self._zero_tail()
                         else:
                             # The head of a step (_activity() and _recover() inlined)
@@ -509,6 +518,19 @@ class Watcher(BackwardMixin, StepsMixin):
                                 self._end("zero_grad")
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
+
+    def _zero_shape(self):
+        """Decide, once, whether this loop zeroes after ``optimizer.step()``:
+        the step before this idle zero_grad had one at its head, which a loop
+        that zeroes first has, and so has one that zeroes once before the loop
+        and after every step (or step 0 under auto-attach, assumed to have
+        had one). Where the call stands against step 0's tells them apart.
+        (Lock held.)"""
+        frames, self._step_frames = self._step_frames, None
+        after = True if frames is None else _steps.zero_follows_step(
+            frames, _steps.user_frames(sys._getframe(1)))
+        self._zero_after = after
+        return after
 
     def _zero_tail(self):
         """A loop that zeroes after optimizer.step(): the step just finished had
