@@ -57,7 +57,8 @@ class Watcher(BackwardMixin, StepsMixin):
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
         # Whether this loop zeroes after optimizer.step() (None: not known yet),
-        # decided once from where step 0 ended (_steps.zero_follows_step).
+        # decided once from where the first step ended (_steps.zero_follows_step);
+        # _step_frames is None until that step ends, () once used.
         self._zero_after = None
         self._step_frames = None
         self._step_called = False
@@ -432,6 +433,8 @@ class Watcher(BackwardMixin, StepsMixin):
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
             with self._lock:
+                if not self._wrappers_checked:
+                    self._watch_lightning_optimizers()
                 self._activity()
                 self._trained = True
                 if self._open != "forward":
@@ -526,8 +529,13 @@ class Watcher(BackwardMixin, StepsMixin):
         and after every step (or step 0 under auto-attach, assumed to have
         had one). Where the call stands against step 0's tells them apart.
         (Lock held.)"""
-        frames, self._step_frames = self._step_frames, None
-        after = True if frames is None else _steps.zero_follows_step(
+        frames = self._step_frames
+        if frames is None:
+            # No step of this watcher has ended (a watch() that joined a
+            # connection mid-run): a head, and nothing decided yet.
+            return False
+        self._step_frames = ()
+        after = True if not frames else _steps.zero_follows_step(
             frames, _steps.user_frames(sys._getframe(1)))
         self._zero_after = after
         return after
