@@ -43,6 +43,18 @@ def zero_follows_step(step_frames, zero_frames):
     return True
 
 
+def inherits_zero_grad(wrapper, opt):
+    """Whether ``wrapper`` (around ``opt``) runs the optimizer class's own
+    ``zero_grad`` on itself, so a patch on ``opt`` never sees it: Lightning's
+    ``LightningOptimizer`` subclasses the optimizer's class and defines no
+    ``zero_grad``. A wrapper with its own (accelerate's, which skips
+    non-sync steps) is left alone."""
+    if wrapper is None or "zero_grad" in getattr(wrapper, "__dict__", {"zero_grad": 0}):
+        return False
+    own = getattr(type(opt), "zero_grad", None)
+    return own is not None and getattr(type(wrapper), "zero_grad", None) is own
+
+
 class StepsMixin:
     """Step, closure and framework methods of the Watcher (which defines
     ``_begin``, ``_end``, ``_activity``, ``_recover`` and the state they use)."""
@@ -252,7 +264,7 @@ class StepsMixin:
         if opt is None or strategy is None:
             return
         for w in list(getattr(strategy, "_lightning_optimizers", None) or ()):
-            if getattr(w, "_optimizer", None) is opt and "zero_grad" not in vars(w):
+            if getattr(w, "_optimizer", None) is opt and inherits_zero_grad(w, opt):
                 self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
                                                       around=self._zero_grad))
 

@@ -36,11 +36,15 @@ class Watcher(BackwardMixin, StepsMixin):
     """
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
-                 queue_callback="detect", meter=None, global_backward=True):
+                 queue_callback="detect", meter=None, global_backward=True, wrapper=None):
         self._torch = torch
         self._client = client
         self._model = model
         self._optimizer = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
+        # What the caller passed, when it wrapped the optimizer (watch() unwraps first).
+        if wrapper is None and optimizer is not self._optimizer:
+            wrapper = optimizer
+        self._wrapper = wrapper if wrapper is not self._optimizer else None
         self._config = config
         self._lock = threading.RLock()
         self._active = True
@@ -136,6 +140,9 @@ class Watcher(BackwardMixin, StepsMixin):
             return
         self._undo.append(_patch.patch_method(opt, "zero_grad", None, None,
                                               around=self._zero_grad))
+        if _steps.inherits_zero_grad(self._wrapper, opt):
+            self._undo.append(_patch.patch_method(self._wrapper, "zero_grad", None, None,
+                                                  around=self._zero_grad))
         if self.uses_step_hooks:
             pre = opt.register_step_pre_hook(self._on_step_pre_hook)
             post = opt.register_step_post_hook(self._on_step_post_hook)
