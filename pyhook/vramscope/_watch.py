@@ -482,10 +482,12 @@ class Watcher(BackwardMixin, StepsMixin):
                     depth = self._zero_depth + 1
                     self._zero_depth = depth
                     if depth == 1:
-                        if self._idle and self._client.step > 0 and self._optimizer is not None \
-                                and self._open is None and (not self._zero_seen_last or (
-                                    self._zero_after if self._zero_after is not None
-                                    else self._zero_shape())):
+                        # A zero-first loop, once decided, leaves at the third load.
+                        after, seen = self._zero_after, self._zero_seen_last
+                        if self._idle and (not seen or after is not False) \
+                                and self._client.step > 0 and self._optimizer is not None \
+                                and self._open is None and (not seen or after
+                                                            or self._zero_shape()):
                             self._zero_tail()
                         else:
                             # The head of a step (_activity() and _recover() inlined)
