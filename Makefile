@@ -7,7 +7,7 @@ export CGO_ENABLED := 1
 # go-nvml's C headers warn about deprecated declarations; they are harmless.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build test test-go test-race test-py check-pkg wheel wheels release-binaries check-wheels check-auditwheel check-tag check-install bench vet demo
+.PHONY: all build test test-go test-race test-py venv-torch2 check-pkg wheel wheels release-binaries check-wheels check-auditwheel check-tag check-install bench vet demo
 
 all: build
 
@@ -23,9 +23,11 @@ vet:
 test-go: build
 	VRAMSCOPE_BIN=$(BIN) go test ./...
 
-# The hook's tests run under the system Python, which carries Debian's torch.
-# Without pytest they are skipped loudly, unless VRAMSCOPE_REQUIRE_TORCH=1
-# (set by CI), which makes a missing test stack a failure.
+# The hook's tests run twice: under the system Python, which carries Debian's
+# torch 1.13, then in the torch 2.x venv (venv-torch2, built if missing) with
+# the real Lightning, transformers and accelerate. The first is skipped loudly
+# without pytest, unless VRAMSCOPE_REQUIRE_TORCH=1 (set by CI), which makes a
+# missing test stack a failure; the second never skips.
 test-py: build
 	@if $(PYTHON) -c 'import pytest' 2>/dev/null; then \
 		cd pyhook && VRAMSCOPE_BIN=$(BIN) PYTHONPATH=$(CURDIR)/pyhook $(PYTHON) -m pytest -q -p no:cacheprovider tests; \
@@ -34,6 +36,28 @@ test-py: build
 	else \
 		echo "!!!! SKIPPED the pyhook tests: $(PYTHON) has no pytest (apt-get install python3-pytest python3-torch) !!!!"; \
 	fi
+	$(MAKE) --no-print-directory venv-torch2
+	cd pyhook && VRAMSCOPE_BIN=$(BIN) VRAMSCOPE_REQUIRE_TORCH=1 VRAMSCOPE_REQUIRE_FRAMEWORKS=1 HF_HUB_OFFLINE=1 \
+		PYTHONPATH=$(CURDIR)/pyhook $(T2_PY) -m pytest -q -p no:cacheprovider tests
+
+# The torch 2.x stack: a venv built from the pinned requirements, cached on
+# the machine keyed by the hash of that file and of the base Python, built
+# here when missing. A failed build fails make (never a skip); a half-built
+# venv has no .complete and is rebuilt from scratch; flock keeps two makes
+# from building the same one.
+T2_REQ   := $(CURDIR)/pyhook/requirements-torch2.txt
+T2_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vramscope
+T2_VENV   = $(T2_CACHE)/venv-torch2-$(shell { cat $(T2_REQ); $(PYTHON) -VV; } | sha256sum | cut -c1-16)
+T2_PY     = $(T2_VENV)/bin/python
+
+venv-torch2:
+	@mkdir -p $(T2_CACHE)
+	@flock $(T2_CACHE)/.lock sh -ec 'if [ ! -e $(T2_VENV)/.complete ]; then \
+		echo "== building the torch 2.x venv $(T2_VENV) from $(T2_REQ)"; start=$$(date +%s); \
+		rm -rf $(T2_VENV); $(PYTHON) -m venv $(T2_VENV); \
+		$(T2_PY) -m pip install -q -r $(T2_REQ) || { echo "FAIL: could not build the torch 2.x venv from $(T2_REQ)"; exit 1; }; \
+		$(T2_PY) -m pip check; touch $(T2_VENV)/.complete; \
+		echo "== torch 2.x venv built in $$(( $$(date +%s) - start )) s"; fi'
 
 # The packages where goroutines meet: the socket server, the feed, the
 # recorder, the demo's clients, the TUI's replay reader and the Prometheus

@@ -240,7 +240,7 @@ def _watch_now(model, optimizer, config, name=None):
     inner = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
     _replace_earlier(model, inner)
     client = _client_for(config, model)
-    watcher = _watch.Watcher(torch, client, model, inner, config,
+    watcher = _watch.Watcher(torch, client, model, inner, config, wrapper=optimizer,
                              name=_unique_name(name, model, client))
     if watcher.step_fallback:
         _say_once("fallback", "vramscope: %s has no step hooks (Optimizer.__init__ did not run "

@@ -6,10 +6,11 @@ allocator read is made in ``_end`` (a begin edge carries the read of the end
 edge made in the same hook call, else none) and queued by ``self._client.edge``.
 """
 
+import sys
 import threading
 import weakref
 
-from . import _anatomy, _backward, _cuda, _messages, _patch, _safe
+from . import _anatomy, _backward, _cuda, _messages, _patch, _safe, _steps
 from ._anatomy import FIRST_MEASURED
 
 # A plain step's closing edge (docs/protocol.md, "Exact peaks"): its only read.
@@ -43,7 +44,8 @@ class Watcher(BackwardMixin, StepsMixin):
     """
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
-                 queue_callback="detect", meter=None, global_backward=True, name=None):
+                 queue_callback="detect", meter=None, global_backward=True, name=None,
+                 wrapper=None):
         self._torch = torch
         # What the edges of this watch carry as ``model`` (docs/protocol.md).
         self.name = _messages.watch_name(name if name is not None else type(model).__name__)
@@ -53,6 +55,10 @@ class Watcher(BackwardMixin, StepsMixin):
         self._client = client
         self._model = model
         self._optimizer = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
+        # What the caller passed, when it wrapped the optimizer (watch() unwraps first).
+        if wrapper is None and optimizer is not self._optimizer:
+            wrapper = optimizer
+        self._wrapper = wrapper if wrapper is not self._optimizer else None
         self._config = config
         self._lock = threading.RLock()
         self._active = True
@@ -68,6 +74,11 @@ class Watcher(BackwardMixin, StepsMixin):
         self._zero_seen = False  # this step began with zero_grad
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
+        # Whether this loop zeroes after optimizer.step() (None: not known yet),
+        # decided once from where the first step ended (_steps.zero_follows_step);
+        # _step_frames is None until that step ends, () once used.
+        self._zero_after = None
+        self._step_frames = None
         self._step_called = False
         # The step in which this watch's last own backward began, and (no
         # optimizer only) the step that its next training forward ends: see
@@ -159,6 +170,9 @@ class Watcher(BackwardMixin, StepsMixin):
             return
         self._undo.append(_patch.patch_method(opt, "zero_grad", None, None,
                                               around=self._zero_grad))
+        if _steps.inherits_zero_grad(self._wrapper, opt):
+            self._undo.append(_patch.patch_method(self._wrapper, "zero_grad", None, None,
+                                                  around=self._zero_grad))
         if self.uses_step_hooks:
             pre = opt.register_step_pre_hook(self._on_step_pre_hook)
             post = opt.register_step_post_hook(self._on_step_post_hook)
@@ -550,6 +564,8 @@ class Watcher(BackwardMixin, StepsMixin):
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
             with self._lock:
+                if not self._wrappers_checked:
+                    self._watch_lightning_optimizers()
                 self._activity()
                 self._trained = True
                 if self._open != "forward":
@@ -569,10 +585,12 @@ class Watcher(BackwardMixin, StepsMixin):
                 self._acts.pause()
 
     def started_mid_step(self):
-        """Say that watch() ran inside step 0, after its zero_grad (auto-attach
-        hooks at the first training forward): step 0 counts as having had its
-        zero_grad, so the next one heads step 1 instead of being taken for the
-        tail of a loop that zeroes after ``optimizer.step()``."""
+        """Say that watch() ran inside step 0, after any zero_grad it had
+        (auto-attach hooks at the first training forward): step 0 counts as
+        having had its zero_grad, so the first zero_grad between steps is
+        placed by where it is called (:meth:`_zero_shape`): after
+        ``optimizer.step()`` it ends the step, before the forward it heads
+        the next one."""
         with self._lock:
             self._zero_seen = True
 
@@ -588,8 +606,12 @@ class Watcher(BackwardMixin, StepsMixin):
                     depth = self._zero_depth + 1
                     self._zero_depth = depth
                     if depth == 1:
-                        if self._idle and not self._zero_seen_last and self._client.step > 0 \
-                                and self._optimizer is not None and self._open is None:
+                        # A zero-first loop, once decided, leaves at the third load.
+                        after, seen = self._zero_after, self._zero_seen_last
+                        if self._idle and (not seen or after is not False) \
+                                and self._client.step > 0 and self._optimizer is not None \
+                                and self._open is None and (not seen or after
+                                                            or self._zero_shape()):
                             self._zero_tail()
                         else:
                             # The head of a step (_activity() and _recover() inlined)
@@ -634,6 +656,24 @@ class Watcher(BackwardMixin, StepsMixin):
                                 self._end("zero_grad")
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
+
+    def _zero_shape(self):
+        """Decide, once, whether this loop zeroes after ``optimizer.step()``:
+        the step before this idle zero_grad had one at its head, which a loop
+        that zeroes first has, and so has one that zeroes once before the loop
+        and after every step (or step 0 under auto-attach, assumed to have
+        had one). Where the call stands against step 0's tells them apart.
+        (Lock held.)"""
+        frames = self._step_frames
+        if frames is None:
+            # No step of this watcher has ended (a watch() that joined a
+            # connection mid-run): a head, and nothing decided yet.
+            return False
+        self._step_frames = ()
+        after = True if not frames else _steps.zero_follows_step(
+            frames, _steps.user_frames(sys._getframe(1)))
+        self._zero_after = after
+        return after
 
     def _zero_tail(self):
         """A loop that zeroes after optimizer.step(): the step just finished had
