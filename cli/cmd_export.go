@@ -2,11 +2,13 @@ package cli
 
 import (
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +20,7 @@ import (
 
 func newExportCmd() *cobra.Command {
 	var format, out string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "export FILE --format perfetto|csv [-o OUT]",
 		Short: "Export a recording as a Perfetto trace or a step × phase CSV",
@@ -30,20 +33,24 @@ func newExportCmd() *cobra.Command {
   csv       the step × phase table, one row per step and phase, bytes and
             seconds; pandas.read_csv reads it with no options.
 
-Without -o it writes to stdout; an OUT ending in .gz is gzipped.
+Without -o it writes to stdout; an OUT ending in .gz is gzipped. Like a
+recording, OUT is created 0600 (it carries host names and argv), and an
+existing OUT, or a symlink there, is refused unless --force, which replaces
+the file or the link itself, never what a link points at.
 docs/export.md describes both layouts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExport(args[0], format, out, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runExport(args[0], format, out, force, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "", "perfetto or csv")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (default stdout)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing output file")
 	_ = cmd.MarkFlagRequired("format")
 	return cmd
 }
 
-func runExport(path, format, out string, stdout, stderr io.Writer) error {
+func runExport(path, format, out string, force bool, stdout, stderr io.Writer) error {
 	var write func(io.Writer, *session.Store) error
 	switch strings.ToLower(format) {
 	case "perfetto":
@@ -58,7 +65,7 @@ func runExport(path, format, out string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeOut(out, stdout, func(w io.Writer) error {
+	return writeOut(out, force, stdout, func(w io.Writer) error {
 		if !strings.HasSuffix(out, ".gz") {
 			return write(w, store)
 		}
@@ -86,13 +93,13 @@ func loadExport(path string, stderr io.Writer) (*session.Store, error) {
 
 // writeOut writes to the file out, or to stdout when out is "" or "-". A
 // file that could not be written whole is removed, never left half done.
-func writeOut(out string, stdout io.Writer, write func(io.Writer) error) error {
+func writeOut(out string, force bool, stdout io.Writer, write func(io.Writer) error) error {
 	if out == "" || out == "-" {
 		return write(stdout)
 	}
-	f, err := os.Create(out)
+	f, err := createOut(out, force)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", out, err)
+		return err
 	}
 	if err := write(f); err != nil {
 		f.Close()
@@ -104,4 +111,28 @@ func writeOut(out string, stdout io.Writer, write func(io.Writer) error) error {
 		return fmt.Errorf("write %s: %w", out, err)
 	}
 	return nil
+}
+
+// createOut creates an output file the way record creates a recording:
+// 0600, as it carries host names and argv, and never over an existing
+// file or through a symlink (O_EXCL does not follow one). export -o and
+// plot -o followed a planted symlink and truncated its target (issue 22,
+// finding 8). With force an existing file or symlink is removed first,
+// the link itself and not its target; a directory is never removed.
+func createOut(out string, force bool) (*os.File, error) {
+	if force {
+		if fi, err := os.Lstat(out); err == nil && !fi.IsDir() {
+			if err := os.Remove(out); err != nil {
+				return nil, fmt.Errorf("create %s: %w", out, err)
+			}
+		}
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create %s: the file (or a symlink) exists; choose another name, remove it, or pass --force", out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", out, err)
+	}
+	return f, nil
 }

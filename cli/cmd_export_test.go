@@ -15,19 +15,19 @@ import (
 func TestExportCommand(t *testing.T) {
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	err := runExport("testdata/h100/s001.jsonl.gz", "parquet", "", &stdout, &stderr)
+	err := runExport("testdata/h100/s001.jsonl.gz", "parquet", "", false, &stdout, &stderr)
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "perfetto or csv") {
 		t.Fatalf("unknown format: %v", err)
 	}
 	out := filepath.Join(dir, "t.json")
-	if err := runExport("testdata/h100/s001.jsonl.gz", "perfetto", out, &stdout, &stderr); err != nil {
+	if err := runExport("testdata/h100/s001.jsonl.gz", "perfetto", out, false, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(out); err != nil || !bytes.HasPrefix(b, []byte(`{"traceEvents":[`)) {
 		t.Fatalf("trace file: %v %.40q", err, b)
 	}
 	gz := filepath.Join(dir, "t.json.gz")
-	if err := runExport("testdata/h100/s001.jsonl.gz", "perfetto", gz, &stdout, &stderr); err != nil {
+	if err := runExport("testdata/h100/s001.jsonl.gz", "perfetto", gz, false, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := os.Open(gz); err != nil {
@@ -43,7 +43,7 @@ func TestExportCommand(t *testing.T) {
 			t.Fatalf("gzipped trace: %.40q", b)
 		}
 	}
-	if err := runExport("testdata/h100/s001.jsonl.gz", "csv", "", &stdout, &stderr); err != nil {
+	if err := runExport("testdata/h100/s001.jsonl.gz", "csv", "", false, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	if lines := strings.Count(stdout.String(), "\n"); lines != 31 {
@@ -51,7 +51,7 @@ func TestExportCommand(t *testing.T) {
 	}
 	// A missing recording is one line, and leaves no output file behind.
 	missing := filepath.Join(dir, "missing.csv")
-	err = runExport(filepath.Join(dir, "nope.jsonl"), "csv", missing, &stdout, &stderr)
+	err = runExport(filepath.Join(dir, "nope.jsonl"), "csv", missing, false, &stdout, &stderr)
 	if err == nil || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("missing file: %v", err)
 	}
@@ -63,11 +63,11 @@ func TestExportCommand(t *testing.T) {
 func TestPlotAndDiffCommands(t *testing.T) {
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if err := runPlot("testdata/h100/live.jsonl.gz", filepath.Join(dir, "x.gif"), "", plotOptsDefault(), &stdout, &stderr); err == nil {
+	if err := runPlot("testdata/h100/live.jsonl.gz", filepath.Join(dir, "x.gif"), "", plotOptsDefault(), false, &stdout, &stderr); err == nil {
 		t.Fatal("plot to .gif did not fail")
 	}
 	png := filepath.Join(dir, "live.png")
-	if err := runPlot("testdata/h100/live.jsonl.gz", png, "#1", plotOptsDefault(), &stdout, &stderr); err != nil {
+	if err := runPlot("testdata/h100/live.jsonl.gz", png, "#1", plotOptsDefault(), false, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(png); !bytes.HasPrefix(b, []byte("\x89PNG")) {

@@ -14,6 +14,7 @@ import (
 
 func newPlotCmd() *cobra.Command {
 	var out, proc, title string
+	var force bool
 	var width, height float64
 	cmd := &cobra.Command{
 		Use:   "plot FILE -o run.svg",
@@ -27,10 +28,11 @@ session id or #N); the default is the one with the highest allocated peak.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPlot(args[0], out, proc, plot.Options{
 				Width: vg.Length(width) * vg.Inch, Height: vg.Length(height) * vg.Inch, Title: title,
-			}, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}, force, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "picture file: .svg, .png or .pdf")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "picture file: .svg, .png or .pdf (created 0600; an existing one is refused)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing picture file (a symlink there is replaced, not followed)")
 	cmd.Flags().StringVar(&proc, "process", "", "process to draw: "+processSelectors)
 	cmd.Flags().StringVar(&title, "title", "", "title (default: file, process, device, pattern)")
 	cmd.Flags().Float64Var(&width, "width", 10, "width in inches (PNG: 96 dpi)")
@@ -39,7 +41,7 @@ session id or #N); the default is the one with the highest allocated peak.`,
 	return cmd
 }
 
-func runPlot(path, out, proc string, o plot.Options, stdout, stderr io.Writer) error {
+func runPlot(path, out, proc string, o plot.Options, force bool, stdout, stderr io.Writer) error {
 	format := strings.TrimPrefix(filepath.Ext(out), ".")
 	if out == "-" || format == "" {
 		return fmt.Errorf("plot: -o needs a file name ending in .svg, .png or .pdf, got %q", out)
@@ -53,5 +55,5 @@ func runPlot(path, out, proc string, o plot.Options, stdout, stderr io.Writer) e
 		return err
 	}
 	o.Source = filepath.Base(path)
-	return writeOut(out, stdout, func(w io.Writer) error { return plot.Write(w, format, store, p, o) })
+	return writeOut(out, force, stdout, func(w io.Writer) error { return plot.Write(w, format, store, p, o) })
 }

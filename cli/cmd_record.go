@@ -144,6 +144,11 @@ func summary(s *session.Store, path string, events, bad uint64) string {
 	if fi, err := os.Stat(path); err == nil {
 		size = session.Bytes(fi.Size()).Human()
 	}
-	return fmt.Sprintf("vramscope: %d clients, %d events, %d steps, %d lost, %d dropped by hooks, %d bad messages; wrote %s (%s)",
-		len(s.Processes()), events, steps, s.Lost(), dropped, max(bad, uint64(s.Errors)), path, size)
+	// Clients counts the sessions the store forgot to stay bounded too (it
+	// said "1024 clients" after 2,000); lost is what the hooks sent and the
+	// monitor never got, apart from what its own view skipped when it fell
+	// behind (the recording has those) and the connections it refused
+	// (issue 22, findings 5 and 7).
+	return fmt.Sprintf("vramscope: %d clients, %d events, %d steps, %d lost, %d dropped by hooks, %d refused connections, %d skipped by the view (recorded), %d bad messages; wrote %s (%s)",
+		len(s.Processes())+s.Forgotten, events, steps, s.Lost(), dropped, s.Refused, s.Skipped, max(bad, uint64(s.Errors)), path, size)
 }

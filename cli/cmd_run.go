@@ -76,11 +76,19 @@ func runRun(ctx context.Context, o runFlags, argv []string, stderr io.Writer) er
 	if err := launch.Check(argv); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "vramscope-run-") // 0700: a private socket directory
+	// 0700, under $XDG_RUNTIME_DIR; what a killed run left is removed here.
+	dir, err := launch.PrivateDir()
 	if err != nil {
-		return fmt.Errorf("make the run's directory: %w", err)
+		return err
 	}
 	defer os.RemoveAll(dir)
+	// The child learns from this pipe when this process dies, even by
+	// SIGKILL, and says so once (docs/run.md).
+	life, err := launch.NewLifeline()
+	if err != nil {
+		return err
+	}
+	defer life.Close()
 	socket := o.socket
 	if socket == "" {
 		socket = filepath.Join(dir, "vramscope.sock")
@@ -96,7 +104,8 @@ func runRun(ctx context.Context, o runFlags, argv []string, stderr io.Writer) er
 	if err := launch.WriteStartup(py, hook); err != nil {
 		return err
 	}
-	spec := launch.Spec{Argv: argv, Env: launch.ChildEnv(os.Environ(), socket, py, !o.noAttach)}
+	spec := launch.Spec{Argv: argv, Env: append(launch.ChildEnv(os.Environ(), socket, py, !o.noAttach), life.Env()),
+		ExtraFiles: []*os.File{life.ChildEnd()}}
 	if o.record != "" {
 		spec.Stdin, spec.Stdout, spec.Stderr = os.Stdin, os.Stdout, os.Stderr
 		return runHeadless(ctx, o, socket, spec, stderr)

@@ -61,6 +61,11 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	level := median(pk[n-max(SteadyMinSteps, n/2):])
 	band := max(Tolerance(level), session.Bytes(math.Round(SpreadK*sigma)))
 	d.Spread = session.Bytes(math.Round(sigma))
+	// A leak is read from the memory held between steps first: noise
+	// within steps (lengths, evaluation, autocast) does not move it.
+	if g := d.heldGrowing(pk); g != nil {
+		return g
+	}
 	// Growth is tested on every step first: a leak that starts at once
 	// looks like a warmup to the rule below.
 	if g := d.growing(p, pk, band); g != nil {

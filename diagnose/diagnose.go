@@ -75,6 +75,9 @@ type Diagnosis struct {
 	// steady peak (steady, warmup) or the newest high (growth, unknown).
 	PeakBefore session.Bytes `json:"peak_before"`
 	PeakAfter  session.Bytes `json:"peak_after"`
+	// PeakAfterKnown says whether PeakAfter is exact, inferred from an
+	// exact step, or a lower bound.
+	PeakAfterKnown Known `json:"peak_after_known"`
 	// WarmupChange is PeakAfter − PeakBefore in bytes (negative when the
 	// first steps peaked above the steady state), 0 outside a warmup.
 	WarmupChange int64 `json:"warmup_change"`
@@ -104,6 +107,14 @@ type Diagnosis struct {
 	InputUnit   string        `json:"input_unit"`
 	// Spread is the robust standard deviation of the step peaks' noise.
 	Spread session.Bytes `json:"spread"`
+	// Held is the memory held between steps over the finished steps (the
+	// per-step series is in the report's steps).
+	Held HeldSummary `json:"held_summary"`
+	// Rise explains the warmup's high against the step before it (nil
+	// outside a warmup that rises); FirstStep is the first step phase by
+	// phase.
+	Rise           *WarmupRise      `json:"warmup_rise"`
+	FirstStepPhase []FirstStepPhase `json:"first_step_phases"`
 
 	Peak   PeakSite       `json:"peak"`
 	Causes Causes         `json:"causes"`
@@ -134,8 +145,10 @@ type PeakSite struct {
 	// Allocated and Reserved are the phase's peaks.
 	Allocated session.Bytes `json:"allocated"`
 	Reserved  session.Bytes `json:"reserved"`
-	// Exact is false when the allocated peak is a lower bound.
-	Exact bool `json:"exact"`
+	// Exact is false when the allocated peak is a lower bound; Known says
+	// how the step's peak is known (exact, inferred, bound).
+	Exact bool  `json:"exact"`
+	Known Known `json:"known"`
 	// Dominant is the largest allocated layer at the peak ("" unknown).
 	Dominant      string        `json:"dominant"`
 	DominantBytes session.Bytes `json:"dominant_bytes"`
@@ -179,7 +192,10 @@ type Need struct {
 	// peaks; false when they are the highest seen (growth, unknown).
 	Steady    bool          `json:"steady"`
 	Allocated session.Bytes `json:"allocated"`
-	Reserved  session.Bytes `json:"reserved"`
+	// AllocatedKnown says whether Allocated is exact, inferred or a lower
+	// bound (then the batch estimate is left out).
+	AllocatedKnown Known         `json:"allocated_known"`
+	Reserved       session.Bytes `json:"reserved"`
 	// DeviceTotal is the device's memory (hello.cuda.total, else NVML).
 	DeviceTotal session.Bytes `json:"device_total"`
 	// Used is the device memory in use at that peak and UsedBasis what it
@@ -226,11 +242,13 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	}
 	pk := finishedPeaks(p)
 	tail := d.classify(p, pk)
+	d.PeakAfterKnown = knownOf(tail)
+	d.Held = heldOf(pk)
 	pa := findPeak(p)
 	d.Layers = Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, pa)}
-	d.Peak = PeakSite{Step: -1, Allocated: session.Unknown, Reserved: session.Unknown, DominantBytes: session.Unknown}
+	d.Peak = PeakSite{Step: -1, Allocated: session.Unknown, Reserved: session.Unknown, DominantBytes: session.Unknown, Known: unknownKnown}
 	if pa.ok {
-		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, DominantBytes: session.Unknown}
+		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, Known: pa.known, DominantBytes: session.Unknown}
 		if l, ok := d.Layers.Peak.Largest(); ok {
 			d.Peak.Dominant, d.Peak.DominantBytes = l.Name, l.Bytes
 		}
@@ -238,6 +256,8 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.End = ending(s, p)
 	d.Phases = userPhases(p, d.PeakAfter)
 	d.Causes = causes(p, &d, pk, tail)
+	d.Rise = warmupRise(p, &d, pk)
+	d.FirstStepPhase = firstStepPhases(p)
 	d.Spike = spike(p, d.LastStep)
 	d.Need = need(s, p, &d, tail)
 	d.Need.PhasePeak = session.Unknown
@@ -251,5 +271,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 		d.Source = ipc.SourceCPU
 		hostOnly(&d)
 	}
+	// What holds tensors comes from the hook's tensor walk: true on every device.
+	d.Advice = append(d.Advice, HoldersOf(p.Anatomy).Advice()...)
 	return d
 }

@@ -86,10 +86,11 @@ func spike(p *session.Process, last int) OptimizerSpike {
 // need works out the memory the run needs (the steady peak when there is
 // one), the headroom on its device and the largest batch that may fit.
 func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.StepPeak) Need {
-	n := Need{Allocated: session.Unknown, Reserved: session.Unknown, DeviceTotal: session.Unknown, Used: session.Unknown, Headroom: session.Unknown}
+	n := Need{Allocated: session.Unknown, Reserved: session.Unknown, DeviceTotal: session.Unknown, Used: session.Unknown, Headroom: session.Unknown, AllocatedKnown: unknownKnown}
 	if len(tail) == 0 {
 		return n
 	}
+	n.AllocatedKnown = d.PeakAfterKnown
 	n.Steady = d.Pattern == PatternSteady || d.Pattern == PatternWarmup
 	n.Allocated, n.Reserved, _ = maxOf(tail)
 	if c := p.Hello.CUDA; c != nil && c.Total > 0 {
@@ -118,7 +119,9 @@ func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.Ste
 		n.Used, n.UsedBasis = n.Reserved, "peak reserved; without NVML the CUDA context and other processes are not counted"
 	}
 	n.Headroom = gap(n.DeviceTotal, n.Used)
-	if n.Steady { // a growing run has no batch that fits for good
+	// A growing run has no batch that fits for good; a need that is only a
+	// lower bound gives no estimate.
+	if n.Steady && n.AllocatedKnown.Is.Stated() {
 		n.Batch = batch(p, n.Headroom, n.UsedBasis)
 	}
 	return n
@@ -153,14 +156,20 @@ func batch(p *session.Process, headroom session.Bytes, basis string) *BatchEstim
 	}
 	return &BatchEstimate{
 		Current: a.ActivationsBatch, Max: most, PerSample: per, Capped: capped,
-		Assumes: []string{
-			fmt.Sprintf("activations scale linearly with batch size (%s per sample, measured at step %d, batch %d)", per.Human(), a.ActivationsStep, a.ActivationsBatch),
-			fmt.Sprintf("at most %d× the measured batch: the linear scaling is untested beyond it", BatchCapFactor),
-			"weights, gradients and optimizer state do not depend on the batch",
-			"temporaries and the allocator cache stay as they are (they grow too: keep a margin)",
-			"headroom from " + basis,
-		},
+		Assumes: BatchAssumptions,
 	}
+}
+
+// BatchAssumptions are what every batch estimate assumes, the same for
+// every process: views print them once (the report at its end, the
+// diagnosis page under its lines). The measured figure and the headroom's
+// basis are in the estimate's and the need's own lines.
+var BatchAssumptions = []string{
+	"activations scale linearly with batch size (the per-sample figure is the activations the hook measured, divided by that batch)",
+	fmt.Sprintf("at most %d× the measured batch: the linear scaling is untested beyond it", BatchCapFactor),
+	"weights, gradients and optimizer state do not depend on the batch",
+	"temporaries and the allocator cache stay as they are (they grow too: keep a margin)",
+	"headroom as the need line says (its basis in brackets)",
 }
 
 // advise lists the suggestions the measurements call for, each with the
@@ -189,10 +198,14 @@ func advise(d *Diagnosis) []Advice {
 			})
 		}
 	case PatternWarmup:
-		out = append(out, Advice{
-			Text:    "nothing to fix: the first steps' peak is not a requirement, the steady peak is what matters",
-			Because: fmt.Sprintf("peak %s→%s MiB over steps %d–%d, steady since step %d", d.PeakBefore.MiBString(), d.PeakAfter.MiBString(), d.FirstStep, d.SteadyFrom-1, d.SteadyFrom),
-		})
+		// Only when the first steps peaked above a steady peak that is
+		// known: a warmup that rose to the steady need is that need.
+		if d.PeakAfterKnown.Is.Stated() && d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
+			out = append(out, Advice{
+				Text:    "nothing to fix: the first steps' peak is not a requirement, the steady peak is what matters",
+				Because: fmt.Sprintf("step %d peaked at %s MiB, steady peak %s MiB since step %d", d.WarmupStep, d.WarmupPeak.MiBString(), d.PeakAfter.MiBString(), d.SteadyFrom),
+			})
+		}
 	}
 	pk := &d.Layers.Peak
 	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {

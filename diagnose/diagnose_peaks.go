@@ -14,6 +14,7 @@ type peakAt struct {
 	phase                    string // "" when the step left the bounded table
 	allocated, reserved, gpu session.Bytes
 	exact                    bool
+	known                    Known
 	from, to                 time.Time // the phase (or the step) that holds it
 }
 
@@ -40,6 +41,10 @@ func findPeak(p *session.Process) peakAt {
 		pk.phase, pk.reserved, pk.gpu, pk.exact = c.Name, c.PeakReserved, c.PeakGPU, c.Exact
 		pk.from, pk.to = c.Start, c.End
 	}
+	// The step's peak may be known exactly when no phase's is (a plain
+	// step's one read, or the counter at the step's end).
+	pk.known = knownOf(p.StepPeaks()[best : best+1])
+	pk.exact = pk.exact || pk.known.Is == session.Exact
 	return pk
 }
 

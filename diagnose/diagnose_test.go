@@ -22,18 +22,18 @@ func TestDiagnosePatterns(t *testing.T) {
 		headline   string
 	}{
 		{"warmup", 8, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
-			"warmup: peak grew 3482→4329 MiB over steps 0–1 (backward of step 1); steady since step 2"},
+			"warmup: step 1 +847 MiB over step 0: optimizer state +561, gradients kept +281, unexplained +5 MiB (3482→4329 MiB, backward of step 1); steady since step 2"},
 		{"warmup", 2000, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
-			"warmup: peak grew 3482→4329 MiB over steps 0–1 (backward of step 1); steady since step 2"},
+			"warmup: step 1 +847 MiB over step 0: optimizer state +561, gradients kept +281, unexplained +5 MiB (3482→4329 MiB, backward of step 1); steady since step 2"},
 		{"steady", 8, PatternSteady, 0, session.Unknown, mibs(4329), session.Unknown, "steady: peak 4329 MiB since step 0"},
 		{"leak", 40, PatternGrowth, -1, session.Unknown, mibs(4329) + 40*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
-			"growth: peak +12 MiB/step from step 0 (steps 0–39) — possible leak: memory held between steps 1581→2049 MiB (+12 MiB/step)"},
+			"growth: peak +12 MiB/step from step 0 (steps 0–39) — possible leak: memory held between steps 1593→2061 MiB (+12 MiB/step)"},
 		{"leak", 6, PatternGrowth, -1, session.Unknown, mibs(4329) + 6*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
-			"growth: peak +12 MiB/step from step 0 (steps 0–5) — possible leak: memory held between steps 1581→1641 MiB (+12 MiB/step)"},
+			"growth: peak +12 MiB/step from step 0 (steps 0–5) — possible leak: memory held between steps 1593→1653 MiB (+12 MiB/step)"},
 		{"warmup", MinSteps, PatternWarmup, 2, mibs(3482), mibs(4329), session.Unknown,
-			"warmup: peak grew 3482→4329 MiB over steps 0–1 (backward of step 1); steady since step 2"},
+			"warmup: step 1 +847 MiB over step 0: optimizer state +561, gradients kept +281, unexplained +5 MiB (3482→4329 MiB, backward of step 1); steady since step 2"},
 		{"leak", MinSteps, PatternGrowth, -1, session.Unknown, mibs(4329) + MinSteps*session.Bytes(demo.LeakPerStep), session.Bytes(demo.LeakPerStep),
-			"growth: peak +12 MiB/step from step 0 (steps 0–3) — possible leak: memory held between steps 1581→1617 MiB (+12 MiB/step)"},
+			"growth: peak +12 MiB/step from step 0 (steps 0–3) — possible leak: memory held between steps 1593→1629 MiB (+12 MiB/step)"},
 	}
 	for _, c := range cases {
 		s, p := storeOf(t, demoMessages(t, c.scenario, c.steps), false)
@@ -196,7 +196,9 @@ func TestAdviceComesWithItsMeasurement(t *testing.T) {
 		edit     func([]ipc.Message) []ipc.Message
 		want     []string // substrings of the advice texts, in order
 	}{
-		{"warmup", "warmup", nil, []string{"nothing to fix", "activation checkpointing"}},
+		// The demo's warmup rises to its steady peak: that peak is the need,
+		// so "nothing to fix" would be wrong (issue 19).
+		{"warmup", "warmup", nil, []string{"activation checkpointing"}},
 		{"steady", "steady", nil, []string{"activation checkpointing"}},
 		{"leak", "leak", nil, []string{"tensors kept across steps", "activation checkpointing"}},
 		{"big cache, no retries", "steady", noRetries, []string{"activation checkpointing"}},

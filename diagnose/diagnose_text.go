@@ -39,19 +39,32 @@ func (d *Diagnosis) spreadNote() string {
 }
 
 func (d *Diagnosis) pattern() string {
+	k := d.PeakAfterKnown
+	note := "" // short: the need line says how it was inferred
+	if k.Is == session.Inferred && k.SameAs >= 0 {
+		note = fmt.Sprintf(" (inferred from step %d)", k.SameAs)
+	}
 	switch d.Pattern {
 	case PatternSteady:
-		return fmt.Sprintf("steady: peak %s MiB since step %d%s", d.PeakAfter.MiBString(), d.SteadyFrom, d.spreadNote())
+		return fmt.Sprintf("steady: peak %s since step %d%s%s", k.MiB(d.PeakAfter), d.SteadyFrom, d.spreadNote(), note)
 	case PatternGrowth:
 		return d.growthLine()
 	case PatternWarmup:
 		site := Where(d.WarmupStep, d.WarmupPhase)
 		if d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
-			return fmt.Sprintf("warmup: first steps peaked at %s MiB (%s), steady peak %s MiB since step %d",
-				d.WarmupPeak.MiBString(), site, d.PeakAfter.MiBString(), d.SteadyFrom)
+			return fmt.Sprintf("warmup: first steps peaked at %s MiB (%s), steady peak %s since step %d%s",
+				d.WarmupPeak.MiBString(), site, k.MiB(d.PeakAfter), d.SteadyFrom, note)
 		}
-		return fmt.Sprintf("warmup: peak grew %s→%s MiB over steps %d–%d (%s); steady since step %d%s",
-			d.PeakBefore.MiBString(), d.PeakAfter.MiBString(), d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom, d.spreadNote())
+		grew := d.PeakBefore.MiBString() + "→" + d.PeakAfter.MiBString() + " MiB"
+		if !k.Is.Stated() {
+			grew = d.PeakBefore.MiBString() + " MiB→" + k.MiB(d.PeakAfter)
+		}
+		if d.Rise != nil {
+			return fmt.Sprintf("warmup: %s; steady since step %d%s%s",
+				d.Rise.line(" ("+grew+", "+site+")"), d.SteadyFrom, d.spreadNote(), note)
+		}
+		return fmt.Sprintf("warmup: peak grew %s over steps %d–%d (%s); steady since step %d%s%s",
+			grew, d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom, d.spreadNote(), note)
 	}
 	if d.Reason == "" {
 		return "unknown"
@@ -110,15 +123,43 @@ func (d *Diagnosis) Lines() []string {
 		lines = append(lines, d.Phases[i].Line())
 	}
 	if pk := d.Peak; pk.Step >= 0 {
-		bound := ""
+		alloc := pk.Allocated.MiBString() + " MiB"
 		if !pk.Exact {
-			bound = " (at least)"
+			alloc = "≥ " + alloc + " (not exact)"
 		}
-		line := fmt.Sprintf("session peak %s MiB allocated%s, %s MiB reserved, in %s", pk.Allocated.MiBString(), bound, pk.Reserved.MiBString(), Where(pk.Step, pk.Phase))
+		line := fmt.Sprintf("session peak %s allocated, %s MiB reserved, in %s", alloc, pk.Reserved.MiBString(), Where(pk.Step, pk.Phase))
 		if share, ok := shareOf(pk.DominantBytes, pk.Allocated); ok {
 			line += fmt.Sprintf("; largest part: %s %s MiB (%.0f%%)", pk.Dominant, pk.DominantBytes.MiBString(), 100*share)
 		}
 		lines = append(lines, line)
+	}
+	if n := d.Need; n.Allocated.Known() {
+		kind := "highest"
+		if n.Steady {
+			kind = "steady"
+		}
+		line := fmt.Sprintf("needed (%s peak): %s allocated, %s MiB reserved", kind, n.AllocatedKnown.MiB(n.Allocated), n.Reserved.MiBString())
+		if note := n.AllocatedKnown.Note(); note != "" {
+			line += " (" + note + ")"
+		}
+		if n.PhasePeak.Known() {
+			line += fmt.Sprintf("; %s needs more: %s MiB allocated", n.PhaseName, n.PhasePeak.MiBString())
+		}
+		if n.Headroom.Known() {
+			line += fmt.Sprintf("; headroom %s of %s MiB (used: %s)", n.Headroom.MiBString(), n.DeviceTotal.MiBString(), n.UsedBasis)
+		}
+		lines = append(lines, line)
+	}
+	if line := d.Held.Line(); line != "" {
+		lines = append(lines, line)
+	}
+	if b := d.Need.Batch; b != nil {
+		if b.Capped {
+			lines = append(lines, fmt.Sprintf("estimate: batch %d (%d× the measured %d, where the estimate stops) or more fits if activations scale linearly with the batch (%s per sample)",
+				b.Max, BatchCapFactor, b.Current, b.PerSample.Human()))
+		} else {
+			lines = append(lines, fmt.Sprintf("estimate: batch up to ~%d (measured %d) if activations scale linearly with the batch (%s per sample)", b.Max, b.Current, b.PerSample.Human()))
+		}
 	}
 	if c := d.Causes; c.OptimizerCreated > 0 {
 		line := fmt.Sprintf("step %d: optimizer step allocated %s MiB", c.Step, c.OptimizerCreated.MiBString())
@@ -129,6 +170,11 @@ func (d *Diagnosis) Lines() []string {
 			line += fmt.Sprintf(" (anatomy counts %s MiB of optimizer state)", c.OptimizerAnatomy.MiBString())
 		}
 		lines = append(lines, line)
+	}
+	if c := d.Causes; c.Step >= 0 {
+		if line := firstStepLine(c.Step, d.FirstStepPhase); line != "" {
+			lines = append(lines, line)
+		}
 	}
 	var grew []string
 	if c := d.Causes; c.CacheGrowth >= CauseMin {
@@ -143,28 +189,6 @@ func (d *Diagnosis) Lines() []string {
 	if o := d.Spike; o.Reported {
 		lines = append(lines, fmt.Sprintf("optimizer step spike: +%s MiB over its start (%s → %s MiB, step %d): temporaries of optimizer.step()",
 			o.Bytes.MiBString(), o.Start.MiBString(), o.Peak.MiBString(), o.Step))
-	}
-	if n := d.Need; n.Allocated.Known() {
-		kind := "highest"
-		if n.Steady {
-			kind = "steady"
-		}
-		line := fmt.Sprintf("needed (%s peak): %s MiB allocated, %s MiB reserved", kind, n.Allocated.MiBString(), n.Reserved.MiBString())
-		if n.PhasePeak.Known() {
-			line += fmt.Sprintf("; %s needs more: %s MiB allocated", n.PhaseName, n.PhasePeak.MiBString())
-		}
-		if n.Headroom.Known() {
-			line += fmt.Sprintf("; headroom %s of %s MiB (used: %s)", n.Headroom.MiBString(), n.DeviceTotal.MiBString(), n.UsedBasis)
-		}
-		lines = append(lines, line)
-	}
-	if b := d.Need.Batch; b != nil {
-		if b.Capped {
-			lines = append(lines, fmt.Sprintf("estimate: batch %d (%d× the measured %d, where the estimate stops) or more fits if activations scale linearly with the batch (%s per sample)",
-				b.Max, BatchCapFactor, b.Current, b.PerSample.Human()))
-		} else {
-			lines = append(lines, fmt.Sprintf("estimate: batch up to ~%d (measured %d) if activations scale linearly with the batch (%s per sample)", b.Max, b.Current, b.PerSample.Human()))
-		}
 	}
 	for _, a := range d.Advice {
 		lines = append(lines, "→ "+a.Text+" — because "+a.Because)

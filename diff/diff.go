@@ -45,6 +45,10 @@ type Side struct {
 	Steps   int    `json:"steps"`
 	// Pattern is the diagnosis's shape of the step peaks.
 	Pattern diagnose.Pattern `json:"pattern"`
+	// Models counts the steps of each watch name (a GAN's D and G), empty
+	// when the hook named none; NoOptimizer: no step had a step phase.
+	Models      []session.ModelSteps `json:"models"`
+	NoOptimizer bool                 `json:"no_optimizer"`
 }
 
 // Pair is the comparison of one process of A with one of B. Deltas are
@@ -65,8 +69,27 @@ type Pair struct {
 	// names of those that changed by more than MovedFloor and MovedShare.
 	Layers []Layer  `json:"layers"`
 	Moved  []string `json:"moved"`
+	// Saved is what autograd saved for backward in each side's last
+	// measurement (the model's forward and the loss's); Modules are the
+	// by-module entries of either side (the loss among them), and
+	// ModulesMoved the labels of those that changed by ModuleMovedShare of
+	// the larger Saved or more. Empty when a side sent no split.
+	Saved        Delta    `json:"saved"`
+	Modules      []Module `json:"modules"`
+	ModulesMoved []string `json:"modules_moved"`
 	// Cells are every aligned step × phase cell.
 	Cells []Cell `json:"cells"`
+}
+
+// ModuleMovedShare is the share of the larger side's saved bytes a module
+// entry must change by to count as moved.
+const ModuleMovedShare = 0.05
+
+// Module is one by-module entry on both sides: A or B is Unknown when the
+// entry is not in that side's top list and that list left some out.
+type Module struct {
+	Label string `json:"label"`
+	Delta
 }
 
 // Phase is one phase's peak allocated and reserved over the common steps.
@@ -84,10 +107,26 @@ type Phase struct {
 // Delta is a value on each side and B − A in bytes; Change is nil (null)
 // when either side is unknown. (A change can be negative, so it is not a
 // session.Bytes, whose negative values mean unknown.)
+//
+// ABound and BBound mark a side that is a lower bound (the largest value
+// seen, not the peak): Change is then null too, since a difference of
+// bounds is no figure (issue 19).
 type Delta struct {
 	A      session.Bytes `json:"a"`
 	B      session.Bytes `json:"b"`
 	Change *int64        `json:"change"`
+	ABound bool          `json:"a_bound"`
+	BBound bool          `json:"b_bound"`
+}
+
+// boundDelta is delta with each side's boundness.
+func boundDelta(a, b session.Bytes, aBound, bBound bool) Delta {
+	d := delta(a, b)
+	d.ABound, d.BBound = aBound && a.Known(), bBound && b.Known()
+	if d.ABound || d.BBound {
+		d.Change = nil
+	}
+	return d
 }
 
 // Steady compares the diagnoses' memory needs.
@@ -100,6 +139,10 @@ type Steady struct {
 	Reserved  Delta `json:"reserved"`
 	// Peak is the session's allocated peak on each side.
 	Peak Delta `json:"peak"`
+	// KnownA and KnownB say how each side's allocated need is known
+	// (exact, inferred from an exact step it repeats, or a bound).
+	KnownA diagnose.Known `json:"allocated_known_a"`
+	KnownB diagnose.Known `json:"allocated_known_b"`
 }
 
 // Layer is one anatomy layer at each side's peak.
@@ -159,8 +202,12 @@ func delta(a, b session.Bytes) Delta {
 }
 
 func side(p *session.Process, d *diagnose.Diagnosis) Side {
+	models, _ := p.ModelSteps()
+	if models == nil {
+		models = []session.ModelSteps{}
+	}
 	return Side{Label: p.Label(), Session: p.Key, PID: p.Hello.PID, Rank: p.Hello.Rank,
-		Steps: len(p.StepPeaks()), Pattern: d.Pattern}
+		Steps: len(p.StepPeaks()), Pattern: d.Pattern, Models: models, NoOptimizer: p.NoOptimizer()}
 }
 
 // ComparePair compares process pa of store a with pb of store b.
@@ -169,9 +216,10 @@ func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *se
 	pr := Pair{A: side(pa, &da), B: side(pb, &db), Phases: []Phase{}, Moved: []string{}, Cells: []Cell{}}
 	pr.Steady = Steady{
 		SteadyA: da.Need.Steady, SteadyB: db.Need.Steady,
-		Allocated: delta(da.Need.Allocated, db.Need.Allocated),
+		Allocated: boundDelta(da.Need.Allocated, db.Need.Allocated, !da.Need.AllocatedKnown.Is.Stated(), !db.Need.AllocatedKnown.Is.Stated()),
 		Reserved:  delta(da.Need.Reserved, db.Need.Reserved),
-		Peak:      delta(da.Peak.Allocated, db.Peak.Allocated),
+		Peak:      boundDelta(da.Peak.Allocated, db.Peak.Allocated, !da.Peak.Exact, !db.Peak.Exact),
+		KnownA:    da.Need.AllocatedKnown, KnownB: db.Need.AllocatedKnown,
 	}
 	pr.alignSteps(pa, pb)
 	la, lb := da.Layers.Peak.List(), db.Layers.Peak.List()
@@ -183,7 +231,63 @@ func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *se
 			pr.Moved = append(pr.Moved, l.Name)
 		}
 	}
+	pr.compareModules(diagnose.HoldersOf(pa.Anatomy), diagnose.HoldersOf(pb.Anatomy))
 	return pr
+}
+
+// compareModules pairs the by-module entries of both sides by label.
+func (pr *Pair) compareModules(ha, hb *diagnose.Holders) {
+	pr.Saved = delta(session.Unknown, session.Unknown)
+	pr.Modules, pr.ModulesMoved = []Module{}, []string{}
+	if ha == nil || hb == nil {
+		if ha != nil {
+			pr.Saved.A = ha.Saved
+		}
+		if hb != nil {
+			pr.Saved.B = hb.Saved
+		}
+		return
+	}
+	pr.Saved = delta(ha.Saved, hb.Saved)
+	// an entry missing from a complete list is 0; from a cut one, unknown
+	missing := func(h *diagnose.Holders) session.Bytes {
+		if h.Rest.Count == 0 {
+			return 0
+		}
+		return session.Unknown
+	}
+	index := map[string]int{}
+	var labels []string
+	va, vb := map[string]session.Bytes{}, map[string]session.Bytes{}
+	for _, side := range []struct {
+		h *diagnose.Holders
+		v map[string]session.Bytes
+	}{{ha, va}, {hb, vb}} {
+		for _, e := range side.h.Modules {
+			l := e.Label()
+			if _, ok := index[l]; !ok {
+				index[l] = len(labels)
+				labels = append(labels, l)
+			}
+			side.v[l] = e.Bytes
+		}
+	}
+	floor := int64(ModuleMovedShare * float64(max(ha.Saved, hb.Saved)))
+	for _, l := range labels {
+		a, ok := va[l]
+		if !ok {
+			a = missing(ha)
+		}
+		b, ok := vb[l]
+		if !ok {
+			b = missing(hb)
+		}
+		m := Module{Label: l, Delta: delta(a, b)}
+		pr.Modules = append(pr.Modules, m)
+		if c := m.Change; c != nil && abs(*c) >= max(floor, 1) {
+			pr.ModulesMoved = append(pr.ModulesMoved, l)
+		}
+	}
 }
 
 // alignSteps fills the cells and per-phase peaks from the step indices
@@ -210,7 +314,7 @@ func (pr *Pair) alignSteps(pa, pb *session.Process) {
 				order = append(order, name)
 			}
 			cell := Cell{Step: sa.Index, Phase: name,
-				PeakAllocated: delta(peak(ca, allocOf), peak(cb, allocOf)),
+				PeakAllocated: boundDelta(peak(ca, allocOf), peak(cb, allocOf), ca != nil && !ca.Exact && !ca.Inferred, cb != nil && !cb.Exact && !cb.Inferred),
 				PeakReserved:  delta(peak(ca, resOf), peak(cb, resOf))}
 			pr.Cells = append(pr.Cells, cell)
 			acc.add(sa.Index, ca, cb, cell.PeakAllocated.Change)
@@ -249,6 +353,7 @@ func peak(c *session.Cell, f func(*session.Cell) session.Bytes) session.Bytes {
 
 type phaseAcc struct {
 	alloc, res, gpu [2]session.Bytes
+	bound           [2]bool // a cell's allocated peak was a lower bound
 	worstStep       int
 	worst           *int64
 	dur             [2]float64
@@ -266,6 +371,7 @@ func (a *phaseAcc) add(step int, ca, cb *session.Cell, change *int64) {
 			continue
 		}
 		a.alloc[i] = a.alloc[i].Max(c.PeakAllocated)
+		a.bound[i] = a.bound[i] || c.PeakAllocated.Known() && !c.Exact && !c.Inferred
 		a.res[i] = a.res[i].Max(c.PeakReserved)
 		a.gpu[i] = a.gpu[i].Max(c.PeakGPU)
 		a.dur[i] += c.End.Sub(c.Start).Seconds()
@@ -285,7 +391,7 @@ func abs(b int64) int64 {
 
 func (a *phaseAcc) phase(name string) Phase {
 	p := Phase{Phase: name,
-		PeakAllocated: delta(a.alloc[0], a.alloc[1]),
+		PeakAllocated: boundDelta(a.alloc[0], a.alloc[1], a.bound[0], a.bound[1]),
 		PeakReserved:  delta(a.res[0], a.res[1]),
 		PeakNVML:      delta(a.gpu[0], a.gpu[1]),
 		WorstStep:     a.worstStep, WorstChange: a.worst}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -22,9 +24,10 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // WriteText writes the result for a terminal: per pair the per-phase peak
 // table in MiB, the steady-peak change and the anatomy layers that moved.
+// Labels and phase names are escaped by textesc.
 func (r *Result) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "vramscope diff · A %s · B %s · changes are B − A\n", r.A, r.B)
+	fmt.Fprintf(bw, "vramscope diff · A %s · B %s · changes are B − A\n", textesc.String(r.A), textesc.String(r.B))
 	if len(r.Pairs) == 0 {
 		bw.WriteString("\nno processes with steps to compare\n")
 	}
@@ -41,7 +44,18 @@ func (r *Result) WriteText(w io.Writer) error {
 }
 
 func (s *Side) text() string {
-	return fmt.Sprintf("%s (%d steps, %s)", s.Label, s.Steps, s.Pattern)
+	steps := fmt.Sprintf("%d steps", s.Steps)
+	if len(s.Models) > 1 {
+		parts := make([]string, len(s.Models))
+		for i, m := range s.Models {
+			parts[i] = fmt.Sprintf("%s %d", m.Model, m.Steps)
+		}
+		steps += ": " + strings.Join(parts, ", ")
+	}
+	if s.NoOptimizer {
+		steps += ", no optimizer"
+	}
+	return fmt.Sprintf("%s (%s, %s)", textesc.String(s.Label), steps, s.Pattern)
 }
 
 func (p *Pair) writeText(w *bufio.Writer) {
@@ -54,8 +68,8 @@ func (p *Pair) writeText(w *bufio.Writer) {
 			if ph.WorstChange != nil && *ph.WorstChange != 0 {
 				worst = fmt.Sprintf("%d (%s)", ph.WorstStep, signedMiB(ph.WorstChange))
 			}
-			fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", ph.Phase,
-				ph.PeakAllocated.A.MiBString(), ph.PeakAllocated.B.MiBString(), signedMiB(ph.PeakAllocated.Change),
+			fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", textesc.String(ph.Phase),
+				boundMiB(ph.PeakAllocated.A, ph.PeakAllocated.ABound), boundMiB(ph.PeakAllocated.B, ph.PeakAllocated.BBound), signedMiB(ph.PeakAllocated.Change),
 				ph.PeakReserved.A.MiBString(), ph.PeakReserved.B.MiBString(), signedMiB(ph.PeakReserved.Change), worst)
 		}
 	}
@@ -65,9 +79,22 @@ func (p *Pair) writeText(w *bufio.Writer) {
 		kind = "highest step peak (no steady state on both sides)"
 	}
 	fmt.Fprintf(w, "\n  %s: allocated %s → %s (%s), reserved %s → %s (%s)\n", kind,
-		s.Allocated.A.Human(), s.Allocated.B.Human(), signedHuman(s.Allocated.Change),
+		boundHuman(s.Allocated.A, s.Allocated.ABound), boundHuman(s.Allocated.B, s.Allocated.BBound), signedHuman(s.Allocated.Change),
 		s.Reserved.A.Human(), s.Reserved.B.Human(), signedHuman(s.Reserved.Change))
-	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", s.Peak.A.Human(), s.Peak.B.Human(), signedHuman(s.Peak.Change))
+	var inferred []string
+	for _, k := range []struct {
+		side string
+		k    diagnose.Known
+	}{{"A", s.KnownA}, {"B", s.KnownB}} {
+		if k.k.Is == session.Inferred && k.k.SameAs >= 0 {
+			inferred = append(inferred, fmt.Sprintf("%s's inferred from step %d (every phase ended at the same bytes)", k.side, k.k.SameAs))
+		}
+	}
+	if len(inferred) > 0 {
+		fmt.Fprintf(w, "    (allocated: %s)\n", strings.Join(inferred, "; "))
+	}
+	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", boundHuman(s.Peak.A, s.Peak.ABound), boundHuman(s.Peak.B, s.Peak.BBound), signedHuman(s.Peak.Change))
+	defer writeModules(w, p)
 	if len(p.Moved) == 0 {
 		fmt.Fprintf(w, "  anatomy at the peak: no layer moved (by %s and %.0f%% of the peak or more)\n", session.Bytes(MovedFloor).Human(), MovedShare*100)
 		return
@@ -76,7 +103,7 @@ func (p *Pair) writeText(w *bufio.Writer) {
 	for _, l := range p.Layers {
 		for _, m := range p.Moved {
 			if l.Name == m {
-				moved = append(moved, fmt.Sprintf("%s %s → %s (%s)", l.Name, l.A.Human(), l.B.Human(), signedHuman(l.Change)))
+				moved = append(moved, fmt.Sprintf("%s %s → %s (%s)", textesc.String(l.Name), l.A.Human(), l.B.Human(), signedHuman(l.Change)))
 			}
 		}
 	}
@@ -97,6 +124,21 @@ func signedMiB(c *int64) string {
 	return fmt.Sprintf("+%d", v)
 }
 
+// boundMiB and boundHuman write a side, "≥" before a lower bound.
+func boundMiB(b session.Bytes, bound bool) string {
+	if bound {
+		return "≥" + b.MiBString()
+	}
+	return b.MiBString()
+}
+
+func boundHuman(b session.Bytes, bound bool) string {
+	if bound {
+		return "≥ " + b.Human() + " (not exact)"
+	}
+	return b.Human()
+}
+
 func signedHuman(c *int64) string {
 	if c == nil {
 		return "unknown"
@@ -105,4 +147,28 @@ func signedHuman(c *int64) string {
 		return "−" + session.Bytes(-*c).Human()
 	}
 	return "+" + session.Bytes(*c).Human()
+}
+
+// writeModules is the by-module comparison of the saved tensors: the
+// entries that moved, each side's figure and the change.
+func writeModules(w io.Writer, p *Pair) {
+	if !p.Saved.A.Known() && !p.Saved.B.Known() {
+		return
+	}
+	if p.Saved.Change == nil {
+		fmt.Fprintf(w, "  saved for backward by module: %s → %s (one side sent no split)\n", p.Saved.A.Human(), p.Saved.B.Human())
+		return
+	}
+	fmt.Fprintf(w, "  saved for backward: %s → %s (%s)\n", p.Saved.A.Human(), p.Saved.B.Human(), signedHuman(p.Saved.Change))
+	if len(p.ModulesMoved) == 0 {
+		fmt.Fprintf(w, "    no module moved (by %.0f%% of the larger side or more)\n", ModuleMovedShare*100)
+		return
+	}
+	for _, m := range p.Modules {
+		for _, l := range p.ModulesMoved {
+			if m.Label == l {
+				fmt.Fprintf(w, "    %s %s → %s (%s)\n", m.Label, m.A.Human(), m.B.Human(), signedHuman(m.Change))
+			}
+		}
+	}
 }

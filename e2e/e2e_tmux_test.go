@@ -92,7 +92,7 @@ func TestTmuxDemo(t *testing.T) {
 
 	// The chart legend, the phase labels, the steps table and the warmup
 	// line (the demo reaches its steady state at step 2).
-	tm.waitFor(20*time.Second, "allocated", "reserved", "forward", "backward", "zero_grad", "step", "peak grew", "steady since step 2")
+	tm.waitFor(20*time.Second, "allocated", "reserved", "forward", "backward", "zero_grad", "step", "+847 MiB over step 0", "steady since step 2")
 
 	tm.run("send-keys", "-t", "main", "?")
 	tm.waitFor(5*time.Second, "quit", "zoom")
@@ -109,7 +109,7 @@ func TestTmuxDemo(t *testing.T) {
 	}
 
 	tm.run("resize-window", "-t", "main", "-x", "80", "-y", "24")
-	scr := tm.waitFor(5*time.Second, "alloc", "peak grew")
+	scr := tm.waitFor(5*time.Second, "alloc", "over step 0")
 	for i, line := range strings.Split(strings.TrimRight(scr, "\n"), "\n") {
 		if w := len([]rune(line)); w > 80 {
 			t.Errorf("line %d is %d columns wide after resizing to 80:\n%s", i, w, line)
@@ -154,7 +154,7 @@ func TestTmuxReplay(t *testing.T) {
 		"'"+bin+"' replay '"+rec+"'; echo EXIT=$?; sleep 60")
 	tm.waitFor(10*time.Second, "replay", "NVML process", "allocated")
 	tm.run("send-keys", "-t", "main", "s", "s", "s") // 1× → 4× → 16× → max
-	scr := tm.waitFor(20*time.Second, "■ ended", "peak grew 3482→4329 MiB", "steady since step 2")
+	scr := tm.waitFor(20*time.Second, "■ ended", "(3482→4329 MiB", "steady since step 2")
 	if !strings.Contains(scr, "  11 ") {
 		t.Errorf("the steps table does not reach step 11:\n%s", scr)
 	}

@@ -6,7 +6,6 @@ package export
 
 import (
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/vramscope/vramscope/record"
@@ -39,17 +38,8 @@ func Load(path string, opts ...session.Option) (*session.Store, record.Header, [
 	}
 	defer r.Close()
 	store := session.New(append(StoreOptions(), opts...)...)
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			return store, r.Header(), r.Warnings(), nil
-		}
-		if err != nil {
-			return store, r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
-		}
-		if ev.Msg != nil {
-			ev.Msg.Raw = nil // only a recorder needs the raw line
-		}
-		store.Apply(ev)
+	if err := r.Each(store.Apply); err != nil {
+		return store, r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
 	}
+	return store, r.Header(), r.Warnings(), nil
 }

@@ -58,6 +58,7 @@ type Feed struct {
 	recCount uint64
 	tap      func(session.Event) // WithTap
 	rejected uint64              // bad lines, each counted though reports are limited
+	refused  uint64              // connections the server refused (its limit)
 }
 
 // New returns an empty feed.
@@ -81,12 +82,7 @@ func (f *Feed) Put(ev session.Event) {
 		f.tap(ev)
 	}
 	if len(f.pending) >= f.limit {
-		// The consumer stopped taking events: keep the newest, count the rest.
-		n := len(f.pending) / 2
-		kept := copy(f.pending, f.pending[n:])
-		clear(f.pending[kept:]) // let the discarded events be collected
-		f.pending = f.pending[:kept]
-		f.overflow += uint64(n)
+		f.skipOldest()
 	}
 	f.pending = append(f.pending, ev)
 	f.mu.Unlock()
@@ -94,6 +90,65 @@ func (f *Feed) Put(ev session.Event) {
 	case f.ready <- struct{}{}:
 	default:
 	}
+}
+
+// skipOldest drops the oldest half of the pending events when the consumer
+// stopped taking them, and puts in their place what the consumer needs to
+// tell this from loss: per connection, its hello if it was among them and
+// a NoteSkip with the newest seq skipped and the count. A store counted
+// the skipped messages as lost, though a recording had every one (issue
+// 22, finding 5). f.mu is held.
+func (f *Feed) skipOldest() {
+	n := len(f.pending) / 2
+	type skip struct {
+		seq, count uint64
+		hello      *ipc.Message
+		at         time.Time
+	}
+	skips := map[uint64]*skip{}
+	var order []uint64
+	synthetic := 0
+	for _, ev := range f.pending[:n] {
+		k := skips[ev.Conn] // connection 0: NVML samples
+		if k == nil {
+			k = &skip{}
+			skips[ev.Conn] = k
+			order = append(order, ev.Conn)
+		}
+		k.at = ev.At
+		if ev.Note != nil && ev.Note.Kind == session.NoteSkip { // an earlier skip
+			k.count += ev.Note.Count
+			k.seq = max(k.seq, ev.Note.Seq)
+			synthetic++
+			continue
+		}
+		k.count++
+		switch {
+		case ev.Msg != nil && ev.Msg.Type == ipc.TypeHello:
+			k.hello, k.seq = ev.Msg, 0
+		case ev.Msg != nil:
+			k.seq = max(k.seq, ev.Msg.Seq)
+		case ev.Note != nil && ev.Note.Kind == session.NoteDisconnect:
+			k.hello = nil // the connection is over: nothing to resume
+		}
+	}
+	var head []session.Event
+	for _, c := range order {
+		k := skips[c]
+		if k.hello != nil {
+			head = append(head, session.Event{At: k.at, Conn: c, Msg: k.hello})
+		}
+		head = append(head, session.Event{At: k.at, Conn: c, Note: &session.Note{
+			Kind: session.NoteSkip, Seq: k.seq, Count: k.count,
+			Text: fmt.Sprintf("connection %d: the monitor's view skipped %d events (it fell behind; a recording has them)", c, k.count),
+		}})
+	}
+	rest := f.pending[n:]
+	out := make([]session.Event, 0, len(head)+len(rest)+1)
+	out = append(append(out, head...), rest...)
+	clear(f.pending) // let the discarded events be collected
+	f.pending = out
+	f.overflow += uint64(n - synthetic)
 }
 
 // track keeps what a recording started later needs to make sense on its
@@ -122,6 +177,11 @@ func (f *Feed) Deliver(d ipc.Delivery) {
 		f.rejected += 1 + d.Skipped
 		f.mu.Unlock()
 		ev.Note = &session.Note{Kind: session.NoteError, Text: fmt.Sprintf("connection %d: %v", d.Conn, d.Err)}
+	case ipc.Refused:
+		f.mu.Lock()
+		f.refused++
+		f.mu.Unlock()
+		ev.Note = &session.Note{Kind: session.NoteRefused, Text: d.Err.Error()}
 	case ipc.Connected:
 		ev.Note = &session.Note{Kind: session.NoteConnect, Text: fmt.Sprintf("connection %d opened", d.Conn)}
 	case ipc.Disconnected:
@@ -192,4 +252,12 @@ func (f *Feed) Rejected() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.rejected
+}
+
+// Refused is the number of connections the socket server refused because
+// it was full: their hooks' data never arrived.
+func (f *Feed) Refused() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused
 }

@@ -82,3 +82,26 @@ func TestDecodeAdditions(t *testing.T) {
 		}
 	}
 }
+
+// The watch name (docs/protocol.md, "model") on automatic phases and
+// anatomy decodes from the shared fixture, by the fast path too; a user
+// phase carries none.
+func TestDecodeModelName(t *testing.T) {
+	lines := fixtureLines(t, "valid.jsonl")
+	for _, i := range []int{1, 2, 6} {
+		m, err := Decode(lines[i])
+		if err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if m.Model != "Net" {
+			t.Errorf("line %d: model %q, want Net", i+1, m.Model)
+		}
+	}
+	var fast Message
+	if !fastDecode(lines[1], &fast) || fast.Model != "Net" {
+		t.Errorf("the fast path does not take a phase with its model: %q", fast.Model)
+	}
+	if m, err := Decode(lines[4]); err != nil || m.Model != "" || !m.User {
+		t.Errorf("user phase: %+v %v", m, err)
+	}
+}

@@ -66,6 +66,8 @@ func (p *fastParser) messageField(key []byte, m *Message) bool {
 		return p.interned(&m.Edge)
 	case "user":
 		return p.Bool(&m.User)
+	case "model":
+		return p.String(&m.Model)
 	case "mem":
 		if p.Literal("null") {
 			m.Mem = nil

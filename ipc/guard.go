@@ -42,6 +42,7 @@ type conn struct {
 	opened  time.Time
 	hello   atomic.Bool // said hello: no longer evictable
 	evicted atomic.Bool // closed by evictSilentLocked
+	gone    bool        // the peer has hung up (room; s.mu held)
 }
 
 // evictGrace protects a connection younger than this from eviction: a
@@ -49,7 +50,57 @@ type conn struct {
 // it out before it lands.
 const evictGrace = 250 * time.Millisecond
 
-// evictSilentLocked closes the oldest connection that has not said hello,
+// maxDraining bounds, as a multiple of the connection limit, the
+// connections whose peer has gone while their last lines wait to be
+// decoded: they do not count against the limit, but each holds a file.
+const maxDraining = 4
+
+// room says whether a new connection may be served, and takes s.mu when
+// it may. A connection whose peer has hung up (peerGone) sends nothing
+// more: it holds no slot, though its buffered lines are still read. A
+// burst of short-lived hooks was refused as "already 256 connections open"
+// while few were, and lost its sessions (issue 22, finding 7). When only
+// such draining connections fill the server, it waits for one to end (the
+// new hook's lines wait in its socket meanwhile) instead of refusing; when
+// live ones fill it, it evicts a silent one or refuses.
+func (s *Server) room() bool {
+	deadline := time.Now().Add(drainWait)
+	for {
+		s.mu.Lock()
+		if s.closed {
+			return false
+		}
+		if len(s.conns) < s.maxConns {
+			return true
+		}
+		live := 0
+		for _, c := range s.conns {
+			if !c.gone && peerGone(c.c) {
+				c.gone = true
+			}
+			if !c.gone {
+				live++
+			}
+		}
+		if live < s.maxConns && len(s.conns) < s.maxConns*(1+maxDraining) {
+			return true
+		}
+		if live >= s.maxConns || time.Now().After(deadline) {
+			return s.evictSilentLocked()
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.freed:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// drainWait bounds how long a new connection waits for draining ones.
+const drainWait = 5 * time.Second
+
+// evictSilentLocked closes the oldest connection that has not said hello
+// and whose peer is still there (one that hung up has lines to drain),
 // making room at a full server: a hook says hello at once, so a connection
 // without one is a stray or a squatter, and a real hook must never be shut
 // out by them. It reports whether it made room. s.mu is held.
@@ -60,7 +111,7 @@ func (s *Server) evictSilentLocked() bool {
 		if c.opened.After(young) {
 			continue
 		}
-		if !c.hello.Load() && !c.evicted.Load() && (victim == nil || c.opened.Before(victim.opened)) {
+		if !c.hello.Load() && !c.evicted.Load() && !c.gone && (victim == nil || c.opened.Before(victim.opened)) {
 			victim = c
 		}
 	}

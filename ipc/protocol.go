@@ -90,6 +90,10 @@ type Message struct {
 	Span   string `json:"span,omitempty"`
 	SameAs *int   `json:"same_as,omitempty"`
 
+	// phase (automatic), anatomy: the name of the watch that sent it
+	// (watch(name=...), default the model's class name); empty from older hooks
+	Model string `json:"model,omitempty"`
+
 	// phase, mark, sample, oom
 	Mem *Mem `json:"mem,omitempty"`
 
@@ -109,6 +113,9 @@ type Message struct {
 	ActivationsBatch  *int64 `json:"activations_batch,omitempty"`
 	ActivationsTokens *int64 `json:"activations_tokens,omitempty"`
 	ActivationsSource string `json:"activations_source,omitempty"`
+	// Saved splits Activations by module and adds the loss's own saved
+	// tensors (measured steps of newer hooks; nil otherwise).
+	Saved *Saved `json:"saved,omitempty"`
 
 	// oom: the open phase, the bytes the failed allocation asked for and
 	// the device's free and total memory at that moment.
@@ -183,6 +190,17 @@ var ErrTooLong = fmt.Errorf("line longer than %d bytes", MaxMessageBytes)
 // Decode parses and validates one message line (without its newline).
 // The returned error is one line, fit to log as it is.
 func Decode(line []byte) (*Message, error) {
+	m, err := DecodeBare(line)
+	if err != nil {
+		return nil, err
+	}
+	m.Raw = append(json.RawMessage(nil), bytes.TrimRight(line, "\r\n")...)
+	return m, nil
+}
+
+// DecodeBare is Decode for a reader that keeps no copy of the line: Raw
+// stays nil (a recording read for a report, issue 22).
+func DecodeBare(line []byte) (*Message, error) {
 	line = bytes.TrimRight(line, "\r\n")
 	if len(line) >= MaxMessageBytes { // the limit counts the newline
 		return nil, ErrTooLong
@@ -197,7 +215,6 @@ func Decode(line []byte) (*Message, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	m.Raw = append(json.RawMessage(nil), line...)
 	return &m, nil
 }
 
@@ -360,8 +377,14 @@ func (m *Message) validateAnatomy() error {
 	default:
 		return fmt.Errorf("field activations_source: %q is neither \"measured\" nor \"scaled\"", clip(m.ActivationsSource))
 	}
-	return sizes(opt{"batch_size", m.BatchSize}, opt{"tokens", m.Tokens},
-		opt{"activations_batch", m.ActivationsBatch}, opt{"activations_tokens", m.ActivationsTokens})
+	if err := sizes(opt{"batch_size", m.BatchSize}, opt{"tokens", m.Tokens},
+		opt{"activations_batch", m.ActivationsBatch}, opt{"activations_tokens", m.ActivationsTokens}); err != nil {
+		return err
+	}
+	if m.Saved != nil {
+		return m.Saved.validate(m.Activations)
+	}
+	return nil
 }
 
 // validateInput checks a phase's optional input size.
@@ -445,6 +468,12 @@ func (m *Message) validateStrings() error {
 		if len(f.v) > maxString {
 			return fmt.Errorf("field %s: longer than %d bytes", f.name, maxString)
 		}
+	}
+	if len(m.Model) > maxName {
+		return fmt.Errorf("field model: longer than %d bytes", maxName)
+	}
+	if !utf8.ValidString(m.Model) {
+		return errors.New("field model: not UTF-8")
 	}
 	for _, a := range m.Argv {
 		if len(a) > maxString {

@@ -31,6 +31,7 @@ const (
 	Rejected                 // a bad line, skipped: Err says why (one line)
 	Connected                // a hook connected
 	Disconnected             // a connection ended: Err is the cause, nil for a clean close
+	Refused                  // a connection was refused (the limit): Conn is 0, Err says why
 )
 
 // String returns the kind's name.
@@ -44,6 +45,8 @@ func (k Kind) String() string {
 		return "connected"
 	case Disconnected:
 		return "disconnected"
+	case Refused:
+		return "refused"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -88,6 +91,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	conns   map[uint64]*conn
+	freed   chan struct{} // a connection ended (room waits on it)
 	nextID  uint64
 	closed  bool
 	serving bool
@@ -111,6 +115,7 @@ func Listen(opts ...Option) (*Server, error) {
 		idleWait:    DefaultIdleTimeout,
 		uid:         os.Geteuid(),
 		conns:       make(map[uint64]*conn),
+		freed:       make(chan struct{}, 1),
 		logLim:      newLimiter(logBurst, logEvery),
 	}
 	for _, o := range opts {
@@ -205,16 +210,17 @@ func (s *Server) acceptLoop(deliver func(Delivery)) error {
 			c.Close()
 			continue
 		}
-		s.mu.Lock()
-		if s.closed {
+		if !s.room() {
+			if s.closed {
+				s.mu.Unlock()
+				c.Close()
+				return nil
+			}
 			s.mu.Unlock()
+			err := fmt.Errorf("refused a connection on %s: already %d connections open (the limit), each has said hello", s.path, s.maxConns)
+			s.limitedLogf("%v", err)
 			c.Close()
-			return nil
-		}
-		if len(s.conns) >= s.maxConns && !s.evictSilentLocked() {
-			s.mu.Unlock()
-			s.limitedLogf("refused a connection on %s: already %d connections open (the limit), each has said hello", s.path, s.maxConns)
-			c.Close()
+			deliver(Delivery{At: s.now(), Kind: Refused, Err: err})
 			continue
 		}
 		s.nextID++
@@ -257,6 +263,10 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 		delete(s.conns, id)
 		closed := s.closed
 		s.mu.Unlock()
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
 		if n := lim.suppressed(); n > 0 && !closed {
 			deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected, Skipped: n - 1,
 				Err: fmt.Errorf("%d more bad lines skipped without a report of their own (reports are limited to %d, then one every %v)", n, rejectBurst, rejectEvery)})

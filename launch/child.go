@@ -26,6 +26,9 @@ type Spec struct {
 	// Stdin, Stdout and Stderr are the child's streams; nil is /dev/null.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// ExtraFiles are open files the child inherits from descriptor 3 on
+	// (the Lifeline's read end).
+	ExtraFiles []*os.File
 }
 
 // Check says whether argv names a command that can be started, before
@@ -48,7 +51,7 @@ func Start(s Spec) (*Child, error) {
 		return nil, err
 	}
 	path, _ := exec.LookPath(s.Argv[0])
-	cmd := &exec.Cmd{Path: path, Args: s.Argv, Env: s.Env, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr}
+	cmd := &exec.Cmd{Path: path, Args: s.Argv, Env: s.Env, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, ExtraFiles: s.ExtraFiles}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", describe(s.Argv), err)
 	}

@@ -57,8 +57,47 @@ class _VramscopeAfterTorch:
         return spec
 
 
+def _vramscope_lifeline():
+    """Say once when the monitor that started us dies (issue 22, finding 9).
+
+    vramscope run hands us the read end of a pipe whose write end only it
+    holds: VRAMSCOPE_LIFELINE is "FD:INODE". When it dies, SIGKILL included,
+    the read returns b"". A daemon thread waits on it; the training thread
+    never does. A process that inherited another file at FD (or none) finds
+    another inode and ignores it, and so does every process after the first
+    that takes the pipe (the variable is removed from our environment).
+    """
+    spec = os.environ.pop("VRAMSCOPE_LIFELINE", "")
+    if not spec:
+        return
+    try:
+        import stat
+        import threading
+
+        fd_text, _, inode_text = spec.partition(":")
+        fd = int(fd_text)
+        st = os.fstat(fd)
+        if not stat.S_ISFIFO(st.st_mode) or st.st_ino != int(inode_text):
+            return
+        os.set_inheritable(fd, False)
+    except (OSError, ValueError):
+        return
+
+    def wait():
+        try:
+            while os.read(fd, 1):
+                pass
+        except OSError:
+            return
+        sys.stderr.write("vramscope: the monitor (vramscope run) is gone; training goes on, unmonitored\n")
+        sys.stderr.flush()
+
+    threading.Thread(target=wait, name="vramscope-lifeline", daemon=True).start()
+
+
 def _vramscope_boot():
     here = os.path.dirname(os.path.abspath(__file__))
+    _vramscope_lifeline()
     try:
         _vramscope_chain(here)
     except Exception as exc:  # noqa: BLE001 - as Python reports a failing sitecustomize

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sort"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,9 +33,10 @@ var (
 	dStep         = desc("step", "The optimizer step in progress (the newest phase's step index).", procLabels)
 	dPhase        = desc("phase_info", "1 for the automatic phase in progress (zero_grad, forward, loss, backward, step).", procLabels, "phase")
 	dLastStep     = desc("last_step", "Index of the newest finished step, the one the step and phase peaks below describe.", procLabels)
-	dStepPeak     = desc("step_peak_allocated_bytes", "Allocated peak of the newest finished step.", procLabels)
+	dStepPeak     = desc("step_peak_allocated_bytes", "Allocated peak of the newest finished step; label peak says how it is known: exact, inferred (the step repeats an exact one) or bound (a lower bound: the largest value seen).", procLabels, "peak")
+	dStepHeld     = desc("step_held_bytes", "Memory held between steps: allocated at the newest finished step's end (a leak is this rising).", procLabels)
 	dStepPeakRes  = desc("step_peak_reserved_bytes", "Reserved peak of the newest finished step.", procLabels)
-	dPhasePeak    = desc("phase_peak_allocated_bytes", "Allocated peak of each phase of the newest finished step.", procLabels, "phase")
+	dPhasePeak    = desc("phase_peak_allocated_bytes", "Allocated peak of each phase of the newest finished step; label peak is exact or bound (a lower bound).", procLabels, "phase", "peak")
 	dConnected    = desc("connected", "1 while the process's hook is connected.", procLabels)
 	dLost         = desc("lost_messages_total", "Hook messages that never reached the monitor (gaps in their sequence numbers).", procLabels)
 	dDuplicates   = desc("duplicate_messages_total", "Hook messages received twice (a replayed backlog) and ignored.", procLabels)
@@ -72,7 +74,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dProcesses, float64(len(s.Processes())))
 	count(dBad, uint64(s.Errors))
 	count(dExpDrop, e.dropped)
-	for _, p := range s.Processes() {
+	for _, p := range shown(s.Processes()) {
 		collectProcess(p, labelsOf(p), gauge, count)
 	}
 	for _, g := range s.GPUs() {
@@ -87,6 +89,42 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(dProcUsed, float64(pr.Used), e.host, g.UUID, strconv.Itoa(pr.PID))
 		}
 	}
+}
+
+// MaxProcesses bounds the processes whose series a scrape carries (the
+// store may hold more: it never forgets a connected one), and
+// MaxPhaseLabels the values of the phase label per process: 2,000
+// processes, or a thousand user phase names in one step, made as many
+// series a scrape (issue 22). vramscope_processes still counts them all.
+const (
+	MaxProcesses   = 256
+	MaxPhaseLabels = 32
+)
+
+// shown is ps, or the MaxProcesses of them heard from last (connected
+// first), in the store's order.
+func shown(ps []*session.Process) []*session.Process {
+	if len(ps) <= MaxProcesses {
+		return ps
+	}
+	rank := append([]*session.Process(nil), ps...)
+	sort.SliceStable(rank, func(i, j int) bool {
+		if rank[i].Connected != rank[j].Connected {
+			return rank[i].Connected
+		}
+		return rank[i].Last.After(rank[j].Last)
+	})
+	keep := map[*session.Process]bool{}
+	for _, p := range rank[:MaxProcesses] {
+		keep[p] = true
+	}
+	out := make([]*session.Process, 0, MaxProcesses)
+	for _, p := range ps {
+		if keep[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func labelsOf(p *session.Process) []string {
@@ -139,7 +177,10 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 	if st := lastFinished(p); st != nil {
 		gauge(dLastStep, float64(st.Index), l...)
 		if st.PeakAllocated.Known() {
-			gauge(dStepPeak, float64(st.PeakAllocated), l...)
+			gauge(dStepPeak, float64(st.PeakAllocated), with(st.Peak.String())...)
+		}
+		if st.Held.Known() {
+			gauge(dStepHeld, float64(st.Held), l...)
 		}
 		if st.PeakReserved.Known() {
 			gauge(dStepPeakRes, float64(st.PeakReserved), l...)
@@ -147,9 +188,16 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 		seen := map[string]bool{}
 		for i := range st.Phases {
 			c := &st.Phases[i]
-			if c.PeakAllocated.Known() && !seen[c.Name] {
+			if c.PeakAllocated.Known() && !seen[c.Name] && len(seen) < MaxPhaseLabels {
 				seen[c.Name] = true
-				gauge(dPhasePeak, float64(c.PeakAllocated), with(c.Name)...)
+				how := session.Exact
+				switch {
+				case c.Inferred:
+					how = session.Inferred
+				case !c.Exact:
+					how = session.Bound
+				}
+				gauge(dPhasePeak, float64(c.PeakAllocated), append(with(c.Name), how.String())...)
 			}
 		}
 	}

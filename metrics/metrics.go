@@ -131,7 +131,16 @@ func (e *Exporter) Serve(ctx context.Context, addr string) (string, <-chan error
 		}
 		fmt.Fprintln(w, "vramscope: metrics at /metrics")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	capped := newCapListener(ln, httpConnsFor())
+	ln = capped
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnState:         capped.connState,
+	}
 	done := make(chan error, 1)
 	go e.Run(ctx)
 	go func() {

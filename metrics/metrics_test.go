@@ -116,6 +116,18 @@ func TestExporterServesS001(t *testing.T) {
 	if n := len(fams["vramscope_phase_peak_allocated_bytes"].GetMetric()); n != 5 {
 		t.Errorf("%d phase peaks, want 5", n)
 	}
+	// Step 4 repeats step 1 to the byte: its peak is step 1's, inferred and
+	// labelled so; its phase peaks below that high are labelled bounds.
+	inferred := map[string]string{"pid": "618", "peak": "inferred"}
+	if v := value(t, fams, "vramscope_step_peak_allocated_bytes", inferred); v != 4518008832 {
+		t.Errorf("step peak %v, want step 1's 4518008832 (inferred)", v)
+	}
+	if v := value(t, fams, "vramscope_phase_peak_allocated_bytes", map[string]string{"phase": "forward", "peak": "bound"}); v <= 0 {
+		t.Errorf("forward peak %v, want a labelled lower bound", v)
+	}
+	if v := value(t, fams, "vramscope_step_held_bytes", proc); v != 1730501120 {
+		t.Errorf("held %v, want 1730501120 (allocated after optimizer.step(), s001_stat_cuda.json)", v)
+	}
 	if v := value(t, fams, "vramscope_nvml_device_total_bytes", nil); v < 80e9 {
 		t.Errorf("NVML total %v, want an 80 GB H100", v)
 	}

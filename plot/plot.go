@@ -309,7 +309,7 @@ func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x f
 	}
 	lab, err := plotter.NewLabels(plotter.XYLabels{
 		XYs:    plotter.XYs{{X: x(at), Y: y}},
-		Labels: []string{fmt.Sprintf("  peak %s%s  ", session.Bytes(top).Human(), where)},
+		Labels: []string{fmt.Sprintf("  peak %s%s  ", peakText(p, top), where)},
 	})
 	if err != nil {
 		return fmt.Errorf("peak label: %w", err)
@@ -318,6 +318,16 @@ func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x f
 	alignLabel(lab, x(at), right)
 	pl.Add(lab)
 	return nil
+}
+
+// peakText is the session peak as the counter's highest read: exact,
+// unless the hook resets its counters at each read and messages were lost
+// (a lost read took its interval's peak with it): then a lower bound.
+func peakText(p *session.Process, top int64) string {
+	if h := p.Hello.Hook; h != nil && (h.ExactPeaks || h.ResetPeaks) && p.Lost > 0 {
+		return "≥ " + session.Bytes(top).Human() + " (not exact: messages lost)"
+	}
+	return session.Bytes(top).Human()
 }
 
 // alignLabel makes a label read leftwards from its point when the point is

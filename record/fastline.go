@@ -16,7 +16,10 @@ import (
 // else, and on any error, leaving the caller to parseEvent's encoding/json
 // path, which alone decides what is an error. Where it returns true the
 // result equals that path's (FuzzParseEvent checks this).
-func fastParseEvent(line []byte) (session.Event, bool) {
+func fastParseEvent(line []byte) (session.Event, bool) { return fastParseEventWith(line, ipc.Decode) }
+
+// fastParseEventWith is fastParseEvent with dec decoding the hook message.
+func fastParseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (session.Event, bool) {
 	p := scanner{jsonscan.Scanner{B: line}}
 	var (
 		e            session.Event
@@ -65,7 +68,7 @@ func fastParseEvent(line []byte) (session.Event, bool) {
 	e.At = at
 	switch {
 	case seen[2]:
-		if e.Msg, err = ipc.Decode(msg); err != nil {
+		if e.Msg, err = dec(msg); err != nil {
 			return session.Event{}, false
 		}
 	case seen[3]:

@@ -53,6 +53,29 @@ func appendTime(dst []byte, t time.Time) []byte {
 // nanosecond when written in plain decimal (as appendTime does), else
 // through float64 rounded to the microsecond.
 func parseTime(raw []byte) (time.Time, error) {
+	at, err := parseTimeAny(raw)
+	if err != nil {
+		return at, err
+	}
+	return at, checkTime(at)
+}
+
+// maxEventTime bounds an event's t as the protocol bounds clock.wall: 4e9 s
+// after 1970 is the year 2096. Within [0, maxEventTime] any two times are
+// a time.Duration apart and every one has a year JSON can write; a t of
+// -1e300 made report --json fail and the text report print the year
+// -290308 (issue 22, finding 4).
+const maxEventTime = 4e9
+
+// checkTime refuses an event time outside [1970, 2096].
+func checkTime(at time.Time) error {
+	if s := at.Unix(); s < 0 || s > maxEventTime {
+		return fmt.Errorf("field t: %d s is outside 1970 to 2096 (0 to %g)", s, float64(maxEventTime))
+	}
+	return nil
+}
+
+func parseTimeAny(raw []byte) (time.Time, error) {
 	s := string(bytes.TrimSpace(raw))
 	neg := len(s) > 0 && s[0] == '-'
 	digits := s
@@ -76,6 +99,9 @@ func parseTime(raw []byte) (time.Time, error) {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("time %q is not a number", clip(s))
+	}
+	if !(f >= 0 && f <= maxEventTime) { // before the conversion overflows
+		return time.Time{}, fmt.Errorf("field t: %s s is outside 1970 to 2096 (0 to %g)", clip(s), float64(maxEventTime))
 	}
 	return time.UnixMicro(int64(f*1e6 + copysign(0.5, f))), nil
 }
@@ -197,15 +223,23 @@ var errUnknownKind = errors.New("no msg, gpu or note (a newer kind of event?)")
 
 // parseEvent decodes one event line. Hook messages go through ipc.Decode,
 // the same validation as live.
-func parseEvent(line []byte) (session.Event, error) {
-	if e, ok := fastParseEvent(line); ok {
+func parseEvent(line []byte) (session.Event, error) { return parseEventWith(line, ipc.Decode) }
+
+// parseEventBare is parseEvent for a reader that will not record the
+// events again: the messages keep no copy of their line (Raw).
+func parseEventBare(line []byte) (session.Event, error) { return parseEventWith(line, ipc.DecodeBare) }
+
+func parseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (session.Event, error) {
+	if e, ok := fastParseEventWith(line, dec); ok {
 		return e, nil
 	}
-	return parseEventJSON(line)
+	return parseEventJSONWith(line, dec)
 }
 
 // parseEventJSON is parseEvent through encoding/json, for every shape.
-func parseEventJSON(line []byte) (session.Event, error) {
+func parseEventJSON(line []byte) (session.Event, error) { return parseEventJSONWith(line, ipc.Decode) }
+
+func parseEventJSONWith(line []byte, dec func([]byte) (*ipc.Message, error)) (session.Event, error) {
 	var l lineJSON
 	if err := json.Unmarshal(line, &l); err != nil {
 		return session.Event{}, fmt.Errorf("not JSON: %s", oneLine(err))
@@ -231,7 +265,7 @@ func parseEventJSON(line []byte) (session.Event, error) {
 	case n > 1:
 		return session.Event{}, errors.New("more than one of msg, gpu and note")
 	case hasMsg:
-		if e.Msg, err = ipc.Decode(l.Msg); err != nil {
+		if e.Msg, err = dec(l.Msg); err != nil {
 			return session.Event{}, fmt.Errorf("hook message: %w", err)
 		}
 	case l.GPU != nil:

@@ -262,5 +262,6 @@ func lightTime(lit []byte) (time.Time, error) {
 			ns += int64(c-'0') * scale
 		}
 	}
-	return time.Unix(sec, ns), nil
+	at := time.Unix(sec, ns)
+	return at, checkTime(at)
 }

@@ -36,6 +36,7 @@ type Reader struct {
 	warnings []string
 	dropped  int
 	done     bool
+	sink     *readWarnings // set while Each's reader goroutine reads
 }
 
 // Open opens a recording, plain or gzip (told by its magic bytes, not its
@@ -202,7 +203,7 @@ func (r *Reader) nextLine() ([]byte, error) {
 				r.warn("the gzip stream ends early: the writer did not close the file; events up to its last flush were read")
 			} else if damaged(err) {
 				// Past the cap too: it says why the rest is missing.
-				r.warnings = append(r.warnings, fmt.Sprintf("line %d: the gzip stream is damaged (%v); the events before it were read, what follows is lost", r.line, err))
+				r.warnAlways(fmt.Sprintf("line %d: the gzip stream is damaged (%v); the events before it were read, what follows is lost", r.line, err))
 			} else if !errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("%s: read line %d: %w", r.name, r.line, err)
 			}
@@ -217,6 +218,24 @@ func (r *Reader) nextLine() ([]byte, error) {
 }
 
 func (r *Reader) warn(s string) {
+	if r.sink != nil {
+		r.sink.add(s, false)
+		return
+	}
+	r.keep(s)
+}
+
+// warnAlways is warn past the cap.
+func (r *Reader) warnAlways(s string) {
+	if r.sink != nil {
+		r.sink.add(s, true)
+		return
+	}
+	r.warnings = append(r.warnings, s)
+}
+
+// keep adds a warning within the cap, else counts it.
+func (r *Reader) keep(s string) {
 	if len(r.warnings) < maxWarnings {
 		r.warnings = append(r.warnings, s)
 		return

@@ -10,7 +10,8 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// ReadAll streams a recording's events to each, in order, and
+// ReadAll streams a recording's events to each, in order (parsed on every
+// core by Reader.Each), and
 // returns the header and the reader's warnings (torn or bad lines skipped).
 func ReadAll(path string, each func(session.Event)) (Header, []string, error) {
 	r, err := Open(path)
@@ -18,19 +19,10 @@ func ReadAll(path string, each func(session.Event)) (Header, []string, error) {
 		return Header{}, nil, err
 	}
 	defer r.Close()
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			return r.Header(), r.Warnings(), nil
-		}
-		if err != nil {
-			return r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
-		}
-		if ev.Msg != nil {
-			ev.Msg.Raw = nil // only a recorder needs the raw line
-		}
-		each(ev)
+	if err := r.Each(each); err != nil {
+		return r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
 	}
+	return r.Header(), r.Warnings(), nil
 }
 
 // OpenReplay opens a recording for a streamed replay: it checks the header

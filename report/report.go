@@ -66,11 +66,20 @@ type Process struct {
 	Evicted    uint64 `json:"evicted"`
 	// StepsTotal is the number of steps in the session; Steps holds those
 	// the store kept (its first and most recent ones).
-	StepsTotal int       `json:"steps_total"`
-	Steps      []Step    `json:"steps"`
-	Totals     Totals    `json:"totals"`
-	Anatomy    Anatomy   `json:"anatomy"`
-	Diagnosis  Diagnosis `json:"diagnosis"`
+	StepsTotal int    `json:"steps_total"`
+	Steps      []Step `json:"steps"`
+	// Models counts the steps of each watch name (watch(name=...)), in the
+	// order the names came; empty when the hook named none. ModelsCut is
+	// true when more names came than the store counts.
+	Models    []session.ModelSteps `json:"models"`
+	ModelsCut bool                 `json:"models_cut,omitempty"`
+	// NoOptimizer is true when no step had a step phase: the watch has no
+	// optimizer, and a step ends at the model's next training forward
+	// after a backward (docs/hook.md, "Loop shapes").
+	NoOptimizer bool      `json:"no_optimizer"`
+	Totals      Totals    `json:"totals"`
+	Anatomy     Anatomy   `json:"anatomy"`
+	Diagnosis   Diagnosis `json:"diagnosis"`
 }
 
 // Device is the CUDA device a process runs on.
@@ -87,7 +96,25 @@ type Step struct {
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
 	Micro  int     `json:"micro"`
+	// Model names the step: the watch whose optimizer stepped (empty
+	// from hooks that name none).
+	Model  string  `json:"model,omitempty"`
 	Phases []Phase `json:"phases"`
+	// PeakAllocated is the step's peak and Peak (peak_known) how it is known: "exact",
+	// "inferred" (from step SameAs, whose phases ended at the same bytes)
+	// or "bound" (the largest value seen: a lower bound). SameAs is also
+	// set beside an exact plain step the hook found the same as step
+	// SameAs, Within bytes apart (0: to the byte); -1 and null otherwise.
+	PeakAllocated session.Bytes     `json:"peak_allocated"`
+	Peak          session.Exactness `json:"peak_known"`
+	SameAs        int               `json:"same_as"`
+	Within        session.Bytes     `json:"within"`
+	// Held is the memory held between steps: allocated at the step's
+	// closing read.
+	Held session.Bytes `json:"held"`
+	// Plain is true when the hook read the step once (span "step"): its
+	// phases carry no reads of their own.
+	Plain bool `json:"plain"`
 }
 
 // Phase is one cell of the step × phase table. Byte values are Unknown
@@ -108,6 +135,9 @@ type Phase struct {
 	PeakAllocated session.Bytes `json:"peak_allocated"`
 	PeakReserved  session.Bytes `json:"peak_reserved"`
 	PeakExact     bool          `json:"peak_exact"`
+	// PeakInferred is true when PeakAllocated is the same phase's exact
+	// peak in the step this step repeats (steps[].same_as).
+	PeakInferred bool `json:"peak_inferred"`
 	// NVMLPeak is the largest driver figure in the phase; NonPyTorch is
 	// NVMLPeak − PeakReserved (only when NVML is "process").
 	NVMLPeak   session.Bytes `json:"nvml_peak"`
@@ -137,6 +167,9 @@ type Anatomy struct {
 	// Now and Peak are the layers (docs/diagnosis.md).
 	Now  diagnose.Layers `json:"now"`
 	Peak diagnose.Layers `json:"peak"`
+	// Holders is who holds the saved activations of the last measurement
+	// (by module, and the loss's own); nil when the hook sent no split.
+	Holders *diagnose.Holders `json:"holders"`
 }
 
 // Measured is one anatomy message as the hook sent it.
@@ -211,13 +244,17 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	}
 	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
 	for _, st := range p.Steps() {
-		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Phases: []Phase{}}
+		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Model: st.Model, Phases: []Phase{},
+			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain()}
+		if st.SameAs >= 0 {
+			row.Within = st.Within
+		}
 		for i := range st.Phases {
 			c := &st.Phases[i]
 			ph := Phase{
 				Phase: c.Name, User: c.User, Count: c.Count, StartS: since(c.Start), EndS: since(c.End),
 				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
-				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact,
+				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact, PeakInferred: c.Inferred,
 				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
 				NVMLStale: c.PeakGPU.Known() && !c.GPUDuring,
 			}
@@ -231,6 +268,11 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	if e := p.End; e != nil && e.Step >= 0 {
 		out.PartialStep = e.Step
 	}
+	out.Models, out.ModelsCut = p.ModelSteps()
+	if out.Models == nil {
+		out.Models = []session.ModelSteps{}
+	}
+	out.NoOptimizer = p.NoOptimizer()
 	out.Totals = totals(p, out.PartialStep)
 	b := diagnose.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
@@ -251,6 +293,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 			m.BatchSize = &bs
 		}
 		out.Anatomy.Measured = m
+		out.Anatomy.Holders = diagnose.HoldersOf(a)
 	}
 	d := diagnose.Diagnose(s, p)
 	out.Diagnosis = Diagnosis{Diagnosis: d, Headline: d.Headline(), Lines: d.Lines()}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/ipc"
 )
 
@@ -54,7 +55,7 @@ func memoryOf(h *ipc.Message) *Memory {
 		m.What = "none: the hook read no memory"
 		m.NotAvailable = append(m.NotAvailable, "memory figures (an older hook on a CPU run)")
 	default:
-		m.What = "unknown source " + m.Kind
+		m.What = "unknown source " + textesc.String(m.Kind)
 	}
 	if m.Peaks == ipc.PeaksNone {
 		m.NotAvailable = append(m.NotAvailable, "memory figures (this system has no stdlib read of the RSS)")
@@ -70,7 +71,7 @@ func (p *Process) host() bool {
 // deviceLabel names the device in the header line.
 func (p *Process) deviceLabel() string {
 	if d := p.Device; d != nil {
-		label := fmt.Sprintf("%s (cuda:%d, %s)", d.Name, d.Index, d.Total.Human())
+		label := fmt.Sprintf("%s (cuda:%d, %s)", textesc.String(d.Name), d.Index, d.Total.Human())
 		if p.Memory != nil && p.Memory.Kind == ipc.SourceROCm {
 			label += " · ROCm"
 		}
@@ -90,7 +91,7 @@ func (p *Process) deviceLabel() string {
 	case "":
 		return "CPU (no CUDA device)"
 	}
-	return "device " + m.Kind
+	return "device " + textesc.String(m.Kind)
 }
 
 // writeHostTable prints a CPU run's step × phase table: the RSS at each

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -21,6 +23,8 @@ const (
 
 // WriteText writes the report for a terminal: per process a header, the
 // step × phase table (MiB), the totals, the anatomy and the diagnosis.
+// Text from the hook or the file (host, argv, names, diagnosis lines that
+// quote them) is escaped by textesc: no control byte reaches the terminal.
 func (r *Report) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	start := "no events"
@@ -31,9 +35,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Errors > 0 {
 		fmt.Fprintf(bw, "%d bad messages skipped\n", r.Errors)
 	}
+	estimates := false
 	for i := range r.Processes {
 		bw.WriteString("\n")
 		r.Processes[i].writeText(bw)
+		estimates = estimates || r.Processes[i].Diagnosis.Need.Batch != nil
+	}
+	if estimates { // once, not once per process
+		bw.WriteString("\nevery batch estimate above assumes:\n")
+		for _, a := range diagnose.BatchAssumptions {
+			fmt.Fprintf(bw, "  - %s\n", a)
+		}
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write text report: %w", err)
@@ -46,13 +58,16 @@ func (p *Process) writeText(w *bufio.Writer) {
 	p.writeTable(w)
 	t := &p.Totals
 	if p.host() {
-		fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak RSS %s%s\n", plural(t.Steps, "step", "steps"), t.DurationS,
+		fmt.Fprintf(w, "\n  totals: %s%s in %.2f s · peak RSS %s%s\n", plural(t.Steps, "step", "steps"), p.modelCounts(), t.DurationS,
 			mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase))
 	} else {
-		fmt.Fprintf(w, "\n  totals: %s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
-			plural(t.Steps, "step", "steps"), t.DurationS,
+		fmt.Fprintf(w, "\n  totals: %s%s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
+			plural(t.Steps, "step", "steps"), p.modelCounts(), t.DurationS,
 			mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
 			mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
+	}
+	if p.NoOptimizer {
+		w.WriteString("  no optimizer watched: a step ends at the model's next training forward after a backward\n")
 	}
 	if p.PartialStep >= 0 {
 		fmt.Fprintf(w, "  step %d is partial (the process ended in it): left out of the totals and the pattern\n", p.PartialStep)
@@ -60,14 +75,24 @@ func (p *Process) writeText(w *bufio.Writer) {
 	p.writeAnatomy(w)
 	w.WriteString("\n  diagnosis\n")
 	for _, l := range p.Diagnosis.Lines {
-		fmt.Fprintf(w, "    %s\n", l)
+		fmt.Fprintf(w, "    %s\n", textesc.String(l))
 	}
-	if b := p.Diagnosis.Need.Batch; b != nil {
-		w.WriteString("    the batch estimate assumes:\n")
-		for _, a := range b.Assumes {
-			fmt.Fprintf(w, "      - %s\n", a)
-		}
+}
+
+// modelCounts is " (D 20, G 20)": the steps of each watch name, when the
+// process named more than one.
+func (p *Process) modelCounts() string {
+	if len(p.Models) < 2 && !p.ModelsCut {
+		return ""
 	}
+	parts := make([]string, 0, len(p.Models)+1)
+	for _, m := range p.Models {
+		parts = append(parts, fmt.Sprintf("%s %d", m.Model, m.Steps))
+	}
+	if p.ModelsCut {
+		parts = append(parts, "more names not counted")
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 func (p *Process) writeHeader(w *bufio.Writer) {
@@ -79,22 +104,22 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 		}
 		parts = append(parts, rank)
 	}
-	parts = append(parts, "host "+orDash(p.Host))
+	parts = append(parts, "host "+orDash(textesc.String(p.Host)))
 	parts = append(parts, p.deviceLabel())
 	torch := "–"
 	if p.Torch != nil {
-		torch = *p.Torch
+		torch = textesc.String(*p.Torch)
 	}
 	parts = append(parts, "torch "+torch)
 	fmt.Fprintf(w, "%s\n", strings.Join(parts, " · "))
 
 	hook := "hook: not reported"
 	if h := p.Hook; h != nil {
-		reset := "off"
-		if h.ResetPeaks {
-			reset = "on"
+		exact := "off"
+		if h.ExactPeaks || h.ResetPeaks {
+			exact = "on"
 		}
-		hook = fmt.Sprintf("hook %s · %g Hz samples · reset_peaks %s · activations every %d steps", orDash(h.Version), h.SampleHz, reset, h.ActivationsEvery)
+		hook = fmt.Sprintf("hook %s · %g Hz samples · exact peaks %s · activations every %d steps", orDash(textesc.String(h.Version)), h.SampleHz, exact, h.ActivationsEvery)
 	}
 	nvml := "no NVML data"
 	switch p.NVML {
@@ -105,7 +130,7 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 	}
 	fmt.Fprintf(w, "  %s · %s · lost %d · dropped %d\n", hook, nvml, p.Lost, p.Dropped)
 	if len(p.Argv) > 0 {
-		fmt.Fprintf(w, "  argv: %s\n", strings.Join(p.Argv, " "))
+		fmt.Fprintf(w, "  argv: %s\n", textesc.Strings(p.Argv, " "))
 	}
 	if m := p.Memory; m != nil && m.Kind != ipc.SourceCUDA {
 		fmt.Fprintf(w, "  memory: %s\n", m.What)
@@ -130,29 +155,48 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	width := len("phase")
 	for _, st := range p.Steps {
 		for _, ph := range st.Phases {
-			width = max(width, len(ph.Phase))
+			width = max(width, len(textesc.String(ph.Phase)))
 		}
 	}
-	head := fmt.Sprintf("\n  %5s  %-*s  %9s  %9s  %9s  %9s", "step", width, "phase", "alloc end", "peak", "reserved", "peak res")
+	// Several watches: each step's name after its number ("0 D").
+	named := len(p.Models) > 1
+	stepW := 5
+	if named {
+		for _, st := range p.Steps {
+			stepW = max(stepW, len(fmt.Sprint(st.Step))+1+utf8.RuneCountInString(st.Model))
+		}
+	}
+	head := fmt.Sprintf("\n  %*s  %-*s  %9s  %9s  %9s  %9s", stepW, "step", width, "phase", "alloc end", "peak", "reserved", "peak res")
 	if nvml {
 		head += fmt.Sprintf("  %9s  %11s", "NVML peak", "non-PyTorch")
 	}
-	legend := "(MiB; ≥ lower bound)"
+	legend := "(MiB; ≥ lower bound; = inferred)"
 	if nvml {
-		legend = "(MiB; ≥ lower bound; ' NVML read before the phase)"
+		legend = "(MiB; ≥ lower bound; = inferred; ' NVML read before the phase)"
 	}
 	fmt.Fprintf(w, "%s   %s\n", head, legend)
 	row := func(st *Step) {
+		if st.Plain {
+			// Read once: no phase rows, the step's own line says it all.
+			fmt.Fprintf(w, "  %5d  %s\n", st.Step, st.summary())
+			return
+		}
 		for i, ph := range st.Phases {
 			step := ""
 			if i == 0 {
 				step = fmt.Sprint(st.Step)
+				if named && st.Model != "" {
+					step += " " + st.Model
+				}
 			}
 			peak := ph.PeakAllocated.MiBString()
-			if !ph.PeakExact && ph.PeakAllocated.Known() {
+			switch {
+			case ph.PeakInferred:
+				peak = "=" + peak
+			case !ph.PeakExact && ph.PeakAllocated.Known():
 				peak = "≥" + peak
 			}
-			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s  %9s", step, width, ph.Phase,
+			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %9s  %9s", stepW+len(step)-utf8.RuneCountInString(step), step, width, textesc.String(ph.Phase),
 				ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
 			if nvml {
 				gpu := ph.NVMLPeak.MiBString()
@@ -162,6 +206,9 @@ func (p *Process) writeTable(w *bufio.Writer) {
 				fmt.Fprintf(w, "  %9s  %11s", gpu, ph.NonPyTorch.MiBString())
 			}
 			w.WriteString("\n")
+		}
+		if line := st.summary(); line != "" {
+			fmt.Fprintf(w, "  %5s  %s\n", "", line)
 		}
 	}
 	n := len(p.Steps)
@@ -173,7 +220,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 		for i := range p.Steps[:HeadSteps] {
 			row(&p.Steps[i])
 		}
-		fmt.Fprintf(w, "  %5s  … %d steps elided (first %d and last %d of %d shown) …\n", "", n-HeadSteps-TailSteps, HeadSteps, TailSteps, n)
+		fmt.Fprintf(w, "  %*s  … %d steps elided (first %d and last %d of %d shown) …\n", stepW, "", n-HeadSteps-TailSteps, HeadSteps, TailSteps, n)
 		for i := n - TailSteps; i < n; i++ {
 			row(&p.Steps[i])
 		}
@@ -194,7 +241,7 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 				continue
 			}
 		}
-		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", name, now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", textesc.String(name), now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
 	}
 	if a.Now.ActivationsStale || a.Peak.ActivationsStale {
 		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "activ.+temporaries", a.Now.Transient.MiBString(), a.Peak.Transient.MiBString())
@@ -210,14 +257,15 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 		if m.BatchSize != nil {
 			batch = fmt.Sprint(*m.BatchSize)
 		}
-		fmt.Fprintf(w, "    measured at step %d on %s: %.1f M parameters, batch %s\n", m.Step, orDash(m.Device), float64(m.Params)/1e6, batch)
+		fmt.Fprintf(w, "    measured at step %d on %s: %.1f M parameters, batch %s\n", m.Step, orDash(textesc.String(m.Device)), float64(m.Params)/1e6, batch)
 	} else {
 		w.WriteString("    no anatomy from the hook yet\n")
 	}
-	fmt.Fprintf(w, "    now: %s · at peak: %s\n", diagnose.Where(a.Now.Step, a.Now.Phase), diagnose.Where(a.Peak.Step, a.Peak.Phase))
+	fmt.Fprintf(w, "    now: %s · at peak: %s\n", textesc.String(diagnose.Where(a.Now.Step, a.Now.Phase)), textesc.String(diagnose.Where(a.Peak.Step, a.Peak.Phase)))
 	for _, n := range diagnose.ActivationsNotes(diagnose.Breakdown{Now: a.Now, Peak: a.Peak}) {
-		fmt.Fprintf(w, "    %s\n", n)
+		fmt.Fprintf(w, "    %s\n", textesc.String(n))
 	}
+	writeHolders(w, a.Holders)
 	if a.Peak.ProcessUsedStale {
 		line := "    NVML process at peak: stale, no reading (1 Hz) during the peak's phase"
 		if a.Peak.DeviceUsed.Known() {
@@ -232,7 +280,7 @@ func site(step int, phase string) string {
 	if step < 0 {
 		return ""
 	}
-	return " (" + diagnose.Where(step, phase) + ")"
+	return " (" + textesc.String(diagnose.Where(step, phase)) + ")"
 }
 
 // mib is "4329 MiB", or "–" when unknown.
@@ -255,4 +303,76 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// writeHolders is the by-module split of the saved activations: the
+// modules and the loss with their shares, then the largest blocks.
+func writeHolders(w *bufio.Writer, h *diagnose.Holders) {
+	if h == nil {
+		return
+	}
+	loss := "the loss's: not measured"
+	if h.Loss.Known() {
+		loss = "the loss's " + h.Loss.Human()
+	}
+	fmt.Fprintf(w, "    saved for backward at step %d: %s (the model's forward %s + %s)\n", h.Step, h.Saved.Human(), h.Activations.Human(), loss)
+	for _, e := range h.Modules {
+		fmt.Fprintf(w, "      %s  %9s  %3.0f%%\n", padRight(e.Label(), 34), e.Bytes.Human(), 100*e.Share)
+	}
+	if h.Rest.Count > 0 {
+		fmt.Fprintf(w, "      %s  %9s  %3.0f%%\n", padRight(fmt.Sprintf("(%s more)", plural(int(h.Rest.Count), "module", "modules")), 34), h.Rest.Bytes.Human(), 100*h.Rest.Share)
+	}
+	var blocks []string
+	for _, b := range h.Blocks {
+		blocks = append(blocks, fmt.Sprintf("%s %s (%.0f%%)", b.Label(), b.Bytes.Human(), 100*b.Share))
+	}
+	if len(blocks) > 0 {
+		fmt.Fprintf(w, "    largest blocks: %s\n", strings.Join(blocks, ", "))
+	}
+	if h.Loss.Known() && h.Loss > 0 {
+		fmt.Fprintf(w, "    the loss's saved tensors (%s) are not in activations: from loss to backward they are part of other/temporaries\n", h.Loss.Human())
+	}
+}
+
+// padRight pads s with spaces to n runes (the labels hold "×").
+func padRight(s string, n int) string {
+	if k := utf8.RuneCountInString(s); k < n {
+		return s + strings.Repeat(" ", n-k)
+	}
+	return s
+}
+
+// summary is the step's own line under its phases: its peak, how that is
+// known, and the memory it held at its end.
+func (st *Step) summary() string {
+	if !st.PeakAllocated.Known() {
+		return ""
+	}
+	var how string
+	switch st.Peak {
+	case session.Exact:
+		how = "step peak " + st.PeakAllocated.MiBString() + " MiB"
+		switch {
+		case st.Plain && st.SameAs >= 0:
+			how = fmt.Sprintf("same phases as step %d (%s): %s", st.SameAs, within(st.Within), how)
+		case st.Plain:
+			how = "read once, moved beyond noise (the next step is read by phase): " + how
+		}
+	case session.Inferred:
+		how = fmt.Sprintf("step peak %s MiB (inferred: same as step %d, every phase ended at the same bytes)", st.PeakAllocated.MiBString(), st.SameAs)
+	default:
+		how = "step peak ≥ " + st.PeakAllocated.MiBString() + " MiB (not exact)"
+	}
+	if st.Held.Known() {
+		how += " · held " + st.Held.MiBString() + " MiB"
+	}
+	return how
+}
+
+// within is "exact to the byte" or "within 2 MiB".
+func within(b session.Bytes) string {
+	if b == 0 {
+		return "exact to the byte"
+	}
+	return "within " + b.Human()
 }

@@ -40,12 +40,23 @@ const (
 	// Seq is the last message the connection had sent before it, so the
 	// messages before are not counted as lost.
 	NoteResume NoteKind = "resume"
+	// NoteSkip says the monitor's own view skipped a connection's messages
+	// up to Seq because its consumer fell behind (feed.DefaultLimit). They
+	// are not lost: a recording has them. The feed makes these notes for
+	// its consumer only; they are never recorded.
+	NoteSkip NoteKind = "skip"
+	// NoteRefused says the socket server refused a connection (it was
+	// full of live hooks): Conn is 0, and that hook's data never arrived.
+	NoteRefused NoteKind = "refused"
 )
 
 // Note is a connection event or a one-line problem report.
 type Note struct {
 	Kind NoteKind `json:"kind"`
 	Text string   `json:"text"`
-	// Seq is set on NoteResume notes.
+	// Seq is set on NoteResume and NoteSkip notes.
 	Seq uint64 `json:"seq,omitempty"`
+	// Count is how many events a NoteSkip note stands for (all kinds, the
+	// connection's messages and notes).
+	Count uint64 `json:"count,omitempty"`
 }

@@ -15,6 +15,16 @@ func WithRawWindow(d time.Duration) Option {
 	}
 }
 
+// WithMaxRawPoints bounds the raw points each series keeps (default
+// DefaultMaxRawPoints); older points live on in the buckets.
+func WithMaxRawPoints(n int) Option {
+	return func(s *Store) {
+		if n >= 16 {
+			s.limits.raw = n
+		}
+	}
+}
+
 // WithBucket sets the width of the buckets points are folded into (default
 // 1 s; a finer level of a tenth of it serves the last ten minutes). Memory
 // per series is about 32 bytes per bucket.
@@ -27,7 +37,8 @@ func WithBucket(d time.Duration) Option {
 }
 
 // WithMaxSteps bounds the step table (default 2000 rows: the first tenth of
-// them are the session's first steps, the rest the most recent ones). The
+// them are the session's first steps, the rest the most recent ones; up to
+// a tenth more between the trims, which drop a block at a time). The
 // per-step peak summaries are kept for every step regardless.
 func WithMaxSteps(n int) Option {
 	return func(s *Store) {

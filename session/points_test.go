@@ -6,7 +6,7 @@ import (
 )
 
 func TestSeriesPointsRawAndAgedBuckets(t *testing.T) {
-	s := newSeries(10*time.Second, time.Second)
+	s := newSeries(10*time.Second, time.Second, 0)
 	t0 := time.Unix(1000, 0)
 	// Two minutes at 50 Hz with one spike at 30 s: past the 10 s raw window,
 	// so only a bucket holds it.

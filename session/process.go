@@ -2,6 +2,7 @@ package session
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/vramscope/vramscope/ipc"
@@ -21,6 +22,19 @@ type Process struct {
 	// Lost counts messages that never arrived (gaps in seq); Duplicates
 	// counts replayed messages that were already known.
 	Lost, Duplicates uint64
+	// ClockSkews counts the messages whose hook time was re-anchored or
+	// raised because it could not be true (see when); MaxClockSkew is the
+	// largest such offset.
+	ClockSkews   int
+	MaxClockSkew time.Duration
+	// Unended counts phases closed by the monitor because more than 64
+	// were open at once (their end edge never came): the oldest goes, but
+	// never one of the 8 outermost.
+	Unended int
+	// Skipped counts this process's messages the monitor's own view skipped
+	// when it fell behind (a NoteSkip): they reached the monitor, and a
+	// recording, but not this store. They are not in Lost.
+	Skipped uint64
 	// Stats are the hook's own counters as it last reported them.
 	Stats ipc.Stats
 
@@ -61,10 +75,25 @@ type Process struct {
 	open       []int   // indices into spans of open phases
 	pendingFwd int     // index into spans of an ended forward not yet in its step, -1
 	steps      []*Step
+	// models counts the steps of each watch name, modelOrder in the order
+	// the names came (countModel); sawStep: a step phase was seen.
+	models     map[string]int
+	modelOrder []string
+	modelsCut  bool
+	sawStep    bool
 	peaks      []StepPeak // one per step, whole session
 	lastSeq    uint64
-	limits     limits
-	totals     sessionTotals
+	clockShift time.Duration // re-anchoring of the hello's clock (when)
+	connAt     time.Time     // when the hello of this clock pair arrived
+	lastT      float64       // the newest message's t, and its time
+	lastAt     time.Time
+	hasT       bool
+	maxStep    int // the highest step index seen: a higher one is new
+	// gapSinceRead: messages were lost since the last phase or mark read
+	// (with an exact-peaks hook, the counters were reset unseen).
+	gapSinceRead bool
+	limits       limits
+	totals       sessionTotals
 }
 
 // Anatomy is one tensor accounting made by the hook.
@@ -85,6 +114,12 @@ type Anatomy struct {
 	ActivationsStep                     int
 	ActivationsBatch, ActivationsTokens int64
 	ActivationsSource                   string
+	// Saved is the hook's by-module split of the activations measured at
+	// SavedStep (SavedActivations in all); a scaled anatomy keeps the
+	// last measured one. Nil from hooks that send none.
+	Saved            *ipc.Saved
+	SavedStep        int
+	SavedActivations Bytes
 }
 
 // Mark is a named point event.
@@ -98,18 +133,19 @@ type Mark struct {
 type limits struct {
 	spans, steps, peaks, marks, anatomies int
 	window, width                         time.Duration
+	raw                                   int // raw points per series
 	procs                                 int // processes a Store keeps
 }
 
 func newProcess(key string, l limits) *Process {
 	return &Process{
 		Key:          key,
-		Allocated:    newSeries(l.window, l.width),
-		MaxAllocated: newSeries(l.window, l.width),
-		Reserved:     newSeries(l.window, l.width),
-		GPU:          newSeries(l.window, l.width),
-		NonPyTorch:   newSeries(l.window, l.width),
-		Others:       newSeries(l.window, l.width),
+		Allocated:    newSeries(l.window, l.width, l.raw),
+		MaxAllocated: newSeries(l.window, l.width, l.raw),
+		Reserved:     newSeries(l.window, l.width, l.raw),
+		GPU:          newSeries(l.window, l.width, l.raw),
+		NonPyTorch:   newSeries(l.window, l.width, l.raw),
+		Others:       newSeries(l.window, l.width, l.raw),
 		pendingFwd:   -1,
 		limits:       l,
 	}
@@ -119,15 +155,67 @@ func newProcess(key string, l limits) *Process {
 // to the microsecond: a float64 of Unix seconds carries no more, and
 // rounding (not truncating) maps the same instant to the same time however
 // it was computed.
-func (p *Process) when(t float64, fallback time.Time) time.Time {
+//
+// The mapped time is kept true against recv, when the monitor received
+// the message (issue 22, finding 10): one hook whose hello said +1 h, or
+// whose t jumped back 500 s, stretched a 3-second recording into a
+// 4,101-second session that began 8 minutes before the recording. Hook and
+// monitor share the host's clock, and t is a monotonic clock, so:
+//   - a hello mapped more than skewSlack after it was received lies: the
+//     clock is re-anchored so that the hello lands at recv;
+//   - a t more than skewSlack below the previous one went back: the clock
+//     is re-anchored so that it lands at the previous message's time;
+//   - nothing the hook sent happened more than lateHello before its
+//     connection's hello arrived: earlier times are raised to that.
+//
+// Each counts in ClockSkews (the largest offset in MaxClockSkew). A hook
+// clock that runs faster than the monitor's (the demo's virtual clock at
+// full speed) is kept as it is.
+func (p *Process) when(t float64, recv time.Time) time.Time {
 	c := p.Hello.Clock
 	if c == nil {
-		return fallback
+		return recv
 	}
 	s := c.Wall + (t - c.Mono)
 	sec, frac := math.Modf(s)
-	return time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
+	at := time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3).Add(p.clockShift)
+	if recv.IsZero() {
+		return at
+	}
+	if p.connAt.IsZero() { // the hello
+		p.connAt = recv
+		if off := at.Sub(recv); off > skewSlack {
+			at = p.skew(at, recv)
+		}
+	} else if p.hasT && t < p.lastT-skewSlack.Seconds() {
+		at = p.skew(at, p.lastAt)
+	}
+	if floor := p.connAt.Add(-lateHello); at.Before(floor) {
+		at = p.skew(at, floor)
+	}
+	p.lastT, p.lastAt, p.hasT = t, at, true
+	return at
 }
+
+// skew re-anchors the process's clock so that at becomes to.
+func (p *Process) skew(at, to time.Time) time.Time {
+	p.clockShift += to.Sub(at)
+	p.noteSkew(to.Sub(at))
+	return to
+}
+
+func (p *Process) noteSkew(off time.Duration) {
+	p.ClockSkews++
+	p.MaxClockSkew = max(p.MaxClockSkew, off, -off)
+}
+
+// skewSlack is how far a hook time may stray (Process.when): the hello's
+// clock pair is read in two calls, and a message waits a little in queues.
+const skewSlack = time.Second
+
+// lateHello bounds how long before its arrival a hello may have been sent
+// (a monitor that was stopped receives its backlog late).
+const lateHello = 2 * time.Minute
 
 // accept applies the seq rules of docs/protocol.md: false for a duplicate.
 func (p *Process) accept(seq uint64) bool {
@@ -137,6 +225,7 @@ func (p *Process) accept(seq uint64) bool {
 	}
 	if seq > p.lastSeq+1 {
 		p.Lost += seq - p.lastSeq - 1
+		p.gapSinceRead = true
 	}
 	p.lastSeq = seq
 	return true
@@ -228,8 +317,8 @@ func (p *Process) attributeAt(at time.Time, v Bytes, span func(*Span) *Bytes, ce
 			continue
 		}
 		*f = v
-		if sp.Open() {
-			continue
+		if sp.Open() || sp.Unended {
+			continue // an unended phase has no row
 		}
 		st := p.step(sp.Step)
 		if c := st.Cell(sp.Name); c != nil {
@@ -251,7 +340,7 @@ func (p *Process) markGPUDuring(at time.Time) {
 			continue
 		}
 		sp.GPUDuring = true
-		if !sp.Open() {
+		if !sp.Open() && !sp.Unended {
 			if c := p.step(sp.Step).Cell(sp.Name); c != nil {
 				c.GPUDuring = true
 			}
@@ -282,6 +371,12 @@ func (p *Process) phase(at time.Time, m *ipc.Message) {
 	}
 	for k := len(p.open) - 1; k >= 0; k-- {
 		if sp := &p.spans[p.open[k]]; sp.Name == m.Name && sp.User == m.User {
+			if m.Span == ipc.SpanStep && m.Mem != nil {
+				sp.StepRead, sp.SameAs = m.Mem, -1
+				if m.SameAs != nil {
+					sp.SameAs = *m.SameAs
+				}
+			}
 			p.end(k, at, m.Mem)
 			return
 		}
@@ -313,7 +408,10 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: base,
 		PeakAllocated: Unknown, PeakReserved: Unknown,
 		PeakGPU: InEffect(p.GPU, at), PeakNonPyTorch: InEffect(p.NonPyTorch, at),
-		Batch: -1, Tokens: -1,
+		Batch: -1, Tokens: -1, SameAs: -1,
+	}
+	if !m.User {
+		sp.Model = printable(m.Model)
 	}
 	if in := m.Input; in != nil && !m.User {
 		p.Inputs = true
@@ -324,15 +422,40 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 			sp.Tokens = *in.Tokens
 		}
 	}
+	if len(p.open) >= maxOpen {
+		p.forgetOldestOpen(at)
+	}
 	p.spans = append(p.spans, sp)
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
 }
 
+// maxOpen bounds the phases open at once in one process. Phases nest a
+// few deep; a hook that begins user phases and never ends them made every
+// snapshot visit each open one and blocked the compaction of spans: 100k
+// open phases took 5.3 s, 200k held 243 MB (issue 22, finding 6).
+const maxOpen = 64
+
+// keepOuter is how many of the outermost open phases are never forgotten:
+// a phase around the whole loop is the oldest open one, and real.
+const keepOuter = 8
+
+// forgetOldestOpen ends the oldest open phase but the keepOuter outermost
+// without its end edge: it stays on the timeline up to at, marked
+// Unended, and goes in no step's row. The process counts it in Unended.
+func (p *Process) forgetOldestOpen(at time.Time) {
+	sp := &p.spans[p.open[keepOuter]]
+	sp.End, sp.Unended = at, true
+	p.open = append(p.open[:keepOuter], p.open[keepOuter+1:]...)
+	p.Unended++
+}
+
 func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	sp := &p.spans[p.open[k]]
-	reset := p.Hello.Hook != nil && p.Hello.Hook.ResetPeaks
-	sp.close(at, m, reset)
+	if m != nil {
+		sp.gap, p.gapSinceRead = sp.gap || p.gapSinceRead, false
+	}
+	sp.close(at, m, p.exactPeaks())
 	if v, ok := p.GPU.MaxBetween(sp.Start, at); ok {
 		sp.PeakGPU = sp.PeakGPU.Max(Bytes(v))
 		sp.GPUDuring = true
@@ -349,27 +472,106 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 		p.pendingFwd = p.open0(sp)
 		return
 	}
-	p.step(sp.Step).add(sp)
+	st := p.step(sp.Step)
+	st.add(sp)
+	p.countModel(st)
 	p.updatePeak(sp.Step)
 }
 
-// compactSpans drops the oldest closed spans once the bound is reached.
+// maxModels bounds the watch names counted per process (a hook names one
+// per watch(); more than this are not counted, and ModelSteps says so).
+const maxModels = 32
+
+// countModel counts st under its model name, moving it when the name changed
+// (a step named by its first phase until its step phase names it).
+func (p *Process) countModel(st *Step) {
+	if st.Stepped {
+		p.sawStep = true
+	}
+	if st.Model == st.counted {
+		return
+	}
+	if p.models == nil {
+		p.models = map[string]int{}
+	}
+	if st.counted != "" {
+		p.models[st.counted]--
+	}
+	if _, ok := p.models[st.Model]; !ok {
+		if len(p.modelOrder) >= maxModels {
+			st.counted = ""
+			p.modelsCut = true
+			return
+		}
+		p.modelOrder = append(p.modelOrder, st.Model)
+	}
+	p.models[st.Model]++
+	st.counted = st.Model
+}
+
+// ModelSteps is how many steps one watch's name was given.
+type ModelSteps struct {
+	Model string `json:"model"`
+	Steps int    `json:"steps"`
+}
+
+// ModelSteps returns the steps of each watch name, in the order the names
+// first came (empty when the hook sent none: one unnamed model). cut is
+// true when more names came than are counted.
+func (p *Process) ModelSteps() (out []ModelSteps, cut bool) {
+	for _, name := range p.modelOrder {
+		out = append(out, ModelSteps{name, p.models[name]})
+	}
+	return out, p.modelsCut
+}
+
+// NoOptimizer reports whether the process has steps but no step phase was
+// ever seen: its watch has no optimizer, and its steps end at the model's
+// next training forward after a backward (docs/hook.md, "Loop shapes").
+func (p *Process) NoOptimizer() bool { return p.StepCount() > 0 && !p.sawStep }
+
+// compactSpans drops the oldest half of the spans once the bound is
+// reached, all but the open ones (and a forward waiting for its step),
+// which move to the front: an open phase as old as the session (a user
+// phase around the whole loop) no longer blocks the compaction.
 func (p *Process) compactSpans() {
 	if len(p.spans) < p.limits.spans {
 		return
 	}
-	drop := len(p.spans) / 2
-	for _, i := range p.open {
-		drop = min(drop, i)
+	cut := len(p.spans) / 2
+	kept := 0
+	remap := func(i int) int {
+		if i >= cut {
+			return i
+		}
+		p.spans[kept] = p.spans[i]
+		kept++
+		return kept - 1
 	}
-	if p.pendingFwd >= 0 {
-		drop = min(drop, p.pendingFwd)
+	// p.open is in span order, and pendingFwd is not open: merge the two.
+	fwd := -1
+	if p.pendingFwd >= 0 && p.pendingFwd < cut {
+		fwd = p.pendingFwd
 	}
-	p.spans = append(p.spans[:0], p.spans[drop:]...)
 	for k := range p.open {
-		p.open[k] -= drop
+		if fwd >= 0 && fwd < p.open[k] {
+			p.pendingFwd, fwd = remap(fwd), -1
+		}
+		p.open[k] = remap(p.open[k])
 	}
-	if p.pendingFwd >= 0 {
+	if fwd >= 0 {
+		p.pendingFwd = remap(fwd)
+	}
+	drop := cut - kept
+	n := copy(p.spans[kept:], p.spans[cut:])
+	clear(p.spans[kept+n:])
+	p.spans = p.spans[:kept+n]
+	for k := range p.open {
+		if p.open[k] >= cut {
+			p.open[k] -= drop
+		}
+	}
+	if p.pendingFwd >= cut {
 		p.pendingFwd -= drop
 	}
 }
@@ -381,23 +583,30 @@ func (p *Process) step(index int) *Step {
 			return p.steps[k]
 		}
 	}
-	for _, st := range p.steps {
-		if st.Index == index {
-			return st
+	if len(p.steps) == 0 || index <= p.maxStep {
+		for _, st := range p.steps {
+			if st.Index == index {
+				return st
+			}
 		}
 	}
+	p.maxStep = max(p.maxStep, index)
 	st := newStep(index)
 	p.steps = append(p.steps, st)
-	// Keep the first steps (warmup lives there) and the most recent ones.
-	if keep := p.limits.steps; len(p.steps) > keep {
+	// Keep the first steps (warmup lives there) and the most recent ones,
+	// dropping a block from the middle at a time: one step at a time moved
+	// 1,800 pointers a step, a fifth of a fast session's report time.
+	if keep := p.limits.steps; len(p.steps) > keep+keep/10 {
 		head := keep / 10
-		p.steps = append(p.steps[:head], p.steps[head+1:]...)
+		drop := len(p.steps) - keep
+		p.steps = append(p.steps[:head], p.steps[head+drop:]...)
 	}
 	return st
 }
 
 func (p *Process) updatePeak(index int) {
 	st := p.step(index)
+	p.settle(st)
 	sum := st.peak()
 	for k := len(p.peaks) - 1; k >= 0 && k >= len(p.peaks)-4; k-- {
 		if p.peaks[k].Index == index {
@@ -445,6 +654,12 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 	if m.ActivationsTokens != nil {
 		a.ActivationsTokens = *m.ActivationsTokens
 	}
+	a.SavedActivations = Unknown
+	if m.Saved != nil && m.Activations != nil {
+		a.Saved, a.SavedStep, a.SavedActivations = m.Saved, a.ActivationsStep, Bytes(*m.Activations)
+	} else if prev := p.Anatomy; prev != nil && m.ActivationsSource == "scaled" && prev.Saved != nil {
+		a.Saved, a.SavedStep, a.SavedActivations = prev.Saved, prev.SavedStep, prev.SavedActivations
+	}
 	if len(p.Anatomies) >= p.limits.anatomies {
 		p.Anatomies = append(p.Anatomies[:1], p.Anatomies[2:]...)
 	}
@@ -453,6 +668,21 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 }
 
 func (p *Process) mark(at time.Time, m *ipc.Message) {
+	if m.Mem != nil {
+		for _, i := range p.open { // a loss before this read is inside them
+			p.spans[i].gap = p.spans[i].gap || p.gapSinceRead
+		}
+		p.gapSinceRead = false
+		if p.exactPeaks() {
+			// The hook reset the counters at this read: the open phases'
+			// peaks so far are in it.
+			for _, i := range p.open {
+				sp := &p.spans[i]
+				sp.PeakAllocated = sp.PeakAllocated.Max(Bytes(m.Mem.MaxAllocated))
+				sp.PeakReserved = sp.PeakReserved.Max(Bytes(m.Mem.MaxReserved))
+			}
+		}
+	}
 	if len(p.Marks) >= p.limits.marks {
 		p.Marks = append(p.Marks[:0], p.Marks[1:]...)
 	}
@@ -478,4 +708,26 @@ func (p *Process) Label() string {
 		return "rank " + itoa(*h.Rank) + " · pid " + itoa(h.PID)
 	}
 	return "pid " + itoa(h.PID)
+}
+
+// printable returns s with every control character (C0, DEL, C1) as '?':
+// a watch name comes from the hook and is shown in the TUI, the report and
+// the exports, so no escape sequence in it may reach a terminal.
+func printable(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r >= 0x7f && r < 0xa0 {
+			return '?'
+		}
+		return r
+	}, s)
 }

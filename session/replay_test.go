@@ -31,7 +31,7 @@ func TestPaceByTimelineNeverGoesBack(t *testing.T) {
 }
 
 func TestPaceByTimelineFollowsTheHookClock(t *testing.T) {
-	recv := time.Unix(5000, 0)
+	recv := time.Unix(6000, 0) // all received in one burst, at the hello
 	hello := &ipc.Message{Type: ipc.TypeHello, T: 10, Clock: &ipc.Clock{Mono: 10, Wall: 6000}}
 	evs := []Event{
 		{At: recv, Conn: 1, Msg: hello},
@@ -52,7 +52,7 @@ func TestPaceByTimelineFollowsTheHookClock(t *testing.T) {
 // stamps over the whole slice: the hello of a connection seen in an earlier
 // part still sets the clock of its later messages.
 func TestPacerMatchesPaceByTimeline(t *testing.T) {
-	recv := time.Unix(5000, 0)
+	recv := time.Unix(4000, 0)
 	hello := &ipc.Message{Type: ipc.TypeHello, T: 10, Clock: &ipc.Clock{Mono: 10, Wall: 4000}}
 	evs := []Event{
 		{At: recv, Conn: 1, Msg: hello},

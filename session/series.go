@@ -12,11 +12,17 @@ import (
 // zoom. Buckets age into coarser levels: 100 ms buckets for the last ten
 // minutes (a one-minute chart reads a few hundred of them, not thousands of
 // points), 1 s for two hours, then 10 s for a day, then 1 min.
+//
+// The raw window is bounded by time and by count (DefaultMaxRawPoints), as
+// journald and Prometheus bound theirs by size: at a thousand points a
+// second, ten minutes of raw points were 600,000 per series and a million
+// fast steps took the monitor past 1.3 GB (issue 22).
 type Series struct {
 	raw    []point // recent points, oldest first; raw[head:] is live
 	head   int
 	levels []level // finest first; each holds older data than the one before
 	window int64   // raw window, ns
+	maxRaw int     // raw points kept at most
 	first  int64   // time of the first point
 	max    int64
 	n      int
@@ -49,10 +55,20 @@ type Column struct {
 	Has            bool // false where the slot holds no data
 }
 
-func newSeries(window, width time.Duration) *Series {
+// DefaultMaxRawPoints bounds the raw points a Series keeps (16 bytes each):
+// 32,768 hold the whole ten-minute window at the hook's usual rates (a step
+// a second or slower) and the last few seconds of a hook that sends a
+// thousand edges a second; the 100 ms buckets cover what is older.
+const DefaultMaxRawPoints = 1 << 15
+
+func newSeries(window, width time.Duration, maxRaw int) *Series {
 	w := int64(width)
+	if maxRaw <= 0 {
+		maxRaw = DefaultMaxRawPoints
+	}
 	return &Series{
 		window: int64(window),
+		maxRaw: maxRaw,
 		max:    -1,
 		levels: []level{
 			{width: w / 10, cap: 6000},
@@ -80,12 +96,15 @@ func (s *Series) Push(at time.Time, v int64) {
 	}
 	s.levels[0].add(bucket{t - t%s.levels[0].width, v, v, v})
 	s.age(0)
-	// Drop raw points older than the window.
+	// Drop raw points older than the window, and the oldest past the count.
 	cut := t - s.window
 	for s.head < len(s.raw) && s.raw[s.head].t < cut {
 		s.head++
 	}
-	if s.head > 4096 && s.head*2 > len(s.raw) {
+	if over := len(s.raw) - s.head - s.maxRaw; over > 0 {
+		s.head += over
+	}
+	if s.head > min(4096, s.maxRaw) && s.head*2 > len(s.raw) {
 		s.raw = append(s.raw[:0], s.raw[s.head:]...)
 		s.head = 0
 	}

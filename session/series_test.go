@@ -6,7 +6,7 @@ import (
 )
 
 func TestSeriesKeepsPeaksWhenFolding(t *testing.T) {
-	s := newSeries(10*time.Second, time.Second)
+	s := newSeries(10*time.Second, time.Second, 0)
 	t0 := time.Unix(1000, 0)
 	// One hour at 50 Hz with a single one-sample spike at minute 7.
 	spikeAt := 7 * 60 * 50
@@ -42,7 +42,7 @@ func TestSeriesKeepsPeaksWhenFolding(t *testing.T) {
 }
 
 func TestSeriesColumnsRecentRaw(t *testing.T) {
-	s := newSeries(time.Minute, time.Second)
+	s := newSeries(time.Minute, time.Second, 0)
 	t0 := time.Unix(0, 0)
 	for i, v := range []int64{1, 5, 3, 2} {
 		s.Push(t0.Add(time.Duration(i)*time.Second), v)
@@ -66,7 +66,7 @@ func TestSeriesColumnsRecentRaw(t *testing.T) {
 }
 
 func TestSeriesEmpty(t *testing.T) {
-	s := newSeries(time.Minute, time.Second)
+	s := newSeries(time.Minute, time.Second, 0)
 	if _, _, ok := s.Last(); ok {
 		t.Fatal("empty series has a last point")
 	}
@@ -79,7 +79,7 @@ func TestSeriesEmpty(t *testing.T) {
 }
 
 func TestSeriesAgesIntoCoarserLevelsKeepingPeaks(t *testing.T) {
-	s := newSeries(time.Minute, time.Second)
+	s := newSeries(time.Minute, time.Second, 0)
 	t0 := time.Unix(1_000_000, 0)
 	// 30 hours at 1 Hz, a one-point spike in hour 1.
 	const hours = 30
@@ -115,7 +115,7 @@ func TestSeriesAgesIntoCoarserLevelsKeepingPeaks(t *testing.T) {
 }
 
 func TestSeriesColumnsZoomedOutUseBucketsOnly(t *testing.T) {
-	s := newSeries(10*time.Minute, time.Second)
+	s := newSeries(10*time.Minute, time.Second, 0)
 	t0 := time.Unix(0, 0)
 	for i := 0; i < 600*50; i++ {
 		s.Push(t0.Add(time.Duration(i)*20*time.Millisecond), int64(i))
@@ -132,7 +132,7 @@ func TestSeriesColumnsZoomedOutUseBucketsOnly(t *testing.T) {
 }
 
 func BenchmarkColumnsWholeHour(b *testing.B) {
-	s := newSeries(10*time.Minute, time.Second)
+	s := newSeries(10*time.Minute, time.Second, 0)
 	t0 := time.Unix(0, 0)
 	for i := 0; i < 3600*50; i++ {
 		s.Push(t0.Add(time.Duration(i)*20*time.Millisecond), int64(i%1000))
@@ -141,5 +141,43 @@ func BenchmarkColumnsWholeHour(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		dst = s.Columns(dst, t0, t0.Add(time.Hour), 190)
+	}
+}
+
+// A hook that sends a thousand edges a second (a small model on a fast
+// GPU) filled ten minutes of raw points per series: 600,000 each, and a
+// million steps took the monitor past 1.3 GB (issue 22, finding 3). The raw
+// window is bounded by count too, and the buckets keep every peak.
+func TestRawWindowIsBoundedByCount(t *testing.T) {
+	st := New()
+	f := newFeed(1, "fast")
+	const edges = 200000 // 200 s of hook time at 1 ms an edge
+	for i := 0; i < edges/2; i++ {
+		peak := int64(200)
+		if i == 1000 {
+			peak = 9000 // one spike, long aged out of the raw window
+		}
+		f.phase("forward", i, 0, 0.001, mem(100, 100, 300), mem(150, peak, 300))
+		f.t += 0.001
+	}
+	st.ApplyAll(f.evs)
+	p := st.Process("fast")
+	for name, s := range map[string]*Series{"allocated": p.Allocated, "max_allocated": p.MaxAllocated, "reserved": p.Reserved} {
+		if n := len(s.raw) - s.head; n > 32768 {
+			t.Errorf("%s keeps %d raw points, want at most 32768", name, n)
+		}
+		if c := cap(s.raw); c > 3*32768 {
+			t.Errorf("%s holds a raw buffer of %d points", name, c)
+		}
+		if s.Len() != edges {
+			t.Errorf("%s counted %d points, want %d", name, s.Len(), edges)
+		}
+	}
+	start := time.Unix(wall0, 0)
+	if v, ok := p.MaxAllocated.MaxBetween(start, start.Add(10*time.Second)); !ok || v != mib(9000) {
+		t.Errorf("the spike at 2 s reads %d MiB (%v) from the buckets, want 9000", v/MiB, ok)
+	}
+	if v, ok := p.Allocated.At(start.Add(150 * time.Second)); !ok || v != mib(100) && v != mib(150) {
+		t.Errorf("allocated at 150 s = %d MiB (%v)", v/MiB, ok)
 	}
 }

@@ -38,6 +38,20 @@ type Span struct {
 	// Batch and Tokens are the input size a training forward reported at
 	// its begin (protocol input field), -1 when unknown.
 	Batch, Tokens int64
+	// Unended is true for a phase the monitor closed at End because too
+	// many were open (Process.Unended): its end edge never came.
+	Unended bool
+	// StepRead is the end read of a plain step (protocol span "step"):
+	// its max_allocated is the whole step's exact peak, not this phase's.
+	// SameAs is the hook's same_as beside it, -1 when none.
+	StepRead *ipc.Mem
+	SameAs   int
+	// gap is true when messages were lost since the read before this
+	// phase's end: with an exact-peaks hook its peak is then a lower bound.
+	gap bool
+	// Model is the name of the watch that sent the phase (protocol model
+	// field), empty for user phases and older hooks.
+	Model string
 }
 
 // Open reports whether the phase has not ended yet.
@@ -57,16 +71,28 @@ func (sp *Span) close(at time.Time, m *ipc.Mem, resetPeaks bool) {
 	sp.End = at
 	sp.Last = m
 	sp.observe(m)
-	if m == nil || sp.Begin == nil {
+	if m == nil || sp.StepRead != nil || resetPeaks && sp.gap {
+		// A plain step's only read holds the step's peak, not the phase's;
+		// after lost messages the counter was reset by a read never seen.
 		return
 	}
-	// The allocator's peak counter is the exact peak when it grew during the
-	// phase (or was reset at its start); otherwise the phase stayed below an
-	// earlier peak and what we saw is the best we know.
-	if resetPeaks || m.MaxAllocated > sp.Begin.MaxAllocated {
+	if resetPeaks {
+		// Reset at the previous read: the counter is the peak since then
+		// (a mark inside the phase reset it too: mark folds its read in).
+		sp.PeakAllocated, sp.Exact = sp.PeakAllocated.Max(Bytes(m.MaxAllocated)), true
+		sp.PeakReserved = sp.PeakReserved.Max(Bytes(m.MaxReserved))
+		return
+	}
+	// Without resets the counter is the exact peak when it grew during the
+	// phase; otherwise the phase stayed below an earlier peak and what we
+	// saw is the best we know.
+	if sp.Begin == nil {
+		return
+	}
+	if m.MaxAllocated > sp.Begin.MaxAllocated {
 		sp.PeakAllocated, sp.Exact = Bytes(m.MaxAllocated), true
 	}
-	if resetPeaks || m.MaxReserved > sp.Begin.MaxReserved {
+	if m.MaxReserved > sp.Begin.MaxReserved {
 		sp.PeakReserved = Bytes(m.MaxReserved)
 	}
 }
@@ -84,6 +110,10 @@ type Cell struct {
 	// Peaks over the cell's spans.
 	PeakAllocated, PeakReserved, PeakGPU, PeakNonPyTorch Bytes
 	Exact                                                bool // every merged span had an exact peak
+	// Inferred is true when the cell's peak was a lower bound and its step
+	// repeats an exact step (Step.Peak Inferred) whose cell of the same
+	// phase is exact: PeakAllocated is then that cell's peak.
+	Inferred bool
 	// GPUDuring is true when an NVML reading was taken during one of the
 	// merged spans (Span.GPUDuring).
 	GPUDuring bool
@@ -98,13 +128,37 @@ type Step struct {
 	Phases []Cell
 	// Peaks over the step's phases.
 	PeakAllocated, PeakReserved, PeakGPU Bytes
-	// Held is the lowest allocated seen at the edges of the step's
-	// automatic phases: the memory held between steps (weights, optimizer
-	// state, anything kept across steps).
-	Held Bytes
+	// Held is allocated at the step's closing read (the end of its last
+	// automatic phase that carried one, normally the optimizer step): the
+	// memory held between steps (weights, optimizer state, gradients kept,
+	// anything kept across steps).
+	Held   Bytes
+	heldAt time.Time
+	// Peak says how PeakAllocated is known (exact.go); SameAs is the step
+	// whose phases this one repeats (-1 none), Within how far its peak and
+	// held memory are from that step's (0: to the byte), Bound the largest
+	// allocated this step's own reads show (a lower bound of its peak).
+	Peak   Exactness
+	SameAs int
+	Within Bytes
+	Bound  Bytes
+	// plain is a plain step's exact peak (span "step"), Unknown otherwise;
+	// hookSame the hook's same_as, -1 when none; gap a lost message in it.
+	plain    Bytes
+	hookSame int
+	gap      bool
 	// Batch and Tokens are the largest input size its training forwards
 	// reported, -1 when unknown.
 	Batch, Tokens int64
+	// Model names the step: the watch whose optimizer stepped (the model
+	// of its step phase), else the watch of its first automatic phase;
+	// empty from older hooks (docs/hook.md, "Several models").
+	Model string
+	// Stepped is true when the step had a step phase (an optimizer step);
+	// a watch without an optimizer ends its steps at its next training
+	// forward after a backward (docs/hook.md, "Loop shapes").
+	Stepped bool
+	counted string // the Model counted in Process.models
 }
 
 // Duration is the time from the first phase begin to the last phase end.
@@ -138,6 +192,16 @@ func (st *Step) add(sp *Span) {
 		// a micro-step of its own.
 		st.Micro = max(st.Micro, sp.Micro+1)
 	}
+	if !sp.User {
+		if sp.Name == "step" {
+			st.Stepped = true
+			if sp.Model != "" {
+				st.Model = sp.Model
+			}
+		} else if st.Model == "" && !st.Stepped {
+			st.Model = sp.Model
+		}
+	}
 	c := st.Cell(sp.Name)
 	if c == nil {
 		st.Phases = append(st.Phases, Cell{
@@ -162,18 +226,23 @@ func (st *Step) add(sp *Span) {
 	if sp.User {
 		return // user phases (eval, checkpoint) do not set the training step's peak
 	}
-	st.PeakAllocated = st.PeakAllocated.Max(sp.PeakAllocated)
+	st.Bound = st.Bound.Max(sp.PeakAllocated)
 	st.PeakReserved = st.PeakReserved.Max(sp.PeakReserved)
 	st.PeakGPU = st.PeakGPU.Max(sp.PeakGPU)
-	for _, m := range []*ipc.Mem{sp.Begin, sp.Last} {
-		if m != nil && (!st.Held.Known() || Bytes(m.Allocated) < st.Held) {
-			st.Held = Bytes(m.Allocated)
-		}
+	if m := sp.Last; m != nil && !sp.End.Before(st.heldAt) {
+		st.Held, st.heldAt = Bytes(m.Allocated), sp.End
 	}
+	if m := sp.StepRead; m != nil {
+		st.plain = Bytes(m.MaxAllocated)
+		st.PeakReserved = st.PeakReserved.Max(Bytes(m.MaxReserved))
+		st.hookSame = sp.SameAs
+	}
+	st.gap = st.gap || sp.gap
 }
 
 func newStep(index int) *Step {
-	return &Step{Index: index, PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, Held: Unknown, Batch: -1, Tokens: -1}
+	return &Step{Index: index, PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, Held: Unknown, Batch: -1, Tokens: -1,
+		SameAs: -1, Bound: Unknown, plain: Unknown, hookSame: -1}
 }
 
 // StepPeak is the compact summary kept for every step of a session, also
@@ -187,8 +256,15 @@ type StepPeak struct {
 	// the step's input size, -1 when unknown.
 	Held          Bytes
 	Batch, Tokens int64
+	// Peak, SameAs, Within and Bound say how PeakAllocated is known
+	// (Step's fields of the same names).
+	Peak   Exactness
+	SameAs int
+	Within Bytes
+	Bound  Bytes
 }
 
 func (st *Step) peak() StepPeak {
-	return StepPeak{st.Index, st.Start, st.Duration(), st.PeakAllocated, st.PeakReserved, st.PeakGPU, st.Held, st.Batch, st.Tokens}
+	return StepPeak{st.Index, st.Start, st.Duration(), st.PeakAllocated, st.PeakReserved, st.PeakGPU, st.Held, st.Batch, st.Tokens,
+		st.Peak, st.SameAs, st.Within, st.Bound}
 }

@@ -28,6 +28,11 @@ type Store struct {
 	Notes []TimedNote
 	// Forgotten counts processes dropped to bound memory (WithMaxProcesses).
 	Forgotten int
+	// Refused counts the connections the socket server refused (NoteRefused).
+	Refused int
+	// Skipped counts the events the monitor's own view skipped because it
+	// fell behind (NoteSkip): not lost, a recording has them.
+	Skipped uint64
 }
 
 // TimedNote is a Note with its time.
@@ -69,7 +74,7 @@ func New(opts ...Option) *Store {
 		byConn: map[uint64]*Process{},
 		limits: limits{
 			spans: 20000, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256, procs: DefaultMaxProcesses,
-			window: 10 * time.Minute, width: time.Second,
+			window: 10 * time.Minute, width: time.Second, raw: DefaultMaxRawPoints,
 		},
 	}
 	for _, o := range opts {
@@ -162,13 +167,22 @@ func (s *Store) message(ev Event) {
 	if !p.accept(m.Seq) {
 		return
 	}
+	skews := p.ClockSkews
 	at := p.when(m.T, ev.At)
+	if skews == 0 && p.ClockSkews > 0 {
+		s.skewNote(p, ev)
+	}
 	p.touch(at)
 	s.seen(at)
 	switch m.Type {
 	case ipc.TypePhase:
 		p.observe(at, m.Mem)
+		unended := p.Unended
 		p.phase(at, m)
+		if unended == 0 && p.Unended > 0 {
+			s.note(Event{At: at, Conn: ev.Conn, Note: &Note{Kind: NoteInfo,
+				Text: p.Label() + ": more than 64 phases open at once; the oldest are closed unended (counted), the 8 outermost kept"}})
+		}
 	case ipc.TypeMark:
 		p.observe(at, m.Mem)
 		p.mark(at, m)
@@ -201,10 +215,15 @@ func (s *Store) hello(ev Event) {
 	}
 	p.Hello = *m
 	p.Hello.Raw = nil
+	p.clockShift, p.connAt, p.hasT = 0, time.Time{}, false // a new clock pair
 	p.Conn, p.Connected = ev.Conn, true
 	p.End = nil // a reconnect: the process is still running
 	s.byConn[ev.Conn] = p
+	skews := p.ClockSkews
 	p.touch(p.when(m.T, ev.At))
+	if skews == 0 && p.ClockSkews > 0 {
+		s.skewNote(p, ev)
+	}
 	// NVML may have seen this process before its hello got here.
 	if g := s.GPUFor(p); g != nil && p.GPU.Len() == 0 {
 		for i := range g.recent {
@@ -229,6 +248,15 @@ func (s *Store) note(ev Event) {
 		if p := s.byConn[ev.Conn]; p != nil && p.lastSeq < n.Seq {
 			p.lastSeq = n.Seq
 		}
+	case NoteRefused:
+		s.Refused++
+	case NoteSkip:
+		if p := s.byConn[ev.Conn]; p != nil && p.lastSeq < n.Seq {
+			p.Skipped += n.Seq - p.lastSeq
+			p.lastSeq = n.Seq
+		}
+		s.Skipped += n.Count
+		return // not a note worth keeping: the count says it
 	}
 	if len(s.Notes) >= 200 {
 		s.Notes = append(s.Notes[:0], s.Notes[1:]...)
@@ -305,7 +333,7 @@ func (s *Store) device(smp *probe.Sample) *GPU {
 			return g
 		}
 	}
-	g := &GPU{UUID: smp.Device, Total: Unknown, Used: newSeries(s.limits.window, s.limits.width)}
+	g := &GPU{UUID: smp.Device, Total: Unknown, Used: newSeries(s.limits.window, s.limits.width, s.limits.raw)}
 	s.gpus = append(s.gpus, g)
 	return g
 }
@@ -321,3 +349,10 @@ func sameUUID(a, b string) bool {
 }
 
 func itoa(v int) string { return strconv.Itoa(v) }
+
+// skewNote says, once per process, that its clock was re-anchored.
+func (s *Store) skewNote(p *Process, ev Event) {
+	s.note(Event{At: ev.At, Conn: ev.Conn, Note: &Note{Kind: NoteInfo,
+		Text: p.Label() + ": the hook's clock is off by " + p.MaxClockSkew.Round(time.Millisecond).String() +
+			" from the monitor's; its times are re-anchored to when its messages arrived"}})
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -184,7 +185,7 @@ func phaseLegend(spans []session.Span) string {
 		if sp.User && !seen[sp.Name] && len(seen) < 4 {
 			seen[sp.Name] = true
 			l := lookOf(sp.Name, true)
-			parts = append(parts, l.style.Render(string(l.letter))+" "+sp.Name)
+			parts = append(parts, l.style.Render(string(l.letter))+" "+textesc.String(sp.Name))
 		}
 	}
 	return styleDim.Render(parts[0]) + " " + strings.Join(parts[1:], "  ")

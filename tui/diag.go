@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -35,7 +36,7 @@ func bannerText(d *diagnose.Diagnosis) string {
 	if d == nil {
 		return ""
 	}
-	h := d.Headline()
+	h := textesc.String(d.Headline())
 	if e := d.End; e != nil && e.Abrupt { // "ended abruptly in …: likely out of memory"
 		return styleWarn.Render("⚠ " + h)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/probe"
 	"github.com/vramscope/vramscope/session"
 )
@@ -29,6 +30,13 @@ func (m *Model) headerView(p *session.Process) string {
 	}
 	if p != nil && (p.Lost > 0 || p.Stats.Dropped > 0) {
 		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ lost %d · dropped %d", p.Lost, p.Stats.Dropped)))
+	}
+	if n := m.store.Refused; n > 0 {
+		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ refused %d connection%s (server full)", n, plural(n))))
+	}
+	if n := m.store.Skipped; n > 0 {
+		// The monitor's own view fell behind; a recording has every event.
+		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ view behind: skipped %d events", n)))
 	}
 	if n := m.store.Errors; n > 0 {
 		top = append(top, styleWarn.Render(fmt.Sprintf("⚠ skipped %d bad message%s", n, plural(n))))
@@ -80,7 +88,7 @@ func (m *Model) deviceText(p *session.Process) string {
 	if d := pickDevice(m.cfg.devices, uuid); d != nil {
 		name = d.Name
 	}
-	dev := strings.TrimSpace(name)
+	dev := strings.TrimSpace(textesc.String(name))
 	switch st := m.cfg.status; {
 	case st == "":
 	case strings.Contains(st, "unavailable"):
@@ -177,13 +185,13 @@ func (m *Model) processText(p *session.Process) string {
 		parts = append(parts, m.stateWord(p)) // the first line tells the replay's state
 	}
 	if len(h.Argv) > 0 {
-		parts = append(parts, strings.Join(h.Argv, " "))
+		parts = append(parts, textesc.Strings(h.Argv, " "))
 	}
 	if h.Torch != "" {
-		parts = append(parts, "torch "+h.Torch)
+		parts = append(parts, "torch "+textesc.String(h.Torch))
 	}
 	if h.Host != "" {
-		parts = append(parts, h.Host)
+		parts = append(parts, textesc.String(h.Host))
 	}
 	if m.paused {
 		parts = append(parts, styleWarn.Render("⏸ PAUSED (view frozen)"))

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -23,13 +24,13 @@ func sourceText(p *session.Process) (text string, ok bool) {
 	case ipc.SourceROCm:
 		name := "AMD GPU"
 		if c := p.Hello.CUDA; c != nil && c.Name != "" {
-			name = c.Name
+			name = textesc.String(c.Name)
 		}
 		return name + " · ROCm allocator · no NVML (NVIDIA only): no driver view", true
 	case ipc.SourceXPU:
 		name := "Intel XPU"
 		if s.Name != "" {
-			name = s.Name
+			name = textesc.String(s.Name)
 		}
 		return name + " · XPU allocator · no NVML (NVIDIA only): no driver view", true
 	case ipc.SourceMPS:
@@ -37,5 +38,5 @@ func sourceText(p *session.Process) (text string, ok bool) {
 	case ipc.SourceCUDA:
 		return "", false
 	}
-	return "memory source " + s.Kind, true
+	return "memory source " + textesc.String(s.Kind), true
 }

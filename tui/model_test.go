@@ -221,7 +221,7 @@ func TestQuit(t *testing.T) {
 
 func TestBanner(t *testing.T) {
 	tests := []struct{ scenario, prefix, word string }{
-		{"warmup", "ℹ ", "warmup: peak grew 3482→4329 MiB over steps 0–1 (backward of step 1); steady since step 2"},
+		{"warmup", "ℹ ", "warmup: step 1 +847 MiB over step 0: optimizer state +561, gradients kept +281, unexplained +5 MiB (3482→4329 MiB, backward of step 1); steady since step 2"},
 		{"steady", "✓ ", "steady: peak 4329 MiB since step 0"},
 		{"leak", "⚠ ", "growth: peak +12 MiB/step"},
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -96,13 +97,20 @@ func (m *Model) diagLines(p *session.Process, d *diagnose.Diagnosis) []string {
 	if d != nil {
 		out = append(out, wrapHanging("", bannerText(d), w, 2)...)
 		for i, l := range d.Lines() {
+			l = textesc.String(l)
 			switch {
-			case i == 0 && l == d.Headline():
+			case i == 0 && l == textesc.String(d.Headline()):
 				continue // the line above
 			case strings.HasPrefix(l, "→ "):
 				out = append(out, wrapHanging("  ", l, w, 4)...) // advice
 			default:
 				out = append(out, wrapHanging("  · ", l, w, 4)...)
+			}
+		}
+		if d.Need.Batch != nil {
+			out = append(out, "", "  the batch estimate assumes:")
+			for _, a := range diagnose.BatchAssumptions {
+				out = append(out, wrapHanging("    - ", a, w, 6)...)
 			}
 		}
 	}
@@ -120,15 +128,27 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 	if p == nil {
 		return []string{"No training process yet."}
 	}
-	if p.OnCPU() {
-		return []string{rendered(&styleHeading, "Memory anatomy"), "", "CPU run: there is no GPU memory to break down."}
-	}
 	w := min(max(m.w, 20), 64)
-	total, _ := m.deviceTotal(p)
-	s := anatomyKept(diagnose.LayersOf(m.store, p), total, w, 40)
-	lines := strings.Split(s, "\n")
-	for len(lines) > 1 && strings.TrimSpace(ansi.Strip(lines[len(lines)-1])) == "" {
-		lines = lines[:len(lines)-1]
+	var lines []string
+	if p.OnCPU() {
+		lines = []string{rendered(&styleHeading, "Memory anatomy"), "", "CPU run: there is no GPU memory to break down."}
+	} else {
+		total, _ := m.deviceTotal(p)
+		s := anatomyKept(diagnose.LayersOf(m.store, p), total, w, 40)
+		lines = strings.Split(s, "\n")
+		for len(lines) > 1 && strings.TrimSpace(ansi.Strip(lines[len(lines)-1])) == "" {
+			lines = lines[:len(lines)-1]
+		}
+	}
+	if hl := holdersLines(diagnose.HoldersOf(p.Anatomy), max(min(m.w-1, 96), 20)); len(hl) > 0 {
+		lines = append(lines, "")
+		for _, l := range hl {
+			if strings.HasPrefix(l, "→ ") { // advice: wrapped, never cut
+				lines = append(lines, wrapHanging("", l, max(m.w-1, 20), 2)...)
+			} else {
+				lines = append(lines, l)
+			}
+		}
 	}
 	return append(lines, "", rendered(&styleDim, "a or esc to close · ? explains the letters"))
 }
@@ -178,7 +198,8 @@ var glossary = [][2]string{
 	{"", "Steps table"},
 	{"end", "allocated at the end of the phase, MiB"},
 	{"peak", "the most allocated during the phase, MiB; the last columns are the step's peak and its time"},
-	{"≥", "a lower bound: the allocator's peak counter did not move in that phase, so this is the largest value seen (reset_peaks=True makes it exact)"},
+	{"≥", "a lower bound: the allocator's peak counter did not move in that phase, so this is the largest value seen (a hook with exact peaks makes it exact)"},
+	{"= \"", `= inferred (repeats an exact step); " read once (same phases)`},
 	{"– ·", "– unknown (no source); · the phase did not run in that step"},
 	{"▲ w", "▲ the step of the session peak; w a warmup step"},
 	{"", "Memory anatomy (a)"},

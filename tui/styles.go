@@ -1,6 +1,10 @@
 package tui
 
-import "github.com/charmbracelet/lipgloss"
+import (
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/vramscope/vramscope/internal/textesc"
+)
 
 // Styles. Every state they mark is also told without colour (a marker, a
 // word or bold), so the view stays readable under NO_COLOR.
@@ -52,6 +56,9 @@ func lookOf(name string, user bool) phaseLook {
 		r = []rune(name)[0]
 		if r >= 'a' && r <= 'z' {
 			r -= 'a' - 'A'
+		}
+		if !textesc.Safe(string(r)) || width(string(r)) != 1 {
+			r = 'U' // a control character, or a rune not one cell wide
 		}
 	}
 	return phaseLook{r, lipgloss.NewStyle().Foreground(lipgloss.Color("13"))}

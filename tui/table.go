@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -106,9 +107,10 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	from := t.first(steps)
 	shown := steps[from:min(from+t.rows(), len(steps))]
 	cols := phaseColumns(shown)
+	nameW, noOpt := stepNames(shown)
 	// Each phase cell is "end peak" in MiB; narrow terminals keep the peak.
 	cellW, both := 11, true
-	fixed := 7 + 7 + 8
+	fixed := 7 + nameW + 7 + 8
 	for len(cols) > 0 && fixed+len(cols)*cellW > t.w {
 		if both {
 			cellW, both = 7, false
@@ -118,10 +120,10 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	}
 	var b strings.Builder
 	b.Grow((t.w + 16) * t.h)
-	h1 := fmt.Sprintf("%-7s", "step")
-	h2 := fmt.Sprintf("%-7s", "")
+	h1 := fmt.Sprintf("%-*s", 7+nameW, "step")
+	h2 := fmt.Sprintf("%-*s", 7+nameW, "")
 	for _, c := range cols {
-		h1 += fmt.Sprintf("%*s", cellW, clip(c, cellW-1))
+		h1 += fmt.Sprintf("%*s", cellW, clip(textesc.String(c), cellW-1))
 		if both {
 			h2 += fmt.Sprintf("%*s%*s", 5, "end", 6, "peak")
 		} else {
@@ -133,12 +135,15 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	b.WriteString(fitKept(rendered(&styleHeading, h1), t.w) + "\n" + fitKept(rendered(&styleDim, h2), t.w))
 	for _, st := range shown {
 		b.WriteByte('\n')
-		b.WriteString(fitKept(t.row(st, cols, both, cellW, marks), t.w))
+		b.WriteString(fitKept(t.row(st, cols, both, cellW, nameW, marks), t.w))
 	}
 	for i := len(shown); i < t.rows(); i++ {
 		b.WriteString("\n" + strings.Repeat(" ", max(t.w, 0)))
 	}
 	hint := rendered(&styleDim, "▲ session peak · w warmup · ≥ lower bound (peak not exact)")
+	if noOpt {
+		hint = rendered(&styleDim, "no optimizer watched: a step ends at the next training forward after a backward")
+	}
 	if !t.follow && len(steps) > t.rows() {
 		hint = rendered(&styleWarn, "following paused") + rendered(&styleDim, " — end/G to follow the newest step")
 	}
@@ -146,7 +151,32 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	return b.String()
 }
 
-func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, marks rowMarks) string {
+// stepNames returns the width of the name column (0 unless the steps shown
+// come from several watches: a GAN's D and G, docs/hook.md "Several
+// models") and whether the steps show no optimizer: two steps or more, none
+// with a step phase.
+func stepNames(shown []*session.Step) (nameW int, noOpt bool) {
+	first, several, stepped := "", false, false
+	longest := 0
+	for _, st := range shown {
+		stepped = stepped || st.Stepped
+		if st.Model == "" {
+			continue
+		}
+		if first == "" {
+			first = st.Model
+		} else if st.Model != first {
+			several = true
+		}
+		longest = max(longest, utf8.RuneCountInString(st.Model))
+	}
+	if several {
+		nameW = min(longest, 8) + 1
+	}
+	return nameW, len(shown) >= 2 && !stepped
+}
+
+func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW int, marks rowMarks) string {
 	mark := " "
 	warm := st.Index >= marks.warmupFrom && st.Index < marks.warmupTo
 	switch {
@@ -161,11 +191,20 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 	b.Grow(24 + len(cols)*cellW)
 	b.WriteString(mark + " ")
 	padRight(&b, strconv.Itoa(st.Index), 5)
+	if nameW > 0 {
+		padRight(&b, clip(st.Model, nameW-1), nameW-1)
+		b.WriteByte(' ')
+	}
 	for _, name := range cols {
 		c := st.Cell(name)
 		switch {
 		case c == nil:
 			padLeft(&b, "·", cellW)
+		case st.Plain() && st.SameAs >= 0:
+			// A plain step: read once, its phases those of step SameAs.
+			padLeft(&b, `"`, cellW)
+		case st.Plain():
+			padLeft(&b, "–", cellW) // read once, moved: the next step is read by phase
 		case both:
 			padLeft(&b, c.AllocatedEnd.MiBString(), 5)
 			padLeft(&b, peakText(c), 6)
@@ -173,7 +212,7 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 			padLeft(&b, peakText(c), cellW)
 		}
 	}
-	padLeft(&b, st.PeakAllocated.MiBString(), 7)
+	padLeft(&b, stepPeakText(st), 7)
 	padLeft(&b, durText(st), 8)
 	s := b.String()
 	switch {
@@ -185,15 +224,33 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW int, m
 	return s
 }
 
-// peakText is a cell's peak in MiB, "≥" marking a lower bound.
+// peakText is a cell's peak in MiB, "≥" marking a lower bound, "=" one
+// inferred from the exact step its step repeats.
 func peakText(c *session.Cell) string {
 	if !c.PeakAllocated.Known() {
 		return "–"
 	}
-	if !c.Exact {
+	switch {
+	case c.Inferred:
+		return "=" + c.PeakAllocated.MiBString()
+	case !c.Exact:
 		return "≥" + c.PeakAllocated.MiBString()
 	}
 	return c.PeakAllocated.MiBString()
+}
+
+// stepPeakText is a step's peak in MiB: "≥" marks a lower bound, "="
+// a peak inferred from the exact step this one repeats.
+func stepPeakText(st *session.Step) string {
+	switch {
+	case !st.PeakAllocated.Known():
+		return "–"
+	case st.Peak == session.Bound:
+		return "≥" + st.PeakAllocated.MiBString()
+	case st.Peak == session.Inferred:
+		return "=" + st.PeakAllocated.MiBString()
+	}
+	return st.PeakAllocated.MiBString()
 }
 
 func durText(st *session.Step) string {

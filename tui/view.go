@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -108,7 +109,7 @@ func (m *Model) bodyView(p *session.Process, d *diagnose.Diagnosis, l layout) st
 			}
 		}
 		for i := range lines {
-			lines[i] = rendered(&styleDim, "  · ") + lines[i]
+			lines[i] = rendered(&styleDim, "  · ") + textesc.String(lines[i])
 		}
 		left = append(left, padLines(strings.Join(lines, "\n"), l.leftW, l.diagH))
 	}

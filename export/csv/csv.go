@@ -12,13 +12,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
 // Columns is the header row, in order.
 var Columns = []string{
 	"session", "host", "pid", "rank", "device",
-	"step", "phase", "user", "count", "micro",
+	"step", "model", "phase", "user", "count", "micro",
 	"start_s", "end_s", "duration_s",
 	"allocated_end", "max_allocated_end", "reserved_end",
 	"peak_allocated", "peak_reserved", "peak_exact",
@@ -28,6 +29,10 @@ var Columns = []string{
 // Write writes the header and one row per step and phase of every process,
 // in the order the phases began. Times are seconds from the session's
 // start; an unknown value (no CUDA, no NVML, no rank) is an empty field.
+// Text from the hook (session, host, phase) is escaped by textesc, so no
+// control byte reaches whoever cats the file.
+// model is the step's watch name (docs/hook.md, "Several models"), empty
+// from hooks that name none.
 func Write(w io.Writer, s *session.Store) error {
 	cw := stdcsv.NewWriter(w)
 	if err := cw.Write(Columns); err != nil {
@@ -47,8 +52,8 @@ func Write(w io.Writer, s *session.Store) error {
 		for _, st := range p.Steps() {
 			for i := range st.Phases {
 				c := &st.Phases[i]
-				row = append(row[:0], p.Key, h.Host, strconv.Itoa(h.PID), rank, device,
-					strconv.Itoa(st.Index), c.Name, strconv.FormatBool(c.User), strconv.Itoa(c.Count), strconv.Itoa(st.Micro),
+				row = append(row[:0], textesc.String(p.Key), textesc.String(h.Host), strconv.Itoa(h.PID), rank, device,
+					strconv.Itoa(st.Index), textesc.String(st.Model), textesc.String(c.Name), strconv.FormatBool(c.User), strconv.Itoa(c.Count), strconv.Itoa(st.Micro),
 					seconds(c.Start.Sub(t0)), seconds(c.End.Sub(t0)), seconds(c.End.Sub(c.Start)),
 					bytes(c.AllocatedEnd), bytes(c.MaxAllocatedEnd), bytes(c.ReservedEnd),
 					bytes(c.PeakAllocated), bytes(c.PeakReserved), strconv.FormatBool(c.Exact),

@@ -237,7 +237,12 @@ func (b *builder) steps(p *session.Process, pid int) {
 		putBytes(args, "peak_allocated", st.PeakAllocated)
 		putBytes(args, "peak_reserved", st.PeakReserved)
 		putBytes(args, "peak_nvml", st.PeakGPU)
-		b.add(Event{Name: fmt.Sprintf("step %d", st.Index), Cat: "step", Ph: "X",
+		name := fmt.Sprintf("step %d", st.Index)
+		if st.Model != "" {
+			args["model"] = st.Model // the watch that stepped (a GAN's D or G)
+			name += " " + st.Model
+		}
+		b.add(Event{Name: name, Cat: "step", Ph: "X",
 			Ts: b.us(st.Start), Dur: dur(st.Start, st.End), Pid: pid, Tid: tidSteps, Args: args})
 	}
 }
@@ -263,6 +268,9 @@ func (b *builder) spans(p *session.Process, pid int) {
 			tid, user = tidUser, true
 		}
 		args := map[string]any{"step": sp.Step, "micro": sp.Micro, "peak_exact": sp.Exact}
+		if sp.Model != "" {
+			args["model"] = sp.Model
+		}
 		putBytes(args, "peak_allocated", sp.PeakAllocated)
 		putBytes(args, "peak_reserved", sp.PeakReserved)
 		putBytes(args, "peak_nvml", sp.PeakGPU)

@@ -1,8 +1,9 @@
-// Package buildinfo says which vramscope this is: the version and VCS
-// revision the Go toolchain stamped into the binary (runtime/debug), the Go
-// version, whether NVML support was compiled in, and the protocol version.
-// Every way of building (go build, go install, make, the wheel) reads the
-// same stamp, so none of them needs linker flags.
+// Package buildinfo says which vramscope this is: the release version
+// (pyhook/vramscope/_version.py, embedded, so every build has it), the VCS
+// revision the Go toolchain stamped into the binary (runtime/debug) when it
+// knew one, the Go version, whether NVML support was compiled in, and the
+// protocol version. Every way of building (go build, go install, make, the
+// wheels, a source tarball) gives the same answer, with no linker flags.
 package buildinfo
 
 import (
@@ -10,12 +11,18 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/vramscope/vramscope/pyhook"
 )
 
 // Info is what a build knows about itself.
 type Info struct {
-	// Version is the main module's version: a tag, a pseudo-version that
-	// names the commit (go build in a checkout, Go >= 1.24), or "devel".
+	// Release is the release version the hook and the monitor share,
+	// "0.1.0": always known, it is compiled in.
+	Release string
+	// Version is the main module's version Go stamped: a tag ("v0.1.0"),
+	// a pseudo-version that names the commit (go build in a checkout,
+	// Go >= 1.24), or "devel" (no VCS information).
 	Version string
 	// Revision is the VCS commit the binary was built from, "" when unknown
 	// (go run, a build outside a checkout, -buildvcs=false).
@@ -36,11 +43,11 @@ type Info struct {
 // speaks (passed in so this package imports nothing of the program's).
 func Read(protocol int) Info {
 	bi, ok := debug.ReadBuildInfo()
-	return fromBuildInfo(bi, ok, protocol)
+	return fromBuildInfo(pyhook.Version(), bi, ok, protocol)
 }
 
-func fromBuildInfo(bi *debug.BuildInfo, ok bool, protocol int) Info {
-	in := Info{Version: "devel", GoVersion: runtime.Version(), NVML: nvmlBuiltIn, Protocol: protocol}
+func fromBuildInfo(release string, bi *debug.BuildInfo, ok bool, protocol int) Info {
+	in := Info{Release: release, Version: "devel", GoVersion: runtime.Version(), NVML: nvmlBuiltIn, Protocol: protocol}
 	if !ok || bi == nil {
 		return in
 	}
@@ -63,15 +70,18 @@ func fromBuildInfo(bi *debug.BuildInfo, ok bool, protocol int) Info {
 	return in
 }
 
-// Short is the one-word version recordings and --version carry: the module
-// version, or "devel+<revision>" when the build has no version of its own.
+// Short is the one-word version recordings and --version carry: the
+// release version alone ("0.1.0") for a build of its clean release tag or
+// one that knows no revision (-buildvcs=false, a source tarball), else the
+// release version with the commit as semver build metadata
+// ("0.1.0+0df2a78abc12", ".dirty" with uncommitted changes).
 func (in Info) Short() string {
-	if in.Version != "devel" || in.Revision == "" {
-		return in.Version
+	if in.Revision == "" || (in.Version == "v"+in.Release && !in.Modified) {
+		return in.Release
 	}
-	v := "devel+" + shortRev(in.Revision)
+	v := in.Release + "+" + shortRev(in.Revision)
 	if in.Modified {
-		v += "-dirty"
+		v += ".dirty"
 	}
 	return v
 }

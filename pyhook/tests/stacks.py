@@ -279,12 +279,12 @@ class LightningOptimizer:
     def optimizer(self):
         return self._optimizer
 
-    @property
-    def param_groups(self):
-        return self._optimizer.param_groups
-
-    def zero_grad(self, set_to_none=True):
-        self._optimizer.zero_grad(set_to_none=set_to_none)
+    # No zero_grad of its own: the optimizer class's runs on the wrapper, its
+    # param_groups read through __getattr__ (as in Lightning 2.6.6). An earlier
+    # reproduction delegated zero_grad to the optimizer and so hid that the
+    # hook never saw manual optimization's opt.zero_grad().
+    def __getattr__(self, item):
+        return getattr(self._optimizer, item)
 
     def step(self, closure=None, **kwargs):
         if closure is None:

@@ -3,7 +3,7 @@
 The source tree is the pure package (no ``_bin/vramscope``): the command
 must find a monitor on PATH, skip Python entry points (itself included),
 and without one say how to get the monitor. The platform wheel, which
-carries the binary, is checked by ``make check-wheel`` in CI.
+carries the binary, is checked by ``make check-wheels`` in CI.
 """
 
 import os
@@ -38,7 +38,7 @@ def test_pure_package_without_a_monitor_says_how_to_get_one(tmp_path):
     proc = run_cli([str(scripts)], "version")
     assert proc.returncode == 2
     assert "carries no monitor binary" in proc.stderr
-    assert "make wheel" in proc.stderr and "go install ." in proc.stderr
+    assert "pip install --force-reinstall vramscope" in proc.stderr and "go install ." in proc.stderr
     # The entry point itself, run from PATH, does not exec itself in a loop.
     env = dict(os.environ, PYTHONPATH=PYHOOK, PATH=str(scripts) + ":/usr/bin:/bin")
     proc = subprocess.run([str(scripts / "vramscope"), "version"], env=env,
@@ -55,3 +55,14 @@ def test_pure_package_uses_a_monitor_on_path(tmp_path, vs_bin):  # noqa: F811
     proc = run_cli([str(scripts), str(tools)], "version")
     assert proc.returncode == 0, proc.stderr
     assert "protocol: v1" in proc.stdout
+
+
+def test_monitor_and_hook_carry_one_version(vs_bin):  # noqa: F811
+    """The Go binary embeds vramscope/_version.py: both halves say the same release."""
+    import vramscope
+
+    out = subprocess.run([vs_bin, "version"], capture_output=True, text=True, timeout=60).stdout
+    first = out.splitlines()[0]
+    # "vramscope 0.1.0", or "vramscope 0.1.0+<commit>[.dirty]" when the build knew its commit.
+    assert first == "vramscope " + vramscope.__version__ or \
+        first.startswith("vramscope %s+" % vramscope.__version__), out

@@ -25,7 +25,8 @@ PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 # Reads are a functools.partial of torch's binding: no frame of ours;
 # Activations.note_input and prepare run inline in their common case.
 # 20 on torch 1.13; on torch >= 2.0 the step patch is two step hooks (+1):
-# 21, worked out from the code, not run here. The pin leaves three frames for
+# 21 worked out from the code; 22 measured on torch 2.15 (make test-py runs
+# this file on both). The pin leaves three frames for
 # what a torch 2.x run may show that this reading missed.
 PLAIN_STEP_FRAMES = 24  # 44 before the every-step paths were inlined, 28 before the bare reads
 

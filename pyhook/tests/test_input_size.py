@@ -53,7 +53,8 @@ def test_growing_batch_is_remeasured_once_per_doubling_and_scaled_otherwise(torc
     assert a[4]["activations"] == 12 * per_sample and a[4]["batch_size"] == 12
     assert a[6]["activations_source"] == "scaled" and a[6]["activations"] == 4 * per_sample
     assert a[7]["activations_source"] == "measured" and a[7]["activations"] == 16 * per_sample
-    assert inputs(client) == [{"batch": b, "tokens": b * 8} for b in sizes]
+    # A float feature matrix has a batch and no tokens (issue 23 item 7).
+    assert inputs(client) == [{"batch": b, "tokens": None} for b in sizes]
 
 
 def test_sequence_length_scales_by_tokens_with_keyword_inputs(torch_mod):
@@ -98,7 +99,7 @@ def test_without_measurement_activations_stay_unknown(torch_mod, every):
     a = anatomy(client)
     assert sorted(a) == [0, 1, 2]
     assert all(x["activations"] is None and x["activations_source"] is None for x in a.values())
-    assert a[2]["batch_size"] == 4 and a[2]["tokens"] == 32
+    assert a[2]["batch_size"] == 4 and a[2]["tokens"] is None
 
 
 def test_eval_with_a_larger_batch_on_a_measured_step_keeps_the_training_batch(torch_mod):
@@ -113,8 +114,8 @@ def test_eval_with_a_larger_batch_on_a_measured_step_keeps_the_training_batch(to
         model(torch.randn(64, 8))  # inside the step: a forward, never the batch
     opt.step()
     (a,) = [m for m in queued(client) if m["type"] == "anatomy"]
-    assert a["batch_size"] == 4 and a["tokens"] == 32
-    assert inputs(client) == [{"batch": 4, "tokens": 32}, None]
+    assert a["batch_size"] == 4 and a["tokens"] is None
+    assert inputs(client) == [{"batch": 4, "tokens": None}, None]
 
 
 def test_the_oom_runs_batch_schedule_is_measured_at_every_doubling(torch_mod):
@@ -143,7 +144,7 @@ def test_torch_113s_forward_wrapper_stays_only_for_keyword_calls(torch_mod):
         pytest.skip("pre-hooks take kwargs here: there is no forward wrapper")
     positional = mlp(torch)
     client = run(torch, positional, [4, 4, 8], lambda b: torch.randn(b, 8))
-    assert inputs(client) == [{"batch": b, "tokens": b * 8} for b in (4, 4, 8)]
+    assert inputs(client) == [{"batch": b, "tokens": None} for b in (4, 4, 8)]
 
     class Keyword(torch.nn.Module):
         def __init__(self):
@@ -173,7 +174,58 @@ def test_torch_113s_forward_wrapper_stays_only_for_keyword_calls(torch_mod):
     # torch 1.13 sees keyword inputs only after the begin edge was queued:
     # the step's anatomy has them (docs/hook.md), the begin edge does not.
     assert inputs(client) == [None, None]
-    assert anatomy(client)[0]["batch_size"] == 3 and anatomy(client)[0]["tokens"] == 24
-    assert inputs(client2) == [{"batch": 3, "tokens": 24}] * 2
+    assert anatomy(client)[0]["batch_size"] == 3 and anatomy(client)[0]["tokens"] is None
+    assert inputs(client2) == [{"batch": 3, "tokens": None}] * 2
     w.remove()
     w2.remove()
+
+
+def test_tokens_only_for_integer_index_inputs(torch_mod):
+    """Issue 23 item 7: an 8x3x64x64 image batch is batch 8 with no tokens, a
+    32x64 float feature matrix batch 32 with no tokens; token ids (int64) of
+    4x16 are 64 tokens. A bool mask or an int image is not token ids either,
+    but an integer 2-d input is taken as ids: docs/hook.md says so."""
+    torch = torch_mod
+    from vramscope import _patch
+    f = torch.is_tensor
+    assert _patch.input_size(f, (torch.zeros(8, 3, 64, 64),), None) == {"batch": 8, "tokens": None}
+    assert _patch.input_size(f, (torch.zeros(32, 64),), None) == {"batch": 32, "tokens": None}
+    assert _patch.input_size(f, (torch.zeros(32, 64, dtype=torch.float16),), None)["tokens"] is None
+    assert _patch.input_size(f, (torch.zeros(4, 16, dtype=torch.long),), None) == {
+        "batch": 4, "tokens": 64}
+    assert _patch.input_size(f, (torch.zeros(4, 16, dtype=torch.int32),), None)["tokens"] == 64
+    assert _patch.input_size(f, (torch.zeros(4, 16, dtype=torch.bool),), None)["tokens"] is None
+
+    class Conv(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return self.conv(x).mean((1, 2, 3))
+
+    client = run(torch, Conv(), [8, 8], lambda b: torch.randn(b, 3, 16, 16))
+    assert inputs(client) == [{"batch": 8, "tokens": None}] * 2
+    emb = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 2))
+    client = run(torch, emb, [4, 4], lambda b: torch.randint(0, 50, (b, 16)))
+    assert inputs(client) == [{"batch": 4, "tokens": 64}] * 2
+    # The same shape with another dtype is not taken from the last input's cache.
+    class Floats(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.lin(x.float())
+
+    model = Floats()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    client = _client.Client(make_config(), start=False)
+    w = _watch.Watcher(torch, client, model, opt, client.config)
+    for x in (torch.randint(0, 5, (4, 8)), torch.randn(4, 8), torch.randint(0, 5, (4, 8))):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    w.remove()
+    assert inputs(client) == [{"batch": 4, "tokens": 32}, {"batch": 4, "tokens": None},
+                              {"batch": 4, "tokens": 32}]

@@ -223,14 +223,23 @@ def test_exit_sends_goodbye_and_does_not_hang(monitor, tmp_path):
 
 
 def test_exit_without_monitor_is_bounded(tmp_path, sock_path):
-    script = tmp_path / "train.py"
-    script.write_text("import time, vramscope\nvramscope.mark('x')\n"
-                      "print(time.monotonic(), flush=True)\n")
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pyhook"), VRAMSCOPE_SOCKET=sock_path)
-    out = subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=60,
-                         capture_output=True, text=True)
-    # CLOCK_MONOTONIC is system-wide: from the script's last line to the exit
-    assert time.monotonic() - float(out.stdout.split()[-1]) < 1.0
+
+    def exit_time(body):
+        script = tmp_path / "train.py"
+        script.write_text("import time\n" + body + "print(time.monotonic(), flush=True)\n")
+        out = subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=60,
+                             capture_output=True, text=True)
+        # CLOCK_MONOTONIC is system-wide: from the script's last line to the exit
+        return time.monotonic() - float(out.stdout.split()[-1])
+
+    # mark() imports torch, whose own teardown on torch 2.15 took 1.5-2.9 s
+    # on a loaded 2-core machine: the hook's share is measured against the
+    # same exit without the hook (best of two each). Its atexit wait is 0.5 s.
+    base = "try:\n    import torch\nexcept ImportError:\n    pass\n"
+    plain = min(exit_time(base) for _ in range(2))
+    hooked = min(exit_time(base + "import vramscope\nvramscope.mark('x')\n") for _ in range(2))
+    assert hooked - plain < 1.0, (hooked, plain)
 
 
 def test_sender_wakes_when_a_batch_is_pending_not_per_message(monitor):

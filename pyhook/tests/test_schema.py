@@ -9,11 +9,12 @@ import vramscope
 
 # Keys docs/protocol.md marks optional (absent is allowed).
 OPTIONAL = {"hello": {"nspid"}, "mem": {"alloc_retries", "ooms"},
-            "phase": {"input", "span", "same_as"}}  # input: training forward begins; span, same_as: plain steps
+            "phase": {"input", "span", "same_as", "model"},  # input: training forward begins;
+            "anatomy": {"model"}}  # span, same_as: plain steps; model: automatic phases
 # Fields docs/protocol.md types as "X or null"; the fixture shows one of the two.
 NULLABLE = {"mem", "torch", "cuda", "activations", "batch_size", "rank", "local_rank",
             "world_size", "batch", "tokens", "activations_step", "activations_batch",
-            "activations_tokens", "activations_source"}
+            "activations_tokens", "activations_source", "saved", "loss", "kept"}
 
 
 def fixture_messages():

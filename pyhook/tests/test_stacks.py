@@ -488,9 +488,12 @@ def test_hf_trainer_with_watch_in_a_user_callback_no_longer_crashes(torch_mod, m
     for step in range(2):
         got = [n for n in begins(client, step) if n != "zero_grad"]
         assert got == ["forward", "loss", "backward"] * 2 + ["step"], step
-    # Without the callback the step ends at the update, so the Trainer's
-    # model.zero_grad() after it opens the next step (docs/integrations.md).
-    assert begins(client, 2) == ["zero_grad"]
+    # Without the callback the step ends at the update; the Trainer's
+    # model.zero_grad() after it is written after optimizer.step(), so it
+    # ends that step instead of opening one more (issue 23, item 1).
+    assert begins(client, 2) == []
+    assert client.step == 2
+    assert begins(client, 1)[-1] == "zero_grad"
 
 
 def test_a_watched_model_can_be_deep_copied_and_saved_whole(torch_mod, monkeypatch):

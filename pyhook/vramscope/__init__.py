@@ -10,6 +10,6 @@ slows down or raises into the training loop.
 
 from ._api import Handle, mark, phase, watch
 from ._config import default_socket_path
-from ._messages import VERSION as __version__
+from ._version import __version__
 
 __all__ = ["Handle", "default_socket_path", "mark", "phase", "watch", "__version__"]

@@ -6,6 +6,8 @@ weights, views and a tensor saved by several ops are not counted twice.
 """
 
 
+import threading
+
 _getters = {}  # tensor class -> its storage accessor (found once per class)
 
 
@@ -230,12 +232,17 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None):
 
 
 class SavedTensorMeter:
-    """SavedTensorMeter counts the bytes autograd saves for backward.
+    """SavedTensorMeter counts the bytes autograd saves for backward, and by
+    which module (docs/anatomy.md, "By module").
 
     ``start()`` installs ``torch.autograd.graph.saved_tensors_hooks`` whose
     pack hook records each saved tensor's storage (parameters and buffers
-    excluded) and returns the same data (a detached alias); ``stop()`` removes them. The
-    meter is only active between those calls, so unmeasured steps pay nothing.
+    excluded) and returns the same data (a detached alias), plus two global
+    module forward hooks that keep the innermost module running; ``stop()``
+    removes them. ``start_loss()``, at the model forward's end, installs the
+    pack hook alone again: what is saved from then until ``stop()`` (the
+    backward's start) is the loss's. The meter is only active between those
+    calls, so unmeasured steps pay nothing.
     """
 
     def __init__(self, torch, model):
@@ -251,6 +258,21 @@ class SavedTensorMeter:
         self.active = False
         self.tensors = None
         self.total = 0
+        # By module: built at the first measured forward (False: unavailable).
+        self._map = None
+        self._mstack = None
+        self._mod_hooks = None
+        mod = getattr(getattr(getattr(torch, "nn", None), "modules", None), "module", None)
+        self._register = (getattr(mod, "register_module_forward_pre_hook", None),
+                          getattr(mod, "register_module_forward_hook", None))
+        ag = getattr(getattr(torch, "_C", None), "_autograd", None)
+        # torch >= 2.0: the saved-tensor hooks in force, to leave a user's own alone
+        self._top_hooks = getattr(ag, "_top_saved_tensors_default_hooks", None)
+        self._stack = []
+        self._sizes = {}
+        self._in_loss = False
+        self.loss_sizes = None
+        self.touched = False
 
     @staticmethod
     def supported(torch):
@@ -262,30 +284,105 @@ class SavedTensorMeter:
         """Forget what was counted (start of a new micro-step)."""
         self._seen = {}
         self.total = 0
+        self._sizes = {}
+        self.loss_sizes = None
+        self.touched = False
+        if self._mstack is not None:
+            self._mstack.reset()
+            self._stack = self._mstack.stack
+
+    def _modules(self):
+        """Build the module map once; install the module hooks."""
+        if self._map is None:
+            from . import _modules
+            self._map = False
+            try:
+                if all(self._register):
+                    self._map = _modules.ModuleMap(self._model)
+                    self._mstack = _modules.ModuleStack(
+                        self._map, getattr(self._torch, "Tensor", None) or type(None))
+                    self._stack = self._mstack.stack
+            except Exception as exc:  # noqa: BLE001 - attribution is optional
+                from . import _safe
+                _safe.report(exc)
+        if self._map and self._mod_hooks is None:
+            ms = self._mstack
+            ms.stack.clear()  # a forward that raised left its modules there
+            ms.thread = threading.get_ident()
+            pre = self._register[0](ms.pre)
+            try:
+                post = self._register[1](ms.post)
+            except Exception:
+                pre.remove()
+                raise
+            self._mod_hooks = (pre, post)
+
+    def _unhook_modules(self):
+        hooks, self._mod_hooks = self._mod_hooks, None
+        if hooks is not None:
+            for h in hooks:
+                h.remove()
 
     def start(self):
-        """Install the saved-tensor hooks (no-op when already active)."""
-        if self._ctx is not None:
+        """Install the saved-tensor and module hooks for a model forward."""
+        self._in_loss = False
+        self.touched = True
+        if self._ctx is None:
+            walked = module_tensors(self._model) if self._plain else None
+            if walked is None:
+                walked = list(self._model.parameters()), list(self._model.buffers())
+            params, buffers = walked
+            self.tensors = (params, buffers)  # static_figures reuses this step's walk
+            exclude = set()
+            self._cache.unique_bytes(params + buffers, exclude)
+            self._exclude = exclude
+            ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+            ctx.__enter__()
+            self._ctx = ctx
+            self.active = True
+        try:
+            self._modules()
+        except Exception as exc:  # noqa: BLE001
+            from . import _safe
+            _safe.report(exc)
+
+    def start_loss(self):
+        """Install the saved-tensor hook for the loss: between the model
+        forward's end (after stop()) and the backward's start. Not when the
+        forward was not measured, nor under a user's own saved-tensor hooks
+        (``save_on_cpu``), which ours would shadow: the loss stays unknown."""
+        if self._ctx is not None or not self.touched:
             return
-        walked = module_tensors(self._model) if self._plain else None
-        if walked is None:
-            walked = list(self._model.parameters()), list(self._model.buffers())
-        params, buffers = walked
-        self.tensors = (params, buffers)  # static_figures reuses this step's walk
-        exclude = set()
-        self._cache.unique_bytes(params + buffers, exclude)
-        self._exclude = exclude
+        top = self._top_hooks
+        if top is not None and top(False) is not None:
+            return
+        if self.loss_sizes is None:
+            self.loss_sizes = []
+        self._in_loss = True
         ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         ctx.__enter__()
         self._ctx = ctx
         self.active = True
 
     def stop(self):
-        """Remove the saved-tensor hooks if installed."""
+        """Remove the saved-tensor and module hooks if installed."""
         ctx, self._ctx = self._ctx, None
         self.active = False
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
+        self._in_loss = False
+        try:
+            self._unhook_modules()
+        finally:
+            if ctx is not None:
+                ctx.__exit__(None, None, None)
+
+    def breakdown(self):
+        """Return the ``saved`` object of this micro-step (None without a
+        module map)."""
+        if not self._map:
+            return None
+        from . import _modules
+        return _modules.breakdown(self._map, self._sizes, self._mstack.inputs,
+                                  self._seen, self.loss_sizes)
 
     def _pack(self, t):
         # Runs once per tensor autograd saves (hundreds a forward in a real
@@ -294,8 +391,19 @@ class SavedTensorMeter:
             key, s = storage_key(t)
             if key[1] and key not in self._seen and key not in self._exclude:
                 size = storage_nbytes(s)
-                self._seen[key] = size
-                self.total += size
+                if self._in_loss:
+                    self._seen[key] = -1
+                    self.loss_sizes.append(size)
+                else:
+                    self.total += size
+                    st = self._stack
+                    i = st[-1] if st else 0
+                    self._seen[key] = i  # who saved it first: the module's number
+                    sizes = self._sizes.get(i)
+                    if sizes is None:
+                        self._sizes[i] = [size]
+                    else:
+                        sizes.append(size)
         except Exception as exc:  # noqa: BLE001 - never break autograd
             from . import _safe
             _safe.report(exc)
@@ -350,6 +458,7 @@ class Activations:
         self.total = None
         self.batch = None
         self.tokens = None
+        self.saved = None  # the measured micro-step's by-module breakdown
 
     def scheduled_at(self, step):
         """Report whether ``step`` is measured by the schedule."""
@@ -361,6 +470,7 @@ class Activations:
         self.measuring = self.meter is not None and self.scheduled
         self.remeasured = False
         self.total = None
+        self.saved = None
         self.batch = self.tokens = None
         if self.measuring:
             self.meter.reset()
@@ -399,13 +509,27 @@ class Activations:
 
     stop = pause
 
+    def loss(self):
+        """The model's forward ended with an output to train on: count what
+        is saved until the backward starts as the loss's."""
+        if self.measuring and self.total is not None:
+            self.meter.start_loss()
+
     def collect(self):
-        """Fold the current micro-step's count into the step's (the largest wins)."""
+        """Fold the current micro-step's count into the step's (the largest
+        wins, with its breakdown by module)."""
         if not self.measuring or self.total is None:
             return
         self.pause()
-        self.total = max(self.total, self.meter.total)
-        self.meter.reset()
+        meter = self.meter
+        if meter.touched and (self.saved is None or meter.total > self.total):
+            try:
+                self.saved = meter.breakdown()
+            except Exception as exc:  # noqa: BLE001 - the totals stand without it
+                from . import _safe
+                _safe.report(exc)
+        self.total = max(self.total, meter.total)
+        meter.reset()
 
     def finish(self, step):
         """Return the activation fields of ``step``'s anatomy message (plus its
@@ -422,7 +546,7 @@ class Activations:
             return {"activations": self.total, "activations_step": step,
                     "activations_batch": self.batch, "activations_tokens": self.tokens,
                     "activations_source": "measured", "tokens": self.tokens,
-                    "batch": self.batch}
+                    "batch": self.batch, "saved": self.saved}
         known = self.batch is not None or self.tokens is not None
         if self.scheduled or (self.measured is not None and known and size != self.sent):
             if known:

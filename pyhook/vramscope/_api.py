@@ -11,7 +11,7 @@ import threading
 import warnings
 import weakref
 
-from . import _client, _config, _cuda, _devices, _messages, _oom, _patch, _safe, _watch
+from . import _client, _config, _cuda, _devices, _dist, _messages, _oom, _patch, _safe, _watch
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -30,7 +30,8 @@ def _start(config, model=None):
     torch = _import_torch()
     cuda = _devices.detect(torch, model)
     version = getattr(torch, "__version__", None) if torch is not None else None
-    return _client.Client(config, cuda=cuda, torch_version=version)
+    dist = _safe.call(_dist.probe, torch) if torch is not None else None
+    return _client.Client(config, cuda=cuda, torch_version=version, dist=dist)
 
 
 def _client_for(config=None, model=None):
@@ -126,6 +127,27 @@ def check_args(model, optimizer):
                          "and zero_grad) or None, got %s" % type(optimizer).__name__)
 
 
+def check_name(name):
+    """Raise ValueError for a watch name that is not a non-empty string."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError("vramscope.watch: name must be a non-empty string, got %r" % (name,))
+
+
+def _unique_name(name, model, client):
+    """The given name, or the model's class name with ``_2``, ``_3`` ... after
+    it when another live watch on ``client`` already has it."""
+    if name is not None:
+        return _messages.watch_name(name)
+    base = _messages.watch_name(type(model).__name__)
+    with _lock:
+        taken = {h.watcher.name for h in _live_handles() if h.client is client}
+    text, n = base, 1
+    while text in taken:
+        n += 1
+        text = "%s_%d" % (_messages.clip(base, _messages.MAX_NAME - 6), n)
+    return text
+
+
 # Weak references to live Handles, for a second watch() on the same model or
 # optimizer. Weak: a model the user deleted must not stay alive (and on the
 # GPU) through this list; its Watcher keeps its Handle while the hooks live.
@@ -177,8 +199,12 @@ def watched():
 
 
 def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=None,
-          activations_every=None, batch_size=None):
+          activations_every=None, batch_size=None, name=None):
     """Hook ``model`` (and ``optimizer``) and stream their phases to the monitor.
+
+    ``name`` tells this watch's steps from another's (a GAN's ``"G"`` and
+    ``"D"``): every phase it marks carries it. The default is the model's
+    class name, made unique among the live watches (``Linear``, ``Linear_2``).
 
     Arguments override the environment (VRAMSCOPE_SOCKET, VRAMSCOPE_SAMPLE_HZ,
     VRAMSCOPE_RESET_PEAKS, VRAMSCOPE_ACTIVATIONS_EVERY). With
@@ -193,18 +219,19 @@ def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=Non
     """
     global _refs
     check_args(model, optimizer)
+    check_name(name)
     config = _config.resolve(socket=socket, sample_hz=sample_hz, reset_peaks=reset_peaks,
                              activations_every=activations_every, batch_size=batch_size)
     if config.disabled:
         return Handle()
     try:
-        return _watch_now(model, optimizer, config)
+        return _watch_now(model, optimizer, config, name)
     except Exception as exc:  # noqa: BLE001 - watch() must never stop training
         _safe.report(exc)
         return Handle()
 
 
-def _watch_now(model, optimizer, config):
+def _watch_now(model, optimizer, config, name=None):
     global _refs
     torch = _import_torch()
     if torch is None:
@@ -213,7 +240,8 @@ def _watch_now(model, optimizer, config):
     inner = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
     _replace_earlier(model, inner)
     client = _client_for(config, model)
-    watcher = _watch.Watcher(torch, client, model, inner, config)
+    watcher = _watch.Watcher(torch, client, model, inner, config, wrapper=optimizer,
+                             name=_unique_name(name, model, client))
     if watcher.step_fallback:
         _say_once("fallback", "vramscope: %s has no step hooks (Optimizer.__init__ did not run "
                   "on it); its step() is wrapped instead" % type(inner).__name__)

@@ -182,7 +182,10 @@ def _on_torch(torch):
                            "auto-attach is off: call vramscope.watch(model, optimizer)")
             return
         st.module_hook = register_module(_on_module_call)
-        optmod = getattr(getattr(torch, "optim", None), "optimizer", None)
+        # torch.optim deletes its ``optimizer`` attribute (1.13 and 2.x): the
+        # module is found where the Optimizer class was defined.
+        base = getattr(getattr(torch, "optim", None), "Optimizer", None)
+        optmod = sys.modules.get(getattr(base, "__module__", None) or "torch.optim.optimizer")
         register_step = getattr(optmod, "register_optimizer_step_pre_hook", None)
         if callable(register_step):
             st.step_hook = register_step(_on_optimizer_step)
@@ -212,7 +215,7 @@ def _on_module_call(module, args):
     if st is None or st.model is not None or st.standing_down:
         return None
     try:
-        return _attach(st, module, args)
+        return _attach(st, module, args, sys._getframe(1))
     except Exception as exc:  # noqa: BLE001 - never into the training loop
         _safe.report(exc)
         with _lock:
@@ -220,7 +223,19 @@ def _on_module_call(module, args):
         return None
 
 
-def _attach(st, module, args):
+def _call_kwargs(frame):
+    """The keyword inputs of the forward call that runs the global hook: the
+    ``kwargs`` that torch's ``Module._call_impl`` (2.x: its ``inner``) holds.
+    The global hook is given none, but a watcher's own pre-hook takes them
+    (``with_kwargs=True``, torch 2.x). An empty dict when not found."""
+    try:
+        kwargs = frame.f_locals.get("kwargs")
+    except Exception:  # noqa: BLE001 - an exotic frame
+        return {}
+    return kwargs if isinstance(kwargs, dict) else {}
+
+
+def _attach(st, module, args, caller=None):
     torch = st.torch
     if not _trains(torch, module):
         return None
@@ -250,8 +265,14 @@ def _attach(st, module, args):
     # torch took the list of this call's pre-hooks before ours ran, so the
     # hooks watch() just registered on the model miss this first forward:
     # run them now, as torch would have (a hook may replace the inputs).
+    # On torch 2.x that pre-hook takes the keyword inputs too: it is called
+    # with those of this call (it returns None: watch() only looks).
+    with_kwargs = getattr(module, "_forward_pre_hooks_with_kwargs", ())
     for key, hook in list(getattr(module, "_forward_pre_hooks", {}).items()):
-        if key in before or key in getattr(module, "_forward_pre_hooks_with_kwargs", ()):
+        if key in before:
+            continue
+        if key in with_kwargs:
+            hook(module, args, _call_kwargs(caller) if caller is not None else {})
             continue
         result = hook(module, args)
         if result is not None:

@@ -13,7 +13,8 @@ The wrapper is installed once, when the first Watcher registers, and undone
 when the last one leaves (refcounted). Undo restores the original only when
 the attribute is still ours; if someone wrapped on top of us, ours stays in
 place but inert. Each listener decides whether a backward is its own
-(``user_backward_begin`` returns True) and only those get the end call.
+(``user_backward_begin`` returns True); the first that claims it is the only
+one asked and the only one to get the end call.
 """
 
 import threading
@@ -51,6 +52,7 @@ def _make(original, name):
             try:
                 if w.user_backward_begin():
                     accepted.append(w)
+                    break  # one watch owns a backward (docs/hook.md, "Several models")
             except Exception as exc:  # noqa: BLE001 - never break backward()
                 _safe.report(exc)
         local.depth = 1

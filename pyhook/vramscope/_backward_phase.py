@@ -19,8 +19,21 @@ class BackwardMixin:
         if not self._active or self._in_backward:
             return False
         with self._lock:
-            if self._in_backward or not (self._trained or self._open in ("forward", "loss")):
+            if self._in_backward:
                 return False
+            client = self._client
+            owner = client.owner
+            owner = owner() if owner is not None else None
+            if owner is not self and owner is not None and owner._open in ("forward", "loss"):
+                return False  # another watch's forward made this loss
+            if not (self._trained or self._open in ("forward", "loss")):
+                if self._bw_step != client.step:
+                    return False
+                # A second backward with no forward since this watch's last
+                # one (a retained graph): the same micro-step, in this step.
+                if client.micro > 0 and self._open is None:
+                    client.micro -= 1
+            self._bw_step = client.step
             self._in_backward = True
             self._user_bw = True
             self._hook_output = False  # backwards come through the wrapper
@@ -36,7 +49,6 @@ class BackwardMixin:
             if last is None or last == "backward" or self._tail_step is not None:
                 self._begin("backward")
                 return True
-            client = self._client
             raw = None
             read = client.reader if self._edge_reads else None
             if read is not None and (last != "zero_grad" or client.step < self._zero_until):
@@ -66,6 +78,8 @@ class BackwardMixin:
                     micro = self._backward_micro
                     client.end("backward", raw, micro)
                     client.micro = micro + 1
+                    if self._optimizer is None:
+                        self._ends_at_forward = client.step
                 self._in_backward = False
                 self._user_bw = False
 
@@ -77,6 +91,10 @@ class BackwardMixin:
         with self._lock:
             if self._in_backward:
                 return None
+            owner = self._client.owner
+            owner = owner() if owner is not None else None
+            if owner is not self and owner is not None and owner._in_backward:
+                return None  # another watch's backward reached this model's output
             self._in_backward = True
             try:
                 self._backward_begin()
@@ -93,6 +111,7 @@ class BackwardMixin:
         if self._acts.measuring:
             self._acts.collect()
         self._trained = False
+        self._bw_step = self._client.step
         self._begin("backward")
 
     def _on_backward_done(self):
@@ -100,6 +119,8 @@ class BackwardMixin:
             with self._lock:
                 if not self._user_bw:
                     self._end("backward")
+                    if self._optimizer is None:
+                        self._ends_at_forward = self._client.step
                     self._in_backward = False
         except Exception as exc:  # noqa: BLE001 - raising here would fail backward()
             _safe.report(exc)

@@ -3,19 +3,24 @@
 The platform wheel carries the monitor, a Go binary, as ``vramscope/_bin/
 vramscope``; this entry point replaces itself with it (``os.execv``), the
 way ruff and uv ship theirs. The pure-Python package (``pip install
-./pyhook``) has no binary: then a ``vramscope`` found further on PATH is
-used, and without one the command says how to get it.
+./pyhook``, or the hook-only ``py3-none-any`` wheel pip picks where no
+platform wheel fits) has no binary: then a ``vramscope`` found further on
+PATH is used, and without one the command says how to get it.
 """
 
 import os
 import sys
 
 HOW_TO_GET = """\
-vramscope: this Python package is the training hook only; it carries no monitor binary.
+vramscope: this Python package is the training hook only; it carries no monitor binary,
+and no vramscope monitor is on PATH. pip installs this hook-only wheel where no platform
+wheel fits: those are for Linux x86_64/aarch64 with glibc (NVML included from glibc >= 2.34)
+and for macOS 12+ on arm64/x86_64.
 Get the monitor one of these ways (docs/install.md):
-  - install the platform wheel, which carries it:  make wheel  (in a checkout), then
-    pip install bin/dist/vramscope-*.whl
-  - build it from a checkout (needs Go and gcc):  go install .   or   make build
+  - on a machine the platform wheels fit, with pip >= 20.3 (older pip skips their tags):
+    pip install --upgrade pip && pip install --force-reinstall vramscope
+  - build it from a checkout (Go >= 1.24; gcc for NVML):  go install .   or   make build,
+    then put it on PATH; this command runs it from there
 The hook itself works as it is: import vramscope; vramscope.watch(model, optimizer)
 """
 

@@ -56,12 +56,17 @@ class Client:
     def __init__(self, config, cuda=None, torch_version=None, *, queue_size=QUEUE_SIZE,
                  ring_size=RING_SIZE, first_size=FIRST_SIZE, first_steps=FIRST_STEPS,
                  retry_interval=1.0, stats_interval=1.0, send_timeout=2.0,
-                 poll_interval=FLUSH_INTERVAL, batch=BATCH, start=True):
+                 poll_interval=FLUSH_INTERVAL, batch=BATCH, start=True, dist=None):
         self.config = config
         self.cuda = cuda
         self.session = _messages.new_session_id()
         self.step = 0
         self.micro = 0
+        # A weak reference to the Watcher whose automatic phase is open (or
+        # was last), and its name, carried by every automatic edge
+        # (docs/hook.md, "Several models").
+        self.owner = None
+        self.model = None
         self.dropped = 0
         self.evicted = 0
         self.send_errors = 0
@@ -122,6 +127,11 @@ class Client:
                                            exact_peaks=self.exact,
                                            mem_source=_mem_source(cuda, self.exact))
         self._hello_line = _messages.encode(self.hello)
+        # Asked, on the sender thread, for the rank until torch.distributed
+        # answers (_dist.probe): a process that calls init_process_group
+        # after watch() sends its hello again with the rank (docs/protocol.md).
+        self._dist = dist
+        self._check_dist(send=False)
         if start:
             self.start()
 
@@ -256,7 +266,8 @@ class Client:
                 return self._drop(1)
             raw = _compact(raw)
         queue.append((t, name, self.step if step is None else step,
-                      self.micro if micro is None else micro, edge, user, raw, extra))
+                      self.micro if micro is None else micro, edge, user, raw, extra,
+                      None if user else self.model))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
@@ -273,7 +284,8 @@ class Client:
         pending = len(queue)
         if pending >= self._queue_size:
             return self._drop(1)
-        queue.append((_monotonic(), name, self.step, self.micro, "begin", False, None, extra))
+        queue.append((_monotonic(), name, self.step, self.micro, "begin", False, None, extra,
+                      self.model))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
@@ -293,7 +305,7 @@ class Client:
                 return self._drop(1)
             raw = _compact(raw)
         queue.append((t, name, self.step, self.micro if micro is None else micro,
-                      "end", False, raw, extra))
+                      "end", False, raw, extra, self.model))
         if pending + 1 == self._batch:
             self._wake.set()
         return True
@@ -310,16 +322,16 @@ class Client:
             self.last_read = t
         queue = self._queue
         pending = len(queue)
-        step, micro = self.step, self.micro
+        step, micro, model = self.step, self.micro, self.model
         if pending >= self._hold:
             raw = _compact(raw)
         if pending + 2 > self._queue_size:
             if pending < self._queue_size:
-                queue.append((t, name, step, micro, "end", False, raw, None))
+                queue.append((t, name, step, micro, "end", False, raw, None, model))
                 return self._drop(1)
             return self._drop(2)
-        queue.append((t, name, step, micro, "end", False, raw, None))
-        queue.append((t, begin, step, micro, "begin", False, raw, None))
+        queue.append((t, name, step, micro, "end", False, raw, None, model))
+        queue.append((t, begin, step, micro, "begin", False, raw, None, model))
         if pending < self._batch <= pending + 2:
             self._wake.set()
         return True
@@ -491,6 +503,8 @@ class Client:
         while True:
             stopping = self._stop.is_set()
             try:
+                if self._dist is not None:
+                    self._check_dist(send=True)
                 now = time.monotonic()
                 if self._sock is None and (now >= next_connect or stopping):
                     next_connect = now + self._retry
@@ -533,6 +547,32 @@ class Client:
             if line is not None:
                 lines.append(line)
         self._send(b"".join(lines))
+
+    def _check_dist(self, send):
+        """Ask torch.distributed for the rank; once it answers, stop asking and,
+        when that changes the hello, rebuild it (and with ``send`` and a
+        monitor connected, send it again: the monitor takes a hello on an
+        open connection as the process's identity from then on)."""
+        probe = self._dist
+        if probe is None:
+            return
+        try:
+            ranks = probe()
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+            self._dist = None
+            return
+        if ranks is None:
+            return
+        self._dist = None
+        hello = dict(self.hello)
+        hello.update(ranks)
+        if hello == self.hello:
+            return
+        self.hello = hello
+        self._hello_line = _messages.encode(hello)
+        if send and self._sock is not None:
+            self._send(self._hello_line)
 
     def _hello_pid(self):
         return self.hello["pid"]

@@ -9,8 +9,8 @@ import sys
 import time
 
 from ._cuda import mem_from_raw
+from ._version import __version__ as VERSION
 
-VERSION = "0.1.0"
 PROTOCOL = 1
 MAX_LINE = 65536  # bytes, newline included
 MAX_STRING = 4096
@@ -29,6 +29,15 @@ def clip(text, limit):
     if len(raw) <= limit:
         return raw.decode("utf-8")
     return raw[:limit].decode("utf-8", "ignore")
+
+
+def watch_name(text):
+    """Return a watch's name as the protocol carries it (docs/protocol.md,
+    ``model``): at most 64 UTF-8 bytes, control characters as ``?``, never
+    empty (``"model"``)."""
+    text = "".join("?" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in str(text))
+    text = clip(text, MAX_NAME).strip()
+    return text or "model"
 
 
 def read_nspid(path="/proc/self/status"):
@@ -110,11 +119,13 @@ def mem_of(raw):
 
 def phase_message(item):
     """Make the ``phase`` message of one ``Client.edge`` tuple (on the sender thread)."""
-    seq, t, name, step, micro, edge, user, raw, extra = item
+    seq, t, name, step, micro, edge, user, raw, extra, model = item
     msg = {"v": 1, "type": "phase", "seq": seq, "t": t, "name": name, "step": step,
            "micro": micro, "edge": edge, "user": user, "mem": mem_of(raw)}
     if extra:
         msg.update(extra)
+    if model is not None:
+        msg["model"] = model
     return msg
 
 
@@ -174,7 +185,9 @@ def _fast(msg):
     else:
         return None
     size = msg.get("input") if kind == "phase" else None
-    if len(msg) != len(keys) + (1 if size is not None else 0) or msg.get("v") != 1 \
+    model = msg.get("model") if kind == "phase" else None
+    if len(msg) != len(keys) + (1 if size is not None else 0) + (1 if model is not None else 0) \
+            or msg.get("v") != 1 \
             or type(msg.get("seq")) is not int:
         return None
     t = msg.get("t")
@@ -197,6 +210,10 @@ def _fast(msg):
         extra = _input_text(size)
         if extra is None:
             return None
+    if model is not None:
+        if type(model) is not str:
+            return None
+        extra += ',"model":' + _quote(model)
     return ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
             '"edge":%s,"user":%s,"mem":%s%s}\n' % (
                 msg["seq"], t, _quote(name), step, micro, _quote(edge),

@@ -234,11 +234,27 @@ def input_size(is_tensor, args, kwargs, tensor_type=None):
         t = first_tensor(is_tensor, args, kwargs)
     if t is None:
         return None
+    return size_of(t)
+
+
+def is_index(t):
+    """Report whether tensor ``t`` holds integer indices (token ids): an
+    integer dtype, not bool, floating or complex. Only those inputs have tokens."""
+    dtype = getattr(t, "dtype", None)
+    return dtype is not None and not getattr(dtype, "is_floating_point", True) \
+        and not getattr(dtype, "is_complex", False) and str(dtype) != "torch.bool"
+
+
+def size_of(t):
+    """Return ``{"batch", "tokens"}`` of one input tensor: batch is dim 0;
+    tokens is batch x dim 1 for an integer index input of >= 2 dims, else
+    None (an image or a float feature matrix has no tokens: docs/hook.md)."""
     shape = t.shape
     if len(shape) == 0:
         return {"batch": None, "tokens": None}
     batch = int(shape[0])
-    return {"batch": batch, "tokens": batch * int(shape[1]) if len(shape) >= 2 else None}
+    return {"batch": batch, "tokens": batch * int(shape[1])
+            if len(shape) >= 2 and is_index(t) else None}
 
 
 MAX_OUTPUT_TENSORS = 32

@@ -2,8 +2,57 @@
 framework callbacks: the half of the Watcher that decides where a step ends
 (docs/hook.md, docs/integrations.md). Mixed into :class:`_watch.Watcher`."""
 
+import os
+import sys
+
 from . import _anatomy, _patch, _safe
 from ._anatomy import FIRST_MEASURED
+
+_HERE = os.path.dirname(__file__) + os.sep
+
+
+def user_frames(frame):
+    """``(id, code, line)`` of ``frame`` and each of its callers, innermost
+    first, the hook's own frames left out (no frame object is kept)."""
+    out = []
+    while frame is not None:
+        code = frame.f_code
+        if not code.co_filename.startswith(_HERE):
+            out.append((id(frame), code, frame.f_lineno))
+        frame = frame.f_back
+    return out
+
+
+def zero_follows_step(step_frames, zero_frames):
+    """Whether a zero_grad, called between steps, was written after
+    ``optimizer.step()`` in the loop (docs/hook.md, "zero_grad after the
+    update"). Both stacks are walked from the outermost frame down to where
+    they part. Parting inside one frame (same frame, other line): the
+    zero_grad's line there is after the step's (it ends the step) or before
+    it (it heads the next one). Parting below a line both went through (a
+    new call of the per-step function): it heads the next step. A frame is
+    matched only under matching parents, so a dead frame whose id a new one
+    reuses is never taken for it. Nothing to go by: after, so that no step
+    is ever made of a lone zero_grad."""
+    a, b = step_frames[::-1], zero_frames[::-1]
+    for depth, ((sid, scode, sline), (zid, zcode, zline)) in enumerate(zip(a, b)):
+        if sid != zid or scode is not zcode:
+            return depth == 0  # no frame in common (another thread): after
+        if sline != zline:
+            return zline > sline
+    return True
+
+
+def inherits_zero_grad(wrapper, opt):
+    """Whether ``wrapper`` (around ``opt``) runs the optimizer class's own
+    ``zero_grad`` on itself, so a patch on ``opt`` never sees it: Lightning's
+    ``LightningOptimizer`` subclasses the optimizer's class and defines no
+    ``zero_grad``. A wrapper with its own (accelerate's, which skips
+    non-sync steps) is left alone."""
+    if wrapper is None or "zero_grad" in getattr(wrapper, "__dict__", {"zero_grad": 0}):
+        return False
+    own = getattr(type(opt), "zero_grad", None)
+    return own is not None and getattr(type(wrapper), "zero_grad", None) is own
 
 
 class StepsMixin:
@@ -12,12 +61,24 @@ class StepsMixin:
 
     # ---- step ----------------------------------------------------------------------------
 
+    # torch 2.x wraps the step() of each optimizer class that has instances
+    # (Optimizer._patch_step_function): a subclass whose step() calls
+    # super().step() runs the step hooks twice, nested. Only the outer pair
+    # counts; _step_depth is reset whenever a step is finished, so a step()
+    # that raised (no post hook) leaves nothing behind.
+    _step_depth = 0
+
     def _on_step_pre_hook(self, optimizer, args, kwargs):
+        if self._step_depth:
+            self._step_depth += 1
+            return None
         try:
-            new = self._step_pre(args, kwargs)
+            new = self._step_pre(args, kwargs)  # may finish the last step (depth 0)
         except Exception as exc:  # noqa: BLE001
             _safe.report(exc)
             return None
+        finally:
+            self._step_depth = 1
         return None if new[0] is args and new[1] is kwargs else new
 
     def _step_pre(self, args, kwargs):
@@ -42,6 +103,8 @@ class StepsMixin:
             if closure is None:
                 last = self._open
                 if last is None:  # _begin("step") inlined: no end to read
+                    if self._client.owner is not self._self_ref:
+                        self._take_over()
                     self._open = "step"
                     self._client.begin("step")
                 elif last != "step":  # a framework may have opened it
@@ -71,6 +134,11 @@ class StepsMixin:
                 self._begin("step")  # the parameter update follows the closure
 
     def _on_step_post_hook(self, optimizer, args, kwargs):
+        depth = self._step_depth
+        if depth > 1:
+            self._step_depth = depth - 1
+            return
+        self._step_depth = 0
         try:  # _guarded inlined: a frame less each step on torch >= 2.0
             self._step_post()
         except Exception as exc:  # noqa: BLE001
@@ -107,6 +175,7 @@ class StepsMixin:
 
     def _finish_step(self):
         self._step_called = False
+        self._step_depth = 0
         client = self._client
         last = self._open
         if last == "step" and self._tail_step is None:
@@ -127,6 +196,10 @@ class StepsMixin:
         elif last is not None:
             self._end(last, closing=True)
         step = client.step
+        if self._step_frames is None:
+            # Where this watcher's first step ended (once): a zero_grad
+            # between steps is placed by it (Watcher._zero_shape).
+            self._step_frames = user_frames(sys._getframe(1))
         acts = self._acts
         # Activations.finish's own test, inlined for the common step: nothing
         # measured, and no measurement to scale or no new input size.
@@ -176,13 +249,34 @@ class StepsMixin:
             "batch_size": batch,
             "params": figures["params"],
             "device": figures["device"],
+            "model": self.name,
         }
         for k in ("tokens", "activations_step", "activations_batch", "activations_tokens",
-                  "activations_source"):
+                  "activations_source", "saved"):
             msg[k] = acts.get(k)
         self._client.anatomy(step, msg)
 
     # ---- framework integrations (integrations/) -------------------------------------------
+
+    _wrappers_checked = False
+
+    def _watch_lightning_optimizers(self):
+        """Lightning's ``LightningOptimizer`` (what ``self.optimizers()``
+        returns) is an instance of a subclass of the optimizer's own class: its
+        ``zero_grad()`` is the class's, run on the wrapper, so the patch on the
+        optimizer instance never sees manual optimization's ``opt.zero_grad()``.
+        Found on Lightning 2.6. The wrapper around the watched optimizer gets the
+        same patch, once, at the first ``training_step`` (when the Trainer has
+        made it). (Lock held.)"""
+        self._wrappers_checked = True
+        opt = self._optimizer
+        strategy = getattr(getattr(self._model, "_trainer", None), "strategy", None)
+        if opt is None or strategy is None:
+            return
+        for w in list(getattr(strategy, "_lightning_optimizers", None) or ()):
+            if getattr(w, "_optimizer", None) is opt and inherits_zero_grad(w, opt):
+                self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
+                                                      around=self._zero_grad))
 
     def framework_phase(self, name, batch=None):
         """Begin ``name`` from a framework callback; no-op when it is already open.

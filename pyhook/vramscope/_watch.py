@@ -6,9 +6,11 @@ allocator read is made in ``_end`` (a begin edge carries the read of the end
 edge made in the same hook call, else none) and queued by ``self._client.edge``.
 """
 
+import sys
 import threading
+import weakref
 
-from . import _anatomy, _backward, _cuda, _patch, _safe
+from . import _anatomy, _backward, _cuda, _messages, _patch, _safe, _steps
 from ._anatomy import FIRST_MEASURED
 
 # A plain step's closing edge (docs/protocol.md, "Exact peaks"): its only read.
@@ -42,11 +44,21 @@ class Watcher(BackwardMixin, StepsMixin):
     """
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
-                 queue_callback="detect", meter=None, global_backward=True):
+                 queue_callback="detect", meter=None, global_backward=True, name=None,
+                 wrapper=None):
         self._torch = torch
+        # What the edges of this watch carry as ``model`` (docs/protocol.md).
+        self.name = _messages.watch_name(name if name is not None else type(model).__name__)
+        # What the client holds as its owner: a weak reference, so a watch the
+        # user dropped without remove() never keeps its model alive.
+        self._self_ref = weakref.ref(self)
         self._client = client
         self._model = model
         self._optimizer = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
+        # What the caller passed, when it wrapped the optimizer (watch() unwraps first).
+        if wrapper is None and optimizer is not self._optimizer:
+            wrapper = optimizer
+        self._wrapper = wrapper if wrapper is not self._optimizer else None
         self._config = config
         self._lock = threading.RLock()
         self._active = True
@@ -62,7 +74,17 @@ class Watcher(BackwardMixin, StepsMixin):
         self._zero_seen = False  # this step began with zero_grad
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
+        # Whether this loop zeroes after optimizer.step() (None: not known yet),
+        # decided once from where the first step ended (_steps.zero_follows_step);
+        # _step_frames is None until that step ends, () once used.
+        self._zero_after = None
+        self._step_frames = None
         self._step_called = False
+        # The step in which this watch's last own backward began, and (no
+        # optimizer only) the step that its next training forward ends: see
+        # docs/hook.md, "Loop shapes".
+        self._bw_step = -1
+        self._ends_at_forward = -1
         self._idle = True
         self._trained = False
         # Whether forwards hook their output for the backward fallback (below).
@@ -155,6 +177,9 @@ class Watcher(BackwardMixin, StepsMixin):
             return
         self._undo.append(_patch.patch_method(opt, "zero_grad", None, None,
                                               around=self._zero_grad))
+        if _steps.inherits_zero_grad(self._wrapper, opt):
+            self._undo.append(_patch.patch_method(self._wrapper, "zero_grad", None, None,
+                                                  around=self._zero_grad))
         if self.uses_step_hooks:
             pre = opt.register_step_pre_hook(self._on_step_pre_hook)
             post = opt.register_step_post_hook(self._on_step_post_hook)
@@ -215,6 +240,8 @@ class Watcher(BackwardMixin, StepsMixin):
         (``raw``, or the phase it closes here), else mem null.
         """
         last = self._open
+        if last is None and self._client.owner is not self._self_ref:
+            self._take_over()
         if last is not None:
             if last == "backward" or step is not None or input is not None \
                     or self._tail_step is not None:
@@ -242,6 +269,28 @@ class Watcher(BackwardMixin, StepsMixin):
             self._tail_step = step
         self._client.edge(name, "begin", raw, False, step, None,
                           None if input is None else {"input": input})
+
+    def _take_over(self):
+        """Make this watch the one whose automatic phase is open: end the phase
+        another watch on this client left open (one automatic phase at a time)
+        and name the edges after this one (docs/hook.md, "Several models").
+        The other's lock is only tried: two watches trained on two threads at
+        once never wait on each other."""
+        client = self._client
+        other = client.owner
+        other = other() if other is not None else None
+        client.owner = self._self_ref
+        if other is not None and other is not self and other._open is not None \
+                and other._lock.acquire(False):
+            try:
+                if other._open is not None:
+                    client.model = other.name
+                    other._end(other._open)
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+            finally:
+                other._lock.release()
+        client.model = self.name
 
     def _end(self, name, closing=False):
         """End ``name`` if it is the open phase: read the allocator once (but
@@ -365,7 +414,8 @@ class Watcher(BackwardMixin, StepsMixin):
             try:
                 torch = self._torch
                 grad = torch.is_grad_enabled()
-                if not grad and self._idle and self._optimizer is not None:
+                if not grad and (self._idle and self._optimizer is not None
+                                 or self._ends_at_forward == self._client.step):
                     # Evaluation between steps: no phase, no step, no batch (issue 8).
                     self._quiet = True
                     return None
@@ -373,6 +423,8 @@ class Watcher(BackwardMixin, StepsMixin):
                 if grad:
                     if self._step_called and not self._closure_depth:  # _activity() inlined
                         self._finish_step()
+                    elif self._ends_at_forward == self._client.step:
+                        self._finish_step()  # no optimizer: a backward ended this step
                     self._idle = False
                     t = args[0] if args else None
                     if isinstance(t, self._tensor_type):
@@ -380,18 +432,15 @@ class Watcher(BackwardMixin, StepsMixin):
                         # argument; the same shape as the last one reuses its
                         # (never mutated) size and message dicts.
                         shape = t.shape
+                        dtype = t.dtype
                         last_input = self._last_input
-                        if last_input[0] == shape:
+                        if last_input[0] == shape and last_input[3] is dtype:
                             size, extra = last_input[1], last_input[2]
                         else:
-                            if len(shape) == 0:
-                                size = {"batch": None, "tokens": None}
-                            else:
-                                batch = int(shape[0])
-                                size = {"batch": batch, "tokens": batch * int(shape[1])
-                                        if len(shape) >= 2 else None}
+                            # tokens only for integer index inputs (_patch.size_of)
+                            size = _patch.size_of(t)
                             extra = {"input": size}
-                            self._last_input = (shape, size, extra)
+                            self._last_input = (shape, size, extra, dtype)
                     else:
                         size = _patch.input_size(torch.is_tensor, args, kwargs)
                     self._pending_kw = size is None
@@ -401,6 +450,8 @@ class Watcher(BackwardMixin, StepsMixin):
                     self._trained = True
                 last = self._open
                 if last is None:  # _begin("forward", input=size) inlined: no end to read
+                    if self._client.owner is not self._self_ref:
+                        self._take_over()
                     self._open = "forward"
                     if extra is None and size is not None:
                         extra = {"input": size}
@@ -440,7 +491,8 @@ class Watcher(BackwardMixin, StepsMixin):
         return args, kwargs
 
     _pending_kw = False
-    _last_input = (None, None, None)  # (shape, size, {"input": size}) of the last tensor input
+    # (shape, size, {"input": size}, dtype) of the last tensor input
+    _last_input = (None, None, None, None)
     _kw_patch = None  # the undo of torch 1.13's forward wrapper while it is in place
 
     def _note_input(self, size):
@@ -465,6 +517,14 @@ class Watcher(BackwardMixin, StepsMixin):
                 acts = self._acts
                 if acts.measuring:
                     acts.pause()
+                    if not self._hook_output:
+                        # What is saved until backward is the loss's: only
+                        # once backwards come through the wrapper, which
+                        # removes the saved-tensor hooks on this thread before
+                        # autograd runs. Removed from inside the engine (the
+                        # output-grad fallback), they would outlive it in this
+                        # thread's state, which the engine restores after.
+                        acts.loss()
                 torch = self._torch
                 if not torch.is_grad_enabled():
                     self._end("forward")
@@ -511,6 +571,8 @@ class Watcher(BackwardMixin, StepsMixin):
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
             with self._lock:
+                if not self._wrappers_checked:
+                    self._watch_lightning_optimizers()
                 self._activity()
                 self._trained = True
                 if self._open != "forward":
@@ -530,10 +592,12 @@ class Watcher(BackwardMixin, StepsMixin):
                 self._acts.pause()
 
     def started_mid_step(self):
-        """Say that watch() ran inside step 0, after its zero_grad (auto-attach
-        hooks at the first training forward): step 0 counts as having had its
-        zero_grad, so the next one heads step 1 instead of being taken for the
-        tail of a loop that zeroes after ``optimizer.step()``."""
+        """Say that watch() ran inside step 0, after any zero_grad it had
+        (auto-attach hooks at the first training forward): step 0 counts as
+        having had its zero_grad, so the first zero_grad between steps is
+        placed by where it is called (:meth:`_zero_shape`): after
+        ``optimizer.step()`` it ends the step, before the forward it heads
+        the next one."""
         with self._lock:
             self._zero_seen = True
 
@@ -549,8 +613,12 @@ class Watcher(BackwardMixin, StepsMixin):
                     depth = self._zero_depth + 1
                     self._zero_depth = depth
                     if depth == 1:
-                        if self._idle and not self._zero_seen_last and self._client.step > 0 \
-                                and self._optimizer is not None and self._open is None:
+                        # A zero-first loop, once decided, leaves at the third load.
+                        after, seen = self._zero_after, self._zero_seen_last
+                        if self._idle and (not seen or after is not False) \
+                                and self._client.step > 0 and self._optimizer is not None \
+                                and self._open is None and (not seen or after
+                                                            or self._zero_shape()):
                             self._zero_tail()
                         else:
                             # The head of a step (_activity() and _recover() inlined)
@@ -566,6 +634,8 @@ class Watcher(BackwardMixin, StepsMixin):
                             self._zero_seen = True
                             last = self._open
                             if last is None:  # _begin("zero_grad") inlined: no end to read
+                                if self._client.owner is not self._self_ref:
+                                    self._take_over()
                                 self._open = "zero_grad"
                                 self._client.begin("zero_grad")
                             elif last != "zero_grad":
@@ -593,6 +663,24 @@ class Watcher(BackwardMixin, StepsMixin):
                                 self._end("zero_grad")
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
+
+    def _zero_shape(self):
+        """Decide, once, whether this loop zeroes after ``optimizer.step()``:
+        the step before this idle zero_grad had one at its head, which a loop
+        that zeroes first has, and so has one that zeroes once before the loop
+        and after every step (or step 0 under auto-attach, assumed to have
+        had one). Where the call stands against step 0's tells them apart.
+        (Lock held.)"""
+        frames = self._step_frames
+        if frames is None:
+            # No step of this watcher has ended (a watch() that joined a
+            # connection mid-run): a head, and nothing decided yet.
+            return False
+        self._step_frames = ()
+        after = True if not frames else _steps.zero_follows_step(
+            frames, _steps.user_frames(sys._getframe(1)))
+        self._zero_after = after
+        return after
 
     def _zero_tail(self):
         """A loop that zeroes after optimizer.step(): the step just finished had

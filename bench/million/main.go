@@ -1,0 +1,187 @@
+// Command million writes a recording of a fast training loop: N steps of the
+// five phases, each edge 1 ms after the last in hook time and carrying the
+// allocator's figures, as a small model on a fast GPU produces (issue 22,
+// finding 3; -edge 100us makes the steps 1 ms apart). With -live it instead feeds the same messages to a session
+// store, as the live monitor does, and prints the largest heap it saw.
+//
+//	go run ./bench/million -steps 1000000 -o /tmp/million.jsonl
+//	/usr/bin/time -v bin/vramscope report /tmp/million.jsonl >/dev/null
+//	go run ./bench/million -steps 1000000 -live
+//
+// The memory figures are those of testdata/h100/s001 (a 1.1 GB model, the
+// weights, gradients and Adam state it holds); only their rate is made up.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"time"
+
+	"github.com/vramscope/vramscope/record"
+	"github.com/vramscope/vramscope/session"
+)
+
+const header = `{"vramscope_recording":1,"version":"1.0","created":"2025-11-22T08:00:00Z","tool":"bench/million","host":"h","argv":["million"],"source":"live"}`
+
+const (
+	wall0 = 1763794800.0
+	mono0 = 1000.0
+	gib   = 1 << 30
+)
+
+// edgeGap is the hook time between two edges (-edge).
+var edgeGap = time.Millisecond
+
+var phases = [...]string{"zero_grad", "forward", "loss", "backward", "step"}
+
+func main() {
+	steps := flag.Int("steps", 1000000, "training steps")
+	out := flag.String("o", "", "recording to write")
+	live := flag.Bool("live", false, "feed a session store instead and print its largest heap")
+	prof := flag.String("cpuprofile", "", "write a CPU profile of -live here")
+	in := flag.String("in", "", "with -live, read this recording instead of generating one")
+	flag.DurationVar(&edgeGap, "edge", time.Millisecond, "hook time between two edges")
+	flag.Parse()
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	if *live {
+		feedStore(*steps, *in)
+		return
+	}
+	if *out == "" {
+		fmt.Fprintln(os.Stderr, "million: -o FILE or -live")
+		os.Exit(2)
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "million:", err)
+		os.Exit(1)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.WriteString(header + "\n")
+	gen(*steps, func(line []byte) { w.Write(line); w.WriteByte('\n') })
+	if err := w.Flush(); err != nil {
+		fmt.Fprintln(os.Stderr, "million:", err)
+		os.Exit(1)
+	}
+	f.Close()
+}
+
+// gen calls emit with each event line of the recording after its header.
+func gen(steps int, emit func([]byte)) {
+	var b []byte
+	seq := 0
+	mono := mono0
+	msg := func(body string) {
+		b = b[:0]
+		b = append(b, `{"t":`...)
+		b = strconv.AppendFloat(b, wall0+(mono-mono0), 'f', 6, 64)
+		b = append(b, `,"conn":1,"msg":{"v":1,"seq":`...)
+		b = strconv.AppendInt(b, int64(seq), 10)
+		b = append(b, `,"t":`...)
+		b = strconv.AppendFloat(b, mono, 'f', 6, 64)
+		b = append(b, ',')
+		b = append(b, body...)
+		b = append(b, "}}"...)
+		emit(b)
+		seq++
+	}
+	msg(`"type":"hello","session":"million","pid":4242,"host":"h","argv":["train.py"],"torch":"2.3.1","cuda":{"index":0,"uuid":"GPU-1","name":"H100","total":85899345920},"clock":{"mono":1000,"wall":1763794800},"hook":{"version":"0.2.0","sample_hz":50,"reset_peaks":true}`)
+	const weights = int64(11 * gib / 10)
+	var body []byte
+	for s := 0; s < steps; s++ {
+		for i, name := range phases {
+			for _, edge := range [...]string{"begin", "end"} {
+				mono += edgeGap.Seconds()
+				alloc := 4*weights + int64(i)*gib/8 + int64(s%7)*1<<20
+				body = body[:0]
+				body = append(body, `"type":"phase","name":"`...)
+				body = append(body, name...)
+				body = append(body, `","step":`...)
+				body = strconv.AppendInt(body, int64(s), 10)
+				body = append(body, `,"edge":"`...)
+				body = append(body, edge...)
+				body = append(body, `","user":false,"mem":{"allocated":`...)
+				body = strconv.AppendInt(body, alloc, 10)
+				body = append(body, `,"max_allocated":`...)
+				body = strconv.AppendInt(body, alloc+gib/4, 10)
+				body = append(body, `,"reserved":`...)
+				body = strconv.AppendInt(body, 6*weights, 10)
+				body = append(body, `,"max_reserved":`...)
+				body = strconv.AppendInt(body, 6*weights, 10)
+				body = append(body, '}')
+				msg(string(body))
+			}
+		}
+	}
+	msg(`"type":"goodbye","reason":"exit"`)
+}
+
+// feedStore applies every event to a store as the live view's goroutine
+// does, each line decoded by the recording reader (ipc.Decode, as live), and
+// prints the largest live heap seen.
+func feedStore(steps int, in string) {
+	var pr io.Reader
+	if in != "" {
+		f, err := os.Open(in)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "million:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		pr = f
+	} else {
+		r, pw := io.Pipe()
+		pr = r
+		go generate(steps, pw)
+	}
+	r, err := record.NewReader("million", pr)
+
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "million:", err)
+		os.Exit(1)
+	}
+	st := session.New()
+	var peak uint64
+	var ms runtime.MemStats
+	n := 0
+	start := time.Now()
+	err = r.Each(func(ev session.Event) {
+		st.Apply(ev)
+		n++
+		if n%500000 == 0 {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+		}
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "million:", err)
+		os.Exit(1)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	peak = max(peak, ms.HeapAlloc)
+	fmt.Printf("steps %d, events %d, %.1f s, largest live heap %.1f MB (sampled every 500k events after a GC)\n",
+		steps, n, time.Since(start).Seconds(), float64(peak)/1e6)
+}
+
+// generate writes the recording to pw and closes it.
+func generate(steps int, pw *io.PipeWriter) {
+	w := bufio.NewWriterSize(pw, 1<<20)
+	w.WriteString(header + "\n")
+	gen(steps, func(line []byte) { w.Write(line); w.WriteByte('\n') })
+	w.Flush()
+	pw.Close()
+}

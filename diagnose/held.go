@@ -1,0 +1,124 @@
+package diagnose
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// Held memory: what is allocated between steps (at each step's closing
+// read). A leak is held memory that rises; it is read from this series
+// first, because it is not moved by what varies within a step (sequence
+// lengths, evaluation spikes, autocast), which the peaks are.
+
+// HeldSummary is the memory held between steps over the steps looked at.
+type HeldSummary struct {
+	// FirstStep and LastStep are the steps of First and Last (-1 none);
+	// Min and Max its range over those steps.
+	FirstStep int           `json:"first_step"`
+	LastStep  int           `json:"last_step"`
+	First     session.Bytes `json:"first"`
+	Last      session.Bytes `json:"last"`
+	Min       session.Bytes `json:"min"`
+	Max       session.Bytes `json:"max"`
+}
+
+// heldOf summarizes the held memory of pk.
+func heldOf(pk []session.StepPeak) HeldSummary {
+	h := HeldSummary{FirstStep: -1, LastStep: -1, First: session.Unknown, Last: session.Unknown, Min: session.Unknown, Max: session.Unknown}
+	for i := range pk {
+		v := pk[i].Held
+		if !v.Known() {
+			continue
+		}
+		if h.FirstStep < 0 {
+			h.FirstStep, h.First, h.Min = pk[i].Index, v, v
+		}
+		h.LastStep, h.Last = pk[i].Index, v
+		h.Min, h.Max = min(h.Min, v), max(h.Max, v)
+	}
+	return h
+}
+
+// Line is "held between steps: 1650 MiB (steps 1–5)" when flat within
+// tolerance, "held between steps: 1541→10214 MiB (steps 0–99)" otherwise.
+func (h HeldSummary) Line() string {
+	if h.FirstStep < 0 {
+		return ""
+	}
+	if h.Max-h.Min <= Tolerance(h.Max) {
+		return fmt.Sprintf("held between steps: %s MiB (steps %d–%d)", h.Last.MiBString(), h.FirstStep, h.LastStep)
+	}
+	return fmt.Sprintf("held between steps: %s→%s MiB (steps %d–%d; lowest %s, highest %s MiB)",
+		h.First.MiBString(), h.Last.MiBString(), h.FirstStep, h.LastStep, h.Min.MiBString(), h.Max.MiBString())
+}
+
+// heldAsPeaks copies the steps that have held memory, with the held figure
+// in PeakAllocated, so the peak's fits apply to it.
+func heldAsPeaks(pk []session.StepPeak) []session.StepPeak {
+	out := make([]session.StepPeak, 0, len(pk))
+	for _, sp := range pk {
+		if sp.Held.Known() {
+			sp.PeakAllocated = sp.Held
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// heldGrowing is the leak rule: the held memory's change point (a
+// flat-then-rising fit), a slope of at least MinGrowthPerStep with t ≥
+// GrowthMinT, a rise beyond the held memory's own band, a recent half that
+// still sets new highs, and a peak that rises with it (held growth at
+// least HeldShare of the peak's over the same steps; otherwise what grows
+// is the input, read by the peak rule). It returns the growing segment of
+// pk, nil when held memory does not grow.
+func (d *Diagnosis) heldGrowing(pk []session.StepPeak) []session.StepPeak {
+	hp := heldAsPeaks(pk)
+	if len(hp) < MinSteps || len(hp) < len(pk)*3/4 {
+		return nil
+	}
+	n := len(hp)
+	level := median(hp[n-max(SteadyMinSteps, n/2):])
+	band := max(Tolerance(level), session.Bytes(math.Round(SpreadK*noise(hp))))
+	c := changePoint(hp)
+	seg := hp[c:]
+	recent := seg[len(seg)-max(GrowthMinSteps, len(seg)/2):]
+	earlier := seg[:len(seg)-len(recent)]
+	b, t := fit(seg, false)
+	span := float64(seg[len(seg)-1].Index - seg[0].Index)
+	top, _, _ := maxOf(recent)
+	before := seg[0].PeakAllocated
+	if len(earlier) > 0 {
+		before, _, _ = maxOf(earlier)
+	}
+	if b < float64(MinGrowthPerStep) || t < GrowthMinT || b*span <= float64(band) || top <= before+band {
+		return nil
+	}
+	from := seg[0].Index
+	var body []session.StepPeak
+	for i := range pk {
+		if pk[i].Index >= from {
+			body = pk[i:]
+			break
+		}
+	}
+	pb, _ := fit(body, false)
+	if len(body) < GrowthMinSteps || b < HeldShare*pb {
+		return nil
+	}
+	// The hinge's corner is the last step at the old level: the leak shows
+	// from the step after it.
+	onset := from
+	if c > 0 && len(seg) > 1 {
+		onset = seg[1].Index
+	}
+	d.Pattern, d.GrowthKind = PatternGrowth, GrowthLeak
+	d.GrowthPerStep = session.Bytes(math.Round(pb))
+	d.GrowthFrom, d.GrowthTo = onset, seg[len(seg)-1].Index
+	d.HeldPerStep = session.Bytes(math.Round(b))
+	d.HeldFrom, d.HeldTo = seg[0].PeakAllocated, seg[len(seg)-1].PeakAllocated
+	d.PeakAfter, _, _ = maxOf(body)
+	return body
+}

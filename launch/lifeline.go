@@ -1,0 +1,130 @@
+//go:build unix
+
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// EnvLifeline names the pipe a child under `vramscope run` watches for its
+// monitor's death: "FD:INODE", the descriptor the child inherits and the
+// pipe's inode, so that a grandchild that got some other file at that
+// number (torchrun's workers do not inherit it) ignores it.
+const EnvLifeline = "VRAMSCOPE_LIFELINE"
+
+// lifelineFD is the descriptor the child sees the pipe at: ExtraFiles[0].
+const lifelineFD = 3
+
+// Lifeline is the write end of a pipe whose read end the child holds. The
+// monitor keeps it open while it lives; when it dies, SIGKILL included,
+// the kernel closes it, the child's read sees the end of the pipe, and its
+// sitecustomize says once, on stderr, that training goes on unmonitored.
+// A SIGKILL of `vramscope run` left the child training unmonitored without
+// a word (issue 22, finding 9).
+type Lifeline struct {
+	r, w  *os.File
+	inode uint64
+}
+
+// NewLifeline makes the pipe.
+func NewLifeline() (*Lifeline, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("make the lifeline pipe: %w", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("stat the lifeline pipe: %w", err)
+	}
+	return &Lifeline{r: r, w: w, inode: uint64(st.Ino)}, nil
+}
+
+// Env is the child's EnvLifeline entry.
+func (l *Lifeline) Env() string {
+	return EnvLifeline + "=" + strconv.Itoa(lifelineFD) + ":" + strconv.FormatUint(l.inode, 10)
+}
+
+// ChildEnd is the read end, for Spec.ExtraFiles. The parent's copy does
+// not keep the pipe alive: only write ends do.
+func (l *Lifeline) ChildEnd() *os.File { return l.r }
+
+// Close closes the write end: the child learns the monitor is gone. The
+// monitor closes it when it ends normally too, after the child has
+// exited, so a child still running then (a detached grandchild) is told.
+func (l *Lifeline) Close() {
+	l.r.Close()
+	l.w.Close()
+}
+
+// runDirPrefix starts the name of every private directory of `vramscope
+// run`; the pid of the run that made it follows.
+const runDirPrefix = "vramscope-run-"
+
+// PrivateDir makes `vramscope run`'s private directory (0700: the socket
+// and the startup files) under $XDG_RUNTIME_DIR, which the system reaps
+// at logout and reboot, else under the temporary directory. Its name
+// carries this process's pid, so that the next run can remove what a
+// killed run left behind (CleanStale); a SIGKILLed run left its directory
+// and stale socket in /tmp for good.
+func PrivateDir() (string, error) {
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if fi, err := os.Stat(base); base == "" || err != nil || !fi.IsDir() || !ownedBy(fi, os.Getuid()) {
+		base = os.TempDir()
+	}
+	CleanStale(base)
+	dir, err := os.MkdirTemp(base, runDirPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return "", fmt.Errorf("make the run's directory: %w", err)
+	}
+	return dir, nil
+}
+
+// CleanStale removes, under base, the private directories of runs whose
+// process is gone: ours (same uid) only, named by PrivateDir, and never
+// one whose process still lives. It returns how many it removed.
+func CleanStale(base string) int {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, runDirPrefix) {
+			continue
+		}
+		pidText, _, ok := strings.Cut(strings.TrimPrefix(name, runDirPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || alive(pid) {
+			continue
+		}
+		path := filepath.Join(base, name)
+		fi, err := os.Lstat(path)
+		if err != nil || !fi.IsDir() || !ownedBy(fi, os.Getuid()) {
+			continue
+		}
+		if os.RemoveAll(path) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// alive says whether a process with this pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func ownedBy(fi os.FileInfo, uid int) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
+}

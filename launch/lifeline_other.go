@@ -1,0 +1,29 @@
+//go:build !unix
+
+package launch
+
+import "os"
+
+// EnvLifeline: see lifeline.go; no lifeline on this system.
+const EnvLifeline = "VRAMSCOPE_LIFELINE"
+
+// Lifeline does nothing here.
+type Lifeline struct{}
+
+// NewLifeline returns a Lifeline that does nothing.
+func NewLifeline() (*Lifeline, error) { return &Lifeline{}, nil }
+
+// Env is empty here.
+func (l *Lifeline) Env() string { return EnvLifeline + "=" }
+
+// ChildEnd is nil here.
+func (l *Lifeline) ChildEnd() *os.File { return nil }
+
+// Close does nothing here.
+func (l *Lifeline) Close() {}
+
+// PrivateDir makes a private directory in the temporary directory.
+func PrivateDir() (string, error) { return os.MkdirTemp("", "vramscope-run-") }
+
+// CleanStale does nothing here.
+func CleanStale(string) int { return 0 }

@@ -1,0 +1,118 @@
+"""Training loops as people write them (issue 23), run on real torch by
+test_loop_shapes.py: in the test process with an explicit ``watch()``, and as
+a script under ``vramscope run`` (auto-attach, no code change).
+
+Each loop returns its own count of optimizer steps and a hash of the final
+parameters, so a run with the hook can be compared bit for bit with one
+without it. Run as a script: ``python loops.py SHAPE`` prints both.
+"""
+
+import hashlib
+import sys
+
+
+def param_hash(model):
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(repr(p.detach().flatten().tolist()).encode())
+    return h.hexdigest()[:16]
+
+
+def mlp(torch):
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def pre_and_after(torch, watch=None, steps=6):
+    """Zero once before the loop, then after every step (item 1)."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    handle = watch(model, opt) if watch else None
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    opt.zero_grad(set_to_none=False)
+    done = 0
+    for _ in range(steps):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        done += 1
+        opt.zero_grad(set_to_none=False)
+    return handle, done, param_hash(model)
+
+
+def accum_clip(torch, watch=None, steps=4, accumulation=3):
+    """Gradient accumulation with clip_grad_norm_, zeroing after the step (item 2)."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    handle = watch(model, opt) if watch else None
+    done = 0
+    for i in range(steps * accumulation):
+        x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+        loss = torch.nn.functional.cross_entropy(model(x), y) / accumulation
+        loss.backward()
+        if (i + 1) % accumulation == 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            done += 1
+            opt.zero_grad()
+    return handle, done, param_hash(model)
+
+
+def hf_style(torch, watch=None, steps=5):
+    """Keyword inputs, a dict output with the loss computed inside the model,
+    zero after the step (item 2's Hugging Face-style loop)."""
+
+    class TinyLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(50, 16)
+            self.head = torch.nn.Linear(16, 50)
+
+        def forward(self, input_ids=None, labels=None):
+            logits = self.head(self.emb(input_ids))
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+            return {"loss": loss, "logits": logits}
+
+    torch.manual_seed(0)
+    model = TinyLM()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    handle = watch(model, opt) if watch else None
+    done = 0
+    for _ in range(steps):
+        ids = torch.randint(0, 50, (4, 12))
+        out = model(input_ids=ids, labels=ids)
+        out["loss"].backward()
+        opt.step()
+        done += 1
+        opt.zero_grad()
+    return handle, done, param_hash(model)
+
+
+def zero_first(torch, watch=None, steps=5):
+    """The control: zero at the head of every step."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, opt) if watch else None
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    done = 0
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        done += 1
+    return handle, done, param_hash(model)
+
+
+SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first)}
+
+
+def main(argv):
+    import torch
+    _, done, digest = SHAPES[argv[1]](torch)
+    print("steps %d result %s" % (done, digest))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

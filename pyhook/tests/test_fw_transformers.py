@@ -1,0 +1,102 @@
+"""Real transformers (issue 25): ``Trainer.train`` on CPU with the callback,
+a tiny GPT-2 built from its config (no download, HF_HUB_OFFLINE=1), gradient
+accumulation and evaluation every N steps, against a real ``vramscope
+record`` and ``report --json``; the same run without the hook must give
+bit-identical weights."""
+
+import hashlib
+import os
+import warnings
+
+import pytest
+
+from frameworks import PHASES, Recording, need, phase_counts, phase_order
+from test_e2e import recorders, vs_bin, workdir  # noqa: F401
+
+STEPS, ACCUMULATION, EVAL_EVERY = 4, 2, 2
+
+
+def weights_hash(model):
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(repr(p.detach().flatten().tolist()).encode())
+    return h.hexdigest()[:16]
+
+
+def train(torch, outdir, callbacks):
+    transformers = need("transformers")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1,
+                                     n_head=2)
+    model = transformers.GPT2LMHeadModel(config)
+    g = torch.Generator().manual_seed(1)
+    rows = [{"input_ids": t, "labels": t}
+            for t in torch.randint(0, 64, (4 * STEPS * ACCUMULATION, 12), generator=g)]
+    args = transformers.TrainingArguments(
+        output_dir=outdir, per_device_train_batch_size=4, per_device_eval_batch_size=4,
+        gradient_accumulation_steps=ACCUMULATION, max_steps=STEPS, eval_strategy="steps",
+        eval_steps=EVAL_EVERY, logging_strategy="no", save_strategy="no", report_to=[],
+        use_cpu=True, disable_tqdm=True, seed=0, learning_rate=1e-3)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
+                                   eval_dataset=rows[:8], callbacks=callbacks)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    return (weights_hash(model), trainer.state.global_step), \
+        {(w.category.__name__, str(w.message)) for w in caught}
+
+
+def test_hf_trainer_train_with_the_callback(torch_mod, vs_bin, workdir, recorders,  # noqa: F811
+                                            capfd):
+    need("transformers")
+    from vramscope.integrations.transformers import VramscopeCallback
+
+    want, plain_warnings = train(torch_mod, os.path.join(workdir, "plain"), [])
+    capfd.readouterr()
+    rec = Recording(vs_bin, workdir, recorders)
+    got, hooked_warnings = train(torch_mod, os.path.join(workdir, "hooked"),
+                                 [VramscopeCallback(socket=rec.sock)])
+    out = capfd.readouterr()
+    assert got == want, "the hook changed the weights or the step count"
+    assert want[1] == STEPS
+    assert hooked_warnings == plain_warnings, "the hook warned"
+    text = out.out + out.err
+    assert "vramscope:" not in text and "Traceback" not in text, text
+    proc = rec.process()
+    assert proc["steps_total"] == STEPS, [phase_order(s) for s in proc["steps"]]
+    for s in proc["steps"]:
+        counts = phase_counts(s)
+        # Evaluation (every EVAL_EVERY steps, under no_grad, after
+        # on_step_end) opens no step and adds no phase to one.
+        assert sorted(counts) == sorted(PHASES), (s["step"], phase_order(s))
+        assert counts["forward"] == counts["backward"] == ACCUMULATION, counts
+        assert counts["step"] == 1, counts
+
+
+@pytest.mark.parametrize("where", ["watch"])
+def test_hf_trainer_train_watched_from_a_user_callback(where, torch_mod, vs_bin, workdir,
+                                                       recorders):  # noqa: F811
+    """The recorded crash (an earlier round's H100): a TrainerCallback calling
+    vramscope.watch(model, optimizer) in on_train_begin. Without the
+    callback's step ends, the Trainer's model.zero_grad() after the update is
+    placed by where it is called: it ends that step (issue 23)."""
+    transformers = need("transformers")
+    import vramscope
+    rec = Recording(vs_bin, workdir, recorders)
+    handles = []
+
+    class UserCallback(transformers.TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, optimizer=None, **kw):
+            handles.append(vramscope.watch(model, optimizer, socket=rec.sock))
+
+    want, _ = train(torch_mod, os.path.join(workdir, "plain"), [])
+    got, _ = train(torch_mod, os.path.join(workdir, "hooked"), [UserCallback()])
+    handles[0].remove()
+    assert got == want
+    proc = rec.process()
+    assert proc["steps_total"] == STEPS, [phase_order(s) for s in proc["steps"]]
+    for s in proc["steps"]:
+        counts = phase_counts(s)
+        assert sorted(counts) == sorted(PHASES), (s["step"], phase_order(s))
+        assert counts["forward"] == counts["backward"] == ACCUMULATION, counts

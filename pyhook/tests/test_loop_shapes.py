@@ -1,0 +1,94 @@
+"""Issue 23, items 1 and 2: loops that zero after ``optimizer.step()`` count
+one step per update, with an explicit ``watch()`` and under ``vramscope run``.
+
+Real torch (whichever runs the suite: Debian's 1.13 and the venv's 2.x), the
+real hook, the real ``vramscope record``/``run`` and ``report --json``. The
+loops are in loops.py; each also runs without the hook (in this process, the
+same torch), and the final parameters must hash the same.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import loops
+import vramscope
+from test_e2e import (has_goodbye, recorders, report_json, start, stop_ok,  # noqa: F401
+                      the_process, vs_bin, workdir)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = ["forward", "loss", "backward", "step"]
+
+
+def shape(proc):
+    return [[(p["phase"], p["count"]) for p in s["phases"]] for s in proc["steps"]]
+
+
+def run_recorded(vs_bin, workdir, argv, env=None, timeout=300, name="run.jsonl"):  # noqa: F811
+    """``vramscope run --record FILE -- argv``: (completed process, report --json)."""
+    out = os.path.join(workdir, name)
+    full = dict(os.environ, **(env or {}))
+    for k in [k for k in full if k.startswith("VRAMSCOPE_")]:
+        del full[k]
+    proc = subprocess.run([vs_bin, "run", "--record", out, "--"] + argv, cwd=HERE, env=full,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, report_json(vs_bin, out)
+
+
+def recorded_in_process(torch, vs_bin, workdir, recorders, fn):  # noqa: F811
+    out, sock = os.path.join(workdir, "w.jsonl"), os.path.join(workdir, "s.sock")
+    rec = start(recorders, vs_bin, out, sock)
+    handle, done, digest = fn(torch, watch=lambda m, o: vramscope.watch(m, o, socket=sock))
+    handle.remove()
+    rec.wait_for(has_goodbye, "the hook's goodbye")
+    stop_ok(rec)
+    return done, digest, the_process(report_json(vs_bin, out))
+
+
+# What each loop's steps show: (phases of step 0, phases of every later step).
+AFTER = TRAIN + ["zero_grad"]
+EXPECTED = {
+    # The zero before the loop heads step 0; each one after a step ends it.
+    "pre_and_after": ([("zero_grad", 2)] + [(n, 1) for n in TRAIN], [(n, 1) for n in AFTER]),
+    "accum_clip": ([(n, 3) for n in TRAIN[:3]] + [("step", 1), ("zero_grad", 1)],
+                   [(n, 3) for n in TRAIN[:3]] + [("step", 1), ("zero_grad", 1)]),
+    "hf_style": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
+    "zero_first": ([(n, 1) for n in ["zero_grad"] + TRAIN], [(n, 1) for n in ["zero_grad"] + TRAIN]),
+}
+
+
+def expect(name, steps, auto):
+    first, rest = EXPECTED[name]
+    if auto and name in ("pre_and_after", "zero_first"):
+        # Auto-attach hooks at the first training forward, after step 0's
+        # first zero_grad: it shows the rest of step 0.
+        first = [(n, c) for n, c in first if n != "zero_grad"]
+        if name == "pre_and_after":
+            first.append(("zero_grad", 1))
+    return [first] + [rest] * (steps - 1)
+
+
+@pytest.mark.parametrize("name", sorted(loops.SHAPES))
+def test_watched_loop_counts_one_step_per_update(name, torch_mod, vs_bin, workdir,
+                                                  recorders):  # noqa: F811
+    fn = loops.SHAPES[name]
+    _, want_steps, want_hash = fn(torch_mod)
+    done, digest, proc = recorded_in_process(torch_mod, vs_bin, workdir, recorders, fn)
+    assert (done, digest) == (want_steps, want_hash), "the hook changed the result"
+    assert proc["steps_total"] == done
+    assert shape(proc) == expect(name, done, auto=False)
+
+
+@pytest.mark.parametrize("name", sorted(loops.SHAPES))
+def test_auto_attached_loop_counts_one_step_per_update(name, torch_mod, vs_bin, workdir):  # noqa: F811
+    argv = [sys.executable, "loops.py", name]
+    _, done, digest = loops.SHAPES[name](torch_mod)  # the same loop, without vramscope
+    proc, rep = run_recorded(vs_bin, workdir, argv)
+    assert proc.stdout == "steps %d result %s\n" % (done, digest), "the hook changed the result"
+    assert proc.stderr.count("\n") == 2, proc.stderr  # vramscope run's own two lines
+    p = the_process(rep)
+    assert p["steps_total"] == done
+    assert shape(p) == expect(name, done, auto=True)

@@ -1,0 +1,264 @@
+"""Who holds the saved activations: the module paths a measured step's saved
+tensors are attributed to (docs/anatomy.md, "By module").
+
+:class:`ModuleMap` is built once per watched model, at its first measured
+step, from ``named_modules()``-style paths. Repeated blocks (siblings with
+numeric names, two or more, all of one structure: class and parameter shapes
+throughout) are collapsed: ``blocks.0.mlp`` .. ``blocks.3.mlp`` become
+``blocks.*.mlp`` with a count of 4. Each module also belongs to one *unit*,
+the blocks the advice speaks of: each collapsed block (``blocks.*``), and
+otherwise each child of the model, a child holding repeated blocks being
+split the same way.
+
+:class:`ModuleStack` tracks the innermost known module running, from global
+module forward hooks that :class:`SavedTensorMeter` installs for a measured
+forward only.
+"""
+
+from threading import get_ident as _get_ident
+
+TOP_MODULES = 12  # entries of saved.modules; the rest is summed
+TOP_BLOCKS = 8  # entries of saved.blocks
+MAX_PATH = 256  # bytes of a module path on the wire
+
+
+def _children(m):
+    d = getattr(m, "__dict__", None)
+    kids = d.get("_modules") if d is not None else None
+    if isinstance(kids, dict):
+        return [(n, c) for n, c in kids.items() if c is not None]
+    named = getattr(m, "named_children", None)
+    return list(named()) if callable(named) else []
+
+
+def _signature(m, memo, depth=0):
+    """A hashable summary of ``m``'s structure: class, parameter shapes and
+    dtypes, and the same of its children by name."""
+    s = memo.get(id(m))
+    if s is not None:
+        return s
+    d = getattr(m, "__dict__", None) or {}
+    ps = d.get("_parameters") or {}
+    own = tuple((n, tuple(p.shape), str(p.dtype)) for n, p in ps.items() if p is not None)
+    kids = () if depth > 64 else tuple(
+        (n, _signature(c, memo, depth + 1)) for n, c in _children(m))
+    s = (type(m).__module__, type(m).__qualname__, own, kids)
+    memo[id(m)] = s
+    return s
+
+
+def _collapsed(m, memo):
+    """Report whether ``m``'s numeric children are repeated blocks."""
+    nums = [c for n, c in _children(m) if n.isdigit()]
+    if len(nums) < 2:
+        return False
+    first = _signature(nums[0], memo)
+    return all(_signature(c, memo) == first for c in nums[1:])
+
+
+def clip_path(path):
+    """Return ``path`` in at most MAX_PATH UTF-8 bytes (its tail kept)."""
+    b = path.encode("utf-8", "replace")
+    if len(b) <= MAX_PATH:
+        return path
+    return "…" + b[-(MAX_PATH - 3):].decode("utf-8", "ignore")
+
+
+class ModuleMap:
+    """ModuleMap indexes a model's modules for attribution.
+
+    ``index``: id(module) -> its number ``i`` (the model itself is 0);
+    ``label[i]``: the collapsed path (``""`` for the model's own ops);
+    ``unit[i]``: the number of the unit module ``i`` belongs to, in
+    ``units`` (each ``[label, own_only]``); ``heads``: id(module) -> unit
+    number for the modules whose inputs a checkpoint of their unit would keep.
+    A module reachable by two paths keeps the first, as ``named_modules()``.
+    """
+
+    def __init__(self, model):
+        memo = {}
+        self.modules = [model]
+        self.label = [""]
+        self.unit = [0]
+        self.units = [["", True]]
+        self.heads = {}
+        self.index = {id(model): 0}
+        self._unit_of = {"": 0}
+        grouped = self._grouped(model, memo)
+        self._walk(model, "", 0, True, memo, grouped)
+
+    def _grouped(self, model, memo):
+        """Return the ids of the modules whose subtree holds repeated blocks."""
+        out = set()
+
+        def visit(m, seen, depth):
+            if id(m) in seen or depth > 64:
+                return False
+            seen.add(id(m))
+            has = _collapsed(m, memo)
+            for _, c in _children(m):
+                has = visit(c, seen, depth + 1) or has
+            if has:
+                out.add(id(m))
+            return has
+
+        visit(model, set(), 0)
+        return out
+
+    def _add_unit(self, label, own):
+        u = self._unit_of.get((label, own))
+        if u is None:
+            u = len(self.units)
+            self.units.append([label, own])
+            self._unit_of[(label, own)] = u
+        return u
+
+    def _walk(self, m, label, unit, splits, memo, grouped, depth=0):
+        if depth > 64:
+            return
+        collapse = _collapsed(m, memo)
+        for name, c in _children(m):
+            if id(c) in self.index:
+                continue
+            star = collapse and name.isdigit()
+            lab = (label + "." if label else "") + ("*" if star else name)
+            if splits and star:
+                cu = self._add_unit(lab, False)  # a repeated block: one unit
+                self.heads[id(c)] = cu
+                csplit = False
+            elif splits and id(c) in grouped:
+                cu = self._add_unit(lab, True)  # its own ops; its children split
+                csplit = True
+            elif splits:
+                cu = self._add_unit(lab, False)  # a child without repeated blocks
+                self.heads[id(c)] = cu
+                csplit = False
+            else:
+                cu, csplit = unit, False
+            self.index[id(c)] = len(self.modules)
+            self.modules.append(c)
+            self.label.append(lab)
+            self.unit.append(cu)
+            self._walk(c, lab, cu, csplit, memo, grouped, depth + 1)
+
+    def counts(self):
+        """Return {label: number of modules} and {unit: number of head modules}."""
+        per_label, per_unit = {}, {}
+        for lab in self.label:
+            per_label[lab] = per_label.get(lab, 0) + 1
+        for u in self.heads.values():
+            per_unit[u] = per_unit.get(u, 0) + 1
+        return per_label, per_unit
+
+
+class ModuleStack:
+    """ModuleStack follows the innermost known module running a forward.
+
+    ``pre`` and ``post`` are global module forward hooks (installed by the
+    meter for a measured forward only). ``stack`` holds module numbers;
+    the model itself is not pushed (an empty stack is its own ops).
+    ``inputs[u]`` maps the storage keys of the tensor inputs of unit
+    ``u``'s head modules (every call) to their bytes.
+    """
+
+    def __init__(self, mmap, is_tensor_type):
+        self.map = mmap
+        self.stack = []
+        self.inputs = {}
+        self._tensor = is_tensor_type
+        self.thread = None  # the thread measured: set by the meter at install
+
+    def reset(self):
+        self.stack = []
+        self.inputs = {}
+
+    # The hooks are global: they also see other threads' modules (filtered
+    # out by thread) and must never raise into a forward.
+    def pre(self, module, args):
+        i = self.map.index.get(id(module))
+        if not i or _get_ident() != self.thread:  # unknown, or the model itself
+            return None
+        try:
+            self.stack.append(i)
+            u = self.map.heads.get(id(module))
+            if u is not None:
+                from ._anatomy import storage_of
+                keys = self.inputs.get(u)
+                if keys is None:
+                    keys = self.inputs[u] = {}
+                tensor = self._tensor
+                for a in args:
+                    if isinstance(a, tensor):
+                        key, size = storage_of(a)
+                        if key[1]:
+                            keys[key] = size
+        except Exception as exc:  # noqa: BLE001
+            from . import _safe
+            _safe.report(exc)
+        return None
+
+    def post(self, module, args, output):
+        i = self.map.index.get(id(module))
+        stack = self.stack
+        if i and i in stack and _get_ident() == self.thread:
+            # a submodule that raised never ran its post hook: pop past it too
+            while stack and stack.pop() != i:
+                pass
+        return None
+
+
+def _rest(entries, top, key):
+    entries.sort(key=lambda e: (-e["bytes"], e["module"]))
+    kept, left = entries[:top], entries[top:]
+    return kept, {key: len(left), "bytes": sum(e["bytes"] for e in left)}
+
+
+def breakdown(mmap, sizes, inputs, owner, loss):
+    """Return the anatomy message's ``saved`` object.
+
+    ``sizes``: module number -> list of the byte sizes of the storages first
+    saved while it was the innermost known module; ``inputs``: unit ->
+    {storage key: bytes} of its head modules' inputs; ``owner``: storage key
+    -> the module number that saved it first (-1: the loss); ``loss``: the
+    sizes saved outside the model's forward, or None when that window was
+    not measured.
+
+    A unit's ``kept`` is what a checkpoint of it would keep: its inputs'
+    distinct storages, less those that tensors saved outside it hold anyway.
+    """
+    per_label, per_unit = mmap.counts()
+    by_label, by_unit = {}, {}
+    for i, ss in sizes.items():
+        if not ss:
+            continue
+        lab = mmap.label[i]
+        e = by_label.get(lab)
+        if e is None:
+            e = by_label[lab] = {"module": clip_path(lab), "count": per_label.get(lab, 1),
+                                 "bytes": 0, "largest": 0}
+        e["bytes"] += sum(ss)
+        e["largest"] = max(e["largest"], max(ss))
+        u = mmap.unit[i]
+        b = by_unit.get(u)
+        if b is None:
+            label, own = mmap.units[u]
+            b = by_unit[u] = {"module": clip_path(label), "count": per_unit.get(u, 1),
+                              "own": own, "bytes": 0, "kept": None}
+        b["bytes"] += sum(ss)
+    unit_of = mmap.unit
+    for u, b in by_unit.items():
+        if not b["own"]:
+            kept = 0
+            for key, size in inputs.get(u, {}).items():
+                o = owner.get(key)
+                if o is None or (o >= 0 and unit_of[o] == u):
+                    kept += size
+            b["kept"] = kept
+    modules, rest = _rest(list(by_label.values()), TOP_MODULES, "modules")
+    blocks, blocks_rest = _rest(list(by_unit.values()), TOP_BLOCKS, "blocks")
+    out = {"modules": modules, "rest": rest, "blocks": blocks, "blocks_rest": blocks_rest,
+           "loss": None}
+    if loss is not None:
+        out["loss"] = {"bytes": sum(loss), "largest": max(loss) if loss else 0,
+                       "tensors": len(loss)}
+    return out

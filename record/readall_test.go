@@ -1,0 +1,79 @@
+package record
+
+import (
+	"errors"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// TestEachMatchesNext: the parallel reader hands over the same events in
+// the same order, with the same warnings, as Next, for every fixture and
+// for a file with bad, empty and torn lines spread over several batches.
+func TestEachMatchesNext(t *testing.T) {
+	var b strings.Builder
+	small, err := os.ReadFile("../testdata/recordings/small.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(small)), "\n")
+	b.WriteString(lines[0] + "\n")
+	for i := 0; i < 3000; i++ {
+		switch i % 997 {
+		case 5:
+			b.WriteString("not json\n")
+		case 6:
+			b.WriteString("\n")
+		}
+		b.WriteString(lines[1+i%(len(lines)-1)] + "\n")
+	}
+	b.WriteString(`{"t":17637948`) // torn
+	srcs := map[string]func() (*Reader, error){
+		"mixed": func() (*Reader, error) { return NewReader("mixed", strings.NewReader(b.String())) },
+	}
+	for _, f := range []string{"small.jsonl", "torn.jsonl", "cpu_torch113.jsonl.gz", "hostile_text.jsonl"} {
+		srcs[f] = func() (*Reader, error) { return Open("../testdata/recordings/" + f) }
+	}
+	for name, open := range srcs {
+		var want []session.Event
+		r := must(open())
+		for {
+			ev, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Msg != nil {
+				ev.Msg.Raw = nil
+			}
+			want = append(want, ev)
+		}
+		wantWarn := r.Warnings()
+		r.Close()
+		var got []session.Event
+		r = must(open())
+		if err := r.Each(func(ev session.Event) { got = append(got, ev) }); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		if len(got) != len(want) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Each gave %d events, Next %d (or they differ)", name, len(got), len(want))
+		}
+		if !reflect.DeepEqual(r.Warnings(), wantWarn) {
+			t.Errorf("%s: Each warned %q, Next %q", name, r.Warnings(), wantWarn)
+		}
+	}
+}
+
+func must(r *Reader, err error) *Reader {
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
