@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/ipc"
@@ -100,22 +101,37 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 	width := len("phase")
 	for _, st := range p.Steps {
 		for _, ph := range st.Phases {
-			width = max(width, len(ph.Phase))
+			width = max(width, len(textesc.String(ph.Phase)))
 		}
 	}
-	fmt.Fprintf(w, "\n  %5s  %-*s  %9s  %9s  %9s   (MiB of host RSS; ≥ lower bound)\n", "step", width, "phase", "rss end", "peak rss", "ms")
+	// Several watches: each step's name after its number ("0 D"), as writeTable.
+	named := len(p.Models) > 1
+	stepW := 5
+	if named {
+		for _, st := range p.Steps {
+			stepW = max(stepW, len(fmt.Sprint(st.Step))+1+utf8.RuneCountInString(textesc.String(st.Model)))
+		}
+	}
+	fmt.Fprintf(w, "\n  %*s  %-*s  %9s  %9s  %9s   (MiB of host RSS; ≥ lower bound; = inferred)\n", stepW, "step", width, "phase", "rss end", "peak rss", "ms")
 	row := func(st *Step) {
 		for i, ph := range st.Phases {
 			step := ""
 			if i == 0 {
 				step = fmt.Sprint(st.Step)
+				if named && st.Model != "" {
+					step += " " + textesc.String(st.Model)
+				}
 			}
 			peak := ph.PeakAllocated.MiBString()
-			if !ph.PeakExact && ph.PeakAllocated.Known() {
+			switch {
+			case ph.PeakInferred:
+				peak = "=" + peak
+			case !ph.PeakExact && ph.PeakAllocated.Known():
 				peak = "≥" + peak
 			}
 			ms := strconv.FormatFloat((ph.EndS-ph.StartS)*1000, 'f', 2, 64)
-			fmt.Fprintf(w, "  %5s  %-*s  %9s  %9s  %9s\n", step, width, ph.Phase, ph.AllocatedEnd.MiBString(), peak, ms)
+			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %9s\n", stepW+len(step)-utf8.RuneCountInString(step), step, width,
+				textesc.String(ph.Phase), ph.AllocatedEnd.MiBString(), peak, ms)
 		}
 	}
 	n := len(p.Steps)

@@ -72,7 +72,8 @@ def test_garbage_from_the_monitor_changes_nothing(sock_path, tmp_path):
         assert out.stdout == b"trained\n"
         assert b"\x1b" not in out.stderr and b"Traceback" not in out.stderr, out.stderr
         assert monitor.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
-        types = [m["type"] for m in monitor.messages() if m["type"] != "stats"]
+        # (a CPU run samples the host's RSS between reads: docs/hook.md, "Devices")
+        types = [m["type"] for m in monitor.messages() if m["type"] not in ("stats", "sample")]
         assert types == ["hello"] + ["mark"] * 200 + ["phase", "phase", "goodbye"]
         assert monitor.written > 0, (monitor.errors, len(monitor.connections))
         assert took < 30
