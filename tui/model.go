@@ -51,10 +51,11 @@ type Model struct {
 	zoom     int
 	anchor   time.Time // right edge of the chart when scrolled back; zero follows
 	paused   bool
-	frozen   time.Time // live pause: the instant the view froze at
-	frozenAt int       // live pause: the newest step shown
-	page     page      // the main view, or one panel on the whole body
-	pg       pager     // the open page's scroll position
+	frozen   time.Time     // live pause: the chart's right edge when the view froze
+	frozenT  time.Duration // live pause: the header's elapsed time when it froze
+	frozenAt int           // live pause: the newest step shown
+	page     page          // the main view, or one panel on the whole body
+	pg       pager         // the open page's scroll position
 
 	recPath, recErr, srcErr string
 
@@ -219,15 +220,19 @@ func (m *Model) togglePause() {
 		m.replay.lastTick = time.Time{} // no jump for the time spent paused
 		return
 	}
-	m.paused = !m.paused
 	if m.paused {
-		m.frozen, m.frozenAt = m.now(), -1
-		if p := m.process(); p != nil {
-			if st := p.Steps(); len(st) > 0 {
-				m.frozenAt = st[len(st)-1].Index
-			}
+		m.paused = false
+		return
+	}
+	// Read the clock and the edge before pausing: now() and elapsed() answer
+	// from the frozen fields once paused.
+	m.frozen, m.frozenT, m.frozenAt = m.now(), m.elapsed(), -1
+	if p := m.process(); p != nil {
+		if st := p.Steps(); len(st) > 0 {
+			m.frozenAt = st[len(st)-1].Index
 		}
 	}
+	m.paused = true
 }
 
 // process is the process shown, nil before the first.
@@ -286,6 +291,9 @@ func (m *Model) now() time.Time {
 // never behind the newest data (a demo faster than real time), and up to
 // the newest data once every process is gone.
 func (m *Model) elapsed() time.Duration {
+	if m.paused && m.replay == nil {
+		return m.frozenT // the clock that was on screen
+	}
 	end := m.now()
 	if m.replay == nil && !m.paused && m.anyConnected() {
 		if c := m.cfg.clock(); c.After(end) {
