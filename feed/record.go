@@ -1,11 +1,14 @@
 package feed
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
+	"time"
 
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -48,7 +51,7 @@ func (f *Feed) Start(path string) error {
 	}
 	slices.Sort(conns)
 	for _, c := range conns {
-		f.record(session.Event{At: now, Conn: c, Msg: f.hellos[c]})
+		f.record(session.Event{At: now, Conn: c, Msg: restated(f.hellos[c], now)})
 		if seq := f.lastSeq[c]; seq > 0 {
 			f.record(session.Event{At: now, Conn: c, Note: &session.Note{
 				Kind: session.NoteResume, Seq: seq,
@@ -57,6 +60,34 @@ func (f *Feed) Start(path string) error {
 		}
 	}
 	return nil
+}
+
+// restated is the hello a recording started mid-session opens with: the
+// hook's hello with its t moved to the moment recording began. The hello's
+// own t is when the hook started, minutes before; kept, it made the
+// recording's timeline (replay, report) start there and play that time as
+// an empty screen (issue 24). The clock mapping and every other field,
+// those this build does not know included, stay as the hook sent them.
+func restated(h *ipc.Message, now time.Time) *ipc.Message {
+	if h.Clock == nil {
+		return h // its times fall back to the event's: now already
+	}
+	m := *h
+	m.T = h.Clock.Mono + (float64(now.UnixNano())/1e9 - h.Clock.Wall)
+	if m.T < h.T {
+		return h // a clock that maps now before the hello: keep it as sent
+	}
+	m.Raw = nil
+	if len(h.Raw) > 0 {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(h.Raw, &fields) == nil {
+			if t, err := json.Marshal(m.T); err == nil {
+				fields["t"] = t
+				m.Raw, _ = json.Marshal(fields)
+			}
+		}
+	}
+	return &m
 }
 
 // Stop closes the open recording, if any.
