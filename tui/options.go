@@ -27,6 +27,8 @@ type config struct {
 	fps        int
 	debug      io.Writer
 	store      *session.Store
+
+	trainingDefault string // WithTrainingDefault
 }
 
 // WithSource makes the TUI live: it applies the batches src hands over.
@@ -67,6 +69,12 @@ func WithTitle(title string) Option { return func(c *config) { c.title = title }
 // WithSocket names the socket the monitor listens on, for the waiting
 // message shown before any process connects.
 func WithSocket(path string) Option { return func(c *config) { c.socket = path } }
+
+// WithTrainingDefault is the socket a training process connects to when its
+// environment sets no VRAMSCOPE_SOCKET. When the monitor listens elsewhere
+// (--socket), the waiting screen names the exact line the training side
+// needs; without this option it cannot tell and says nothing of it.
+func WithTrainingDefault(path string) Option { return func(c *config) { c.trainingDefault = path } }
 
 // WithClock injects the wall clock the header's elapsed time is read from
 // (default time.Now); tests use a fixed one.

@@ -145,8 +145,19 @@ func (m *Model) emptyView(h int) string {
 			styleInfo.Render("    import vramscope"),
 			styleInfo.Render("    vramscope.watch(model, optimizer)"),
 			"",
-			styleDim.Render("No GPU at hand? Try `vramscope demo`."),
 		}, "\n")
+		if s := m.cfg.socket; s != "" && m.cfg.trainingDefault != "" && s != m.cfg.trainingDefault {
+			// --socket on this side only: the hook would go to its default.
+			msg += strings.Join([]string{
+				"",
+				"and set this socket where the training runs (without",
+				"it the hook connects to " + m.cfg.trainingDefault + "):",
+				"",
+				styleInfo.Render("    export VRAMSCOPE_SOCKET=" + s),
+				"",
+			}, "\n") + "\n"
+		}
+		msg += styleDim.Render("No GPU at hand? Try `vramscope demo`.")
 	}
 	box := styleBox.Render(msg)
 	return padLines(lipgloss.Place(m.w, h, lipgloss.Center, lipgloss.Center, box), m.w, h)
