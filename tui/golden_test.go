@@ -66,3 +66,19 @@ func TestGoldenRanks80x24(t *testing.T) {
 func TestGoldenCPU80x24(t *testing.T) {
 	goldenEvents(t, recording(t, cpuRecording), "39 ", 80, 24)
 }
+
+// The default view at the three sizes a new user tries (issue 24): no line
+// cut, the banner wrapped, the footer's keys whole.
+func TestGoldenWarmup120x40(t *testing.T) { goldenRun(t, 120, 40) }
+func TestGoldenWarmup200x60(t *testing.T) { goldenRun(t, 200, 60) }
+
+// The leak demo's long banner and diagnosis lines, wrapped at 80 and 120.
+func TestGoldenLeak80x24(t *testing.T)  { goldenScenario(t, "leak", 80, 24) }
+func TestGoldenLeak120x40(t *testing.T) { goldenScenario(t, "leak", 120, 40) }
+func TestGoldenLeak200x60(t *testing.T) { goldenScenario(t, "leak", 200, 60) }
+
+func goldenScenario(t *testing.T, scenario string, w, h int) {
+	evs := demoEvents(t, scenario, 30, 1)
+	evs = evs[:len(evs)-1] // the run is in progress
+	goldenEvents(t, evs, "29 ", w, h)
+}

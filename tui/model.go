@@ -54,6 +54,7 @@ type Model struct {
 	frozen   time.Time     // live pause: the chart's right edge when the view froze
 	frozenT  time.Duration // live pause: the header's elapsed time when it froze
 	frozenAt int           // live pause: the newest step shown
+	bannerH  int           // rows the diagnosis banner took in the last frame
 	page     page          // the main view, or one panel on the whole body
 	pg       pager         // the open page's scroll position
 

@@ -67,7 +67,9 @@ func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 		"")
 	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
 	if n := diagnose.ActivationsBrief(b); n != "" { // how fresh the activations are
-		lines = append(lines, styleDim.Render(clip(n, w)))
+		for _, ln := range wrapHanging("", n, w, 2) { // wrapped, never cut
+			lines = append(lines, styleDim.Render(ln))
+		}
 	}
 	if b.Peak.Step >= 0 {
 		lines = append(lines, styleDim.Render(fmt.Sprintf("peak: step %d, in %s", b.Peak.Step, b.Peak.Phase)))
