@@ -2,6 +2,8 @@ package tui
 
 import (
 	"bytes"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +83,32 @@ func goldenScenario(t *testing.T, scenario string, w, h int) {
 	evs := demoEvents(t, scenario, 30, 1)
 	evs = evs[:len(evs)-1] // the run is in progress
 	goldenEvents(t, evs, "29 ", w, h)
+}
+
+// The README's screenshot: `vramscope demo` in its default view after 10 s
+// (no key pressed), 120×36. README.md shows this file.
+func TestGoldenReadme120x36(t *testing.T) {
+	evs := demoEvents(t, "warmup", 25, 1) // 25 steps of ~0.4 s: 10 s
+	evs = evs[:len(evs)-1]
+	goldenEvents(t, evs, "24 ", 120, 36)
+}
+
+// The README shows TestGoldenReadme120x36's screen (trailing blanks
+// trimmed): a change to the default view changes the README with it.
+func TestReadmeShowsTheDefaultView(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.ReadFile("testdata/TestGoldenReadme120x36.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(g), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	if !strings.Contains(string(readme), "```text\n"+strings.Join(lines, "\n")+"\n```") {
+		t.Error("README.md's screenshot is not testdata/TestGoldenReadme120x36.golden: paste it in")
+	}
 }

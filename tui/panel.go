@@ -67,7 +67,11 @@ func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 		"")
 	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
 	if n := diagnose.ActivationsBrief(b); n != "" { // how fresh the activations are
-		for _, ln := range wrapHanging("", n, w, 2) { // wrapped, never cut
+		rows := []string{n}
+		if width(n) > w {
+			rows = wrapHanging("", n, w, 2) // wrapped, never cut
+		}
+		for _, ln := range rows {
 			lines = append(lines, styleDim.Render(ln))
 		}
 	}
