@@ -212,7 +212,7 @@ var glossary = [][2]string{
 	{"N", "non-PyTorch: NVML process − reserved (CUDA context, cuBLAS/NCCL workspaces)"},
 	{"X", "other processes on the same device"},
 	{"now", "the layers at the newest reading; at peak: at the session peak"},
-	{"stale", "NVML process at peak: no per-process reading was taken at the peak (the driver's list is read once a second), so none is shown"},
+	{"stale", "NVML process at peak: no per-process reading was taken at the peak (the driver's list is read once a second), so none is shown, nor non-PyTorch or other processes derived from it"},
 	{"", "Header"},
 	{"●", "connected; ■ exited (said goodbye); ○ disconnected (gone without goodbye)"},
 	{"total", "device total: the driver's (NVML) when known, else torch's"},
