@@ -109,9 +109,12 @@ def unreachable(path, exc, environ=None):
 
 
 def _warn(text):
+    # The sender thread has no caller of the user's to point at: warn as
+    # "vramscope", with no source line after the message (the hook's own
+    # `if not self._reach.allowed():` looked like a traceback, issue 24).
     try:
-        warnings.warn("vramscope: " + text + "; training continues without monitoring",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn_explicit("vramscope: " + text + "; training continues without monitoring",
+                               RuntimeWarning, "vramscope", 0, module="vramscope")
     except Exception:  # noqa: BLE001 - a warnings filter set to "error" must not escape
         pass
 
