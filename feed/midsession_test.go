@@ -2,7 +2,9 @@ package feed
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,4 +94,22 @@ func TestRecordingStartedMidSessionStartsWithItsData(t *testing.T) {
 func jsonNum(v float64) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// Issue 24: "record to X: create recording X: open X: no such file or
+// directory" named the path three times. Once now, the cause still
+// matchable.
+func TestRecordingErrorNamesThePathOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "no-such-dir", "run.jsonl")
+	f := New(WithOpener(func(p string) (Writer, error) { return record.Create(p, record.Header{}) }))
+	err := f.Start(path)
+	if err == nil {
+		t.Fatal("recording into a missing directory succeeded")
+	}
+	if n := strings.Count(err.Error(), path); n != 1 {
+		t.Errorf("%q names the path %d times, want once", err, n)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%v is not fs.ErrNotExist", err)
+	}
 }

@@ -33,7 +33,7 @@ func (f *Feed) Start(path string) error {
 	}
 	w, err := f.open(path)
 	if err != nil {
-		return fmt.Errorf("record to %s: %w", path, err)
+		return err // it names the path already
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
