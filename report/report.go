@@ -214,7 +214,7 @@ func Build(s *session.Store) *Report {
 		r.Start = &t
 		r.DurationS = seconds(last.Sub(start))
 	}
-	for _, p := range s.Processes() {
+	for _, p := range s.ByRank() {
 		r.Processes = append(r.Processes, buildProcess(s, p, start))
 	}
 	return r

@@ -62,7 +62,7 @@ func Build(s *session.Store, meta map[string]string) *Trace {
 		b.tr.OtherData["start"] = b.t0.UTC().Format(time.RFC3339Nano)
 	}
 	used := map[int]bool{}
-	for i, p := range s.Processes() {
+	for i, p := range s.ByRank() {
 		pid, name := p.Hello.PID, processName(p)
 		if pid <= 0 || used[pid] {
 			// Two hosts can share a pid, and one process can start several
