@@ -143,7 +143,8 @@ func seriesLegend(p *session.Process, w int) string {
 			label = "NVML " + p.GPUSource
 		}
 		mark := rendered(&seriesStyles[k], "━")
-		val := rendered(&styleBold, gibText(session.Bytes(v)))
+		// The title says GiB, once for the axis and the legend.
+		val := rendered(&styleBold, strings.TrimSuffix(gibText(session.Bytes(v)), " GiB"))
 		items = append(items, mark+" "+label+" "+val)
 		short = append(short, mark+" "+abbr+" "+val)
 	}

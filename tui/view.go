@@ -102,7 +102,7 @@ func (m *Model) render() {
 // anatomy panel on the right when the terminal is wide enough.
 func (m *Model) bodyView(p *session.Process, d *diagnose.Diagnosis, l layout) string {
 	from, to := m.window()
-	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " · "+m.zoomName())
+	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " (GiB) · "+m.zoomName())
 	if !m.anchor.IsZero() && m.replay == nil {
 		title += styleWarn.Render(" · ◀ " + elapsed(m.now().Sub(to), false) + " back")
 	}
