@@ -112,3 +112,9 @@ func TestReadmeShowsTheDefaultView(t *testing.T) {
 		t.Error("README.md's screenshot is not testdata/TestGoldenReadme120x36.golden: paste it in")
 	}
 }
+
+// A real CPU run's anatomy page: the tensors the hook measured, as the
+// report gives them (it said there was nothing to break down, issue 24).
+func TestGoldenCPUAnatomy80x24(t *testing.T) {
+	goldenEvents(t, recording(t, cpuRecording), "39 ", 80, 24, "a")
+}

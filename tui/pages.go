@@ -131,7 +131,7 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 	w := min(max(m.w, 20), 64)
 	var lines []string
 	if p.OnCPU() {
-		lines = []string{rendered(&styleHeading, "Memory anatomy"), "", "CPU run: there is no GPU memory to break down."}
+		lines = cpuAnatomy(diagnose.LayersOf(m.store, p).Now)
 	} else {
 		total, _ := m.deviceTotal(p)
 		s := anatomyKept(diagnose.LayersOf(m.store, p), total, w, 40)
@@ -151,6 +151,31 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 		}
 	}
 	return append(lines, "", rendered(&styleDim, "a or esc to close · ? explains the letters"))
+}
+
+// cpuAnatomy is the anatomy of a CPU run: no allocator or GPU figures, but
+// the tensors the hook measured (weights, gradients, optimizer state,
+// activations), as the report gives them. It used to say there was
+// nothing to break down (issue 24).
+func cpuAnatomy(l diagnose.Layers) []string {
+	out := []string{rendered(&styleHeading, "Memory anatomy"), "",
+		"CPU run: no GPU memory, no allocator; the tensors the hook measured:", ""}
+	rows := []struct {
+		letter, name string
+		b            session.Bytes
+	}{{"W", "weights", l.Weights}, {"G", "gradients", l.Gradients}, {"O", "optimizer state", l.Optimizer}, {"A", "activations", l.Activations}}
+	known := false
+	for i, r := range rows {
+		known = known || r.b.Known()
+		out = append(out, rendered(&layerStyles[i], r.letter)+fmt.Sprintf(" %-17s%9s MiB", r.name, mib(r.b)))
+	}
+	if !known {
+		out = append(out, "", "none yet: the hook measures them at its first anatomy step")
+	}
+	for _, n := range diagnose.ActivationsNotes(diagnose.Breakdown{Now: l}) {
+		out = append(out, "", rendered(&styleDim, n))
+	}
+	return out
 }
 
 // helpLines are the keys, then the glossary.
