@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,6 +40,18 @@ func (l *liveFlags) register(cmd *cobra.Command) {
 // defaultRecording is where 'r' records when no --record was given.
 func defaultRecording() string {
 	return "vramscope-" + time.Now().Format("20060102-150405") + ".jsonl.gz"
+}
+
+// trainingDefault is the socket a training process started from this
+// shell's environment, without VRAMSCOPE_SOCKET, connects to.
+func trainingDefault() string {
+	path, _ := ipc.SocketPathFor(func(k string) string {
+		if k == "VRAMSCOPE_SOCKET" {
+			return ""
+		}
+		return os.Getenv(k)
+	}, os.Getuid())
+	return path
 }
 
 // runLive is `vramscope` with no subcommand: listen, sample NVML, show.
@@ -81,6 +94,10 @@ func runLive(ctx context.Context, l liveFlags) error {
 	}
 	if l.listening != nil {
 		l.listening(srv.Path())
+	} else {
+		// Nothing starts the training for us: the waiting screen names
+		// VRAMSCOPE_SOCKET when the hook's default path is not ours.
+		opts = append(opts, tui.WithTrainingDefault(trainingDefault()))
 	}
 	err = tui.Run(tui.New(opts...))
 	cancel()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Issue 24 item 9: a recording with no memory data (a CPU run) drew an
@@ -24,4 +25,21 @@ func TestPlotWithoutMemoryDataExitsNonZero(t *testing.T) {
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("%s was written", out)
 	}
+}
+
+// Issue 24 item 5: `vramscope --socket PATH` with nothing set on the
+// training side: the waiting screen names the line to add there.
+func TestTmuxWaitingScreenNamesTheTrainingSideSocket(t *testing.T) {
+	tm := newTmux(t)
+	bin := binary(t)
+	dir, err := os.MkdirTemp("", "vs-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "my.sock")
+	tm.run("new-session", "-d", "-s", "main", "-x", "80", "-y", "24", "sh", "-c",
+		"env -u VRAMSCOPE_SOCKET '"+bin+"' --socket '"+sock+"'; sleep 30")
+	tm.waitFor(10*time.Second, "Waiting for a training process", "export VRAMSCOPE_SOCKET="+sock)
+	tm.run("send-keys", "-t", "main", "q")
 }
