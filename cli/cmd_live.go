@@ -26,6 +26,7 @@ type liveFlags struct {
 	// server listens. Neither is a flag.
 	title     string
 	listening func(string)
+	outputLog string // run: where the command's output goes (the o page)
 }
 
 func (l *liveFlags) register(cmd *cobra.Command) {
@@ -91,6 +92,9 @@ func runLive(ctx context.Context, l liveFlags) error {
 	}
 	if l.title != "" {
 		opts = append(opts, tui.WithTitle(l.title))
+	}
+	if l.outputLog != "" {
+		opts = append(opts, tui.WithOutputLog(l.outputLog))
 	}
 	if l.listening != nil {
 		l.listening(srv.Path())

@@ -43,3 +43,26 @@ func TestTmuxWaitingScreenNamesTheTrainingSideSocket(t *testing.T) {
 	tm.waitFor(10*time.Second, "Waiting for a training process", "export VRAMSCOPE_SOCKET="+sock)
 	tm.run("send-keys", "-t", "main", "q")
 }
+
+// Issue 24 item 4: `vramscope run` hid the script's output in a log that
+// nothing on screen named. On a real CPU run (torch), the header names the
+// log and o shows its last lines, the script's last print among them.
+func TestTmuxRunShowsWhereTheOutputGoes(t *testing.T) {
+	bin, py, script := binary(t), torchPython(t), trainScript(t)
+	tm := newTmux(t)
+	dir := t.TempDir()
+	sh := "cd '" + dir + "' && '" + bin + "' run --log train.log -- '" + py + "' '" + script + "' --steps 6; echo EXIT=$?; sleep 60"
+	tm.run("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "sh", "-c", sh)
+	tm.waitFor(90*time.Second, "output → train.log", "exited")
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(dir, "train.log")); strings.Contains(string(b), "trained 6 steps") {
+			break
+		}
+	}
+	tm.run("send-keys", "-t", "main", "o")
+	tm.waitFor(10*time.Second, "trained 6 steps in pid")
+	tm.run("send-keys", "-t", "main", "o")
+	tm.waitFor(5*time.Second, "Timings") // the CPU run's main view
+	tm.run("send-keys", "-t", "main", "q")
+	tm.waitFor(30*time.Second, "the command's output is in train.log", "EXIT=")
+}

@@ -236,7 +236,11 @@ func (m *Model) processParts(p *session.Process) []string {
 		if m.replay != nil {
 			return []string{styleDim.Render("no training process in this recording yet")}
 		}
-		return []string{styleDim.Render("listening on " + m.socketName())}
+		parts := []string{styleDim.Render("listening on " + m.socketName())}
+		if m.cfg.outputLog != "" { // a script that fails before it connects says so there
+			parts = append([]string{m.outputPart()}, parts...)
+		}
+		return parts
 	}
 	h := &p.Hello
 	ps := ordered(m.store)
@@ -246,6 +250,9 @@ func (m *Model) processParts(p *session.Process) []string {
 	}
 	if m.paused {
 		parts = append(parts, styleWarn.Render("⏸ PAUSED (view frozen)"))
+	}
+	if m.cfg.outputLog != "" {
+		parts = append(parts, m.outputPart())
 	}
 	if len(h.Argv) > 0 {
 		parts = append(parts, textesc.Strings(h.Argv, " "))
@@ -257,6 +264,16 @@ func (m *Model) processParts(p *session.Process) []string {
 		parts = append(parts, textesc.String(h.Host))
 	}
 	return parts
+}
+
+// outputPart says where the run command's output goes, and the key that
+// shows it.
+func (m *Model) outputPart() string {
+	part := "output → " + m.cfg.outputLog + rendered(&styleDim, " (o shows it)")
+	if width(part) > m.w { // the o page names the whole path
+		part = "output → " + filepath.Base(m.cfg.outputLog) + rendered(&styleDim, " (o)")
+	}
+	return part
 }
 
 func (m *Model) socketName() string {

@@ -6,10 +6,10 @@ import "github.com/charmbracelet/bubbles/key"
 type keyMap struct {
 	Quit, Help, Pause, Left, Right, ZoomIn, ZoomOut key.Binding
 	Tab, Record, Speed, Up, Down, PgUp, PgDown      key.Binding
-	Home, End, Diag, Anatomy, Back                  key.Binding
+	Home, End, Diag, Anatomy, Back, Output          key.Binding
 }
 
-func newKeyMap(replay, canRecord bool) keyMap {
+func newKeyMap(replay, canRecord, output bool) keyMap {
 	k := keyMap{
 		Quit:    key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Help:    key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
@@ -30,7 +30,9 @@ func newKeyMap(replay, canRecord bool) keyMap {
 		Diag:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "diagnosis")),
 		Anatomy: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "anatomy")),
 		Back:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Output:  key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "command output")),
 	}
+	k.Output.SetEnabled(output)
 	if replay {
 		k.Pause.SetHelp("space", "pause")
 		k.Left.SetHelp("←", "seek back")
@@ -55,8 +57,12 @@ func (k keyMap) footerHints(processes int) []hint {
 	if !k.Record.Enabled() && k.Speed.Enabled() {
 		left = "seek"
 	}
-	hs := []hint{{"q", "quit", "quit"}, {"?", "help", "help"}, {"space", "pause", "pause"},
-		{"←/→", left, left}, {"+/-", "zoom", "zoom"}}
+	hs := []hint{{"q", "quit", "quit"}, {"?", "help", "help"}}
+	if k.Output.Enabled() {
+		hs = append(hs, hint{"o", "output", "out"})
+	}
+	hs = append(hs, []hint{{"space", "pause", "pause"},
+		{"←/→", left, left}, {"+/-", "zoom", "zoom"}}...)
 	if k.Record.Enabled() {
 		hs = append(hs, hint{"r", "record", "rec"})
 	}
@@ -74,7 +80,7 @@ func (k keyMap) footerHints(processes int) []hint {
 func (k keyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Quit, k.Help, k.Pause, k.Tab, k.Record, k.Speed},
-		{k.Diag, k.Anatomy, k.Back, k.Left, k.Right, k.ZoomIn, k.ZoomOut},
+		{k.Diag, k.Anatomy, k.Output, k.Back, k.Left, k.Right, k.ZoomIn, k.ZoomOut},
 		{k.Up, k.Down, k.PgUp, k.PgDown, k.Home, k.End},
 	}
 }

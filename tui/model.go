@@ -60,6 +60,10 @@ type Model struct {
 
 	recPath, recErr, srcErr string
 
+	outLines []string // the output page's lines, escaped
+	outErr   string   // why the output log could not be read
+	outFresh bool     // the page just opened: show the end
+
 	chart *memChart
 	table stepsTable
 	diag  *diagCache
@@ -82,7 +86,7 @@ func New(opts ...Option) Model {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := Model{
 		cfg: cfg, store: cfg.store, ctx: ctx, cancel: cancel,
-		keys: newKeyMap(cfg.replaySet, cfg.recorder != nil), help: help.New(),
+		keys: newKeyMap(cfg.replaySet, cfg.recorder != nil, cfg.outputLog != ""), help: help.New(),
 		zoom: defaultZoom, chart: newMemChart(), table: newStepsTable(), diag: &diagCache{},
 		exits: newExitLog(), w: 80, h: 24, dirty: true,
 	}
@@ -164,6 +168,14 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.armFrame()
 	case clockTick:
 		return m, m.onClock()
+	case outputMsg:
+		cmd := m.onOutput(msg)
+		m.render()
+		return m, cmd
+	case outputTick:
+		if m.page == pageOutput {
+			return m, readOutput(m.cfg.outputLog)
+		}
 	}
 	return m, nil
 }
@@ -182,6 +194,11 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.open(pageDiag)
 	case key.Matches(msg, k.Anatomy):
 		m.open(pageAnatomy)
+	case key.Matches(msg, k.Output):
+		if m.open(pageOutput); m.page == pageOutput {
+			m.outFresh = true
+			cmd = readOutput(m.cfg.outputLog)
+		}
 	case key.Matches(msg, k.Back):
 		m.page = pageMain
 	case key.Matches(msg, k.Pause):

@@ -29,6 +29,7 @@ type config struct {
 	store      *session.Store
 
 	trainingDefault string // WithTrainingDefault
+	outputLog       string // WithOutputLog
 }
 
 // WithSource makes the TUI live: it applies the batches src hands over.
@@ -69,6 +70,10 @@ func WithTitle(title string) Option { return func(c *config) { c.title = title }
 // WithSocket names the socket the monitor listens on, for the waiting
 // message shown before any process connects.
 func WithSocket(path string) Option { return func(c *config) { c.socket = path } }
+
+// WithOutputLog names the file the training command's output goes to
+// (`vramscope run`): the header says so, and o shows its last lines.
+func WithOutputLog(path string) Option { return func(c *config) { c.outputLog = path } }
 
 // WithTrainingDefault is the socket a training process connects to when its
 // environment sets no VRAMSCOPE_SOCKET. When the monitor listens elsewhere

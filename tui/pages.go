@@ -23,6 +23,7 @@ const (
 	pageDiag         // the whole diagnosis, wrapped, and the all-ranks summary
 	pageAnatomy      // the memory anatomy panel
 	pageHelp         // the keys and the glossary
+	pageOutput       // the run command's output (WithOutputLog)
 )
 
 // pager scrolls a page's lines. It is the pages' child model: the root
@@ -47,6 +48,12 @@ func (p pager) update(msg tea.KeyMsg, k keyMap, n, h int) pager {
 		p.top = n
 	}
 	p.top = min(max(p.top, 0), max(n-rows, 0))
+	return p
+}
+
+// clamp keeps top within n lines shown h at a time.
+func (p pager) clamp(n, h int) pager {
+	p.top = min(max(p.top, 0), max(n-pageRows(n, h), 0))
 	return p
 }
 
@@ -82,6 +89,8 @@ func (m *Model) pageLines(p *session.Process, d *diagnose.Diagnosis) []string {
 		return m.anatomyLines(p)
 	case pageHelp:
 		return m.helpLines()
+	case pageOutput:
+		return m.outputLines()
 	}
 	return nil
 }

@@ -203,11 +203,10 @@ func (m *Model) emptyView(h int) string {
 			styleInfo.Render("    import vramscope"),
 			styleInfo.Render("    vramscope.watch(model, optimizer)"),
 			"",
-		}, "\n")
+		}, "\n") + "\n"
 		if s := m.cfg.socket; s != "" && m.cfg.trainingDefault != "" && s != m.cfg.trainingDefault {
 			// --socket on this side only: the hook would go to its default.
 			msg += strings.Join([]string{
-				"",
 				"and set this socket where the training runs (without",
 				"it the hook connects to " + m.cfg.trainingDefault + "):",
 				"",
