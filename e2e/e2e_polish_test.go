@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,4 +66,45 @@ func TestTmuxRunShowsWhereTheOutputGoes(t *testing.T) {
 	tm.waitFor(5*time.Second, "Timings") // the CPU run's main view
 	tm.run("send-keys", "-t", "main", "q")
 	tm.waitFor(30*time.Second, "the command's output is in train.log", "EXIT=")
+}
+
+// Issue 24 item 3: r pressed minutes into the demo gave a recording whose
+// replay played those minutes as an empty screen, and whose report gave
+// 153 s for 12 s of data. Here r is pressed 6 s in, for about 2 s: the
+// report spans the recorded stretch and says it started mid-session.
+func TestTmuxRecordingStartedWithRStartsWithItsData(t *testing.T) {
+	tm := newTmux(t)
+	bin := binary(t)
+	dir := t.TempDir()
+	tm.run("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "sh", "-c",
+		"cd '"+dir+"' && '"+bin+"' demo; echo EXIT=$?; sleep 30")
+	tm.waitFor(20*time.Second, "steady since step 2")
+	time.Sleep(4 * time.Second)
+	tm.run("send-keys", "-t", "main", "r")
+	tm.waitFor(5*time.Second, "● REC vramscope-")
+	time.Sleep(2 * time.Second)
+	tm.run("send-keys", "-t", "main", "r")
+	for deadline := time.Now().Add(5 * time.Second); strings.Contains(tm.screen(), "● REC") && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	tm.run("send-keys", "-t", "main", "q")
+	tm.waitFor(10*time.Second, "EXIT=0")
+	recs, _ := filepath.Glob(filepath.Join(dir, "vramscope-*.jsonl.gz"))
+	if len(recs) != 1 {
+		t.Fatalf("recordings: %v", recs)
+	}
+	out, _ := runBin(t, bin, "report", recs[0])
+	first := strings.SplitN(out, "\n", 3)
+	if len(first) < 2 || !strings.HasPrefix(first[1], "recording mid-session: started at ") {
+		t.Errorf("the report does not say the recording started mid-session:\n%s", out)
+	}
+	var secs float64
+	if i := strings.LastIndex(first[0], " · "); i < 0 || !strings.HasSuffix(first[0], " s") {
+		t.Fatalf("report's first line: %q", first[0])
+	} else if _, err := fmt.Sscanf(first[0][i+len(" · "):], "%f s", &secs); err != nil {
+		t.Fatalf("report's first line %q: %v", first[0], err)
+	}
+	if secs > 5 {
+		t.Errorf("the report spans %.2f s for about 2 s recorded (the session before r counted)", secs)
+	}
 }

@@ -23,7 +23,7 @@ func TestRecordingStartedMidSessionStartsWithItsData(t *testing.T) {
 	base := time.Unix(1_790_000_000, 0)
 	now := base
 	path := filepath.Join(t.TempDir(), "mid.jsonl")
-	f := New(WithClock(func() time.Time { return now }), WithOpener(func(p string) (Writer, error) {
+	f := New(WithClock(func() time.Time { return now }), WithOpener(func(p, _ string) (Writer, error) {
 		return record.Create(p, record.Header{Source: record.SourceDemo})
 	}))
 	helloLine := `{"v":1,"type":"hello","seq":0,"t":1000,"session":"s","pid":7,"clock":{"mono":1000,"wall":1790000000},"from_a_newer_hook":true}`
@@ -101,7 +101,7 @@ func jsonNum(v float64) string {
 // matchable.
 func TestRecordingErrorNamesThePathOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "no-such-dir", "run.jsonl")
-	f := New(WithOpener(func(p string) (Writer, error) { return record.Create(p, record.Header{}) }))
+	f := New(WithOpener(func(p, _ string) (Writer, error) { return record.Create(p, record.Header{}) }))
 	err := f.Start(path)
 	if err == nil {
 		t.Fatal("recording into a missing directory succeeded")

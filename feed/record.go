@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vramscope/vramscope/ipc"
@@ -31,7 +32,7 @@ func (f *Feed) Start(path string) error {
 	if f.open == nil {
 		return ErrNoOpener
 	}
-	w, err := f.open(path)
+	w, err := f.open(path, f.begins())
 	if err != nil {
 		return err // it names the path already
 	}
@@ -60,6 +61,29 @@ func (f *Feed) Start(path string) error {
 		}
 	}
 	return nil
+}
+
+// begins says what a recording started now holds: "" with no connection
+// open (it starts with whatever comes), else which connections it joins
+// and from which of their messages.
+func (f *Feed) begins() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.hellos) == 0 {
+		return ""
+	}
+	conns := make([]uint64, 0, len(f.hellos))
+	for c := range f.hellos {
+		conns = append(conns, c)
+	}
+	slices.Sort(conns)
+	parts := make([]string, 0, len(conns))
+	for _, c := range conns {
+		h := f.hellos[c]
+		parts = append(parts, fmt.Sprintf("pid %d from its message %d", h.PID, f.lastSeq[c]+1))
+	}
+	return "mid-session: started at " + f.now().UTC().Format(time.RFC3339) + ", joining " + strings.Join(parts, ", ") +
+		"; what came before is not in this file"
 }
 
 // restated is the hello a recording started mid-session opens with: the

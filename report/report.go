@@ -26,7 +26,11 @@ type Report struct {
 	// DurationS is the time from Start to the newest event, seconds.
 	DurationS float64 `json:"duration_s"`
 	// Errors counts the bad or orphan messages the store skipped.
-	Errors    int       `json:"errors"`
+	Errors int `json:"errors"`
+	// Begins says what the recording holds when it was started
+	// mid-session (its header's meta.begins); "" when it holds the session
+	// from its start. The caller that read the header sets it.
+	Begins    string    `json:"begins,omitempty"`
 	Processes []Process `json:"processes"`
 }
 

@@ -31,6 +31,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		start = r.Start.Format("2006-01-02 15:04:05 MST")
 	}
 	fmt.Fprintf(bw, "vramscope report · %s · %s · %.2f s\n", start, plural(len(r.Processes), "process", "processes"), r.DurationS)
+	if r.Begins != "" {
+		fmt.Fprintf(bw, "recording %s\n", r.Begins)
+	}
 	if r.Errors > 0 {
 		fmt.Fprintf(bw, "%d bad messages skipped\n", r.Errors)
 	}
