@@ -236,6 +236,7 @@ var glossary = [][2]string{
 	{"= \"", `= inferred (repeats an exact step); " read once (same phases)`},
 	{"– ·", "– unknown (no source); · the phase did not run in that step"},
 	{"▲ w", "▲ the step of the session peak; w a warmup step"},
+	{"wide", "a wide terminal adds per step: peak res (the reserved peak), held (the least allocated at the step's phase edges: what stays between steps) and batch (the largest input its forwards reported)"},
 	{"", "Memory anatomy (a)"},
 	{"W", "weights"},
 	{"G", "gradients"},
