@@ -2,6 +2,7 @@ package tui
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -117,4 +118,21 @@ func TestReadmeShowsTheDefaultView(t *testing.T) {
 // report gives them (it said there was nothing to break down, issue 24).
 func TestGoldenCPUAnatomy80x24(t *testing.T) {
 	goldenEvents(t, recording(t, cpuRecording), "39 ", 80, 24, "a")
+}
+
+// Every page at the two larger sizes a new user tries (80×24 has its own
+// goldens above): the diagnosis, the anatomy, the help; and the CPU run's
+// compact view at all three.
+func TestGoldenPages(t *testing.T) {
+	for _, sz := range [][2]int{{120, 40}, {200, 60}} {
+		for _, k := range []string{"d", "a", "?"} {
+			name := map[string]string{"d": "diag", "a": "anatomy", "?": "help"}[k]
+			t.Run(fmt.Sprintf("%s-%dx%d", name, sz[0], sz[1]), func(t *testing.T) { goldenRun(t, sz[0], sz[1], k) })
+		}
+	}
+	for _, sz := range [][2]int{{120, 40}, {200, 60}} {
+		t.Run(fmt.Sprintf("cpu-%dx%d", sz[0], sz[1]), func(t *testing.T) {
+			goldenEvents(t, recording(t, cpuRecording), "39 ", sz[0], sz[1])
+		})
+	}
 }
