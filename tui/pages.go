@@ -140,7 +140,7 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 	w := min(max(m.w, 20), 64)
 	var lines []string
 	if p.OnCPU() {
-		lines = cpuAnatomy(diagnose.LayersOf(m.store, p).Now)
+		lines = cpuAnatomy(diagnose.LayersOf(m.store, p).Now, max(m.w-1, 20))
 	} else {
 		total, _ := m.deviceTotal(p)
 		s := anatomyKept(diagnose.LayersOf(m.store, p), total, w, 40)
@@ -166,7 +166,7 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 // the tensors the hook measured (weights, gradients, optimizer state,
 // activations), as the report gives them. It used to say there was
 // nothing to break down (issue 24).
-func cpuAnatomy(l diagnose.Layers) []string {
+func cpuAnatomy(l diagnose.Layers, w int) []string {
 	out := []string{rendered(&styleHeading, "Memory anatomy"), "",
 		"CPU run: no GPU memory, no allocator; the tensors the hook measured:", ""}
 	rows := []struct {
@@ -182,7 +182,10 @@ func cpuAnatomy(l diagnose.Layers) []string {
 		out = append(out, "", "none yet: the hook measures them at its first anatomy step")
 	}
 	for _, n := range diagnose.ActivationsNotes(diagnose.Breakdown{Now: l}) {
-		out = append(out, "", rendered(&styleDim, n))
+		out = append(out, "")
+		for _, ln := range wrapHanging("", n, w, 2) { // wrapped, never cut
+			out = append(out, rendered(&styleDim, ln))
+		}
 	}
 	return out
 }
