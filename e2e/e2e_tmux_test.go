@@ -94,11 +94,16 @@ func TestTmuxDemo(t *testing.T) {
 	// line (the demo reaches its steady state at step 2).
 	tm.waitFor(20*time.Second, "allocated", "reserved", "forward", "backward", "zero_grad", "step", "+847 MiB over step 0", "steady since step 2")
 
+	// Each key waits for its effect: keys sent before the program has read
+	// the previous one can reach it as one message ("??r"), which matches
+	// no binding. The footer says "quit" and "zoom" too: the help page is
+	// known by its "Keys" heading.
 	tm.run("send-keys", "-t", "main", "?")
-	tm.waitFor(5*time.Second, "quit", "zoom")
+	tm.waitFor(5*time.Second, "Keys", "quit", "zoom")
 	tm.run("send-keys", "-t", "main", "?")
-	// Back on the main view before the next key: two keys sent at once can
-	// reach the program as one message ("?r"), which matches no binding.
+	for deadline := time.Now().Add(5 * time.Second); strings.Contains(tm.screen(), "Keys") && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	tm.waitFor(5*time.Second, "Memory (GiB) ·")
 
 	// Record a stretch of the running session with r … r.
