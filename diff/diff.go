@@ -7,7 +7,6 @@
 package diff
 
 import (
-
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
