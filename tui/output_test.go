@@ -58,3 +58,17 @@ func TestOutputPageShowsTheLogsLastLines(t *testing.T) {
 		t.Error("o again did not close the page")
 	}
 }
+
+// End shows a page's last lines even when the page is shorter by the next
+// frame (its height follows the banner's, which can grow meanwhile).
+func TestPagerEndKeepsTheEnd(t *testing.T) {
+	lines := make([]string, 38)
+	for i := range lines {
+		lines[i] = "line " + strconv.Itoa(i+1)
+	}
+	p := pager{}.update(keyMsg("end"), newKeyMap(false, false, false), len(lines), 20)
+	v := p.view(lines, 40, 17) // three rows fewer than when End was pressed
+	if !strings.Contains(v, "line 38") || !strings.Contains(v, "lines 23–38 of 38") {
+		t.Errorf("after End the page does not end with line 38:\n%s", v)
+	}
+}

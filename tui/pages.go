@@ -28,11 +28,15 @@ const (
 
 // pager scrolls a page's lines. It is the pages' child model: the root
 // hands it the scrolling keys while a page is open.
-type pager struct{ top int }
+type pager struct {
+	top int
+	end bool // End/G: show the last lines, however many the page has by the next frame
+}
 
 // update scrolls n lines shown h at a time.
 func (p pager) update(msg tea.KeyMsg, k keyMap, n, h int) pager {
 	rows := pageRows(n, h)
+	p.end = false
 	switch {
 	case key.Matches(msg, k.Up):
 		p.top--
@@ -45,7 +49,7 @@ func (p pager) update(msg tea.KeyMsg, k keyMap, n, h int) pager {
 	case key.Matches(msg, k.Home):
 		p.top = 0
 	case key.Matches(msg, k.End):
-		p.top = n
+		p.top, p.end = n, true
 	}
 	p.top = min(max(p.top, 0), max(n-rows, 0))
 	return p
@@ -70,6 +74,11 @@ func pageRows(n, h int) int {
 func (p pager) view(lines []string, w, h int) string {
 	rows := pageRows(len(lines), h)
 	top := min(max(p.top, 0), max(len(lines)-rows, 0))
+	if p.end {
+		// The page's height follows the banner's, which can grow between
+		// the key and the frame: End keeps showing the end.
+		top = max(len(lines)-rows, 0)
+	}
 	shown := lines[top:min(top+rows, len(lines))]
 	out := strings.Join(shown, "\n")
 	if rows < len(lines) {
