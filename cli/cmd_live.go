@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,7 @@ type liveFlags struct {
 	// server listens. Neither is a flag.
 	title     string
 	listening func(string)
+	outputLog string // run: where the command's output goes (the o page)
 }
 
 func (l *liveFlags) register(cmd *cobra.Command) {
@@ -39,6 +41,18 @@ func (l *liveFlags) register(cmd *cobra.Command) {
 // defaultRecording is where 'r' records when no --record was given.
 func defaultRecording() string {
 	return "vramscope-" + time.Now().Format("20060102-150405") + ".jsonl.gz"
+}
+
+// trainingDefault is the socket a training process started from this
+// shell's environment, without VRAMSCOPE_SOCKET, connects to.
+func trainingDefault() string {
+	path, _ := ipc.SocketPathFor(func(k string) string {
+		if k == "VRAMSCOPE_SOCKET" {
+			return ""
+		}
+		return os.Getenv(k)
+	}, os.Getuid())
+	return path
 }
 
 // runLive is `vramscope` with no subcommand: listen, sample NVML, show.
@@ -79,8 +93,15 @@ func runLive(ctx context.Context, l liveFlags) error {
 	if l.title != "" {
 		opts = append(opts, tui.WithTitle(l.title))
 	}
+	if l.outputLog != "" {
+		opts = append(opts, tui.WithOutputLog(l.outputLog))
+	}
 	if l.listening != nil {
 		l.listening(srv.Path())
+	} else {
+		// Nothing starts the training for us: the waiting screen names
+		// VRAMSCOPE_SOCKET when the hook's default path is not ours.
+		opts = append(opts, tui.WithTrainingDefault(trainingDefault()))
 	}
 	err = tui.Run(tui.New(opts...))
 	cancel()

@@ -149,6 +149,15 @@ func summary(s *session.Store, path string, events, bad uint64) string {
 	// monitor never got, apart from what its own view skipped when it fell
 	// behind (the recording has those) and the connections it refused
 	// (issue 22, findings 5 and 7).
-	return fmt.Sprintf("vramscope: %d clients, %d events, %d steps, %d lost, %d dropped by hooks, %d refused connections, %d skipped by the view (recorded), %d bad messages; wrote %s (%s)",
-		len(s.Processes())+s.Forgotten, events, steps, s.Lost(), dropped, s.Refused, s.Skipped, max(bad, uint64(s.Errors)), path, size)
+	return fmt.Sprintf("vramscope: %s, %s, %s, %d lost, %d dropped by hooks, %s, %d skipped by the view (recorded), %s; wrote %s (%s)",
+		count(len(s.Processes())+s.Forgotten, "client"), count(int(events), "event"), count(steps, "step"), s.Lost(), dropped,
+		count(int(s.Refused), "refused connection"), s.Skipped, count(int(max(bad, uint64(s.Errors))), "bad message"), path, size)
+}
+
+// count is "1 client", "2 clients" (issue 24: summaries said "1 clients").
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +29,7 @@ func newReportCmd() *cobra.Command {
 
 func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 	store := session.New()
-	_, warnings, err := record.ReadAll(path, store.Apply)
+	hdr, warnings, err := record.ReadAll(path, store.Apply)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "vramscope: warning: %s\n", w)
 	}
@@ -35,8 +37,19 @@ func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep := report.Build(store)
+	if raw, ok := hdr.Meta["begins"]; ok {
+		_ = json.Unmarshal(raw, &rep.Begins) // a header that is not a string says nothing
+		rep.Begins = escapeLine(rep.Begins)
+	}
 	if asJSON {
 		return rep.WriteJSON(stdout)
 	}
 	return rep.WriteText(stdout)
+}
+
+// escapeLine shows control bytes of a file's text escaped: a header is
+// read from a file, and no byte of a file reaches the terminal as it is.
+func escapeLine(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

@@ -23,7 +23,7 @@ Run it in a second terminal, then add to the training script:
     vramscope.watch(model, optimizer)
 
 Or, with no code change: vramscope run -- python train.py`,
-		Args:          cobra.NoArgs,
+		Args:          rootArgs, // none; a typo of a command gets "did you mean"
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,6 +51,8 @@ Or, with no code change: vramscope run -- python train.py`,
 	// --version prints what `vramscope version` prints.
 	root.SetVersionTemplate("{{.Version}}")
 	root.Version = build().String()
+	root.SetFlagErrorFunc(flagError) // subcommands inherit it
+	root.SuggestionsMinimumDistance = 2
 	live.register(root)
 	root.AddCommand(newRecordCmd(), newReportCmd(), newReplayCmd(), newDemoCmd(), newDevicesCmd(),
 		newVersionCmd(), newRunCmd(), newDoctorCmd())

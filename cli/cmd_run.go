@@ -48,7 +48,8 @@ Python process it starts (torchrun's and accelerate's workers too) hooks the
 first model that trains and its optimizer. Both sides use a private socket
 (VRAMSCOPE_SOCKET in the command's environment). Signals are passed on to
 the command, and vramscope exits with its exit code. In the live view the
-command's output goes to --log; quitting the view interrupts the command.
+command's output goes to --log: the header names the file and o shows its
+last lines. Quitting the view interrupts the command.
 An explicit vramscope.watch() in the script wins over auto-attach.
 See docs/run.md.`,
 		Example: `  vramscope run -- python train.py --epochs 3
@@ -169,7 +170,7 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 	)
 	stop := func() {}
 	lf := liveFlags{socket: socket, debug: o.debug, nvmlEvery: o.nvmlEvery, procEvery: o.procEvery, prom: o.prom,
-		title: "run: " + launch.Describe(spec.Argv),
+		title: "run: " + launch.Describe(spec.Argv), outputLog: logPath,
 		// Called by runLive on this goroutine once the server listens,
 		// before the view starts.
 		listening: func(string) {

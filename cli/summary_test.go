@@ -24,7 +24,7 @@ func TestSummaryNamesEachLoss(t *testing.T) {
 	s.Apply(session.Event{At: at, Conn: 1, Note: &session.Note{Kind: session.NoteSkip, Count: 163840}})
 	s.Apply(session.Event{At: at, Note: &session.Note{Kind: session.NoteRefused, Text: "refused"}})
 	line := summary(s, "/nonexistent", 10, 0)
-	for _, want := range []string{"5 clients", " 0 lost", "1 refused connections", "163840 skipped by the view (recorded)", " 0 bad messages; wrote /nonexistent "} {
+	for _, want := range []string{"5 clients", " 0 lost", "1 refused connection,", "163840 skipped by the view (recorded)", " 0 bad messages; wrote /nonexistent "} {
 		if !strings.Contains(line, want) {
 			t.Errorf("summary lacks %q: %s", want, line)
 		}

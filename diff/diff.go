@@ -7,8 +7,6 @@
 package diff
 
 import (
-	"sort"
-
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/session"
 )
@@ -172,23 +170,16 @@ func Compare(a, b *session.Store, nameA, nameB string) Result {
 	return r
 }
 
-// ordered lists a store's processes with steps by rank, then in the order
-// they appeared; processes without any step (a hook that never trained)
+// ordered lists a store's processes with steps by rank, then pid
+// (session.RankLess); processes without any step (a hook that never trained)
 // are left out.
 func ordered(s *session.Store) []*session.Process {
 	var ps []*session.Process
-	for _, p := range s.Processes() {
+	for _, p := range s.ByRank() {
 		if len(p.StepPeaks()) > 0 {
 			ps = append(ps, p)
 		}
 	}
-	sort.SliceStable(ps, func(i, j int) bool {
-		ri, rj := ps[i].Hello.Rank, ps[j].Hello.Rank
-		if ri != nil && rj != nil {
-			return *ri < *rj
-		}
-		return ri != nil && rj == nil
-	})
 	return ps
 }
 

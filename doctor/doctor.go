@@ -71,6 +71,21 @@ func (r Report) Failed() bool {
 	return false
 }
 
+// deliveryWarnings are the Warn findings about where the hook's messages
+// go (no monitor at the path, one listening elsewhere), by name; a missing
+// GPU or NVML is not one.
+func (r Report) deliveryWarnings() []string {
+	var w []string
+	for _, s := range r.Sections {
+		for _, f := range s.Findings {
+			if f.Level == Warn && (f.What == "monitor" || f.What == "elsewhere") {
+				w = append(w, f.What)
+			}
+		}
+	}
+	return w
+}
+
 // Write prints the report, one finding a line, fixes indented under it.
 func (r Report) Write(w io.Writer) error {
 	var b strings.Builder
@@ -88,6 +103,10 @@ func (r Report) Write(w io.Writer) error {
 	}
 	if r.Failed() {
 		b.WriteString("\nverdict: ✗ something above stops the hook's messages from reaching a monitor; fix the ✗ lines\n")
+	} else if w := r.deliveryWarnings(); len(w) > 0 {
+		// "✓" right under "! monitor none" read as a contradiction (issue 24).
+		fmt.Fprintf(&b, "\nverdict: ! nothing above blocks the hook's messages, but see the ! %s line%s: no monitor listens where the hook connects yet\n",
+			strings.Join(w, " and "), map[bool]string{true: "", false: "s"}[len(w) == 1])
 	} else {
 		b.WriteString("\nverdict: ✓ nothing above stops the hook's messages from reaching a monitor\n")
 	}

@@ -87,7 +87,7 @@ func checkMonitor(o Options) (string, Section) {
 		if u, ok := owner(fi); ok && u != o.UID {
 			sec.add(Fail, "directory", desc, "the monitor refuses a directory owned by someone else: use another path (--socket / VRAMSCOPE_SOCKET)")
 		} else if fi.Mode().Perm()&0o077 != 0 {
-			sec.add(Fail, "directory", desc, fmt.Sprintf("the monitor refuses a directory others can open: chmod 700 %s", dir))
+			sec.add(Fail, "directory", desc, fmt.Sprintf("the monitor refuses a directory others can open; %s", ipc.PrivateDirAdvice(dir, filepath.Base(path), o.UID)))
 		} else {
 			sec.add(OK, "directory", desc, "")
 		}

@@ -49,7 +49,7 @@ func TestDemoHeadlessRecordReportReproducesSeed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), name)
 			text, stderr := runBin(t, bin, "demo", "--headless", "--steps", "4", "-o", out)
-			if !strings.Contains(stderr, "1 clients") || !strings.Contains(stderr, "0 lost") {
+			if !strings.Contains(stderr, "1 client,") || !strings.Contains(stderr, "0 lost") {
 				t.Errorf("summary line: %s", stderr)
 			}
 			if !strings.Contains(text, "warmup") {

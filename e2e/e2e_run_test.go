@@ -116,7 +116,7 @@ func TestRunAutoAttachesAndRecords(t *testing.T) {
 	if !strings.Contains(r.stdout, "trained 4 steps") {
 		t.Errorf("the command's stdout did not pass through: %q", r.stdout)
 	}
-	if !strings.Contains(r.stderr, "vramscope: 1 clients,") || !strings.Contains(r.stderr, " 4 steps,") {
+	if !strings.Contains(r.stderr, "vramscope: 1 client,") || !strings.Contains(r.stderr, " 4 steps,") {
 		t.Errorf("summary: %s", r.stderr)
 	}
 	if strings.Contains(r.stderr, "Warning") {
@@ -245,7 +245,7 @@ func TestRunRelaysSignals(t *testing.T) {
 			}
 			// vramscope outlived the signal: the recording has the steps
 			// done before it and the summary was written.
-			if !strings.Contains(r.stderr, "vramscope: 1 clients,") {
+			if !strings.Contains(r.stderr, "vramscope: 1 client,") {
 				t.Errorf("no summary after the signal:\n%s", r.stderr)
 			}
 			if rep := reportOf(t, bin, out); len(rep.Processes) != 1 || len(rep.Processes[0].Steps) < 1 {

@@ -117,7 +117,7 @@ func TestTmuxRunHeadlessCtrlC(t *testing.T) {
 	if !strings.Contains(scr, "SIGINTs: ") {
 		t.Errorf("the command did not report its SIGINT:\n%s", scr)
 	}
-	if !strings.Contains(scr, "vramscope: 1 clients,") {
+	if !strings.Contains(scr, "vramscope: 1 client,") {
 		t.Errorf("vramscope did not outlive Ctrl-C to write its summary:\n%s", scr)
 	}
 }

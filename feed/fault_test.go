@@ -26,7 +26,7 @@ func (w *bgFailWriter) Err() error { return w.err }
 // with no event written since, still stops the recording and is reported.
 func TestBackgroundRecordingFailureIsFound(t *testing.T) {
 	w := &bgFailWriter{}
-	f := New(WithOpener(func(string) (Writer, error) { return w, nil }))
+	f := New(WithOpener(func(string, string) (Writer, error) { return w, nil }))
 	if err := f.Start("rec.jsonl"); err != nil {
 		t.Fatal(err)
 	}

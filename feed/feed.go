@@ -23,8 +23,11 @@ type Writer interface {
 	Close() error
 }
 
-// Opener creates a Writer for a path.
-type Opener func(path string) (Writer, error)
+// Opener creates a Writer for a path. begins says what the recording
+// holds when it starts mid-session ("" when it starts with the session),
+// for the file's header (issue 24: a recording started with r said
+// nothing of the minutes before it).
+type Opener func(path, begins string) (Writer, error)
 
 // ErrNoOpener is returned by Start when the feed cannot record.
 var ErrNoOpener = errors.New("recording is not available here")

@@ -101,7 +101,7 @@ func TestDeliverAndSamplesBecomeEvents(t *testing.T) {
 
 func TestRecordingTeesEventsAndStopsOnError(t *testing.T) {
 	w := &memWriter{}
-	f := New(WithOpener(func(string) (Writer, error) { return w, nil }))
+	f := New(WithOpener(func(string, string) (Writer, error) { return w, nil }))
 	f.Put(session.Event{Conn: 1}) // before recording: not written
 	if err := f.Start("run.jsonl"); err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestLimitDiscardsOldestAndCounts(t *testing.T) {
 // connections and where their messages resume, so it stands on its own.
 func TestRecordingStartedMidSessionCarriesHellos(t *testing.T) {
 	w := &memWriter{}
-	f := New(WithOpener(func(string) (Writer, error) { return w, nil }))
+	f := New(WithOpener(func(string, string) (Writer, error) { return w, nil }))
 	hello := &ipc.Message{Type: ipc.TypeHello, Session: "a"}
 	f.Put(session.Event{Conn: 1, Msg: hello})
 	f.Put(session.Event{Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, Seq: 41}})

@@ -1,11 +1,15 @@
 package feed
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
+	"strings"
+	"time"
 
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -28,9 +32,9 @@ func (f *Feed) Start(path string) error {
 	if f.open == nil {
 		return ErrNoOpener
 	}
-	w, err := f.open(path)
+	w, err := f.open(path, f.begins())
 	if err != nil {
-		return fmt.Errorf("record to %s: %w", path, err)
+		return err // it names the path already
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -48,7 +52,7 @@ func (f *Feed) Start(path string) error {
 	}
 	slices.Sort(conns)
 	for _, c := range conns {
-		f.record(session.Event{At: now, Conn: c, Msg: f.hellos[c]})
+		f.record(session.Event{At: now, Conn: c, Msg: restated(f.hellos[c], now)})
 		if seq := f.lastSeq[c]; seq > 0 {
 			f.record(session.Event{At: now, Conn: c, Note: &session.Note{
 				Kind: session.NoteResume, Seq: seq,
@@ -57,6 +61,57 @@ func (f *Feed) Start(path string) error {
 		}
 	}
 	return nil
+}
+
+// begins says what a recording started now holds: "" with no connection
+// open (it starts with whatever comes), else which connections it joins
+// and from which of their messages.
+func (f *Feed) begins() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.hellos) == 0 {
+		return ""
+	}
+	conns := make([]uint64, 0, len(f.hellos))
+	for c := range f.hellos {
+		conns = append(conns, c)
+	}
+	slices.Sort(conns)
+	parts := make([]string, 0, len(conns))
+	for _, c := range conns {
+		h := f.hellos[c]
+		parts = append(parts, fmt.Sprintf("pid %d from its message %d", h.PID, f.lastSeq[c]+1))
+	}
+	return "mid-session: started at " + f.now().UTC().Format(time.RFC3339) + ", joining " + strings.Join(parts, ", ") +
+		"; what came before is not in this file"
+}
+
+// restated is the hello a recording started mid-session opens with: the
+// hook's hello with its t moved to the moment recording began. The hello's
+// own t is when the hook started, minutes before; kept, it made the
+// recording's timeline (replay, report) start there and play that time as
+// an empty screen (issue 24). The clock mapping and every other field,
+// those this build does not know included, stay as the hook sent them.
+func restated(h *ipc.Message, now time.Time) *ipc.Message {
+	if h.Clock == nil {
+		return h // its times fall back to the event's: now already
+	}
+	m := *h
+	m.T = h.Clock.Mono + (float64(now.UnixNano())/1e9 - h.Clock.Wall)
+	if m.T < h.T {
+		return h // a clock that maps now before the hello: keep it as sent
+	}
+	m.Raw = nil
+	if len(h.Raw) > 0 {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(h.Raw, &fields) == nil {
+			if t, err := json.Marshal(m.T); err == nil {
+				fields["t"] = t
+				m.Raw, _ = json.Marshal(fields)
+			}
+		}
+	}
+	return &m
 }
 
 // Stop closes the open recording, if any.

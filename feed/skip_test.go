@@ -17,7 +17,7 @@ import (
 // the loss of its hello from the queue.
 func TestOwnDropsAreNotLoss(t *testing.T) {
 	w := &memWriter{}
-	f := New(WithLimit(1000), WithOpener(func(string) (Writer, error) { return w, nil }))
+	f := New(WithLimit(1000), WithOpener(func(string, string) (Writer, error) { return w, nil }))
 	if err := f.Start("rec"); err != nil {
 		t.Fatal(err)
 	}

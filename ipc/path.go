@@ -44,9 +44,10 @@ func FallbackSocketPath(uid int) string {
 // prepareDir makes sure the socket's directory exists, is a directory, is
 // ours and is closed to group and others. A directory it creates gets 0700
 // whatever the umask. A directory that already exists with a looser mode is
-// refused, with the chmod that fixes it, rather than changed behind the
-// user's back: it may be shared on purpose.
-func prepareDir(dir string) error {
+// refused, with a private directory to use instead, rather than changed
+// behind the user's back: it may be shared on purpose (/tmp), and no
+// advice ever suggests changing its mode (issue 24).
+func prepareDir(dir, base string) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -67,9 +68,24 @@ func prepareDir(dir string) error {
 		return fmt.Errorf("socket directory %s is owned by uid %d, not by you (uid %d); use another path (--socket or VRAMSCOPE_SOCKET)", dir, uid, os.Geteuid())
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("socket directory %s has mode %04o, want 0700 (no group or other access); fix with: chmod 700 %s", dir, unixMode(fi.Mode()), dir)
+		return fmt.Errorf("socket directory %s has mode %04o: others can open it, and the socket needs a directory only you can open; %s", dir, unixMode(fi.Mode()), PrivateDirAdvice(dir, base, os.Geteuid()))
 	}
 	return nil
+}
+
+// PrivateDirAdvice is what to do about a socket directory that others can
+// open: leave it as it is (it may be /tmp, which every user needs open) and
+// make a private directory inside it for the socket, on both sides.
+func PrivateDirAdvice(dir, base string, uid int) string {
+	private := PrivateDirFor(dir, uid)
+	sock := filepath.Join(private, base)
+	return fmt.Sprintf("leave %s as it is and use a private directory: mkdir -m 700 %s, then --socket %s on the monitor and VRAMSCOPE_SOCKET=%s on the training side", dir, private, sock, sock)
+}
+
+// PrivateDirFor is the private directory PrivateDirAdvice suggests inside
+// dir: vramscope-UID, the name of the /tmp fallback's.
+func PrivateDirFor(dir string, uid int) string {
+	return filepath.Join(dir, "vramscope-"+strconv.Itoa(uid))
 }
 
 // clearStale handles whatever is already at path. Nothing: fine. A socket

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
@@ -128,7 +129,7 @@ func Listen(opts ...Option) (*Server, error) {
 	if len(s.path) > maxSocketPath {
 		return nil, fmt.Errorf("socket path %s is %d bytes long, the limit is %d; choose a shorter one", s.path, len(s.path), maxSocketPath)
 	}
-	if err := prepareDir(dirOf(s.path)); err != nil {
+	if err := prepareDir(dirOf(s.path), filepath.Base(s.path)); err != nil {
 		return nil, err
 	}
 	if err := clearStale(s.path, s.dialTimeout); err != nil {

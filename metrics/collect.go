@@ -203,12 +203,36 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 	}
 }
 
-// lastFinished is the newest step of the table that a newer step follows
-// (the newest row may still be running).
+// lastFinished is the newest finished step: the newest row once its
+// optimizer step has ended (or its process has gone) with no automatic
+// phase of it still open, else the row before it. It used to be always the
+// row before: after a 100-step run it stayed at 98 while the TUI showed
+// step 99 complete (issue 24).
 func lastFinished(p *session.Process) *session.Step {
 	st := p.Steps()
+	if len(st) == 0 {
+		return nil
+	}
+	if newest := st[len(st)-1]; finished(p, newest) {
+		return newest
+	}
 	if len(st) < 2 {
 		return nil
 	}
 	return st[len(st)-2]
+}
+
+// finished reports whether the newest step st is over.
+func finished(p *session.Process, st *session.Step) bool {
+	sp := p.Spans()
+	for i := len(sp) - 1; i >= 0 && sp[i].Step >= st.Index; i-- {
+		if sp[i].Open() && !sp[i].User && sp[i].Step == st.Index {
+			return false
+		}
+	}
+	if !p.Connected || p.End != nil {
+		return true
+	}
+	c := st.Cell("step")
+	return c != nil && !c.End.IsZero()
 }

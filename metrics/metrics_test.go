@@ -95,11 +95,23 @@ func TestExporterServesS001(t *testing.T) {
 	if v := value(t, fams, "vramscope_step", proc); v != 3 {
 		t.Errorf("step %v, want 3", v)
 	}
+	if v := value(t, fams, "vramscope_last_step", proc); v != 2 {
+		t.Errorf("mid-run last finished step %v, want 2 (step 3 is running)", v)
+	}
 	if v := value(t, fams, "vramscope_phase_info", map[string]string{"pid": "618", "phase": "forward"}); v != 1 {
 		t.Errorf("phase_info{phase=forward} %v", v)
 	}
 	if v := value(t, fams, "vramscope_nvml_process_used_bytes", map[string]string{"pid": "618"}); v < 1<<30 {
 		t.Errorf("NVML process used %v, want the training's GiBs", v)
+	}
+	// The optimizer step of step 3 has ended, step 4 has not begun: step 3
+	// is finished.
+	feedRecording(t, e, r, func(ev session.Event) bool {
+		m := ev.Msg
+		return m != nil && m.Type == "phase" && m.Step == 3 && m.Name == "step" && m.Edge == "end"
+	})
+	if v := value(t, scrape(t, e.Handler()), "vramscope_last_step", proc); v != 3 {
+		t.Errorf("after step 3's optimizer step: last finished step %v, want 3", v)
 	}
 	// At the end of the run.
 	feedRecording(t, e, r, nil)
@@ -110,8 +122,10 @@ func TestExporterServesS001(t *testing.T) {
 	if v := value(t, fams, "vramscope_peak_reserved_bytes", proc); v != 4932501504 {
 		t.Errorf("peak reserved %v, want 4932501504", v)
 	}
-	if v := value(t, fams, "vramscope_last_step", proc); v != 4 {
-		t.Errorf("last finished step %v, want 4", v)
+	// All six steps (0-5) finished: it used to say 4, the row before the
+	// newest (issue 24: 98 after a 100-step run).
+	if v := value(t, fams, "vramscope_last_step", proc); v != 5 {
+		t.Errorf("last finished step %v, want 5", v)
 	}
 	if n := len(fams["vramscope_phase_peak_allocated_bytes"].GetMetric()); n != 5 {
 		t.Errorf("%d phase peaks, want 5", n)

@@ -14,6 +14,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"time"
 
@@ -48,14 +49,19 @@ func Poll(ctx context.Context, s probe.Sampler, f *feed.Feed, logf func(string, 
 // Recorder returns the feed's way of opening a recording with a header
 // that says where the session came from.
 func Recorder(tool, source string) feed.Opener {
-	return func(path string) (feed.Writer, error) {
+	return func(path, begins string) (feed.Writer, error) {
 		host, _ := os.Hostname()
-		return record.Create(path, record.Header{
+		h := record.Header{
 			Tool:   tool,
 			Host:   host,
 			Argv:   os.Args,
 			Source: source,
-		})
+		}
+		if begins != "" { // meta.begins: docs/format.md
+			b, _ := json.Marshal(begins)
+			h.Meta = map[string]json.RawMessage{"begins": b}
+		}
+		return record.Create(path, h)
 	}
 }
 

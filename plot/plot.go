@@ -6,6 +6,7 @@
 package plot
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"io"
@@ -34,7 +35,14 @@ type Options struct {
 	Title string
 	// Source names the recording, for the default title.
 	Source string
+
+	png bool // Write sets it: text spaces become no-break spaces (below)
 }
+
+// ErrNoMemoryData is returned (wrapped) for a process with no allocator or
+// NVML reading: there is nothing to draw, and an empty chart with a y axis
+// of 0 to 1.2e-09 GiB was all it used to give.
+var ErrNoMemoryData = errors.New("no memory data")
 
 // phaseColors are the shading of the automatic phases (light, so the
 // curves stay readable); user phases share a grey.
@@ -61,15 +69,27 @@ const gib = float64(1 << 30)
 
 // Build draws process p of store s.
 func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error) {
+	if p.Allocated.Len() == 0 && p.Reserved.Len() == 0 && p.GPU.Len() == 0 {
+		return nil, fmt.Errorf("%s: %w (no allocator or NVML reading of it): nothing to plot", p.Label(), ErrNoMemoryData)
+	}
 	d := diagnose.Diagnose(s, p)
 	t0, t1 := window(p)
 	x := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
+	txt := func(s string) string {
+		if o.png {
+			// The PNG renderer kerns "A A" to "AA" ("NVIDIAA100"): a
+			// no-break space has no kerning pairs.
+			return strings.ReplaceAll(s, " ", "\u00a0")
+		}
+		return s
+	}
 
 	pl := gplot.New()
 	pl.Title.Text = o.Title
 	if pl.Title.Text == "" {
 		pl.Title.Text = title(p, o.Source, &d)
 	}
+	pl.Title.Text = txt(pl.Title.Text)
 	pl.X.Label.Text = "seconds"
 	pl.Y.Label.Text = "GiB"
 	pl.Y.Min = 0
@@ -81,25 +101,34 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 	pad := max(t1.Sub(t0).Seconds()*0.01, 0.001)
 	defer func() { pl.X.Min, pl.X.Max = -pad, x(t1)+pad }() // Add widens the range to the data
 
-	// Headroom above the curves for the legend.
-	top := float64(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max(), 1)) / gib * 1.45
+	// The y range keeps the legend (top left) and two rows of labels (the
+	// peak's, the warmup's) above every curve: they used to sit on the data.
+	height := o.Height
+	if height <= 0 {
+		height = 5 * vg.Inch
+	}
+	dataMax := float64(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max(), p.Allocated.Max(), 1)) / gib
+	rows := 3 + len(phaseNames(p))
+	area := float64(height.Points()) - 60 // less the title and the x axis
+	legendH := float64(rows)*11.5 + 10
+	frac := min(max((area-legendH-2*row)/area, 0.3), 0.9)
+	top := dataMax / frac
 	pl.Y.Max = top
-	if err := shadePhases(pl, p, x, top); err != nil {
+	rowY := row / area * top // one label row in GiB
+	if err := shadePhases(pl, p, x, dataMax+0.5*rowY, txt); err != nil {
 		return nil, err
 	}
 	right := x(t1) * 0.6 // labels past this point read leftwards
-	if err := markWarmup(pl, p, &d, x, top, right); err != nil {
+	if err := markWarmup(pl, p, &d, x, dataMax+2*rowY, right, txt); err != nil {
 		return nil, err
 	}
 	curves := []struct {
 		s    *session.Series
 		name string
 		c    color.Color
-		dash bool
 	}{
-		{p.Reserved, "reserved", reservedColor, false},
-		{p.Allocated, "allocated", allocColor, false},
-		{p.GPU, nvmlName(p), nvmlColor, true},
+		{p.Reserved, "reserved", reservedColor},
+		{p.Allocated, "allocated", allocColor},
 	}
 	for _, c := range curves {
 		xys := steps(c.s, x, x(t1))
@@ -111,16 +140,50 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 			return nil, fmt.Errorf("plot %s: %w", c.name, err)
 		}
 		l.Color, l.Width = c.c, vg.Points(1.2)
-		if c.dash {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		}
 		pl.Add(l)
-		pl.Legend.Add(c.name, l)
+		pl.Legend.Add(txt(c.name), l)
 	}
-	if err := annotatePeak(pl, p, &d, x, right); err != nil {
+	// NVML's process figure is read about once a second: each reading is
+	// a point at its moment. Held as a line until the next one, it drew a
+	// flat line below reserved while the allocator grew.
+	if xys := points(p.GPU, x); len(xys) > 0 {
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return nil, fmt.Errorf("plot NVML: %w", err)
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: nvmlColor, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
+		pl.Add(sc)
+		pl.Legend.Add(txt(nvmlName(p)+" (readings)"), sc)
+	}
+	if err := annotatePeak(pl, p, &d, x, right, dataMax+rowY, txt); err != nil {
 		return nil, err
 	}
 	return pl, nil
+}
+
+// row is the height of one label row, in points.
+const row = 13.0
+
+// phaseNames are the automatic phases p ran, each once: the legend's
+// phase entries.
+func phaseNames(p *session.Process) []string {
+	var names []string
+	seen := map[string]bool{}
+	for i := range p.Spans() {
+		sp := &p.Spans()[i]
+		if _, ok := phaseColors[sp.Name]; ok && !sp.User && !seen[sp.Name] {
+			seen[sp.Name] = true
+			names = append(names, sp.Name)
+		}
+	}
+	return names
+}
+
+// points are a series' readings as points.
+func points(s *session.Series, x func(time.Time) float64) plotter.XYs {
+	var xys plotter.XYs
+	s.Points(func(at time.Time, v int64) { xys = append(xys, plotter.XY{X: x(at), Y: float64(v) / gib}) })
+	return xys
 }
 
 // Write draws process p of store s in format ("svg", "png" or "pdf") to w.
@@ -133,6 +196,7 @@ func Write(w io.Writer, format string, s *session.Store, p *session.Process, o O
 	if !known {
 		return fmt.Errorf("unknown picture format %q: want svg, png or pdf", format)
 	}
+	o.png = format == "png"
 	pl, err := Build(s, p, o)
 	if err != nil {
 		return err
@@ -213,7 +277,7 @@ func steps(s *session.Series, x func(time.Time) float64, end float64) plotter.XY
 
 // shadePhases draws each finished phase as a light band, one legend entry
 // per phase name.
-func shadePhases(pl *gplot.Plot, p *session.Process, x func(time.Time) float64, top float64) error {
+func shadePhases(pl *gplot.Plot, p *session.Process, x func(time.Time) float64, top float64, txt func(string) string) error {
 	seen := map[string]bool{}
 	for i := range p.Spans() {
 		sp := &p.Spans()[i]
@@ -233,7 +297,7 @@ func shadePhases(pl *gplot.Plot, p *session.Process, x func(time.Time) float64, 
 		pl.Add(band)
 		if !seen[sp.Name] && !sp.User {
 			seen[sp.Name] = true
-			pl.Legend.Add(sp.Name, band)
+			pl.Legend.Add(txt(sp.Name), band)
 		}
 	}
 	return nil
@@ -241,7 +305,7 @@ func shadePhases(pl *gplot.Plot, p *session.Process, x func(time.Time) float64, 
 
 // markWarmup draws a dashed line where the steady state begins, labelled
 // with the warmup's change, when the diagnosis found a warmup.
-func markWarmup(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, top, right float64) error {
+func markWarmup(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, labelY, right float64, txt func(string) string) error {
 	if d.Pattern != diagnose.PatternWarmup || d.SteadyFrom < 0 {
 		return nil
 	}
@@ -254,7 +318,7 @@ func markWarmup(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x fun
 	if at.IsZero() {
 		return nil
 	}
-	l, err := plotter.NewLine(plotter.XYs{{X: x(at), Y: 0}, {X: x(at), Y: top}})
+	l, err := plotter.NewLine(plotter.XYs{{X: x(at), Y: 0}, {X: x(at), Y: labelY}})
 	if err != nil {
 		return fmt.Errorf("warmup line: %w", err)
 	}
@@ -267,8 +331,8 @@ func markWarmup(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x fun
 		change, sign = -change, "−"
 	}
 	lab, err := plotter.NewLabels(plotter.XYLabels{
-		XYs:    plotter.XYs{{X: x(at), Y: top * 0.97}},
-		Labels: []string{fmt.Sprintf(" ← warmup | steady from step %d (%s%s) ", d.SteadyFrom, sign, change.Human())},
+		XYs:    plotter.XYs{{X: x(at), Y: labelY}},
+		Labels: []string{txt(fmt.Sprintf(" ← warmup | steady from step %d (%s%s) ", d.SteadyFrom, sign, change.Human()))},
 	})
 	if err != nil {
 		return fmt.Errorf("warmup label: %w", err)
@@ -282,7 +346,7 @@ func markWarmup(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x fun
 // allocator's max_allocated counter first reached its highest value (the
 // counter rises exactly when the peak happens), labelled with the size and
 // where the diagnosis places it.
-func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, right float64) error {
+func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, right, labelY float64, txt func(string) string) error {
 	if !d.Peak.Allocated.Known() {
 		return nil
 	}
@@ -307,9 +371,17 @@ func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x f
 	if d.Peak.Step >= 0 {
 		where = " · " + diagnose.Where(d.Peak.Step, d.Peak.Phase)
 	}
+	// The label sits in the row above every curve, a thin line down to
+	// the marker.
+	lead, err := plotter.NewLine(plotter.XYs{{X: x(at), Y: y}, {X: x(at), Y: labelY}})
+	if err != nil {
+		return fmt.Errorf("peak leader: %w", err)
+	}
+	lead.Color, lead.Width = peakColor, vg.Points(0.6)
+	pl.Add(lead)
 	lab, err := plotter.NewLabels(plotter.XYLabels{
-		XYs:    plotter.XYs{{X: x(at), Y: y}},
-		Labels: []string{fmt.Sprintf("  peak %s%s  ", peakText(p, top), where)},
+		XYs:    plotter.XYs{{X: x(at), Y: labelY}},
+		Labels: []string{txt(fmt.Sprintf("  peak %s%s  ", peakText(p, top), where))},
 	})
 	if err != nil {
 		return fmt.Errorf("peak label: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -98,7 +99,7 @@ func Create(path string, h Header, opts ...Option) (*Writer, error) {
 		return nil, fmt.Errorf("create recording %s: the file exists; choose another name or remove it", path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create recording %s: %w", path, err)
+		return nil, fmt.Errorf("create recording %s: %w", path, pathless(err))
 	}
 	w.f = f
 	w.file.w = f
@@ -242,6 +243,18 @@ func (w *Writer) Close() error {
 	}
 	if cerr := w.f.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close recording %s: %w", w.path, cerr)
+	}
+	return err
+}
+
+// pathless is err without the *fs.PathError that repeats the path the
+// message already names ("create recording X: open X: ..." said X twice,
+// and a caller's wrap a third time, issue 24). errors.Is still matches
+// (fs.ErrPermission, fs.ErrNotExist): the cause is the same errno.
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
 	}
 	return err
 }

@@ -26,7 +26,11 @@ type Report struct {
 	// DurationS is the time from Start to the newest event, seconds.
 	DurationS float64 `json:"duration_s"`
 	// Errors counts the bad or orphan messages the store skipped.
-	Errors    int       `json:"errors"`
+	Errors int `json:"errors"`
+	// Begins says what the recording holds when it was started
+	// mid-session (its header's meta.begins); "" when it holds the session
+	// from its start. The caller that read the header sets it.
+	Begins    string    `json:"begins,omitempty"`
 	Processes []Process `json:"processes"`
 }
 
@@ -216,7 +220,7 @@ func Build(s *session.Store) *Report {
 		r.Start = &t
 		r.DurationS = seconds(last.Sub(start))
 	}
-	for _, p := range s.Processes() {
+	for _, p := range s.ByRank() {
 		r.Processes = append(r.Processes, buildProcess(s, p, start))
 	}
 	return r

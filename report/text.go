@@ -32,6 +32,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		start = r.Start.Format("2006-01-02 15:04:05 MST")
 	}
 	fmt.Fprintf(bw, "vramscope report · %s · %s · %.2f s\n", start, plural(len(r.Processes), "process", "processes"), r.DurationS)
+	if r.Begins != "" {
+		fmt.Fprintf(bw, "recording %s\n", r.Begins)
+	}
 	if r.Errors > 0 {
 		fmt.Fprintf(bw, "%d bad messages skipped\n", r.Errors)
 	}
@@ -172,7 +175,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	}
 	legend := "(MiB; ≥ lower bound; = inferred)"
 	if nvml {
-		legend = "(MiB; ≥ lower bound; = inferred; ' NVML read before the phase)"
+		legend = "(MiB; ≥ lower bound; = inferred; stale: no NVML process reading during the phase)"
 	}
 	fmt.Fprintf(w, "%s   %s\n", head, legend)
 	row := func(st *Step) {
@@ -199,11 +202,14 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %9s  %9s", stepW+len(step)-utf8.RuneCountInString(step), step, width, textesc.String(ph.Phase),
 				ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
 			if nvml {
-				gpu := ph.NVMLPeak.MiBString()
+				gpu, other := ph.NVMLPeak.MiBString(), ph.NonPyTorch.MiBString()
 				if ph.NVMLStale {
-					gpu += "'" // not a figure of this phase (1 Hz process list)
+					// Read before the phase (1 Hz process list): not a figure
+					// of it, nor is what is derived from it (issue 24: 764
+					// beside 3551 reserved, which the driver cannot show).
+					gpu, other = "stale", "stale"
 				}
-				fmt.Fprintf(w, "  %9s  %11s", gpu, ph.NonPyTorch.MiBString())
+				fmt.Fprintf(w, "  %9s  %11s", gpu, other)
 			}
 			w.WriteString("\n")
 		}
@@ -241,7 +247,11 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 				continue
 			}
 		}
-		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", textesc.String(name), now[i].Bytes.MiBString(), peak[i].Bytes.MiBString())
+		atPeak := peak[i].Bytes.MiBString()
+		if a.Peak.ProcessUsedStale && !peak[i].Bytes.Known() && (now[i].Name == "non-PyTorch" || now[i].Name == "other processes") {
+			atPeak = "stale" // derived from an NVML process reading not taken during the peak's phase
+		}
+		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", textesc.String(name), now[i].Bytes.MiBString(), atPeak)
 	}
 	if a.Now.ActivationsStale || a.Peak.ActivationsStale {
 		fmt.Fprintf(w, "    %-18s  %9s  %8s\n", "activ.+temporaries", a.Now.Transient.MiBString(), a.Peak.Transient.MiBString())

@@ -1,6 +1,10 @@
 package session
 
-import "github.com/vramscope/vramscope/ipc"
+import (
+	"sort"
+
+	"github.com/vramscope/vramscope/ipc"
+)
 
 // Read-only helpers for views: what an event says about a process's
 // life, without reaching into the protocol's message types.
@@ -45,3 +49,26 @@ func (p *Process) OnCPU() bool { return p.Hello.CUDA == nil && p.Mem == nil }
 
 // OpenSpans returns the indices into Spans of the phases still open.
 func (p *Process) OpenSpans() []int { return p.open }
+
+// RankLess orders processes by rank, then pid; those without a rank come
+// after the ranked ones, by pid. Every view and output lists processes in
+// this order (issue 24: a report of a two-rank run listed rank 1 first).
+func RankLess(a, b *Process) bool {
+	ra, rb := a.Rank(), b.Rank()
+	switch {
+	case ra >= 0 && rb < 0:
+		return true
+	case ra < 0 && rb >= 0:
+		return false
+	case ra != rb:
+		return ra < rb
+	}
+	return a.Hello.PID < b.Hello.PID
+}
+
+// ByRank is the store's processes in RankLess order (a new slice).
+func (s *Store) ByRank() []*Process {
+	ps := append([]*Process(nil), s.procs...)
+	sort.SliceStable(ps, func(i, j int) bool { return RankLess(ps[i], ps[j]) })
+	return ps
+}

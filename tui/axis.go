@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// yAxis places GiB labels on round values.
+// yAxis places labels on round values of GiB.
 type yAxis struct {
 	top, step float64 // GiB
 	rows      int     // plot rows between the x axis and the top
@@ -37,7 +37,9 @@ func (a yAxis) label(_ int, v float64) string {
 	if k*a.step > a.top+inc/2 || math.Round(k*a.step/inc) != math.Round(v/inc) {
 		return ""
 	}
-	return trimZero(math.Round(k*a.step*1000)/1000) + "G"
+	// Plain numbers: the chart's title says GiB, as the legend does ("6G"
+	// beside a GiB legend and MiB tables read as a third unit, issue 24).
+	return trimZero(math.Round(k*a.step*1000) / 1000)
 }
 
 // xAxis labels the plot's cells with the session's elapsed time at round

@@ -33,7 +33,10 @@ type memChart struct {
 	owner []int8
 }
 
-// The chart's series, drawn in this order: the allocated curve last, on top.
+// The chart's series, in the legend's order (reversed). They are drawn
+// allocated first: its strokes sweep from each step's low to its peak and
+// fill a block when zoomed out, so the flat counters (max allocated,
+// reserved, NVML) are drawn over it and stay visible (issue 24).
 var chartSeries = []struct {
 	label, short string
 	color        lipgloss.Color
@@ -43,6 +46,9 @@ var chartSeries = []struct {
 	{"max allocated", "max", colMaxAlloc},
 	{"allocated", "alloc", colAllocated},
 }
+
+// allocSeries is the allocated curve's index in chartSeries.
+const allocSeries = 3
 
 func newMemChart() *memChart {
 	c := &memChart{lc: linechart.New(10, 5, 0, 1, 0, 1)}
@@ -94,8 +100,8 @@ func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) s
 	c.clearAxes()
 	c.lc.DrawXYAxisAndLabel()
 	c.clearPlot()
-	for k, s := range series {
-		if s.Len() > 0 {
+	for k := len(series) - 1; k >= 0; k-- {
+		if s := series[k]; s.Len() > 0 {
 			c.cols = s.Columns(c.cols, from, to, 2*gw) // one column per braille dot
 			c.plotSeries(c.cols, ticks.top*gib, int8(k))
 		}
@@ -137,14 +143,20 @@ func seriesLegend(p *session.Process, w int) string {
 			label = "NVML " + p.GPUSource
 		}
 		mark := rendered(&seriesStyles[k], "━")
-		val := rendered(&styleBold, gibText(session.Bytes(v)))
+		// The title says GiB, once for the axis and the legend.
+		val := rendered(&styleBold, strings.TrimSuffix(gibText(session.Bytes(v)), " GiB"))
 		items = append(items, mark+" "+label+" "+val)
 		short = append(short, mark+" "+abbr+" "+val)
 	}
 	if s := strings.Join(items, "   "); width(s) <= w {
 		return s
 	}
-	return truncate(strings.Join(short, " "), w)
+	for n := len(short); n > 0; n-- { // drop series from the end, never cut one
+		if s := strings.Join(short[:n], " "); width(s) <= w {
+			return s
+		}
+	}
+	return ""
 }
 
 // seriesStyles are the series' colours as styles, in chartSeries order.

@@ -28,17 +28,9 @@ func ordered(s *session.Store) []*session.Process {
 	return out
 }
 
-// rankLess orders ranked processes by rank, before those with none.
-func rankLess(a, b *session.Process) bool {
-	ra, rb := a.Rank(), b.Rank()
-	switch {
-	case ra < 0:
-		return false
-	case rb < 0:
-		return true
-	}
-	return ra < rb
-}
+// rankLess is session.RankLess: by rank, then pid, the order of every
+// output.
+func rankLess(a, b *session.Process) bool { return session.RankLess(a, b) }
 
 // focus is the root model's memory of the process on screen.
 type focus struct {

@@ -2,6 +2,9 @@ package tui
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +68,71 @@ func TestGoldenRanks80x24(t *testing.T) {
 // A real CPU run (torch 1.13, no CUDA): the compact timings view.
 func TestGoldenCPU80x24(t *testing.T) {
 	goldenEvents(t, recording(t, cpuRecording), "39 ", 80, 24)
+}
+
+// The default view at the three sizes a new user tries (issue 24): no line
+// cut, the banner wrapped, the footer's keys whole.
+func TestGoldenWarmup120x40(t *testing.T) { goldenRun(t, 120, 40) }
+func TestGoldenWarmup200x60(t *testing.T) { goldenRun(t, 200, 60) }
+
+// The leak demo's long banner and diagnosis lines, wrapped at 80 and 120.
+func TestGoldenLeak80x24(t *testing.T)  { goldenScenario(t, "leak", 80, 24) }
+func TestGoldenLeak120x40(t *testing.T) { goldenScenario(t, "leak", 120, 40) }
+func TestGoldenLeak200x60(t *testing.T) { goldenScenario(t, "leak", 200, 60) }
+
+func goldenScenario(t *testing.T, scenario string, w, h int) {
+	evs := demoEvents(t, scenario, 30, 1)
+	evs = evs[:len(evs)-1] // the run is in progress
+	goldenEvents(t, evs, "29 ", w, h)
+}
+
+// The README's screenshot: `vramscope demo` in its default view after 10 s
+// (no key pressed), 120×36. README.md shows this file.
+func TestGoldenReadme120x36(t *testing.T) {
+	evs := demoEvents(t, "warmup", 25, 1) // 25 steps of ~0.4 s: 10 s
+	evs = evs[:len(evs)-1]
+	goldenEvents(t, evs, "24 ", 120, 36)
+}
+
+// The README shows TestGoldenReadme120x36's screen (trailing blanks
+// trimmed): a change to the default view changes the README with it.
+func TestReadmeShowsTheDefaultView(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.ReadFile("testdata/TestGoldenReadme120x36.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(g), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	if !strings.Contains(string(readme), "```text\n"+strings.Join(lines, "\n")+"\n```") {
+		t.Error("README.md's screenshot is not testdata/TestGoldenReadme120x36.golden: paste it in")
+	}
+}
+
+// A real CPU run's anatomy page: the tensors the hook measured, as the
+// report gives them (it said there was nothing to break down, issue 24).
+func TestGoldenCPUAnatomy80x24(t *testing.T) {
+	goldenEvents(t, recording(t, cpuRecording), "39 ", 80, 24, "a")
+}
+
+// Every page at the two larger sizes a new user tries (80×24 has its own
+// goldens above): the diagnosis, the anatomy, the help; and the CPU run's
+// compact view at all three.
+func TestGoldenPages(t *testing.T) {
+	for _, sz := range [][2]int{{120, 40}, {200, 60}} {
+		for _, k := range []string{"d", "a", "?"} {
+			name := map[string]string{"d": "diag", "a": "anatomy", "?": "help"}[k]
+			t.Run(fmt.Sprintf("%s-%dx%d", name, sz[0], sz[1]), func(t *testing.T) { goldenRun(t, sz[0], sz[1], k) })
+		}
+	}
+	for _, sz := range [][2]int{{120, 40}, {200, 60}} {
+		t.Run(fmt.Sprintf("cpu-%dx%d", sz[0], sz[1]), func(t *testing.T) {
+			goldenEvents(t, recording(t, cpuRecording), "39 ", sz[0], sz[1])
+		})
+	}
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,8 +45,45 @@ func (m *Model) headerView(p *session.Process) string {
 	if m.srcErr != "" {
 		top = append(top, styleBad.Render("source: "+m.srcErr))
 	}
-	top = append(top, m.deviceText(p)) // last: the first thing cut when narrow
-	return fitKept(strings.Join(top, sep), m.w) + "\n" + fitKept(m.processText(p), m.w)
+	return m.fitTop(top, p, sep) + "\n" + m.fitProcess(p)
+}
+
+// fitTop is the first header line in the terminal's width: the device,
+// last, is said more briefly until the line fits, then left out; the
+// recording's directory goes next. Only a line that still does not fit
+// is cut.
+func (m *Model) fitTop(top []string, p *session.Process, sep string) string {
+	for level := 0; level <= devTerse; level++ {
+		parts := top[:len(top):len(top)]
+		if dev := m.deviceText(p, level); dev != "" {
+			parts = append(parts, dev)
+		}
+		line := strings.Join(parts, sep)
+		if width(line) <= m.w {
+			return fitKept(line, m.w) // padded
+		}
+	}
+	if m.recPath != "" {
+		for i := range top {
+			if strings.HasSuffix(top[i], " "+m.recPath) {
+				top[i] = strings.TrimSuffix(top[i], m.recPath) + filepath.Base(m.recPath)
+			}
+		}
+	}
+	return fitKept(strings.Join(top, sep), m.w)
+}
+
+// fitProcess is the second header line in the terminal's width: the
+// process first, parts from the end left out until it fits.
+func (m *Model) fitProcess(p *session.Process) string {
+	parts := m.processParts(p)
+	sep := rendered(&styleDim, " · ")
+	for n := len(parts); n > 1; n-- {
+		if line := strings.Join(parts[:n], sep); width(line) <= m.w {
+			return fitKept(line, m.w) // padded
+		}
+	}
+	return fitKept(strings.Join(parts, sep), m.w)
 }
 
 // deviceTotal is the one device total the screen shows, and whose it
@@ -71,9 +109,21 @@ func (m *Model) deviceTotal(p *session.Process) (session.Bytes, string) {
 	return session.Unknown, ""
 }
 
+// Levels of deviceText, each shorter than the one before.
+const (
+	devFull  = iota // total, name, NVML read time
+	devName         // total and name
+	devShort        // total and the name without its vendor
+	devTotal        // the total only
+	devTerse        // nothing
+)
+
 // deviceText names the GPU the shown process runs on, its total (one,
-// labelled with its source), and how it is read.
-func (m *Model) deviceText(p *session.Process) string {
+// labelled with its source), and how it is read; level says how briefly.
+func (m *Model) deviceText(p *session.Process, level int) string {
+	if level >= devTerse {
+		return ""
+	}
 	if p != nil && p.OnCPU() {
 		return "CPU run (no CUDA device)"
 	}
@@ -88,7 +138,12 @@ func (m *Model) deviceText(p *session.Process) string {
 	if d := pickDevice(m.cfg.devices, uuid); d != nil {
 		name = d.Name
 	}
-	dev := strings.TrimSpace(textesc.String(name))
+	name = textesc.String(name)
+	dev := strings.TrimSpace(name)
+	if level >= devShort {
+		dev = strings.TrimPrefix(dev, "NVIDIA ")
+	}
+
 	switch st := m.cfg.status; {
 	case st == "":
 	case strings.Contains(st, "unavailable"):
@@ -96,14 +151,22 @@ func (m *Model) deviceText(p *session.Process) string {
 	case strings.Contains(st, "simulated") && !strings.Contains(dev, "simulated"):
 		dev = strings.TrimSpace(dev + " (simulated)")
 	}
+	if level >= devTotal {
+		dev = strings.TrimPrefix(strings.TrimPrefix(dev, name), strings.TrimPrefix(name, "NVIDIA "))
+		dev = strings.TrimSpace(dev) // what is said of the source: "(simulated)", "NVML unavailable"
+	}
 	if total, src := m.deviceTotal(p); total.Known() {
-		// The total first: on a narrow terminal the name is what gets cut.
-		dev = strings.TrimSuffix(gibText(total)+" total ("+src+") · "+dev, " · ")
+		// The total first, then the name. Shorter: "80 GiB (NVML) · A100…".
+		word := " total "
+		if level == devShort {
+			word = " "
+		}
+		dev = strings.TrimSuffix(gibText(total)+word+"("+src+") · "+dev, " · ")
 	}
 	if dev == "" {
 		dev = "no GPU known"
 	}
-	if g := m.gpuOf(p); g != nil && g.Last.Took > 0 {
+	if g := m.gpuOf(p); g != nil && g.Last.Took > 0 && level == devFull {
 		dev += rendered(&styleDim, fmt.Sprintf(" · NVML read %s (max %s)", tookText(g.Last.Took), tookText(g.MaxTook)))
 	}
 	if p != nil && p.GPUSource == "device" {
@@ -169,20 +232,30 @@ func (m *Model) connText(p *session.Process) string {
 	return m.stateWord(p)
 }
 
-// processText is the second header line: which process, of how many, and
-// what it runs.
-func (m *Model) processText(p *session.Process) string {
+// processParts are the second header line's parts: which process, of how
+// many, whether the view is paused, and what it runs.
+func (m *Model) processParts(p *session.Process) []string {
 	if p == nil {
 		if m.replay != nil {
-			return styleDim.Render("no training process in this recording yet")
+			return []string{styleDim.Render("no training process in this recording yet")}
 		}
-		return styleDim.Render("listening on " + m.socketName())
+		parts := []string{styleDim.Render("listening on " + m.socketName())}
+		if m.cfg.outputLog != "" { // a script that fails before it connects says so there
+			parts = append([]string{m.outputPart()}, parts...)
+		}
+		return parts
 	}
 	h := &p.Hello
 	ps := ordered(m.store)
 	parts := []string{rendered(&styleBold, p.Label()) + fmt.Sprintf(" (%d/%d)", indexOf(ps, p.Key)+1, len(ps))}
 	if m.replay != nil {
 		parts = append(parts, m.stateWord(p)) // the first line tells the replay's state
+	}
+	if m.paused {
+		parts = append(parts, styleWarn.Render("⏸ PAUSED (view frozen)"))
+	}
+	if m.cfg.outputLog != "" {
+		parts = append(parts, m.outputPart())
 	}
 	if len(h.Argv) > 0 {
 		parts = append(parts, textesc.Strings(h.Argv, " "))
@@ -193,10 +266,17 @@ func (m *Model) processText(p *session.Process) string {
 	if h.Host != "" {
 		parts = append(parts, textesc.String(h.Host))
 	}
-	if m.paused {
-		parts = append(parts, styleWarn.Render("⏸ PAUSED (view frozen)"))
+	return parts
+}
+
+// outputPart says where the run command's output goes, and the key that
+// shows it.
+func (m *Model) outputPart() string {
+	part := "output → " + m.cfg.outputLog + rendered(&styleDim, " (o shows it)")
+	if width(part) > m.w { // the o page names the whole path
+		part = "output → " + filepath.Base(m.cfg.outputLog) + rendered(&styleDim, " (o)")
 	}
-	return strings.Join(parts, rendered(&styleDim, " · "))
+	return part
 }
 
 func (m *Model) socketName() string {

@@ -6,10 +6,10 @@ import "github.com/charmbracelet/bubbles/key"
 type keyMap struct {
 	Quit, Help, Pause, Left, Right, ZoomIn, ZoomOut key.Binding
 	Tab, Record, Speed, Up, Down, PgUp, PgDown      key.Binding
-	Home, End, Diag, Anatomy, Back                  key.Binding
+	Home, End, Diag, Anatomy, Back, Output          key.Binding
 }
 
-func newKeyMap(replay, canRecord bool) keyMap {
+func newKeyMap(replay, canRecord, output bool) keyMap {
 	k := keyMap{
 		Quit:    key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Help:    key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
@@ -30,7 +30,9 @@ func newKeyMap(replay, canRecord bool) keyMap {
 		Diag:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "diagnosis")),
 		Anatomy: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "anatomy")),
 		Back:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Output:  key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "command output")),
 	}
+	k.Output.SetEnabled(output)
 	if replay {
 		k.Pause.SetHelp("space", "pause")
 		k.Left.SetHelp("←", "seek back")
@@ -43,33 +45,42 @@ func newKeyMap(replay, canRecord bool) keyMap {
 	return k
 }
 
-// ShortHelp is the one-line hint of the footer: pairs of bindings are
-// folded into one hint each.
-func (k keyMap) ShortHelp() []key.Binding {
-	pair := func(a, b key.Binding, keys, desc string) key.Binding {
-		c := key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...), key.WithHelp(keys, desc))
-		c.SetEnabled(a.Enabled())
-		return c
-	}
-	short := func(b key.Binding, desc string) key.Binding {
-		b.SetHelp(b.Help().Key, desc)
-		return b
-	}
+// hint is one binding of the footer: its keys, its word and a shorter
+// word for a narrow terminal.
+type hint struct{ key, desc, terse string }
+
+// footerHints are the footer's bindings, most useful first: a narrow
+// footer drops from the end (the help page, ?, lists every key). tab is
+// left out with one process, where it does nothing.
+func (k keyMap) footerHints(processes int) []hint {
 	left := "time"
 	if !k.Record.Enabled() && k.Speed.Enabled() {
 		left = "seek"
 	}
-	return []key.Binding{
-		k.Quit, k.Help, short(k.Diag, "diag"), k.Anatomy, k.Pause, pair(k.Up, k.Down, "↑/↓", "steps"), k.Tab,
-		pair(k.Left, k.Right, "←/→", left), pair(k.ZoomIn, k.ZoomOut, "+/-", "zoom"), k.Record, k.Speed,
+	hs := []hint{{"q", "quit", "quit"}, {"?", "help", "help"}}
+	if k.Output.Enabled() {
+		hs = append(hs, hint{"o", "output", "out"})
 	}
+	hs = append(hs, []hint{{"space", "pause", "pause"},
+		{"←/→", left, left}, {"+/-", "zoom", "zoom"}}...)
+	if k.Record.Enabled() {
+		hs = append(hs, hint{"r", "record", "rec"})
+	}
+	if k.Speed.Enabled() {
+		hs = append(hs, hint{"s", "speed", "speed"})
+	}
+	hs = append(hs, hint{"d", "diagnosis", "diag"}, hint{"a", "anatomy", "anat"})
+	if processes > 1 {
+		hs = append(hs, hint{"tab", "process", "proc"})
+	}
+	return append(hs, hint{"↑/↓", "steps", "steps"})
 }
 
 // FullHelp is the help overlay, one column per group.
 func (k keyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Quit, k.Help, k.Pause, k.Tab, k.Record, k.Speed},
-		{k.Diag, k.Anatomy, k.Back, k.Left, k.Right, k.ZoomIn, k.ZoomOut},
+		{k.Diag, k.Anatomy, k.Output, k.Back, k.Left, k.Right, k.ZoomIn, k.ZoomOut},
 		{k.Up, k.Down, k.PgUp, k.PgDown, k.Home, k.End},
 	}
 }

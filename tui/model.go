@@ -51,12 +51,18 @@ type Model struct {
 	zoom     int
 	anchor   time.Time // right edge of the chart when scrolled back; zero follows
 	paused   bool
-	frozen   time.Time // live pause: the instant the view froze at
-	frozenAt int       // live pause: the newest step shown
-	page     page      // the main view, or one panel on the whole body
-	pg       pager     // the open page's scroll position
+	frozen   time.Time     // live pause: the chart's right edge when the view froze
+	frozenT  time.Duration // live pause: the header's elapsed time when it froze
+	frozenAt int           // live pause: the newest step shown
+	bannerH  int           // rows the diagnosis banner took in the last frame
+	page     page          // the main view, or one panel on the whole body
+	pg       pager         // the open page's scroll position
 
 	recPath, recErr, srcErr string
+
+	outLines []string // the output page's lines, escaped
+	outErr   string   // why the output log could not be read
+	outFresh bool     // the page just opened: show the end
 
 	chart *memChart
 	table stepsTable
@@ -80,7 +86,7 @@ func New(opts ...Option) Model {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := Model{
 		cfg: cfg, store: cfg.store, ctx: ctx, cancel: cancel,
-		keys: newKeyMap(cfg.replaySet, cfg.recorder != nil), help: help.New(),
+		keys: newKeyMap(cfg.replaySet, cfg.recorder != nil, cfg.outputLog != ""), help: help.New(),
 		zoom: defaultZoom, chart: newMemChart(), table: newStepsTable(), diag: &diagCache{},
 		exits: newExitLog(), w: 80, h: 24, dirty: true,
 	}
@@ -162,6 +168,14 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.armFrame()
 	case clockTick:
 		return m, m.onClock()
+	case outputMsg:
+		cmd := m.onOutput(msg)
+		m.render()
+		return m, cmd
+	case outputTick:
+		if m.page == pageOutput {
+			return m, readOutput(m.cfg.outputLog)
+		}
 	}
 	return m, nil
 }
@@ -180,6 +194,11 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.open(pageDiag)
 	case key.Matches(msg, k.Anatomy):
 		m.open(pageAnatomy)
+	case key.Matches(msg, k.Output):
+		if m.open(pageOutput); m.page == pageOutput {
+			m.outFresh = true
+			cmd = readOutput(m.cfg.outputLog)
+		}
 	case key.Matches(msg, k.Back):
 		m.page = pageMain
 	case key.Matches(msg, k.Pause):
@@ -219,15 +238,19 @@ func (m *Model) togglePause() {
 		m.replay.lastTick = time.Time{} // no jump for the time spent paused
 		return
 	}
-	m.paused = !m.paused
 	if m.paused {
-		m.frozen, m.frozenAt = m.now(), -1
-		if p := m.process(); p != nil {
-			if st := p.Steps(); len(st) > 0 {
-				m.frozenAt = st[len(st)-1].Index
-			}
+		m.paused = false
+		return
+	}
+	// Read the clock and the edge before pausing: now() and elapsed() answer
+	// from the frozen fields once paused.
+	m.frozen, m.frozenT, m.frozenAt = m.now(), m.elapsed(), -1
+	if p := m.process(); p != nil {
+		if st := p.Steps(); len(st) > 0 {
+			m.frozenAt = st[len(st)-1].Index
 		}
 	}
+	m.paused = true
 }
 
 // process is the process shown, nil before the first.
@@ -286,6 +309,9 @@ func (m *Model) now() time.Time {
 // never behind the newest data (a demo faster than real time), and up to
 // the newest data once every process is gone.
 func (m *Model) elapsed() time.Duration {
+	if m.paused && m.replay == nil {
+		return m.frozenT // the clock that was on screen
+	}
 	end := m.now()
 	if m.replay == nil && !m.paused && m.anyConnected() {
 		if c := m.cfg.clock(); c.After(end) {

@@ -18,8 +18,10 @@ func (m *Model) window() (from, to time.Time) {
 	case m.zoom >= len(zoomLevels):
 		from = start
 	case to.Sub(start) < zoomLevels[m.zoom]:
-		// A session shorter than the window fills it from the left.
-		from, to = start, start.Add(zoomLevels[m.zoom])
+		// A session shorter than the window is fitted to it: the data
+		// spans the chart's width until the window is full (the first 9 s
+		// used to take 12 of 78 columns of a one-minute window).
+		from, to = start, maxTime(to, start.Add(minFit))
 	default:
 		from = to.Add(-zoomLevels[m.zoom])
 	}
@@ -27,6 +29,29 @@ func (m *Model) window() (from, to time.Time) {
 		to = from.Add(time.Second)
 	}
 	return from, to
+}
+
+// minFit is the narrowest window a young session is fitted to.
+const minFit = 5 * time.Second
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// fitting reports whether the window is fitted to a session shorter than
+// the zoom level.
+func (m *Model) fitting() bool {
+	if m.zoom >= len(zoomLevels) {
+		return false
+	}
+	to := m.now()
+	if !m.anchor.IsZero() && m.anchor.Before(to) {
+		to = m.anchor
+	}
+	return to.Sub(m.store.Start()) < zoomLevels[m.zoom]
 }
 
 // windowLen is the chart's span now.
@@ -39,6 +64,9 @@ func (m *Model) windowLen() time.Duration {
 // replay it seeks the virtual clock instead.
 func (m *Model) scroll(dir int) {
 	d := m.windowLen() / 4
+	if m.fitting() {
+		d = zoomLevels[m.zoom] / 4 // the zoom's quarter, not the fitted window's
+	}
 	if m.replay != nil {
 		m.store = m.replay.seek(time.Duration(dir)*max(d, time.Second), m.store, freshStore)
 		return
@@ -90,6 +118,9 @@ func (m *Model) zoomBy(dir int) {
 func (m *Model) zoomName() string {
 	if m.zoom >= len(zoomLevels) {
 		return "whole session"
+	}
+	if m.fitting() {
+		return "all so far" // fitted: the window grows until it is full
 	}
 	return "last " + durName(zoomLevels[m.zoom])
 }

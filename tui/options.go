@@ -27,6 +27,9 @@ type config struct {
 	fps        int
 	debug      io.Writer
 	store      *session.Store
+
+	trainingDefault string // WithTrainingDefault
+	outputLog       string // WithOutputLog
 }
 
 // WithSource makes the TUI live: it applies the batches src hands over.
@@ -67,6 +70,16 @@ func WithTitle(title string) Option { return func(c *config) { c.title = title }
 // WithSocket names the socket the monitor listens on, for the waiting
 // message shown before any process connects.
 func WithSocket(path string) Option { return func(c *config) { c.socket = path } }
+
+// WithOutputLog names the file the training command's output goes to
+// (`vramscope run`): the header says so, and o shows its last lines.
+func WithOutputLog(path string) Option { return func(c *config) { c.outputLog = path } }
+
+// WithTrainingDefault is the socket a training process connects to when its
+// environment sets no VRAMSCOPE_SOCKET. When the monitor listens elsewhere
+// (--socket), the waiting screen names the exact line the training side
+// needs; without this option it cannot tell and says nothing of it.
+func WithTrainingDefault(path string) Option { return func(c *config) { c.trainingDefault = path } }
 
 // WithClock injects the wall clock the header's elapsed time is read from
 // (default time.Now); tests use a fixed one.

@@ -23,15 +23,20 @@ const (
 	pageDiag         // the whole diagnosis, wrapped, and the all-ranks summary
 	pageAnatomy      // the memory anatomy panel
 	pageHelp         // the keys and the glossary
+	pageOutput       // the run command's output (WithOutputLog)
 )
 
 // pager scrolls a page's lines. It is the pages' child model: the root
 // hands it the scrolling keys while a page is open.
-type pager struct{ top int }
+type pager struct {
+	top int
+	end bool // End/G: show the last lines, however many the page has by the next frame
+}
 
 // update scrolls n lines shown h at a time.
 func (p pager) update(msg tea.KeyMsg, k keyMap, n, h int) pager {
 	rows := pageRows(n, h)
+	p.end = false
 	switch {
 	case key.Matches(msg, k.Up):
 		p.top--
@@ -44,9 +49,15 @@ func (p pager) update(msg tea.KeyMsg, k keyMap, n, h int) pager {
 	case key.Matches(msg, k.Home):
 		p.top = 0
 	case key.Matches(msg, k.End):
-		p.top = n
+		p.top, p.end = n, true
 	}
 	p.top = min(max(p.top, 0), max(n-rows, 0))
+	return p
+}
+
+// clamp keeps top within n lines shown h at a time.
+func (p pager) clamp(n, h int) pager {
+	p.top = min(max(p.top, 0), max(n-pageRows(n, h), 0))
 	return p
 }
 
@@ -63,6 +74,11 @@ func pageRows(n, h int) int {
 func (p pager) view(lines []string, w, h int) string {
 	rows := pageRows(len(lines), h)
 	top := min(max(p.top, 0), max(len(lines)-rows, 0))
+	if p.end {
+		// The page's height follows the banner's, which can grow between
+		// the key and the frame: End keeps showing the end.
+		top = max(len(lines)-rows, 0)
+	}
 	shown := lines[top:min(top+rows, len(lines))]
 	out := strings.Join(shown, "\n")
 	if rows < len(lines) {
@@ -82,6 +98,8 @@ func (m *Model) pageLines(p *session.Process, d *diagnose.Diagnosis) []string {
 		return m.anatomyLines(p)
 	case pageHelp:
 		return m.helpLines()
+	case pageOutput:
+		return m.outputLines()
 	}
 	return nil
 }
@@ -131,7 +149,7 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 	w := min(max(m.w, 20), 64)
 	var lines []string
 	if p.OnCPU() {
-		lines = []string{rendered(&styleHeading, "Memory anatomy"), "", "CPU run: there is no GPU memory to break down."}
+		lines = cpuAnatomy(diagnose.LayersOf(m.store, p).Now, max(m.w-1, 20))
 	} else {
 		total, _ := m.deviceTotal(p)
 		s := anatomyKept(diagnose.LayersOf(m.store, p), total, w, 40)
@@ -151,6 +169,34 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 		}
 	}
 	return append(lines, "", rendered(&styleDim, "a or esc to close · ? explains the letters"))
+}
+
+// cpuAnatomy is the anatomy of a CPU run: no allocator or GPU figures, but
+// the tensors the hook measured (weights, gradients, optimizer state,
+// activations), as the report gives them. It used to say there was
+// nothing to break down (issue 24).
+func cpuAnatomy(l diagnose.Layers, w int) []string {
+	out := []string{rendered(&styleHeading, "Memory anatomy"), "",
+		"CPU run: no GPU memory, no allocator; the tensors the hook measured:", ""}
+	rows := []struct {
+		letter, name string
+		b            session.Bytes
+	}{{"W", "weights", l.Weights}, {"G", "gradients", l.Gradients}, {"O", "optimizer state", l.Optimizer}, {"A", "activations", l.Activations}}
+	known := false
+	for i, r := range rows {
+		known = known || r.b.Known()
+		out = append(out, rendered(&layerStyles[i], r.letter)+fmt.Sprintf(" %-17s%9s MiB", r.name, mib(r.b)))
+	}
+	if !known {
+		out = append(out, "", "none yet: the hook measures them at its first anatomy step")
+	}
+	for _, n := range diagnose.ActivationsNotes(diagnose.Breakdown{Now: l}) {
+		out = append(out, "")
+		for _, ln := range wrapHanging("", n, w, 2) { // wrapped, never cut
+			out = append(out, rendered(&styleDim, ln))
+		}
+	}
+	return out
 }
 
 // helpLines are the keys, then the glossary.
@@ -202,6 +248,7 @@ var glossary = [][2]string{
 	{"= \"", `= inferred (repeats an exact step); " read once (same phases)`},
 	{"– ·", "– unknown (no source); · the phase did not run in that step"},
 	{"▲ w", "▲ the step of the session peak; w a warmup step"},
+	{"wide", "a wide terminal adds per step: peak res (the reserved peak), held (the least allocated at the step's phase edges: what stays between steps) and batch (the largest input its forwards reported)"},
 	{"", "Memory anatomy (a)"},
 	{"W", "weights"},
 	{"G", "gradients"},
@@ -212,7 +259,7 @@ var glossary = [][2]string{
 	{"N", "non-PyTorch: NVML process − reserved (CUDA context, cuBLAS/NCCL workspaces)"},
 	{"X", "other processes on the same device"},
 	{"now", "the layers at the newest reading; at peak: at the session peak"},
-	{"stale", "NVML process at peak: no per-process reading was taken at the peak (the driver's list is read once a second), so none is shown"},
+	{"stale", "NVML process at peak: no per-process reading was taken at the peak (the driver's list is read once a second), so none is shown, nor non-PyTorch or other processes derived from it"},
 	{"", "Header"},
 	{"●", "connected; ■ exited (said goodbye); ○ disconnected (gone without goodbye)"},
 	{"total", "device total: the driver's (NVML) when known, else torch's"},

@@ -57,8 +57,12 @@ func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 	lines = append(lines, stackedBar(now, w), "")
 	lines = append(lines, styleDim.Render(fmt.Sprintf("%-19s%9s%9s", "", "now", "at peak")))
 	for i, l := range now {
+		atPeak := mib(peak[i].Bytes)
+		if b.Peak.ProcessUsedStale && !peak[i].Bytes.Known() && fromProcessList(layerLooks[i].letter) {
+			atPeak = "stale" // derived from the NVML process reading, which is
+		}
 		lines = append(lines, rendered(&layerStyles[i], layerLooks[i].letter)+fmt.Sprintf(" %-17s%9s%9s",
-			clip(l.Name, 17), mib(l.Bytes), mib(peak[i].Bytes)))
+			clip(l.Name, 17), mib(l.Bytes), atPeak))
 	}
 	lines = append(lines, "",
 		fmt.Sprintf("%-19s%9s%9s", "allocated", mib(b.Now.Allocated), mib(b.Peak.Allocated)),
@@ -67,7 +71,13 @@ func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 		"")
 	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
 	if n := diagnose.ActivationsBrief(b); n != "" { // how fresh the activations are
-		lines = append(lines, styleDim.Render(clip(n, w)))
+		rows := []string{n}
+		if width(n) > w {
+			rows = wrapHanging("", n, w, 2) // wrapped, never cut
+		}
+		for _, ln := range rows {
+			lines = append(lines, styleDim.Render(ln))
+		}
 	}
 	if b.Peak.Step >= 0 {
 		lines = append(lines, styleDim.Render(fmt.Sprintf("peak: step %d, in %s", b.Peak.Step, b.Peak.Phase)))
@@ -128,6 +138,10 @@ func gibText(b session.Bytes) string {
 // nvmlAtPeak is the per-process NVML figure at the peak, or "stale" when no
 // reading of the peak's moment exists (the 1 Hz process list read before
 // it), so an older figure is never shown as the peak's.
+// fromProcessList reports whether a layer (by letter) is derived from the
+// NVML process list: non-PyTorch and other processes.
+func fromProcessList(letter string) bool { return letter == "N" || letter == "X" }
+
 func nvmlAtPeak(l diagnose.Layers) string {
 	if l.ProcessUsedStale {
 		return "stale"

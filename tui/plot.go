@@ -55,6 +55,13 @@ func (c *memChart) plotSeries(cols []session.Column, top float64, k int8) {
 	rows := 4 * gh
 	set := func(cell int, bits uint8) {
 		c.dots[cell] |= bits
+		// Two flat counters in one cell (max allocated 4.2 and reserved
+		// 4.4 GiB share a row at 80×24) take turns by column, so both
+		// colours show along the line; allocated, drawn first, is
+		// always drawn over.
+		if o := c.owner[cell]; o >= 0 && o != allocSeries && o != k && (cell%gw)%2 == 1 {
+			return
+		}
 		c.owner[cell] = k
 	}
 	dot := func(v int64) int {

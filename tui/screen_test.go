@@ -288,11 +288,11 @@ func TestEveryPanelReachableAt80x24(t *testing.T) {
 		want []string
 	}{
 		{[]string{"a"}, pageAnatomy, []string{"Memory anatomy", "W weights", "C allocator cache", "X other processes", "reserved"}},
-		{[]string{"a", "a"}, pageMain, []string{"Memory ·", "step"}},
-		{[]string{"a", "esc"}, pageMain, []string{"Memory ·"}},
+		{[]string{"a", "a"}, pageMain, []string{"Memory (GiB) ·", "step"}},
+		{[]string{"a", "esc"}, pageMain, []string{"Memory (GiB) ·"}},
 		{[]string{"d"}, pageDiag, []string{"Diagnosis", "largest part: activations", "needed (steady peak)"}},
 		{[]string{"d", "a"}, pageAnatomy, []string{"Memory anatomy"}},
-		{[]string{"d", "esc"}, pageMain, []string{"Memory ·"}},
+		{[]string{"d", "esc"}, pageMain, []string{"Memory (GiB) ·"}},
 		{[]string{"?"}, pageHelp, []string{"Keys", "diagnosis", "anatomy"}},
 	}
 	for _, tt := range tests {
@@ -345,7 +345,7 @@ func TestCPURunCompactView(t *testing.T) {
 				t.Errorf("%v: the screen lacks %q:\n%s", size, want, v)
 			}
 		}
-		for _, bad := range []string{"Memory ·", "–", "Memory anatomy", "GiB"} {
+		for _, bad := range []string{"Memory (GiB) ·", "–", "Memory anatomy", "GiB"} {
 			if strings.Contains(v, bad) {
 				t.Errorf("%v: a CPU run shows %q:\n%s", size, bad, v)
 			}

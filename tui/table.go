@@ -118,6 +118,13 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 		}
 		cols = cols[:len(cols)-1]
 	}
+	// A wide terminal gets more of each step (the table stayed about 80
+	// columns wide at 200, issue 24): reserved peak, the memory held
+	// between steps, the batch.
+	extras := 0
+	for extras < len(extraColumns) && fixed+len(cols)*cellW+(extras+1)*extraW <= t.w {
+		extras++
+	}
 	var b strings.Builder
 	b.Grow((t.w + 16) * t.h)
 	h1 := fmt.Sprintf("%-*s", 7+nameW, "step")
@@ -132,10 +139,14 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	}
 	h1 += fmt.Sprintf("%7s%8s", "peak", "time")
 	h2 += fmt.Sprintf("%7s%8s", "MiB", "")
+	for _, x := range extraColumns[:extras] {
+		h1 += fmt.Sprintf("%*s", extraW, x.name)
+		h2 += fmt.Sprintf("%*s", extraW, x.unit)
+	}
 	b.WriteString(fitKept(rendered(&styleHeading, h1), t.w) + "\n" + fitKept(rendered(&styleDim, h2), t.w))
 	for _, st := range shown {
 		b.WriteByte('\n')
-		b.WriteString(fitKept(t.row(st, cols, both, cellW, nameW, marks), t.w))
+		b.WriteString(fitKept(t.row(st, cols, both, cellW, nameW, marks, extras), t.w))
 	}
 	for i := len(shown); i < t.rows(); i++ {
 		b.WriteString("\n" + strings.Repeat(" ", max(t.w, 0)))
@@ -176,7 +187,24 @@ func stepNames(shown []*session.Step) (nameW int, noOpt bool) {
 	return nameW, len(shown) >= 2 && !stepped
 }
 
-func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW int, marks rowMarks) string {
+// extraColumns are the per-step figures a wide table adds after the time.
+var extraColumns = []struct {
+	name, unit string
+	value      func(*session.Step) string
+}{
+	{"peak res", "MiB", func(st *session.Step) string { return st.PeakReserved.MiBString() }},
+	{"held", "MiB", func(st *session.Step) string { return st.Held.MiBString() }},
+	{"batch", "", func(st *session.Step) string {
+		if st.Batch < 0 {
+			return "–"
+		}
+		return strconv.FormatInt(st.Batch, 10)
+	}},
+}
+
+const extraW = 10
+
+func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW int, marks rowMarks, extras int) string {
 	mark := " "
 	warm := st.Index >= marks.warmupFrom && st.Index < marks.warmupTo
 	switch {
@@ -214,6 +242,9 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 	}
 	padLeft(&b, stepPeakText(st), 7)
 	padLeft(&b, durText(st), 8)
+	for _, x := range extraColumns[:extras] {
+		padLeft(&b, x.value(st), extraW)
+	}
 	s := b.String()
 	switch {
 	case st.Index == marks.peak:

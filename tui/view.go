@@ -24,18 +24,24 @@ type layout struct {
 const chromeRows = 4
 
 func (m *Model) layout() layout {
-	l := layout{bodyH: max(m.h-chromeRows, 6), leftW: m.w}
+	// The chart's height does not follow the banner's: a wrapped banner
+	// takes its rows from the table.
+	l := layout{bodyH: max(m.h-chromeRows-max(m.bannerH-1, 0), 6), leftW: m.w}
+	whole := max(m.h-chromeRows, 6)
 	if m.w >= panelMinWidth {
 		l.panelW = min(max(m.w/4, 38), 48)
 		l.leftW = m.w - l.panelW - 1
 	}
-	if m.h >= 40 {
+	switch {
+	case m.h >= 55:
+		l.diagH = 6
+	case m.h >= 40:
 		l.diagH = 4
 	}
 	if len(m.store.Processes()) > 1 {
 		l.ranksH = 1
 	}
-	l.chartH = max(l.bodyH/2, 8)
+	l.chartH = max(whole/2, 8)
 	l.tableH = max(l.bodyH-l.chartH-l.diagH-l.ranksH, 4)
 	return l
 }
@@ -72,8 +78,10 @@ func (m *Model) render() {
 		m.follow() // the store may have changed since the last frame
 	}
 	p := m.process()
-	l := m.layout()
 	d := m.diagnosis(p)
+	banner := m.bannerLines(d)
+	m.bannerH = len(banner)
+	l := m.layout()
 	m.table.w, m.table.h = m.tableSize() // the ranks line or a CPU run may have changed it
 	var body string
 	switch {
@@ -86,7 +94,7 @@ func (m *Model) render() {
 	default:
 		body = m.bodyView(p, d, l)
 	}
-	parts := []string{m.headerView(p), fitKept(bannerText(d), m.w), body, fitKept(m.footerView(), m.w)}
+	parts := []string{m.headerView(p), strings.Join(banner, "\n"), body, fitKept(m.footerView(), m.w)}
 	m.frame = strings.Join(parts, "\n")
 }
 
@@ -94,7 +102,7 @@ func (m *Model) render() {
 // anatomy panel on the right when the terminal is wide enough.
 func (m *Model) bodyView(p *session.Process, d *diagnose.Diagnosis, l layout) string {
 	from, to := m.window()
-	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " · "+m.zoomName())
+	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " (GiB) · "+m.zoomName())
 	if !m.anchor.IsZero() && m.replay == nil {
 		title += styleWarn.Render(" · ◀ " + elapsed(m.now().Sub(to), false) + " back")
 	}
@@ -109,9 +117,9 @@ func (m *Model) bodyView(p *session.Process, d *diagnose.Diagnosis, l layout) st
 			}
 		}
 		for i := range lines {
-			lines[i] = rendered(&styleDim, "  · ") + textesc.String(lines[i])
+			lines[i] = textesc.String(lines[i])
 		}
-		left = append(left, padLines(strings.Join(lines, "\n"), l.leftW, l.diagH))
+		left = append(left, padLines(strings.Join(diagRows(lines, l.leftW, l.diagH), "\n"), l.leftW, l.diagH))
 	}
 	marks := rowMarks{peak: -1}
 	if d != nil {
@@ -131,6 +139,56 @@ func (m *Model) bodyView(p *session.Process, d *diagnose.Diagnosis, l layout) st
 	return joinColumns(leftView, sep, panel)
 }
 
+// diagRows are the diagnosis lines under the chart in h rows of w cells:
+// each wrapped whole, never cut; those with no room left are counted on a
+// last row that says where to read them (d).
+func diagRows(lines []string, w, h int) []string {
+	bullet := rendered(&styleDim, "  · ")
+	wrapped := make([][]string, len(lines))
+	total := 0
+	for i, ln := range lines {
+		wrapped[i] = wrapHanging(bullet, ln, w, 4)
+		total += len(wrapped[i])
+	}
+	var out []string
+	if total <= h {
+		for _, rows := range wrapped {
+			out = append(out, rows...)
+		}
+		return out
+	}
+	shown := 0
+	for _, rows := range wrapped {
+		if len(out)+len(rows) > h-1 { // the last row says what is left
+			break
+		}
+		out = append(out, rows...)
+		shown++
+	}
+	return append(out, rendered(&styleDim, fmt.Sprintf("  + %d more: d shows the whole diagnosis", len(lines)-shown)))
+}
+
+// maxBannerRows is how many rows a long diagnosis headline may wrap to.
+const maxBannerRows = 3
+
+// bannerLines is the diagnosis headline wrapped to the terminal (up to
+// maxBannerRows rows), so that a narrow terminal loses none of it.
+func (m *Model) bannerLines(d *diagnose.Diagnosis) []string {
+	text := bannerText(d)
+	if width(text) <= m.w {
+		return []string{fitKept(text, m.w)}
+	}
+	lines := wrapHanging("", text, m.w, 2)
+	if len(lines) > maxBannerRows {
+		lines = lines[:maxBannerRows]
+		lines[maxBannerRows-1] = fitKept(lines[maxBannerRows-1]+" …", m.w)
+	}
+	for i := range lines {
+		lines[i] = fitKept(lines[i], m.w)
+	}
+	return lines
+}
+
 // emptyView is the screen before any process has connected.
 func (m *Model) emptyView(h int) string {
 	var msg string
@@ -145,8 +203,18 @@ func (m *Model) emptyView(h int) string {
 			styleInfo.Render("    import vramscope"),
 			styleInfo.Render("    vramscope.watch(model, optimizer)"),
 			"",
-			styleDim.Render("No GPU at hand? Try `vramscope demo`."),
-		}, "\n")
+		}, "\n") + "\n"
+		if s := m.cfg.socket; s != "" && m.cfg.trainingDefault != "" && s != m.cfg.trainingDefault {
+			// --socket on this side only: the hook would go to its default.
+			msg += strings.Join([]string{
+				"and set this socket where the training runs (without",
+				"it the hook connects to " + m.cfg.trainingDefault + "):",
+				"",
+				styleInfo.Render("    export VRAMSCOPE_SOCKET=" + s),
+				"",
+			}, "\n") + "\n"
+		}
+		msg += styleDim.Render("No GPU at hand? Try `vramscope demo`.")
 	}
 	box := styleBox.Render(msg)
 	return padLines(lipgloss.Place(m.w, h, lipgloss.Center, lipgloss.Center, box), m.w, h)
@@ -168,17 +236,43 @@ func (m *Model) footerView() string {
 	if prefix != "" {
 		prefix += "  "
 	}
-	hm := m.help
-	hm.Width = max(m.w-width(prefix), 10)
-	bindings := m.keys.ShortHelp()
-	// The help line is the same until the size or a binding changes.
-	var k strings.Builder
-	fmt.Fprintf(&k, "%d\x00%s", hm.Width, prefix)
-	for _, b := range bindings {
-		h := b.Help()
-		fmt.Fprintf(&k, "\x00%t\x00%s\x00%s", b.Enabled(), h.Key, h.Desc)
+	return prefix + m.hintsView(m.w-width(prefix))
+}
+
+// hintsView is the footer's key hints in w cells: every binding with its
+// word when it fits, else shorter words and separators, else the least
+// useful ones dropped; never a binding cut in the middle.
+func (m *Model) hintsView(w int) string {
+	hs := m.keys.footerHints(len(m.store.Processes()))
+	key := fmt.Sprintf("%d\x00%d", w, len(hs))
+	for _, h := range hs {
+		key += "\x00" + h.key + h.desc
 	}
-	return prefix + footers.get(k.String(), func() string { return hm.ShortHelpView(bindings) })
+	return footers.get(key, func() string {
+		st := m.help.Styles
+		join := func(hs []hint, terse bool, sep string) string {
+			parts := make([]string, len(hs))
+			for i, h := range hs {
+				d := h.desc
+				if terse {
+					d = h.terse
+				}
+				parts[i] = st.ShortKey.Render(h.key) + " " + st.ShortDesc.Render(d)
+			}
+			return strings.Join(parts, st.ShortSeparator.Render(sep))
+		}
+		for n := len(hs); n >= 2; n-- {
+			for _, f := range []struct {
+				terse bool
+				sep   string
+			}{{false, " • "}, {true, " • "}, {true, "  "}} {
+				if s := join(hs[:n], f.terse, f.sep); width(s) <= w {
+					return s
+				}
+			}
+		}
+		return join(hs[:2], true, " ")
+	})
 }
 
 var footers memo[string]

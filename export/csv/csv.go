@@ -40,7 +40,7 @@ func Write(w io.Writer, s *session.Store) error {
 	}
 	t0 := s.Start()
 	row := make([]string, len(Columns))
-	for _, p := range s.Processes() {
+	for _, p := range s.ByRank() {
 		h := &p.Hello
 		rank, device := "", ""
 		if h.Rank != nil {

@@ -62,7 +62,7 @@ func Build(s *session.Store, meta map[string]string) *Trace {
 		b.tr.OtherData["start"] = b.t0.UTC().Format(time.RFC3339Nano)
 	}
 	used := map[int]bool{}
-	for i, p := range s.Processes() {
+	for i, p := range s.ByRank() {
 		pid, name := p.Hello.PID, processName(p)
 		if pid <= 0 || used[pid] {
 			// Two hosts can share a pid, and one process can start several
@@ -267,7 +267,11 @@ func (b *builder) spans(p *session.Process, pid int) {
 		if sp.User {
 			tid, user = tidUser, true
 		}
-		args := map[string]any{"step": sp.Step, "micro": sp.Micro, "peak_exact": sp.Exact}
+		// backwards_before: the backward passes already finished in the step
+		// when the phase began (the hook's micro: the micro-step's index
+		// for its forward, the step's count for the optimizer step). It was
+		// named "micro" like the step's count here and the CSV's (issue 24).
+		args := map[string]any{"step": sp.Step, "backwards_before": sp.Micro, "peak_exact": sp.Exact}
 		if sp.Model != "" {
 			args["model"] = sp.Model
 		}

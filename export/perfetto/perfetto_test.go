@@ -363,3 +363,32 @@ func checkNesting(t *testing.T, path string, tr *traceFile) {
 		}
 	}
 }
+
+// Issue 24: the CSV's micro is a count and the Perfetto phase's "micro" was
+// an index under the same name. "micro" is a count in both (the step
+// slice's); the phase's is "backwards_before", at most its step's count.
+func TestPerfettoMicroIsACountAsInTheCSV(t *testing.T) {
+	tr, _ := exportFile(t, "../../testdata/h100/s001.jsonl.gz")
+	count := map[float64]float64{}
+	var phases []map[string]any
+	for _, e := range tr.TraceEvents {
+		if decode[string](t, e["ph"]) != "X" {
+			continue
+		}
+		args := decode[map[string]any](t, e["args"])
+		if decode[string](t, e["cat"]) == "step" {
+			count[args["step"].(float64)] = args["micro"].(float64)
+		} else {
+			phases = append(phases, args)
+		}
+	}
+	for _, a := range phases {
+		idx, ok := a["backwards_before"].(float64)
+		if _, has := a["micro"]; has || !ok || idx < 0 || idx > count[a["step"].(float64)] {
+			t.Fatalf("phase args %v: want backwards_before at most step %v's count %v, and no micro", a, a["step"], count[a["step"].(float64)])
+		}
+	}
+	if len(count) != 6 || len(phases) != 30 {
+		t.Fatalf("%d steps, %d phases", len(count), len(phases))
+	}
+}

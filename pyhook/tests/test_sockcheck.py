@@ -153,8 +153,12 @@ def test_an_open_directory_is_refused_with_its_real_mode(sock_path):
     finally:
         mon.stop()
     assert client.connects == 0 and mon.connections == []
-    assert len(warned) == 1 and "has mode 1777, want 0700" in warned[0], warned
-    assert "chmod 700 %s" % d in warned[0]
+    assert len(warned) == 1 and "has mode 1777" in warned[0], warned
+    # Issue 24: never advise a chmod of the directory (it may be /tmp).
+    assert "chmod" not in warned[0], warned
+    private = os.path.join(d, "vramscope-%d" % os.geteuid())
+    assert "mkdir -m 700 %s" % private in warned[0], warned
+    assert "VRAMSCOPE_SOCKET=%s" % os.path.join(private, os.path.basename(sock_path)) in warned[0]
 
 
 def test_a_socket_file_of_another_owner_is_refused(sock_path):
@@ -228,3 +232,22 @@ def test_the_warning_names_the_delay():
             r.failed(FileNotFoundError(2, "No such file or directory"))
     got = ours(caught)
     assert len(got) == 1 and "after 5 s" in got[0], got
+
+
+def test_the_warning_prints_no_source_line(sock_path):
+    """Issue 24: the warning printed the hook's own source line after the
+    message (``if not self._reach.allowed():``), which looked like a
+    traceback. As Python prints it, it is the message alone."""
+    d = os.path.dirname(sock_path)
+    os.chmod(d, 0o755)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        client = client_for(sock_path)
+        time.sleep(0.3)
+        client.close("removed", timeout=0.5)
+    mine = [w for w in caught if "vramscope:" in str(w.message)]
+    assert mine, caught
+    w = mine[0]
+    text = warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+    assert text.count("\n") == 1 and "allowed()" not in text, text
+    assert text.startswith("vramscope:0: RuntimeWarning: vramscope: "), text

@@ -38,6 +38,17 @@ def _mode(st):
     return "%04o" % stat.S_IMODE(st.st_mode)  # keeps the sticky bit: 1777, not 0777
 
 
+def private_dir_advice(directory, base, uid):
+    """What to do about a socket directory others can open: never change its
+    mode (it may be /tmp, which every user needs open); make a private
+    directory inside it, as the monitor's ``ipc.PrivateDirAdvice`` says."""
+    private = os.path.join(directory, "vramscope-%d" % uid)
+    sock = os.path.join(private, base)
+    return ("leave %s as it is and use a private directory: mkdir -m 700 %s, then "
+            "VRAMSCOPE_SOCKET=%s on the training side and --socket %s on the monitor"
+            % (directory, private, sock, sock))
+
+
 def unsafe(path):
     """Return why connecting to ``path`` would be unsafe, or None.
 
@@ -57,8 +68,9 @@ def unsafe(path):
         return "the socket directory %s belongs to uid %d, not to you (uid %d)" % (
             directory, st.st_uid, me)
     if stat.S_IMODE(st.st_mode) & 0o077:
-        return ("the socket directory %s has mode %s, want 0700 (no group or other "
-                "access); fix with: chmod 700 %s" % (directory, _mode(st), directory))
+        return ("the socket directory %s has mode %s: others can open it, and the socket "
+                "needs a directory only you can open; %s"
+                % (directory, _mode(st), private_dir_advice(directory, os.path.basename(path), me)))
     try:
         sst = os.lstat(path)
     except OSError:
@@ -97,9 +109,12 @@ def unreachable(path, exc, environ=None):
 
 
 def _warn(text):
+    # The sender thread has no caller of the user's to point at: warn as
+    # "vramscope", with no source line after the message (the hook's own
+    # `if not self._reach.allowed():` looked like a traceback, issue 24).
     try:
-        warnings.warn("vramscope: " + text + "; training continues without monitoring",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn_explicit("vramscope: " + text + "; training continues without monitoring",
+                               RuntimeWarning, "vramscope", 0, module="vramscope")
     except Exception:  # noqa: BLE001 - a warnings filter set to "error" must not escape
         pass
 

@@ -1,0 +1,87 @@
+package plot
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/export"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// Issue 24 item 9. Each case is a finding of the plot.
+
+// A recording with no memory data drew an empty chart (y axis 0 to
+// 1.2e-09 GiB) and exited 0: it is an error that says so.
+func TestPlotWithoutMemoryDataFails(t *testing.T) {
+	s := session.New()
+	s.Apply(session.Event{Conn: 1, Msg: &ipc.Message{Type: ipc.TypeHello, Session: "s", PID: 7}})
+	err := Write(&bytes.Buffer{}, "svg", s, s.Processes()[0], Options{})
+	if !errors.Is(err, ErrNoMemoryData) || !strings.Contains(err.Error(), "nothing to plot") {
+		t.Fatalf("err = %v, want ErrNoMemoryData", err)
+	}
+}
+
+// The legend and the peak label sat on the data: the y range now keeps the
+// legend's rows and the label rows above every curve.
+func TestPlotKeepsLegendAndLabelsOffTheData(t *testing.T) {
+	s, _, _, err := export.Load("../testdata/h100/s001.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Processes()[0]
+	pl, err := Build(s, p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataMax := float64(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max())) / gib
+	area := 5*72.0 - 60
+	legend := float64(3+5)*11.5 + 10 // 3 series, 5 phases
+	if free := (pl.Y.Max - dataMax) / pl.Y.Max * area; free < legend+2*row-0.01 {
+		t.Errorf("%.0f pt above the data, want %.0f for the legend and two label rows", free, legend+2*row)
+	}
+}
+
+// The PNG's title read "NVIDIAA100": its renderer kerns "A A" together.
+// A PNG's text uses no-break spaces, which it does not kern; the SVG's
+// keeps plain spaces.
+func TestPNGTextKeepsItsSpaces(t *testing.T) {
+	s, _, _, err := export.Load("../testdata/h100/s001.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Processes()[0]
+	png, err := Build(s, p, Options{png: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(png.Title.Text, "NVIDIA\u00a0H100") {
+		t.Errorf("PNG title %q", png.Title.Text)
+	}
+	svg, _ := Build(s, p, Options{})
+	if !strings.Contains(svg.Title.Text, "NVIDIA H100") {
+		t.Errorf("SVG title %q", svg.Title.Text)
+	}
+}
+
+// The 1 Hz NVML reading was held as a dashed line until the next one,
+// drawn flat below reserved while the allocator grew. It is drawn as
+// points: the only dashed line left is the warmup marker.
+func TestNVMLReadingsArePoints(t *testing.T) {
+	s, _, _, err := export.Load("../testdata/h100/s001.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", s, s.Processes()[0], Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), "stroke-dasharray"); n != 1 {
+		t.Errorf("%d dashed lines, want 1 (the warmup marker)", n)
+	}
+	if !strings.Contains(buf.String(), "NVML process used (readings)") {
+		t.Error("the legend does not say the NVML figure is readings")
+	}
+}
