@@ -63,7 +63,7 @@ func TestTmuxRunShowsWhereTheOutputGoes(t *testing.T) {
 	tm.run("send-keys", "-t", "main", "o")
 	tm.waitFor(10*time.Second, "trained 6 steps in pid")
 	tm.run("send-keys", "-t", "main", "o")
-	tm.waitFor(5*time.Second, "Timings") // the CPU run's main view
+	tm.waitFor(5*time.Second, "host memory (RSS)") // the CPU run's main view (its RSS diagnosis)
 	tm.run("send-keys", "-t", "main", "q")
 	tm.waitFor(30*time.Second, "the command's output is in train.log", "EXIT=")
 }
