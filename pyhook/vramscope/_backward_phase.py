@@ -1,7 +1,7 @@
 """The backward phase of the Watcher: the global wrapper's begin and end
 calls and the output-grad fallback (docs/hook.md). Mixed into
-:class:`_watch.Watcher`; its every-step path does ``_begin``'s and ``_end``'s
-work in place (docs/hook.md, "Cost")."""
+:class:`_watch.Watcher`; its every-step path ends and begins phases with
+one ``Client.end`` call each, which makes the read (docs/hook.md, "Cost")."""
 
 from . import _safe
 from ._anatomy import FIRST_MEASURED

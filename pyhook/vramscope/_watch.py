@@ -2,8 +2,10 @@
 
 Phases are sequential: beginning one ends the phase still open, so a phase
 whose end cannot be observed never stays open past the next one. Every
-allocator read is made in ``_end`` (a begin edge carries the read of the end
-edge made in the same hook call, else none) and queued by ``self._client.edge``.
+allocator read is made at a phase's end (a begin edge carries the read of the
+end edge made in the same hook call, else none): on the every-step path by
+``Client.end`` itself, which reads, guards the read and queues the end edge
+(with the next phase's begin edge), elsewhere by ``_end``.
 """
 
 import sys
@@ -641,8 +643,8 @@ class Watcher(BackwardMixin, StepsMixin):
                             self._zero_depth = 0
                             client = self._client
                             if self._open == "zero_grad" and self._tail_step is None:
-                                # _end("zero_grad")'s every-step case: read on
-                                # the first steps of a breakdown step only
+                                # _end("zero_grad")'s every-step case: read
+                                # on the first steps only (below _zero_until)
                                 self._open = None
                                 client.end("zero_grad", None, None,
                                            client.step < self._zero_until and self._edge_reads)
