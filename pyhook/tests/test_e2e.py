@@ -19,7 +19,7 @@ from conftest import ROOT
 import vramscope
 
 PHASES = ["zero_grad", "forward", "loss", "backward", "step"]
-SUMMARY = "vramscope: 1 clients,"
+SUMMARY = "vramscope: 1 client,"
 
 
 @pytest.fixture(scope="module")

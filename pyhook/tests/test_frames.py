@@ -16,11 +16,12 @@ PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 
 # One plain step at default settings, step >= 3, counted on torch 1.13:
 #   zero_grad: the optimizer patch, _zero_grad + begin + end              (4)
-#   forward: _on_forward_pre + begin, _on_forward + switch                (4)
+#   forward: _on_forward_pre + begin, _on_forward + end (+ loss begin)    (4)
 #            (1.13's kwargs-peek wrapper of forward is undone at the first
 #            forward with a positional tensor; a keyword-called model keeps it: +1)
 #   backward: the wrapper twice (Tensor.backward, autograd.backward),
-#             user_backward_begin + switch, user_backward_end + end       (6)
+#             user_backward_begin + end (+ backward begin),
+#             user_backward_end + end                                     (6)
 #   step: the patch, _step_pre + begin, _step_post + _finish_step + end   (6)
 # Reads are a functools.partial of torch's binding: no frame of ours;
 # Activations.note_input and prepare run inline in their common case.

@@ -197,14 +197,14 @@ def test_sampler_reads_nothing_while_edges_read_more_often():
 
 
 def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
-    # Client.switch is edge(end) + edge(begin) in one call (issue 9): the same
+    # Client.end with a begin is edge(end) + edge(begin) in one call (issue 9): the same
     # messages, one clock; a full queue drops the begin first and leaves a seq gap.
     raw = (1, 2, 3, 4, 0, 0)
     a = _client.Client(make_config(), start=False)
     b = _client.Client(make_config(), start=False)
     a.step = b.step = 5
     a.micro = b.micro = 2
-    assert a.switch("loss", raw, "backward")
+    assert a.end("loss", raw, "backward")
     assert b.edge("loss", "end", raw) and b.edge("backward", "begin", raw)
     got, want = queued(a), queued(b)
     assert got[0]["t"] == got[1]["t"]
@@ -214,11 +214,11 @@ def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
     full = _client.Client(make_config(), start=False, queue_size=3)
     full.edge("forward", "begin", None)
     full.edge("forward", "end", raw)
-    assert not full.switch("loss", raw, "backward")
+    assert not full.end("loss", raw, "backward")
     assert [(m["name"], m["edge"], m["seq"]) for m in queued(full)] == [
         ("forward", "begin", 1), ("forward", "end", 2), ("loss", "end", 3)]
     assert full.dropped == 1
-    assert not full.switch("backward", raw, "step") and full.dropped == 3
+    assert not full.end("backward", raw, "step") and full.dropped == 3
     full.edge("step", "end", raw)
     assert full.dropped == 4
     assert full.stats()["created"] == 8  # seqs 3-6 went to the switches, 7 to this edge

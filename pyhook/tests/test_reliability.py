@@ -283,7 +283,7 @@ def test_threads_racing_into_a_full_queue_keep_seq_order_and_count_every_loss(so
             for i in range(3000):
                 client.step = i // 8
                 client.begin("forward")
-                client.switch("forward", raw, "loss")
+                client.end("forward", raw, "loss")
                 client.end("loss", raw)
 
         def sampler():

@@ -1,7 +1,7 @@
 """The backward phase of the Watcher: the global wrapper's begin and end
 calls and the output-grad fallback (docs/hook.md). Mixed into
-:class:`_watch.Watcher`; its every-step path does ``_begin``'s and ``_end``'s
-work in place (docs/hook.md, "Cost")."""
+:class:`_watch.Watcher`; its every-step path ends and begins phases with
+one ``Client.end`` call each, which makes the read (docs/hook.md, "Cost")."""
 
 from . import _safe
 from ._anatomy import FIRST_MEASURED
@@ -45,38 +45,25 @@ class BackwardMixin:
             if acts.measuring:
                 acts.collect()
             self._trained = False
-            last = self._open
-            if last is None or last == "backward" or self._tail_step is not None:
+            # The every-step case, the loss open: its end (read on a
+            # breakdown step) and backward's begin in one client call.
+            if self._open != "loss" or self._tail_step is not None:
                 self._begin("backward")
                 return True
-            raw = None
-            read = client.reader if self._edge_reads else None
-            if read is not None and (last != "zero_grad" or client.step < self._zero_until):
-                try:
-                    raw = read()
-                except Exception as exc:  # noqa: BLE001
-                    _safe.report(exc)
             self._open = "backward"
             self._backward_micro = client.micro
-            client.switch(last, raw, "backward")
+            client.end("loss", None, "backward", self._edge_reads)
             return True
 
     def user_backward_end(self):
         """Called by the global backward wrapper when that backward returned or raised."""
         with self._lock:
             if self._user_bw:
-                if self._open == "backward":  # _end("backward") inlined
+                if self._open == "backward":  # _end("backward")'s every-step case
                     self._open = None
                     client = self._client
-                    raw = None
-                    read = client.reader if self._edge_reads else None
-                    if read is not None:
-                        try:
-                            raw = read()
-                        except Exception as exc:  # noqa: BLE001
-                            _safe.report(exc)
                     micro = self._backward_micro
-                    client.end("backward", raw, micro)
+                    client.end("backward", None, None, self._edge_reads, micro)
                     client.micro = micro + 1
                     if self._optimizer is None:
                         self._ends_at_forward = client.step

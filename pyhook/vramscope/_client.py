@@ -290,9 +290,25 @@ class Client:
             self._wake.set()
         return True
 
-    def end(self, name, raw, micro=None, extra=None):
-        """Queue ``name``'s end edge carrying ``raw`` (edge() with the defaults;
-        ``extra``: a plain step's span fields)."""
+    def end(self, name, raw=None, begin=None, reads=False, micro=None, extra=None,
+            plan=None):
+        """Queue ``name``'s end edge (and, with ``begin``, that phase's begin
+        edge: forward -> loss and loss -> backward, every step), both carrying
+        one read: ``raw``, or with ``reads`` this client's own allocator read,
+        made here and guarded as read_raw() does. ``plan`` (a step's closing
+        read): called after a read that answered, it gives the end edge's
+        extra fields. edge() with its arguments fixed: the Watcher's every
+        phase edge goes through this one method, one frame (docs/hook.md,
+        "Cost"). Returns False when an edge was dropped."""
+        if reads:
+            read = self.reader
+            if read is not None:
+                try:
+                    raw = read()
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
+                if plan is not None and raw is not None:
+                    extra = plan()
         if self._closed:
             return False
         t = _monotonic()
@@ -300,31 +316,19 @@ class Client:
             self.last_read = t
         queue = self._queue
         pending = len(queue)
+        if begin is None:
+            if pending >= self._hold:
+                if pending >= self._queue_size:
+                    return self._drop(1)
+                raw = _compact(raw)
+            queue.append((t, name, self.step, self.micro if micro is None else micro,
+                          "end", False, raw, extra, self.model))
+            if pending + 1 == self._batch:
+                self._wake.set()
+            return True
         if pending >= self._hold:
-            if pending >= self._queue_size:
-                return self._drop(1)
             raw = _compact(raw)
-        queue.append((t, name, self.step, self.micro if micro is None else micro,
-                      "end", False, raw, extra, self.model))
-        if pending + 1 == self._batch:
-            self._wake.set()
-        return True
-
-    def switch(self, name, raw, begin):
-        """Queue ``name``'s end edge and ``begin``'s begin edge, both carrying
-        ``raw`` (one read): :meth:`edge` twice with one clock and one frame
-        (forward end -> loss begin and loss end -> backward begin, every
-        step). Returns False when either was dropped."""
-        if self._closed:
-            return False
-        t = _monotonic()
-        if raw is not None:
-            self.last_read = t
-        queue = self._queue
-        pending = len(queue)
         step, micro, model = self.step, self.micro, self.model
-        if pending >= self._hold:
-            raw = _compact(raw)
         if pending + 2 > self._queue_size:
             if pending < self._queue_size:
                 queue.append((t, name, step, micro, "end", False, raw, None, model))

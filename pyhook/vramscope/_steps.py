@@ -179,20 +179,10 @@ class StepsMixin:
         client = self._client
         last = self._open
         if last == "step" and self._tail_step is None:
-            # _end("step") inlined: the every-step case
+            # _end("step")'s every-step case: the step's closing read, and
+            # with exact peaks its plan (docs/protocol.md, "Exact peaks").
             self._open = None
-            raw = None
-            read = client.reader
-            if read is not None:
-                try:
-                    raw = read()
-                except Exception as exc:  # noqa: BLE001
-                    _safe.report(exc)
-            if self._exact and raw is not None:
-                # The step's closing read (docs/protocol.md, "Exact peaks").
-                client.end("step", raw, None, self._plan())
-            else:
-                client.end("step", raw)
+            client.end("step", None, None, True, None, None, self._step_plan)
         elif last is not None:
             self._end(last, closing=True)
         step = client.step

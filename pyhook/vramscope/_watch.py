@@ -2,8 +2,10 @@
 
 Phases are sequential: beginning one ends the phase still open, so a phase
 whose end cannot be observed never stays open past the next one. Every
-allocator read is made in ``_end`` (a begin edge carries the read of the end
-edge made in the same hook call, else none) and queued by ``self._client.edge``.
+allocator read is made at a phase's end (a begin edge carries the read of the
+end edge made in the same hook call, else none): on the every-step path by
+``Client.end`` itself, which reads, guards the read and queues the end edge
+(with the next phase's begin edge), elsewhere by ``_end``.
 """
 
 import sys
@@ -111,6 +113,8 @@ class Watcher(BackwardMixin, StepsMixin):
         # Exact peaks (docs/protocol.md, "Exact peaks"): whether this step
         # reads at each phase end (a breakdown step) or only where it closes.
         self._exact = bool(getattr(client, "exact", False))
+        # What plans a step at its closing read (bound once; None: not exact).
+        self._step_plan = self._plan if self._exact else None
         self._edge_reads = True
         # zero_grad's end is read on steps below this (docs/hook.md, "Which
         # edges read"); a source whose reads are cheap (the host's RSS,
@@ -247,20 +251,14 @@ class Watcher(BackwardMixin, StepsMixin):
                     or self._tail_step is not None:
                 raw = self._end(last)
             else:
-                # The every-step case (forward -> loss, loss -> backward): _end's
-                # read inlined, both edges queued by one client call.
+                # The every-step case (forward -> loss, loss -> backward): the
+                # end's read and both edges in one client call.
                 client = self._client
-                raw = None
-                read = client.reader if self._edge_reads else None
-                if read is not None and (last != "zero_grad" or client.step < self._zero_until):
-                    try:
-                        raw = read()
-                    except Exception as exc:  # noqa: BLE001
-                        _safe.report(exc)
                 self._open = name
                 if name == "backward":
                     self._backward_micro = client.micro
-                client.switch(last, raw, name)
+                client.end(last, None, name, self._edge_reads
+                           and (last != "zero_grad" or client.step < self._zero_until))
                 return
         self._open = name
         if name == "backward":
@@ -307,7 +305,10 @@ class Watcher(BackwardMixin, StepsMixin):
         closing = self._exact and (closing or name == "step")
         if read is not None and (closing or self._edge_reads) \
                 and (name != "zero_grad" or client.step < self._zero_until or closing):
-            try:  # client.read_raw() inlined: a frame less at every end edge
+            # The general path, which returns its read (a begin edge carries
+            # it): client.read_raw() inlined, a frame less. The every-step
+            # edges read in client.end instead.
+            try:
                 raw = read()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
@@ -315,18 +316,13 @@ class Watcher(BackwardMixin, StepsMixin):
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
-            if extra is None:
-                client.end(name, raw, self._backward_micro)
-            else:
-                client.edge(name, "end", raw, micro=self._backward_micro, extra=extra)
+            client.end(name, raw, None, False, self._backward_micro, extra)
             client.micro = self._backward_micro + 1
         elif self._tail_step is not None:
             client.edge(name, "end", raw, step=self._tail_step, extra=extra)
             self._tail_step = None
-        elif extra is not None:
-            client.edge(name, "end", raw, extra=extra)
         else:
-            client.end(name, raw)
+            client.end(name, raw, None, False, None, extra)
         return raw
 
     def _plan(self):
@@ -548,22 +544,14 @@ class Watcher(BackwardMixin, StepsMixin):
                         hook = self._grad_hook
                         for t in found:
                             t.register_hook(hook)
-                # Ends forward (one read) and begins loss with that read: no user code between.
-                last = self._open
-                if last is None or last == "backward" or self._tail_step is not None:
+                # Ends forward (read on a breakdown step) and begins loss with
+                # that read: no user code between. Anything but an open
+                # forward goes through _begin.
+                if self._open != "forward" or self._tail_step is not None:
                     self._begin("loss")
                     return None
-                # _begin's every-step path inlined (a frame less each forward).
-                client = self._client
-                raw = None
-                read = client.reader if self._edge_reads else None
-                if read is not None and (last != "zero_grad" or client.step < self._zero_until):
-                    try:
-                        raw = read()
-                    except Exception as exc:  # noqa: BLE001
-                        _safe.report(exc)
                 self._open = "loss"
-                client.switch(last, raw, "loss")
+                self._client.end("forward", None, "loss", self._edge_reads)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
@@ -654,11 +642,12 @@ class Watcher(BackwardMixin, StepsMixin):
                         else:
                             self._zero_depth = 0
                             client = self._client
-                            if self._open == "zero_grad" and self._tail_step is None \
-                                    and client.step >= self._zero_until:
-                                # _end("zero_grad") inlined for the every-step case: no read
+                            if self._open == "zero_grad" and self._tail_step is None:
+                                # _end("zero_grad")'s every-step case: read
+                                # on the first steps only (below _zero_until)
                                 self._open = None
-                                client.end("zero_grad", None)
+                                client.end("zero_grad", None, None,
+                                           client.step < self._zero_until and self._edge_reads)
                             else:
                                 self._end("zero_grad")
                 except Exception as exc:  # noqa: BLE001
