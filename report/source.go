@@ -98,20 +98,7 @@ func (p *Process) deviceLabel() string {
 // writeHostTable prints a CPU run's step × phase table: the RSS at each
 // phase's end, the phase's peak RSS and its time.
 func (p *Process) writeHostTable(w *bufio.Writer) {
-	width := len("phase")
-	for _, st := range p.Steps {
-		for _, ph := range st.Phases {
-			width = max(width, len(textesc.String(ph.Phase)))
-		}
-	}
-	// Several watches: each step's name after its number ("0 D"), as writeTable.
-	named := len(p.Models) > 1
-	stepW := 5
-	if named {
-		for _, st := range p.Steps {
-			stepW = max(stepW, len(fmt.Sprint(st.Step))+1+utf8.RuneCountInString(textesc.String(st.Model)))
-		}
-	}
+	named, width, stepW := p.tableWidths()
 	fmt.Fprintf(w, "\n  %*s  %-*s  %9s  %9s  %9s   (MiB of host RSS; ≥ lower bound; = inferred)\n", stepW, "step", width, "phase", "rss end", "peak rss", "ms")
 	row := func(st *Step) {
 		for i, ph := range st.Phases {

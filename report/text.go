@@ -155,20 +155,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 		return
 	}
 	nvml := p.NVML != ""
-	width := len("phase")
-	for _, st := range p.Steps {
-		for _, ph := range st.Phases {
-			width = max(width, len(textesc.String(ph.Phase)))
-		}
-	}
-	// Several watches: each step's name after its number ("0 D").
-	named := len(p.Models) > 1
-	stepW := 5
-	if named {
-		for _, st := range p.Steps {
-			stepW = max(stepW, len(fmt.Sprint(st.Step))+1+utf8.RuneCountInString(st.Model))
-		}
-	}
+	named, width, stepW := p.tableWidths()
 	head := fmt.Sprintf("\n  %*s  %-*s  %9s  %9s  %9s  %9s", stepW, "step", width, "phase", "alloc end", "peak", "reserved", "peak res")
 	if nvml {
 		head += fmt.Sprintf("  %9s  %11s", "NVML peak", "non-PyTorch")
@@ -385,4 +372,22 @@ func within(b session.Bytes) string {
 		return "exact to the byte"
 	}
 	return "within " + b.Human()
+}
+
+// tableWidths is what both step × phase tables (allocator and host) pad
+// to: the widest phase name, and the step column, which carries each
+// step's watch name after its number ("0 D") when several watches stepped.
+func (p *Process) tableWidths() (named bool, width, stepW int) {
+	width, stepW = len("phase"), 5
+	for _, st := range p.Steps {
+		for _, ph := range st.Phases {
+			width = max(width, len(textesc.String(ph.Phase)))
+		}
+	}
+	if named = len(p.Models) > 1; named {
+		for _, st := range p.Steps {
+			stepW = max(stepW, len(fmt.Sprint(st.Step))+1+utf8.RuneCountInString(textesc.String(st.Model)))
+		}
+	}
+	return named, width, stepW
 }
