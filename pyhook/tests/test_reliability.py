@@ -242,12 +242,31 @@ def test_exit_without_monitor_is_bounded(tmp_path, sock_path):
     assert hooked - plain < 1.0, (hooked, plain)
 
 
+def sender_parked(client, timeout=5.0):
+    """Wait until the sender thread sleeps in its wake-up wait. The monitor
+    sees the hello from inside the sender's first turn, which then drains
+    the queue before it sleeps, so marks queued before that are sent in
+    that turn whatever the batch."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        frame, names = sys._current_frames().get(client._sender.ident), []
+        while frame is not None:
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        # innermost first: Condition.wait, then Event.wait, called by _run_sender
+        if "_run_sender" in names and names[names.index("_run_sender") - 1] == "wait" and names[0] == "wait":
+            return True
+        time.sleep(0.005)
+    return False
+
+
 def test_sender_wakes_when_a_batch_is_pending_not_per_message(monitor):
     client = _client.Client(make_config(socket=monitor.path), poll_interval=3600, batch=5,
                             retry_interval=0.05)
     try:
         # the first wake-up (connect + hello) happens at start; then it sleeps
         assert monitor.wait_for(lambda m: len(m.messages()) == 1)
+        assert sender_parked(client), "the sender never went to sleep"
         for i in range(4):
             client.mark("m%d" % i)
         time.sleep(0.2)
