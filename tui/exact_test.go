@@ -1,35 +1,15 @@
 package tui
 
 import (
-	"errors"
-	"io"
 	"strings"
 	"testing"
-
-	"github.com/vramscope/vramscope/record"
-	"github.com/vramscope/vramscope/session"
 )
 
 // s001 (hook 0.1.0): steps 2–5 repeat step 1 to the byte, so the table's
 // step column shows step 1's peak marked inferred (=4309), never the lower
 // bound 3393, and the held memory is a line of the diagnosis.
 func TestTheStepColumnMarksAnInferredPeak(t *testing.T) {
-	r, err := record.Open("../testdata/h100/s001.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var evs []session.Event
-	for {
-		ev, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, ev)
-	}
+	evs := recordedEvents(t, "../testdata/h100/s001.jsonl.gz")
 	v := live(t, evs, 200, 60).View()
 	if n := strings.Count(v, "=4309"); n < 3 {
 		t.Errorf("%d steps show =4309, want steps 2–5 (the newest may be cut):\n%s", n, v)

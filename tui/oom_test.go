@@ -1,12 +1,9 @@
 package tui
 
 import (
-	"errors"
-	"io"
 	"strings"
 	"testing"
 
-	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -15,22 +12,7 @@ import (
 // out of memory — the diagnosis cache is refreshed by the end, not only by
 // a new step.
 func TestBannerSaysTheRunRanOutOfMemory(t *testing.T) {
-	r, err := record.Open("../testdata/h100/oom.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var evs []session.Event
-	for {
-		ev, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, ev)
-	}
+	evs := recordedEvents(t, "../testdata/h100/oom.jsonl.gz")
 	m := live(t, evs, 200, 60)
 	if v := m.View(); !strings.Contains(v, "ended abruptly in backward of step 21: likely out of memory") {
 		t.Fatalf("the view does not say it ran out of memory:\n%s", v)
