@@ -150,7 +150,11 @@ class FakeMonitor:
             with self._lock:
                 self.connections.append(msgs)
                 self._conns.append(conn)
-            threading.Thread(target=self._read, args=(conn, msgs), daemon=True).start()
+            self._serve(conn, msgs)
+
+    def _serve(self, conn, msgs):
+        """Start what runs on one accepted connection: its reader."""
+        threading.Thread(target=self._read, args=(conn, msgs), daemon=True).start()
 
     def _read(self, conn, msgs):
         buf = b""

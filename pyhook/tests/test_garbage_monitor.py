@@ -24,18 +24,9 @@ class GarbageMonitor(FakeMonitor):
         self.written = 0
         self.errors = []
 
-    def _accept(self, srv):
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            msgs = []
-            with self._lock:
-                self.connections.append(msgs)
-                self._conns.append(conn)
-            threading.Thread(target=self._read, args=(conn, msgs), daemon=True).start()
-            threading.Thread(target=self._flood, args=(conn,), daemon=True).start()
+    def _serve(self, conn, msgs):
+        super()._serve(conn, msgs)
+        threading.Thread(target=self._flood, args=(conn,), daemon=True).start()
 
     def _flood(self, conn):
         junk = (b"\x1b]0;pwned\x07\x1b[2J\x00\xff" * 4096) + b"\n" + b'{"v":1,"type":"stop"}\n'
