@@ -464,9 +464,21 @@ class Activations:
         """Report whether ``step`` is measured by the schedule."""
         return step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
 
+    def schedule(self, step):
+        """Return whether the schedule measures ``step``, and the first step
+        after it that it measures (1 << 62 when no later step is)."""
+        nxt = step + 1
+        if nxt < FIRST_MEASURED:
+            after = nxt
+        elif self.every <= 0:
+            after = 1 << 62
+        else:
+            after = -(-nxt // self.every) * self.every
+        return self.scheduled_at(step), after
+
     def prepare(self, step):
         """Start bookkeeping for ``step``; an unmeasured step touches no meter."""
-        self.scheduled = step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
+        self.scheduled = self.scheduled_at(step)
         self.measuring = self.meter is not None and self.scheduled
         self.remeasured = False
         self.total = None

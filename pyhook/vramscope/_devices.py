@@ -170,10 +170,6 @@ class HostStats(_Seam):
     lifetime peak (``"process"``). Elsewhere (macOS, Windows) there is no
     stdlib read of the RSS now: ``read_raw()`` returns None."""
 
-    # Reads cost ~15 us (one pread, one getrusage, one write): every phase
-    # of every step is read, zero_grad's end included (docs/hook.md, "Devices").
-    every_phase = True
-
     def __init__(self, proc="/proc/self"):
         self.device = "cpu"
         self.source = {"kind": "cpu", "peaks": PEAKS_PROCESS}
