@@ -55,4 +55,6 @@ timeout 120 python3 bench/gpu/oom_capture.py --json "$O/oom_nohook.json" --snaps
 log "cost model on the real allocator"
 timeout 200 python3 bench/cost_model.py --device cuda --size h100mlp --blocks 10 --steps 40 --no-profiler 2>&1 | tee "$O/cost_cuda.txt"
 log done
+# The device tool brings back a few files only: everything travels as one archive.
+tar -C "$O" -czf "$O/../gpu-checks.tar.gz" . && rm -rf "$O"/* && mv "$O/../gpu-checks.tar.gz" "$O/"
 ls -la "$O"
