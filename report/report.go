@@ -317,37 +317,23 @@ func totals(p *session.Process, partial int) Totals {
 	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
 		t.Steps--
 	}
-	if a, r, ok := p.SessionPeaks(partial); ok {
-		if a.PeakAllocated > t.PeakAllocated {
-			t.PeakAllocated, t.PeakAllocatedStep = a.PeakAllocated, a.Index
-		}
-		if r.PeakReserved > t.PeakReserved {
-			t.PeakReserved, t.PeakReservedStep = r.PeakReserved, r.Index
-		}
+	sp := diagnose.SessionPeakOf(p, partial)
+	if sp.Allocated.PeakAllocated.Known() {
+		t.PeakAllocated, t.PeakAllocatedStep = sp.Allocated.PeakAllocated, sp.Allocated.Index
+	}
+	if sp.Reserved.PeakReserved.Known() {
+		t.PeakReserved, t.PeakReservedStep = sp.Reserved.PeakReserved, sp.Reserved.Index
+	}
+	if c := sp.AllocatedCell; c != nil {
+		t.PeakAllocatedPhase = c.Name
+	}
+	if c := sp.ReservedCell; c != nil {
+		t.PeakReservedPhase = c.Name
 	}
 	if !p.First.IsZero() {
 		t.DurationS = seconds(p.Last.Sub(p.First))
 	}
-	for _, st := range p.Steps() {
-		if st.Index == t.PeakAllocatedStep {
-			t.PeakAllocatedPhase = argmax(st, func(c *session.Cell) session.Bytes { return c.PeakAllocated })
-		}
-		if st.Index == t.PeakReservedStep {
-			t.PeakReservedPhase = argmax(st, func(c *session.Cell) session.Bytes { return c.PeakReserved })
-		}
-	}
 	return t
-}
-
-// argmax names the first automatic phase of st with the largest value.
-func argmax(st *session.Step, v func(*session.Cell) session.Bytes) string {
-	best, name := session.Unknown, ""
-	for i := range st.Phases {
-		if c := &st.Phases[i]; !c.User && v(c) > best {
-			best, name = v(c), c.Name
-		}
-	}
-	return name
 }
 
 // seconds rounds a duration to microseconds, in seconds.
