@@ -48,7 +48,7 @@ type Process struct {
 	// Device is the CUDA device, nil on CPU runs.
 	Device *Device `json:"device"`
 	// Hook is how the hook was configured, nil when not reported.
-	Hook *ipc.HookConfig `json:"hook"`
+	Hook *Hook `json:"hook"`
 	// Memory is which memory the figures read and what it cannot give.
 	Memory *Memory `json:"memory"`
 	// NVML says what the driver figures are: "process" (this process's
@@ -84,6 +84,33 @@ type Process struct {
 	Totals      Totals    `json:"totals"`
 	Anatomy     Anatomy   `json:"anatomy"`
 	Diagnosis   Diagnosis `json:"diagnosis"`
+}
+
+// Hook is how the hook was configured (the hello's hook object). It is
+// the report's own type, so a change to the wire protocol changes
+// vramscope.report/v1 only where this file says so.
+type Hook struct {
+	// Version is the hook's version.
+	Version string `json:"version"`
+	// SampleHz is the rate of the background allocator samples.
+	SampleHz float64 `json:"sample_hz"`
+	// ResetPeaks is retired: hooks send false (docs/report.md).
+	ResetPeaks bool `json:"reset_peaks"`
+	// ActivationsEvery is how many steps apart the hook measures the
+	// saved activations.
+	ActivationsEvery int `json:"activations_every"`
+	// ExactPeaks is true when the hook resets the peak counters after each
+	// phase or mark read, so a phase's peak is exact; omitted when false
+	// (older hooks do not send it).
+	ExactPeaks bool `json:"exact_peaks,omitempty"`
+}
+
+// hookOf is the report's copy of a hello's hook configuration.
+func hookOf(c *ipc.HookConfig) *Hook {
+	if c == nil {
+		return nil
+	}
+	return &Hook{Version: c.Version, SampleHz: c.SampleHz, ResetPeaks: c.ResetPeaks, ActivationsEvery: c.ActivationsEvery, ExactPeaks: c.ExactPeaks}
 }
 
 // Device is the CUDA device a process runs on.
@@ -230,7 +257,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	h := &p.Hello
 	out := Process{
 		Session: p.Key, PID: h.PID, Rank: h.Rank, LocalRank: h.LocalRank, WorldSize: h.WorldSize,
-		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.End == nil || !p.End.Goodbye, PartialStep: -1,
+		Host: h.Host, Argv: h.Argv, Hook: hookOf(h.Hook), NVML: p.GPUSource, Connected: p.End == nil || !p.End.Goodbye, PartialStep: -1,
 		Lost: p.Lost, Duplicates: p.Duplicates, Dropped: p.Stats.Dropped, Evicted: p.Stats.Evicted,
 		StepsTotal: p.StepCount(), Steps: []Step{},
 	}
