@@ -25,42 +25,25 @@ func fastParseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (se
 	p := scanner{jsonscan.Scanner{B: line}}
 	var (
 		e            session.Event
-		seen         [5]bool // t, conn, msg, gpu, note
 		msg          []byte
 		gpu          gpuJSON
 		note         session.Note
-		tLit, gpuAt  []byte
-		kinds        int
+		gpuAt        []byte
 		gpuProcesses []probe.Process
 	)
-	ok := p.Object(func(key []byte) bool {
-		k := lineKey(key)
-		if k < 0 || seen[k] {
-			return false
-		}
-		seen[k] = true
+	tLit, seen, ok := p.eventLine(&e.Conn, func(k int) bool {
 		switch k {
-		case 0:
-			var ok bool
-			tLit, ok = p.Number(false)
-			return ok
-		case 1:
-			return p.Uint64(&e.Conn)
-		case 2:
-			kinds++
+		case keyMsg:
 			var ok bool
 			msg, ok = p.ObjectBytes()
 			return ok
-		case 3:
-			kinds++
+		case keyGPU:
 			return p.gpu(&gpu, &gpuAt, &gpuProcesses)
 		default:
-			kinds++
 			return p.Object(func(key []byte) bool { return p.noteField(key, &note) })
 		}
-	})
-	p.Space()
-	if !ok || p.I != len(p.B) || tLit == nil || kinds != 1 {
+	}, nil)
+	if !ok {
 		return session.Event{}, false
 	}
 	at, err := parseTime(tLit)
@@ -69,11 +52,11 @@ func fastParseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (se
 	}
 	e.At = at
 	switch {
-	case seen[2]:
+	case seen[keyMsg]:
 		if e.Msg, err = dec(msg); err != nil {
 			return session.Event{}, false
 		}
-	case seen[3]:
+	case seen[keyGPU]:
 		s := &probe.Sample{
 			At: at, Device: gpu.Device, Used: gpu.Used, Reserved: gpu.Reserved, Free: gpu.Free,
 			Total: gpu.Total, Util: gpu.Util, Took: time.Duration(gpu.TookNS), Processes: gpuProcesses,
@@ -90,22 +73,64 @@ func fastParseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (se
 	return e, true
 }
 
-// lineKey is the index of an event line's key in fastParseEvent's seen,
-// -1 for a key it does not take.
+// The keys of an event line, as indexes into eventLine's seen.
+const (
+	keyT = iota
+	keyConn
+	keyMsg
+	keyGPU
+	keyNote
+	lineKeys
+)
+
+// lineKey is the index of an event line's key in eventLine's seen, -1
+// for a key it does not take.
 func lineKey(key []byte) int {
 	switch string(key) {
 	case "t":
-		return 0
+		return keyT
 	case "conn":
-		return 1
+		return keyConn
 	case "msg":
-		return 2
+		return keyMsg
 	case "gpu":
-		return 3
+		return keyGPU
 	case "note":
-		return 4
+		return keyNote
 	}
 	return -1
+}
+
+// eventLine reads an event line's one object, the key loop that
+// fastParseEvent and lightEvent share: the t literal into tLit, conn into
+// conn, and the value of each kind (keyMsg, keyGPU, keyNote) through
+// kind. unknown decides a key lineKey does not take; nil rejects the
+// line. ok is false unless the line is that one object alone, each key at
+// most once, with t and exactly one kind; seen says which keys it held.
+func (p *scanner) eventLine(conn *uint64, kind func(k int) bool, unknown func(key []byte) bool) (tLit []byte, seen [lineKeys]bool, ok bool) {
+	kinds := 0
+	ok = p.Object(func(key []byte) bool {
+		k := lineKey(key)
+		if k < 0 {
+			return unknown != nil && unknown(key)
+		}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		switch k {
+		case keyT:
+			var ok bool
+			tLit, ok = p.Number(false)
+			return ok
+		case keyConn:
+			return p.Uint64(conn)
+		}
+		kinds++
+		return kind(k)
+	})
+	p.Space()
+	return tLit, seen, ok && p.I == len(p.B) && tLit != nil && kinds == 1
 }
 
 // gpu parses a gpu object; processes is left nil when absent and non-nil
@@ -195,41 +220,23 @@ type scanner struct{ jsonscan.Scanner }
 func lightEvent(line []byte, msg *ipc.Message, gpu *probe.Sample) (session.Event, bool) {
 	p := scanner{jsonscan.Scanner{B: line}}
 	var (
-		ev          session.Event
-		seen        [5]bool // t, conn, msg, gpu, note
-		tLit, gpuAt []byte
-		msgT        float64
-		kinds       int
+		ev    session.Event
+		gpuAt []byte
+		msgT  float64
 	)
-	ok := p.Object(func(key []byte) bool {
-		k := lineKey(key)
-		if k < 0 {
-			return len(key) > 4 || !foldsTo(key, "t", "conn", "msg", "gpu", "note") && p.SkipValue()
-		}
-		if seen[k] {
-			return false
-		}
-		seen[k] = true
+	tLit, seen, ok := p.eventLine(&ev.Conn, func(k int) bool {
 		switch k {
-		case 0:
-			var ok bool
-			tLit, ok = p.Number(false)
-			return ok
-		case 1:
-			return p.Uint64(&ev.Conn)
-		case 2:
-			kinds++
+		case keyMsg:
 			return p.lightMsg(&msgT)
-		case 3:
-			kinds++
+		case keyGPU:
 			return p.lightGPU(&gpuAt)
 		default:
-			kinds++
 			return p.Peek('{') && p.SkipValue()
 		}
+	}, func(key []byte) bool {
+		return len(key) > 4 || !foldsTo(key, "t", "conn", "msg", "gpu", "note") && p.SkipValue()
 	})
-	p.Space()
-	if !ok || p.I != len(p.B) || tLit == nil || kinds != 1 {
+	if !ok {
 		return session.Event{}, false
 	}
 	at, err := lightTime(tLit)
@@ -238,10 +245,10 @@ func lightEvent(line []byte, msg *ipc.Message, gpu *probe.Sample) (session.Event
 	}
 	ev.At = at
 	switch {
-	case seen[2]:
+	case seen[keyMsg]:
 		*msg = ipc.Message{T: msgT}
 		ev.Msg = msg
-	case seen[3]:
+	case seen[keyGPU]:
 		*gpu = probe.Sample{At: at}
 		if gpuAt != nil {
 			if gpu.At, err = lightTime(gpuAt); err != nil {

@@ -18,14 +18,23 @@ type peakPair struct {
 	seen           bool
 }
 
+// add takes a step's summary. Of equal peaks the earliest step wins, as
+// in a scan of the steps in order, and a step's newer summary replaces
+// its older one (a late update may tell more of how its peak is known).
 func (pp *peakPair) add(sp StepPeak) {
-	if !pp.seen || sp.PeakAllocated > pp.alloc.PeakAllocated {
+	if !pp.seen || wins(sp.PeakAllocated, sp.Index, pp.alloc.PeakAllocated, pp.alloc.Index) {
 		pp.alloc = sp
 	}
-	if !pp.seen || sp.PeakReserved > pp.reserve.PeakReserved {
+	if !pp.seen || wins(sp.PeakReserved, sp.Index, pp.reserve.PeakReserved, pp.reserve.Index) {
 		pp.reserve = sp
 	}
 	pp.seen = true
+}
+
+// wins says whether peak v of step i takes the place of peak best of step
+// at.
+func wins(v Bytes, i int, best Bytes, at int) bool {
+	return v > best || v == best && i <= at
 }
 
 // observe takes a step summary, new (a step not seen before) or updated.
