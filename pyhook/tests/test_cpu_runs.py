@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from test_e2e import has_goodbye, report, report_json, start
+from test_e2e import has_goodbye, report, report_json, start, stop_ok
 import vramscope
 
 MiB = 1 << 20
