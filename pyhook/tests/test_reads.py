@@ -196,6 +196,23 @@ def test_sampler_reads_nothing_while_edges_read_more_often():
     assert all(m["type"] == "sample" and m["mem"] is not None for m in queued(client))
 
 
+def test_edges_wake_the_sender_near_the_batch_and_not_before():
+    # Client.put sets the wake event when it brings the queue to the batch
+    # or one short of it (a switch queues two edges), never for fewer.
+    client = _client.Client(make_config(), start=False, batch=6)
+    client.put(None, "forward")
+    client.put("forward", "loss")
+    client.put(None, "step")
+    assert len(client._queue) == 4 and not client._wake.is_set()
+    client.put("step", None)  # from 4 queued: within one of the batch
+    assert len(client._queue) == 5 and client._wake.is_set()
+    closed = _client.Client(make_config(), start=False)
+    closed._closed = True
+    assert not closed.put("forward", "loss") and not closed._queue
+    closed._closed = False  # reopened (bench/hook_toggle.py): queues again
+    assert closed.put("forward", "loss") and len(closed._queue) == 2
+
+
 def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
     # Client.put with both names is edge(end) + edge(begin) in one call: the same
     # messages, one clock; a full queue drops the begin first and leaves a seq gap.

@@ -7,6 +7,7 @@ weights, views and a tensor saved by several ops are not counted twice.
 
 
 import threading
+from operator import is_ as _is
 from weakref import ref as _weakref
 
 _getters = {}  # tensor class -> its storage accessor (found once per class)
@@ -172,7 +173,7 @@ class StorageCache:
         ids = list(map(id, tensors))
         ptrs = [t.data_ptr() for t in tensors]
         if ids == self._ids and ptrs == self._ptrs and all(
-                r() is t for r, t in zip(self._refs, tensors)):
+                map(_is, [r() for r in self._refs], tensors)):
             if keys is not None:
                 keys.update(self._keys)
             return self._total
@@ -231,7 +232,7 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None):
         "weights": weights,
         "gradients": gradients,
         "optimizer": state,
-        "params": sum(p.numel() for p in params),
+        "params": sum([p.numel() for p in params]),  # a list: no generator frame a tensor
         "device": first.device.type if first is not None else "cpu",
     }
 

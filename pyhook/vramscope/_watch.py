@@ -357,14 +357,17 @@ class Watcher(BackwardMixin, StepsMixin):
             reads = self._client.peaks.step_reads
             best = held = None
             for r in reads:
-                try:  # the binding's dict, indexed in place (a plain step has one)
-                    a = r["allocated_bytes"]["all"]
-                    p, h = a["peak"], a["current"]
-                except (KeyError, TypeError, IndexError):
-                    pair = _cuda.peak_held(r)
-                    if pair is None:
-                        continue
-                    p, h = pair
+                if type(r) is tuple and r[1] is not None:
+                    p, h = r[1], r[0]  # six values (the host's RSS): no exception to catch
+                else:
+                    try:  # the binding's dict, indexed in place (a plain step has one)
+                        a = r["allocated_bytes"]["all"]
+                        p, h = a["peak"], a["current"]
+                    except (KeyError, TypeError, IndexError):
+                        pair = _cuda.peak_held(r)
+                        if pair is None:
+                            continue
+                        p, h = pair
                 if best is None or p > best:
                     best = p
                 held = h
