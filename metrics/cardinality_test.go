@@ -10,7 +10,7 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// TestLabelCardinalityIsBounded (issue 22, "also try"): a hook that names
+// TestLabelCardinalityIsBounded: a hook that names
 // a thousand user phases in one step, and hostile names with control
 // bytes, could make a thousand series per process and scrape; 2,000
 // processes, 2,000 label sets each. The phase label takes at most

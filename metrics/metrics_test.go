@@ -123,7 +123,7 @@ func TestExporterServesS001(t *testing.T) {
 		t.Errorf("peak reserved %v, want 4932501504", v)
 	}
 	// All six steps (0-5) finished: it used to say 4, the row before the
-	// newest (issue 24: 98 after a 100-step run).
+	// newest (98 after a 100-step run).
 	if v := value(t, fams, "vramscope_last_step", proc); v != 5 {
 		t.Errorf("last finished step %v, want 5", v)
 	}
