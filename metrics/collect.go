@@ -73,7 +73,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(dProcesses, float64(len(s.Processes())))
 	count(dBad, uint64(s.Errors))
-	count(dExpDrop, e.dropped)
+	count(dExpDrop, e.src.Overflow())
 	for _, p := range shown(s.Processes()) {
 		collectProcess(p, labelsOf(p), gauge, count)
 	}

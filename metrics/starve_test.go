@@ -30,7 +30,7 @@ func openFDs(t *testing.T) int {
 func TestIdleConnectionsCannotStarveTheMonitor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e := metrics.New()
+	_, e := newExporter()
 	addr, done, err := e.Serve(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
