@@ -243,7 +243,7 @@ def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
 
 def test_the_client_reads_through_the_bare_binding_once_cuda_has_answered():
     # Once CUDA is initialised a read is one C call: functools.partial of the
-    # binding, no Python frame of ours (issue 9); before that, the guarded read.
+    # binding, no Python frame of ours; before that, the guarded read.
     import functools
     stats, binding, cuda = counted_cuda()
     cuda.initialized = False
