@@ -102,3 +102,25 @@ def test_a_copy_that_differs_from_its_original_is_found():
     assert got != want
     tree = ast.parse('self._open = "loss"\nself._client.put("forward", "loss", None, reads)')
     assert [ast.dump(stmt) for stmt in tree.body[:n]] == want
+
+
+def _self_attributes(tree, ctx):
+    return {n.attr for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "self" and isinstance(n.ctx, ctx)}
+
+
+def test_every_state_the_mixins_use_is_declared_on_the_watcher():
+    # Watcher's methods live in three files; its state is declared in
+    # Watcher.__init__ or as a class attribute of the Watcher or a mixin.
+    # A name the mixins read that neither declares (a typo, a renamed
+    # attribute) would only fail on the path that reads it.
+    with open(os.path.join(PKG, "_watch.py")) as f:
+        watch = ast.parse(f.read())
+    init = next(n for n in ast.walk(watch) if isinstance(n, ast.FunctionDef)
+                and n.name == "__init__")
+    declared = _self_attributes(init, ast.Store) | set(dir(_watch.Watcher))
+    for module in MODULES[1:]:
+        with open(os.path.join(PKG, module)) as f:
+            used = _self_attributes(ast.parse(f.read()), ast.Load)
+        assert used - declared == set(), module
