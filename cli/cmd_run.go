@@ -77,12 +77,13 @@ func runRun(ctx context.Context, o runFlags, argv []string, stderr io.Writer) er
 	if err := launch.Check(argv); err != nil {
 		return err
 	}
-	// 0700, under $XDG_RUNTIME_DIR; what a killed run left is removed here.
-	dir, err := launch.PrivateDir()
+	// 0700, under $XDG_RUNTIME_DIR, for the socket; what a killed run left
+	// is removed here.
+	dir, removeDir, err := launch.PrivateDir()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer removeDir()
 	// The child learns from this pipe when this process dies, even by
 	// SIGKILL, and says so once (docs/run.md).
 	life, err := launch.NewLifeline()
@@ -94,15 +95,14 @@ func runRun(ctx context.Context, o runFlags, argv []string, stderr io.Writer) er
 	if socket == "" {
 		socket = filepath.Join(dir, "vramscope.sock")
 	}
-	py := filepath.Join(dir, "py")
-	if err := os.Mkdir(py, 0o700); err != nil {
-		return fmt.Errorf("make the startup directory: %w", err)
-	}
 	hook, err := launch.SubFS(hookTree, "pyhook/vramscope")
 	if err != nil {
 		return err
 	}
-	if err := launch.WriteStartup(py, hook); err != nil {
+	// Never removed, and no other user can create or write it: a process
+	// the command leaves behind keeps this PYTHONPATH (docs/run.md).
+	py, err := launch.StartupDir(hook)
+	if err != nil {
 		return err
 	}
 	spec := launch.Spec{Argv: argv, Env: append(launch.ChildEnv(os.Environ(), socket, py, !o.noAttach), life.Env()),
