@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramscope/vramscope/internal/safefs"
 	"github.com/vramscope/vramscope/launch"
 )
 
@@ -157,9 +158,9 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 	if logPath == "" {
 		logPath = "vramscope-run-" + time.Now().Format("20060102-150405") + ".log"
 	}
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	out, err := openRunLog(logPath)
 	if err != nil {
-		return fmt.Errorf("open the command's log: %w", err)
+		return err
 	}
 	defer out.Close()
 	spec.Stdout, spec.Stderr = out, out // stdin: /dev/null, the view reads the keyboard
@@ -219,6 +220,18 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 		return liveErr // a signal ends the view with an error of its own: the command's code says more
 	}
 	return child.Wait()
+}
+
+// openRunLog opens the file for the command's output: 0600, as it may
+// carry what the command prints of hosts and paths, emptied when it is a
+// file of the user's, never through a symlink (the default name is
+// predictable to the second).
+func openRunLog(path string) (*os.File, error) {
+	f, err := safefs.OpenFile(path, safefs.Truncate, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the command's log: %w", err)
+	}
+	return f, nil
 }
 
 // stopSignal returns the first stop signal already passed on, or nil.

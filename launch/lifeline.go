@@ -139,15 +139,15 @@ func CleanStale(base string) int {
 // removeIfGone removes a run's directory when no live run holds its lock,
 // holding the lock itself meanwhile so no run can take it over.
 func removeIfGone(path string, fi os.FileInfo) bool {
-	f, err := os.OpenFile(filepath.Join(path, liveLock), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	fd, err := syscall.Open(filepath.Join(path, liveLock), syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) || time.Since(fi.ModTime()) < time.Hour {
 			return false
 		}
 		return os.RemoveAll(path) == nil
 	}
-	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+	defer syscall.Close(fd)
+	if syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 		return false // a live run holds it, in whatever PID namespace
 	}
 	return os.RemoveAll(path) == nil
