@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 
-from . import _cuda, _messages, _safe, _sockcheck
+from . import _cuda, _messages, _owned, _safe, _sockcheck
 
 QUEUE_SIZE = 8192
 RING_SIZE = 4096
@@ -88,6 +88,7 @@ class Client:
         self._poll = poll_interval
         self._batch = max(1, int(batch))
         self._sock = None
+        self._sock_id = None  # what the socket is (_owned), to tell it from a reused number
         self._closed = False
         # Exact peaks (docs/hook.md, "Exact peaks and your counters"): every
         # read through self.reader resets the peak counters after it, the
@@ -543,6 +544,7 @@ class Client:
             sock.close()
             return
         self._sock = sock
+        self._sock_id = _owned.identity(sock.fileno())
         self.connects += 1
         backlog = sorted(self._first + list(self._ring), key=lambda item: item[0])
         lines = [self._hello_line]
@@ -664,19 +666,30 @@ class Client:
         ring.extend(pairs)
 
     def _send(self, data):
+        sock = self._sock
+        if _owned.identity(sock.fileno()) != self._sock_id:
+            # The process closed our socket and its number is one of its own
+            # files now: never write there (_disconnect never closes it).
+            self.send_errors += 1
+            self._disconnect()
+            return
         try:
-            self._sock.sendall(data)
+            sock.sendall(data)
         except OSError:
             self.send_errors += 1
             self._disconnect()
 
     def _disconnect(self):
         sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
+        if sock is None:
+            return
+        if _owned.identity(sock.fileno()) != self._sock_id:
+            sock.detach()  # the number is the process's own file now
+            return
+        try:
+            sock.close()
+        except OSError:
+            pass
 
 
 def _mem_source(cuda, exact):
