@@ -18,8 +18,9 @@ const (
 	// silent. The hook sends stats every second while connected.
 	DefaultIdleTimeout = 60 * time.Second
 
-	// rejectBurst bad lines of one connection are reported (logged and
-	// delivered), then one every rejectEvery with the count skipped since.
+	// rejectBurst bad lines are reported (logged and delivered), then one
+	// every rejectEvery with the count skipped since: for all connections
+	// together.
 	rejectBurst = 10
 	rejectEvery = time.Second
 	// logBurst server-wide log lines (refused peers, timeouts), then one
@@ -213,9 +214,12 @@ func (l *limiter) allow(now time.Time) (bool, uint64) {
 	return true, n
 }
 
-// suppressed is how many events were held back and not yet reported.
-func (l *limiter) suppressed() uint64 {
+// take returns how many events were held back and not yet reported, and
+// counts them as reported.
+func (l *limiter) take() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.held
+	n := l.held
+	l.held = 0
+	return n
 }
