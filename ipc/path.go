@@ -51,7 +51,7 @@ func FallbackSocketPath(uid int) string {
 // directory that already exists with a looser mode is refused, with a
 // private directory to use instead, rather than changed behind the user's
 // back: it may be shared on purpose (/tmp), and no advice ever suggests
-// changing its mode (issue 24).
+// changing its mode.
 func prepareDir(dir, base string) error {
 	if parent := filepath.Dir(dir); parent != dir {
 		if err := os.MkdirAll(parent, 0o700); err != nil {
