@@ -67,18 +67,9 @@ func TestManySessionsAreBounded(t *testing.T) {
 // What the store keeps of gone processes is bounded in bytes; the newest
 // stays.
 func TestGoneSessionsAreBoundedInBytes(t *testing.T) {
-	big := strings.Repeat("a", 20_000)
 	s := New()
 	before := heapNow()
-	for j := 0; j < 20_000; j++ {
-		conn := uint64(j + 1)
-		at := time.Unix(wall0+int64(j), 0)
-		s.Apply(Event{At: at, Conn: conn, Msg: &ipc.Message{V: 1, Type: ipc.TypeHello, T: 1,
-			Session: fmt.Sprintf("s%d", j), PID: 1 + j, Host: strings.Clone(big),
-			Argv: []string{strings.Clone(big)}, Torch: strings.Clone(big),
-			Clock: &ipc.Clock{Mono: 1, Wall: float64(wall0 + j)}}})
-		s.Apply(Event{At: at, Conn: conn, Note: &Note{Kind: NoteDisconnect, Text: "closed"}})
-	}
+	floodOfGoneHellos(s)
 	grew := int64(heapNow()) - int64(before)
 	if limit := int64(32 << 20); grew > limit { // DefaultMaxGoneBytes and the processes' own overhead
 		t.Errorf("the store keeps %d MB of 20,000 gone sessions, want under %d MB", grew>>20, limit>>20)
@@ -117,21 +108,28 @@ func TestForgettingPrefersIdleStrangers(t *testing.T) {
 // then closes, and reports what the store keeps of them (MB-kept: the heap
 // after a GC, less the heap before). Run with -benchtime=1x.
 func BenchmarkGoneSessionsKept(b *testing.B) {
-	big := strings.Repeat("a", 20_000)
 	for i := 0; i < b.N; i++ {
 		s := New()
 		before := heapNow()
-		for j := 0; j < 20_000; j++ {
-			conn := uint64(j + 1)
-			at := time.Unix(wall0+int64(j), 0)
-			s.Apply(Event{At: at, Conn: conn, Msg: &ipc.Message{V: 1, Type: ipc.TypeHello, T: 1,
-				Session: fmt.Sprintf("s%d", j), PID: 1 + j, Host: strings.Clone(big),
-				Argv: []string{strings.Clone(big)}, Torch: strings.Clone(big),
-				Clock: &ipc.Clock{Mono: 1, Wall: float64(wall0 + j)}}})
-			s.Apply(Event{At: at, Conn: conn, Note: &Note{Kind: NoteDisconnect, Text: "closed"}})
-		}
+		floodOfGoneHellos(s)
 		kept := int64(heapNow()) - int64(before)
 		b.ReportMetric(float64(kept)/(1<<20), "MB-kept")
 		b.ReportMetric(float64(len(s.Processes())), "processes")
+	}
+}
+
+// floodOfGoneHellos feeds s the probe's flood: 20,000 hellos, each with a
+// 20 KB host, argv and torch string of its own, each on its own connection,
+// which then closes.
+func floodOfGoneHellos(s *Store) {
+	big := strings.Repeat("a", 20_000)
+	for j := 0; j < 20_000; j++ {
+		conn := uint64(j + 1)
+		at := time.Unix(wall0+int64(j), 0)
+		s.Apply(Event{At: at, Conn: conn, Msg: &ipc.Message{V: 1, Type: ipc.TypeHello, T: 1,
+			Session: fmt.Sprintf("s%d", j), PID: 1 + j, Host: strings.Clone(big),
+			Argv: []string{strings.Clone(big)}, Torch: strings.Clone(big),
+			Clock: &ipc.Clock{Mono: 1, Wall: float64(wall0 + j)}}})
+		s.Apply(Event{At: at, Conn: conn, Note: &Note{Kind: NoteDisconnect, Text: "closed"}})
 	}
 }

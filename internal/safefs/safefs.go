@@ -15,19 +15,6 @@ import (
 	"syscall"
 )
 
-// How says what OpenFile does with a file that already exists.
-type How int
-
-const (
-	// Exclusive creates a new file; an existing file, or a symlink at the
-	// name, is an error that wraps fs.ErrExist.
-	Exclusive How = iota
-	// Truncate creates the file, or empties one of the user's own.
-	Truncate
-	// Append creates the file, or appends to one of the user's own.
-	Append
-)
-
 // OpenFile opens path for writing as how says, with mode perm when it is
 // created. It never follows a symlink at path, never blocks on a FIFO
 // planted there, and refuses an existing file that is not a regular file
@@ -82,19 +69,6 @@ func checkFile(fd int) error {
 	return nil
 }
 
-// WriteFile writes data to a new file at path (Exclusive), closing it.
-func WriteFile(path string, data []byte, perm fs.FileMode) error {
-	f, err := OpenFile(path, Exclusive, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // PrivateDir makes sure dir is a directory of the user's that no one else
 // can write: it creates dir (0700, whatever the umask) when missing, then
 // opens it without following a symlink and checks the opened directory's
@@ -130,7 +104,7 @@ func PrivateDir(dir string, tolerated fs.FileMode) (created bool, err error) {
 		return created, nil
 	}
 	if perm := fs.FileMode(st.Mode) & 0o077; perm&^tolerated != 0 {
-		return created, &ModeError{Dir: dir, Mode: st.Mode & 0o7777}
+		return created, &ModeError{Dir: dir, Mode: uint32(st.Mode) & 0o7777}
 	}
 	return created, nil
 }

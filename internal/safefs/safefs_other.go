@@ -8,18 +8,6 @@ import (
 	"os"
 )
 
-// How says what OpenFile does with a file that already exists.
-type How int
-
-const (
-	// Exclusive creates a new file; an existing one is an error.
-	Exclusive How = iota
-	// Truncate creates the file or empties it.
-	Truncate
-	// Append creates the file or appends to it.
-	Append
-)
-
 // OpenFile opens path for writing as how says (no symlink checks here).
 func OpenFile(path string, how How, perm fs.FileMode) (*os.File, error) {
 	flags := os.O_WRONLY | os.O_CREATE
@@ -32,19 +20,6 @@ func OpenFile(path string, how How, perm fs.FileMode) (*os.File, error) {
 		flags |= os.O_APPEND
 	}
 	return os.OpenFile(path, flags, perm)
-}
-
-// WriteFile writes data to a new file at path.
-func WriteFile(path string, data []byte, perm fs.FileMode) error {
-	f, err := OpenFile(path, Exclusive, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // PrivateDir creates dir when missing.
