@@ -53,8 +53,11 @@ const evictGrace = 250 * time.Millisecond
 
 // maxDraining bounds, as a multiple of the connection limit, the
 // connections whose peer has gone while their last lines wait to be
-// decoded: they do not count against the limit, but each holds a file.
-const maxDraining = 4
+// decoded: they do not count against the limit, but each holds a file and
+// a read buffer of MaxMessageBytes. At 4 a flood of short-lived hooks with
+// 60 KB hellos held 1,280 buffers, 80 MB, and the live view peaked at
+// 210 MB; past the bound a new connection waits for one to end (room).
+const maxDraining = 1
 
 // room says whether a new connection may be served, and takes s.mu when
 // it may. A connection whose peer has hung up (peerGone) sends nothing
