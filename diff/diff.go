@@ -365,7 +365,7 @@ func (a *phaseAcc) add(step int, ca, cb *session.Cell, change *int64) {
 		a.bound[i] = a.bound[i] || c.PeakAllocated.Known() && !c.Exact && !c.Inferred
 		a.res[i] = a.res[i].Max(c.PeakReserved)
 		a.gpu[i] = a.gpu[i].Max(c.PeakGPU)
-		a.dur[i] += c.End.Sub(c.Start).Seconds()
+		a.dur[i] += c.Busy.Seconds()
 		a.n[i]++
 	}
 	if change != nil && (a.worst == nil || abs(*change) > abs(*a.worst)) {

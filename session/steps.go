@@ -105,6 +105,10 @@ type Cell struct {
 	Start time.Time
 	End   time.Time
 	Count int // spans merged: micro-steps, or repeated forwards
+	// Busy is the sum of the merged spans' own durations: with gradient
+	// accumulation the phase's time, where End − Start would also hold the
+	// other phases run between its micro-steps.
+	Busy time.Duration
 	// Values at the end of the cell's last span.
 	AllocatedEnd, MaxAllocatedEnd, ReservedEnd Bytes
 	// Peaks over the cell's spans.
@@ -213,6 +217,9 @@ func (st *Step) add(sp *Span) {
 	}
 	c.Count++
 	c.End = sp.End
+	if sp.End.After(sp.Start) {
+		c.Busy += sp.End.Sub(sp.Start)
+	}
 	if m := sp.Last; m != nil {
 		c.AllocatedEnd, c.MaxAllocatedEnd, c.ReservedEnd = Bytes(m.Allocated), Bytes(m.MaxAllocated), Bytes(m.Reserved)
 	}

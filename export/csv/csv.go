@@ -54,7 +54,7 @@ func Write(w io.Writer, s *session.Store) error {
 				c := &st.Phases[i]
 				row = append(row[:0], textesc.String(p.Key), textesc.String(h.Host), strconv.Itoa(h.PID), rank, device,
 					strconv.Itoa(st.Index), textesc.String(st.Model), textesc.String(c.Name), strconv.FormatBool(c.User), strconv.Itoa(c.Count), strconv.Itoa(st.Micro),
-					seconds(c.Start.Sub(t0)), seconds(c.End.Sub(t0)), seconds(c.End.Sub(c.Start)),
+					seconds(c.Start.Sub(t0)), seconds(c.End.Sub(t0)), seconds(c.Busy),
 					bytes(c.AllocatedEnd), bytes(c.MaxAllocatedEnd), bytes(c.ReservedEnd),
 					bytes(c.PeakAllocated), bytes(c.PeakReserved), strconv.FormatBool(c.Exact),
 					bytes(c.PeakGPU), bytes(c.PeakNonPyTorch))
