@@ -47,8 +47,12 @@ var chartSeries = []struct {
 	{"allocated", "alloc", colAllocated},
 }
 
-// allocSeries is the allocated curve's index in chartSeries.
-const allocSeries = 3
+// allocSeries and maxSeries are the allocated and max allocated curves'
+// indexes in chartSeries.
+const (
+	allocSeries = 3
+	maxSeries   = 2
+)
 
 func newMemChart() *memChart {
 	c := &memChart{lc: linechart.New(10, 5, 0, 1, 0, 1)}
