@@ -236,6 +236,9 @@ func (m *Model) connText(p *session.Process) string {
 		return styleInfo.Render("replay "+state) + fmt.Sprintf(" %s/%s", elapsed(r.now.Sub(r.start), false), elapsed(r.length(), false))
 	}
 	if p == nil {
+		if m.cmdEnded != "" {
+			return styleBad.Render("■ command exited")
+		}
 		return rendered(&styleWarn, "◌ waiting for a training process")
 	}
 	return m.stateWord(p)

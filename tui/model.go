@@ -60,6 +60,9 @@ type Model struct {
 
 	recPath, recErr, srcErr string
 
+	cmdEnded  string // how the command (WithCommand) ended, escaped; "" while it runs
+	quitAsked bool   // q was pressed once while the command runs
+
 	outLines []string // the output page's lines, escaped
 	outErr   string   // why the output log could not be read
 	outFresh bool     // the page just opened: show the end
@@ -122,6 +125,9 @@ func (m Model) Init() tea.Cmd {
 	if m.cfg.source != nil && m.replay == nil {
 		cmds = append(cmds, waitBatch(m.ctx, m.cfg.source))
 	}
+	if m.cfg.command != nil {
+		cmds = append(cmds, waitCommand(m.cfg.command))
+	}
 	if m.replay != nil {
 		cmds = append(cmds, tea.Tick(time.Second/time.Duration(m.cfg.fps), func(t time.Time) tea.Msg { return frameTick(t) }))
 		cmds = append(cmds, m.replayCmd()) // a streamed replay starts its reader
@@ -168,6 +174,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.armFrame()
 	case clockTick:
 		return m, m.onClock()
+	case commandDoneMsg:
+		return m, m.onCommandDone(msg)
 	case outputMsg:
 		cmd := m.onOutput(msg)
 		m.render()
@@ -184,7 +192,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	k := m.keys
 	var cmd tea.Cmd
+	asked := m.quitAsked
+	m.quitAsked = false // any other key goes on
 	switch {
+	case msg.String() == "q" && m.commandRunning() && !asked:
+		m.quitAsked = true // ending the view ends the training: ask once
 	case key.Matches(msg, k.Quit):
 		m.cancel()
 		return m, tea.Quit

@@ -192,9 +192,14 @@ func (m *Model) bannerLines(d *diagnose.Diagnosis) []string {
 // emptyView is the screen before any process has connected.
 func (m *Model) emptyView(h int) string {
 	var msg string
-	if m.replay != nil {
+	switch {
+	case m.replay != nil:
 		msg = styleBold.Render("This recording holds no training process yet.")
-	} else {
+	case m.cfg.command != nil && m.cmdEnded != "":
+		msg = strings.Join(m.endedLines(max(h-10, 3)), "\n")
+	case m.cfg.command != nil:
+		msg = strings.Join(m.waitingRunLines(), "\n")
+	default:
 		msg = strings.Join([]string{
 			styleBold.Render("Waiting for a training process on " + m.socketName()),
 			"",
@@ -224,6 +229,8 @@ func (m *Model) emptyView(h int) string {
 func (m *Model) footerView() string {
 	var state []string
 	switch {
+	case m.quitAsked:
+		state = append(state, styleWarn.Render(quitNotice))
 	case m.replay != nil && m.replay.paused:
 		state = append(state, styleWarn.Render("⏸ PAUSED"))
 	case m.paused:
