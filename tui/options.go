@@ -28,8 +28,8 @@ type config struct {
 	debug      io.Writer
 	store      *session.Store
 
-	trainingDefault string // WithTrainingDefault
-	outputLog       string // WithOutputLog
+	trainingDefault string  // WithTrainingDefault
+	outputLog       string  // WithOutputLog
 	command         Command // WithCommand
 }
 
