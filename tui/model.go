@@ -234,6 +234,9 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	case key.Matches(msg, k.Record):
 		cmd = toggleRecording(m.cfg.recorder, m.recPath != "", m.cfg.recordPath)
+	case m.page == pageMain && key.Matches(msg, k.End):
+		m.anchor = time.Time{} // the chart follows again, with the table
+		m.table = m.table.update(msg, k, m.visibleSteps(m.process()))
 	case m.page != pageMain:
 		p := m.process()
 		m.pg = m.pg.update(msg, k, len(m.pageLines(p, m.diagnosis(p))), m.layout().bodyH)
@@ -252,6 +255,7 @@ func (m *Model) togglePause() {
 	}
 	if m.paused {
 		m.paused = false
+		m.anchor = time.Time{} // resume follows the live edge, scrolled back or not
 		return
 	}
 	// Read the clock and the edge before pausing: now() and elapsed() answer
