@@ -85,3 +85,24 @@ func checkNoCut(t *testing.T, v string, w int) {
 		}
 	}
 }
+
+// Keys that do nothing here say why, in the footer, until the next key: o
+// outside `vramscope run`, tab with one process.
+func TestKeysThatDoNothingSaySo(t *testing.T) {
+	evs := demoEvents(t, "warmup", 3, 1)
+	m := live(t, evs[:len(evs)-1], 80, 24)
+	for _, c := range []struct{ key, want string }{
+		{"o", "under `vramscope run -- COMMAND` only"},
+		{"tab", "one training process, no other to show"},
+	} {
+		m = press(t, m, c.key)
+		v := m.View()
+		if !strings.Contains(v, c.want) {
+			t.Errorf("%s: the footer lacks %q:\n%s", c.key, c.want, v)
+		}
+		checkNoCut(t, v, 80)
+		if m = press(t, m, "+"); strings.Contains(m.View(), c.want) {
+			t.Errorf("%s: the notice outlived the next key", c.key)
+		}
+	}
+}

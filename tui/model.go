@@ -62,6 +62,7 @@ type Model struct {
 
 	cmdEnded  string // how the command (WithCommand) ended, escaped; "" while it runs
 	quitAsked bool   // q was pressed once while the command runs
+	notice    string // why the last key did nothing, in the footer until the next key
 
 	outLines []string // the output page's lines, escaped
 	outErr   string   // why the output log could not be read
@@ -193,7 +194,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	k := m.keys
 	var cmd tea.Cmd
 	asked := m.quitAsked
-	m.quitAsked = false // any other key goes on
+	m.quitAsked, m.notice = false, "" // any other key goes on
 	switch {
 	case msg.String() == "q" && m.commandRunning() && !asked:
 		m.quitAsked = true // ending the view ends the training: ask once
@@ -227,7 +228,11 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Tab):
 		if m.focus.pick(m.store) {
 			m.refocus()
+		} else {
+			m.notice = tabNotice(len(m.store.Processes()))
 		}
+	case msg.String() == "o" && !k.Output.Enabled():
+		m.notice = outputNotice
 	case key.Matches(msg, k.Speed):
 		if m.replay != nil {
 			m.replay.speed = (m.replay.speed + 1) % len(speedNames)

@@ -231,6 +231,8 @@ func (m *Model) footerView() string {
 	switch {
 	case m.quitAsked:
 		state = append(state, styleWarn.Render(quitNotice))
+	case m.notice != "":
+		state = append(state, styleWarn.Render(m.notice))
 	case m.replay != nil && m.replay.paused:
 		state = append(state, styleWarn.Render("⏸ PAUSED"))
 	case m.paused:
