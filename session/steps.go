@@ -191,9 +191,15 @@ func (st *Step) add(sp *Span) {
 	if sp.End.After(st.End) {
 		st.End = sp.End
 	}
-	if sp.Name != "step" && !sp.User {
+	switch {
+	case sp.User || sp.Name == "step":
 		// The step phase carries the number of backward passes done, not
 		// a micro-step of its own.
+	case sp.Name == "zero_grad":
+		// Neither does zero_grad: 0 at a step's start, the step's count
+		// after its update (the HF Trainer's model.zero_grad()).
+		st.Micro = max(st.Micro, sp.Micro)
+	default:
 		st.Micro = max(st.Micro, sp.Micro+1)
 	}
 	if !sp.User {
