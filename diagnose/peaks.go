@@ -103,7 +103,7 @@ const HostPeakTie = session.MiB
 // allocator's figures are exact to the byte; host RSS ties within
 // HostPeakTie.
 func peakTie(p *session.Process) session.Bytes {
-	if hostSource(p) {
+	if p.HostRSS() {
 		return HostPeakTie
 	}
 	return 0

@@ -180,8 +180,8 @@ func TestDevicesWithoutNVMLExitsZero(t *testing.T) {
 	bin := binary(t)
 	out, _ := runBin(t, bin, "devices")
 	if strings.HasPrefix(out, "NVML unavailable: ") {
-		if strings.Count(strings.TrimSpace(out), "\n") != 0 {
-			t.Errorf("want one line:\n%s", out)
+		if strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "a CPU run through its host memory") {
+			t.Errorf("want one line that also says CPU runs are watched:\n%s", out)
 		}
 		return
 	}

@@ -130,6 +130,10 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 		{p.Reserved, "reserved", reservedColor},
 		{p.Allocated, "allocated", allocColor},
 	}
+	if p.HostRSS() { // one figure: reserved is the same RSS, drawn once
+		curves = curves[1:]
+		curves[0].name = "RSS"
+	}
 	for _, c := range curves {
 		xys := steps(c.s, x, x(t1))
 		if len(xys) == 0 {

@@ -83,3 +83,20 @@ func TestNVMLReadingsArePoints(t *testing.T) {
 		t.Error("the legend does not say the NVML figure is readings")
 	}
 }
+
+// A CPU run's allocated and reserved are both its RSS: the plot draws it
+// once, named RSS (testdata/recordings/cpu_accum4.py, a real run).
+func TestPlotOfACPURunDrawsTheRSSOnce(t *testing.T) {
+	s, _, _, err := export.Load("../testdata/recordings/cpu_accum4.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", s, s.Processes()[0], Options{}); err != nil {
+		t.Fatal(err)
+	}
+	svg := buf.String()
+	if !strings.Contains(svg, ">RSS<") || strings.Contains(svg, ">reserved<") || strings.Contains(svg, ">allocated<") {
+		t.Errorf("the legend of a CPU run's plot is not RSS alone")
+	}
+}

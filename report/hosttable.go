@@ -61,18 +61,6 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 	}
 }
 
-// hostLayerName is an anatomy row's name on a CPU run, "" for a row that
-// has no meaning there (the allocator cache, the driver's views).
-func hostLayerName(name string) string {
-	switch name {
-	case "other/temporaries":
-		return "rest of process"
-	case "allocator cache", "non-PyTorch", "other processes":
-		return ""
-	}
-	return name
-}
-
 // accumulates reports whether a phase of some step ran more than once
 // (gradient accumulation, or a model called several times per step).
 func (p *Process) accumulates() bool {

@@ -46,6 +46,18 @@ var chartSeries = []struct {
 	{"allocated", "alloc", colAllocated},
 }
 
+// chartCurves are the curves drawn, in chartSeries order: nil where a
+// series is not drawn (a CPU run's reserved is its RSS again).
+func chartCurves(p *session.Process) []*session.Series {
+	if p.HostRSS() {
+		return []*session.Series{p.GPU, nil, p.MaxAllocated, p.Allocated}
+	}
+	return []*session.Series{p.GPU, p.Reserved, p.MaxAllocated, p.Allocated}
+}
+
+// hostSeries name a CPU run's curves, in chartSeries order.
+var hostSeries = []string{"", "", "peak RSS", "RSS"}
+
 // allocSeries and maxSeries are the allocated and max allocated curves'
 // indexes in chartSeries.
 const (
@@ -83,9 +95,12 @@ func (c *memChart) resize(w, h int) {
 // start the time labels count from. It returns exactly c.h lines of c.w
 // cells.
 func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) string {
-	series := []*session.Series{p.GPU, p.Reserved, p.MaxAllocated, p.Allocated}
+	series := chartCurves(p)
 	top := int64(0)
 	for _, s := range series {
+		if s == nil {
+			continue
+		}
 		if v, ok := s.MaxBetween(from, to); ok {
 			top = max(top, v)
 		}
@@ -104,7 +119,7 @@ func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) s
 	c.lc.DrawXYAxisAndLabel()
 	c.clearPlot()
 	for k := len(series) - 1; k >= 0; k-- {
-		if s := series[k]; s.Len() > 0 {
+		if s := series[k]; s != nil && s.Len() > 0 {
 			c.cols = s.Columns(c.cols, from, to, 2*gw) // one column per braille dot
 			c.plotSeries(c.cols, ticks.top*gib, int8(k))
 		}
@@ -135,8 +150,11 @@ const gib = float64(1 << 30)
 // fewer (short names when the long ones do not fit).
 func seriesLegend(p *session.Process, w int) string {
 	var items, short []string
-	series := []*session.Series{p.GPU, p.Reserved, p.MaxAllocated, p.Allocated}
+	series := chartCurves(p)
 	for k := len(series) - 1; k >= 0; k-- {
+		if series[k] == nil {
+			continue
+		}
 		_, v, ok := series[k].Last()
 		if !ok {
 			continue
@@ -144,6 +162,9 @@ func seriesLegend(p *session.Process, w int) string {
 		label, abbr := chartSeries[k].label, chartSeries[k].short
 		if k == 0 && p.GPUSource != "" {
 			label = "NVML " + p.GPUSource
+		}
+		if p.HostRSS() { // allocated is the RSS, max allocated its peak
+			label, abbr = hostSeries[k], hostSeries[k]
 		}
 		mark := rendered(&seriesStyles[k], "━")
 		// The title says GiB, once for the axis and the legend.

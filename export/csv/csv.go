@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -48,6 +49,8 @@ func Write(w io.Writer, s *session.Store) error {
 		}
 		if h.CUDA != nil {
 			device = "cuda:" + strconv.Itoa(h.CUDA.Index)
+		} else {
+			device = textesc.String(ipc.SourceKind(h)) // cpu, mps, xpu; "" from older hooks
 		}
 		for _, st := range p.Steps() {
 			for i := range st.Phases {

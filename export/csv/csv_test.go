@@ -170,6 +170,9 @@ func TestCSVDurationIsTheMicroStepsSum(t *testing.T) {
 		}
 		last[st] = max(last[st], num(r, "end_s"))
 		sum[st] += num(r, "duration_s")
+		if r[col["device"]] != "cpu" {
+			t.Fatalf("device %q on a CPU run, want cpu", r[col["device"]])
+		}
 		if r[col["phase"]] == "forward" && (r[col["count"]] != "4" || num(r, "duration_s") >= num(r, "end_s")-num(r, "start_s")) {
 			t.Errorf("step %s forward: count %s, duration %s of a span %s–%s", st, r[col["count"]], r[col["duration_s"]], r[col["start_s"]], r[col["end_s"]])
 		}

@@ -1,0 +1,63 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/demo"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// hostEvents is a demo run as a CPU run's hook sends it: mem_source cpu,
+// no CUDA device, allocated = reserved = the RSS, every phase read, no
+// NVML.
+func hostEvents(t *testing.T, steps int) []session.Event {
+	t.Helper()
+	msgs := demo.Generate(mustDemo(t, "warmup"), demo.Config{Steps: steps, EveryPhase: true})
+	var evs []session.Event
+	clock := msgs[0].Clock
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Mem != nil {
+			mem := *m.Mem
+			mem.Reserved, mem.MaxReserved = mem.Allocated, mem.MaxAllocated
+			m.Mem = &mem
+		}
+		switch m.Type {
+		case ipc.TypeHello:
+			m.CUDA, m.MemSource = nil, &ipc.MemSource{Kind: ipc.SourceCPU, Peaks: ipc.PeaksExact}
+		case ipc.TypeAnatomy:
+			m.Device = "cpu"
+		}
+		evs = append(evs, session.Event{At: wallOf(clock, m.T), Conn: 1, Msg: m})
+	}
+	return evs[:len(evs)-1] // still running
+}
+
+func mustDemo(t *testing.T, name string) demo.Scenario {
+	t.Helper()
+	sc, err := demo.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// A CPU run speaks of host memory everywhere on screen: the chart draws
+// the RSS and its peak (not three copies of one figure), and the anatomy
+// names the rest of the RSS and leaves out what host memory has no source
+// for, instead of "unknown (no source yet)".
+func TestHostRunSpeaksOfHostMemory(t *testing.T) {
+	v := live(t, hostEvents(t, 8), 160, 48).View()
+	for _, want := range []string{"━ RSS ", "━ peak RSS ", "rest of process", "= RSS", "MiB of host RSS"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("no %q:\n%s", want, v)
+		}
+	}
+	for _, no := range []string{"━ res ", "━ reserved ", "other/temporaries", "allocator cache", "non-PyTorch", "no source yet", "NVML process"} {
+		if strings.Contains(v, no) {
+			t.Errorf("a CPU run shows %q:\n%s", no, v)
+		}
+	}
+}
