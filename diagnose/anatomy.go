@@ -3,6 +3,7 @@ package diagnose
 import (
 	"time"
 
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -87,7 +88,7 @@ func (l *Layers) List() []Layer {
 		// is the interpreter, libraries and every other object.
 		return []Layer{
 			{"weights", l.Weights}, {"gradients", l.Gradients}, {"optimizer state", l.Optimizer},
-			{"activations", l.Activations}, {HostRestName, l.Other},
+			{"activations", l.Activations}, {hostWords.Rest, l.Other},
 		}
 	}
 	return []Layer{
@@ -97,9 +98,8 @@ func (l *Layers) List() []Layer {
 	}
 }
 
-// HostRestName names Other on a CPU run: the RSS less the tensors the
-// hook counted.
-const HostRestName = "rest of process"
+// hostWords are the words of a CPU run's memory (ipc.SourceWords).
+var hostWords, _ = ipc.WordsOf(ipc.SourceCPU)
 
 // Largest returns the largest of the allocated parts (weights, gradients,
 // optimizer state, activations, other), the one that dominates Allocated.

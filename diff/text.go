@@ -65,8 +65,9 @@ func (p *Pair) writeText(w *bufio.Writer) {
 	if len(p.Differs) > 0 {
 		fmt.Fprintf(w, "  ⚠ the runs differ: %s; the deltas below compare different setups\n", strings.Join(p.Differs, ", "))
 	}
-	if p.host() {
-		p.writeHostPhases(w)
+	figure := p.figure()
+	if figure != "" {
+		p.writeOneFigurePhases(w, figure)
 	} else if len(p.Phases) > 0 {
 		fmt.Fprintf(w, "\n  %-12s %28s   %28s   %s\n", "", "peak allocated (MiB)", "peak reserved (MiB)", "most changed")
 		fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", "phase", "A", "B", "Δ", "A", "B", "Δ", "step")
@@ -85,8 +86,8 @@ func (p *Pair) writeText(w *bufio.Writer) {
 	if !s.SteadyA || !s.SteadyB {
 		kind = "highest step peak (no steady state on both sides)"
 	}
-	if p.host() { // allocated and reserved are the one RSS
-		fmt.Fprintf(w, "\n  %s: RSS %s → %s (%s)\n", kind,
+	if figure != "" { // allocated and reserved are the one figure
+		fmt.Fprintf(w, "\n  %s: %s %s → %s (%s)\n", kind, figure,
 			boundHuman(s.Allocated.A, s.Allocated.ABound), boundHuman(s.Allocated.B, s.Allocated.BBound), signedHuman(s.Allocated.Change))
 	} else {
 		fmt.Fprintf(w, "\n  %s: allocated %s → %s (%s), reserved %s → %s (%s)\n", kind,
@@ -106,8 +107,8 @@ func (p *Pair) writeText(w *bufio.Writer) {
 		fmt.Fprintf(w, "    (allocated: %s)\n", strings.Join(inferred, "; "))
 	}
 	what := "allocated"
-	if p.host() {
-		what = "RSS"
+	if figure != "" {
+		what = figure
 	}
 	fmt.Fprintf(w, "  session peak %s: %s → %s (%s)\n", what, boundHuman(s.Peak.A, s.Peak.ABound), boundHuman(s.Peak.B, s.Peak.BBound), signedHuman(s.Peak.Change))
 	defer writeModules(w, p)
@@ -126,21 +127,25 @@ func (p *Pair) writeText(w *bufio.Writer) {
 	fmt.Fprintf(w, "  anatomy at the peak, layers that moved:\n    %s\n", strings.Join(moved, "\n    "))
 }
 
-// host reports whether both sides are CPU runs: their allocated and
-// reserved are one figure, the RSS.
-func (p *Pair) host() bool {
-	return p.A.Memory == ipc.SourceCPU && p.B.Memory == ipc.SourceCPU
+// figure names the one figure of two runs whose allocated and reserved
+// are the same (a CPU run's RSS: ipc.SourceWords), "" otherwise.
+func (p *Pair) figure() string {
+	if p.A.Memory != p.B.Memory {
+		return ""
+	}
+	w, _ := ipc.WordsOf(p.A.Memory)
+	return w.Figure
 }
 
-// writeHostPhases is the per-phase table of two CPU runs: the peak RSS
-// (the host keeps what a phase touched, so the phases after a high show
-// it again) and each phase's mean time per step, which is where CPU runs
-// differ most.
-func (p *Pair) writeHostPhases(w *bufio.Writer) {
+// writeOneFigurePhases is the per-phase table of two runs with one
+// figure (CPU runs: the RSS): its peak (the host keeps what a phase
+// touched, so the phases after a high show it again) and each phase's
+// mean time per step, which is where CPU runs differ most.
+func (p *Pair) writeOneFigurePhases(w *bufio.Writer, figure string) {
 	if len(p.Phases) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n  %-12s %28s   %28s   %s\n", "", "peak RSS (MiB)", "mean time per step (ms)", "most changed")
+	fmt.Fprintf(w, "\n  %-12s %28s   %28s   %s\n", "", "peak "+figure+" (MiB)", "mean time per step (ms)", "most changed")
 	fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", "phase", "A", "B", "Δ", "A", "B", "Δ", "step")
 	for _, ph := range p.Phases {
 		worst := "–"

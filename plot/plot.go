@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -130,9 +131,9 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 		{p.Reserved, "reserved", reservedColor},
 		{p.Allocated, "allocated", allocColor},
 	}
-	if p.HostRSS() { // one figure: reserved is the same RSS, drawn once
+	if w, _ := ipc.WordsOf(ipc.SourceKind(&p.Hello)); w.Figure != "" { // allocated = reserved: drawn once
 		curves = curves[1:]
-		curves[0].name = "RSS"
+		curves[0].name = w.Figure
 	}
 	for _, c := range curves {
 		xys := steps(c.s, x, x(t1))

@@ -9,6 +9,7 @@ import (
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -54,9 +55,6 @@ func chartCurves(p *session.Process) []*session.Series {
 	}
 	return []*session.Series{p.GPU, p.Reserved, p.MaxAllocated, p.Allocated}
 }
-
-// hostSeries name a CPU run's curves, in chartSeries order.
-var hostSeries = []string{"", "", "peak RSS", "RSS"}
 
 // allocSeries and maxSeries are the allocated and max allocated curves'
 // indexes in chartSeries.
@@ -163,8 +161,9 @@ func seriesLegend(p *session.Process, w int) string {
 		if k == 0 && p.GPUSource != "" {
 			label = "NVML " + p.GPUSource
 		}
-		if p.HostRSS() { // allocated is the RSS, max allocated its peak
-			label, abbr = hostSeries[k], hostSeries[k]
+		if w, _ := ipc.WordsOf(ipc.SourceKind(&p.Hello)); w.Figure != "" { // allocated = reserved: one figure and its peak
+			label = map[int]string{maxSeries: w.Peak, allocSeries: w.Figure}[k]
+			abbr = label
 		}
 		mark := rendered(&seriesStyles[k], "━")
 		// The title says GiB, once for the axis and the legend.

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -65,9 +66,10 @@ func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 			clip(l.Name, 17), mib(l.Bytes), atPeak))
 	}
 	if b.Now.Host { // host memory: one figure, no allocator or driver view
+		hw, _ := ipc.WordsOf(ipc.SourceCPU)
 		lines = append(lines, "",
-			fmt.Sprintf("%-19s%9s%9s", "= RSS", mib(b.Now.Allocated), mib(b.Peak.Allocated)),
-			"", styleDim.Render("MiB of host RSS · – not measured"))
+			fmt.Sprintf("%-19s%9s%9s", "= "+hw.Figure, mib(b.Now.Allocated), mib(b.Peak.Allocated)),
+			"", styleDim.Render("MiB of host "+hw.Figure+" · – not measured"))
 	} else {
 		lines = append(lines, "",
 			fmt.Sprintf("%-19s%9s%9s", "allocated", mib(b.Now.Allocated), mib(b.Peak.Allocated)),
