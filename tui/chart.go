@@ -94,17 +94,10 @@ func (c *memChart) resize(w, h int) {
 // cells.
 func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) string {
 	series := chartCurves(p)
-	top := int64(0)
-	for _, s := range series {
-		if s == nil {
-			continue
-		}
-		if v, ok := s.MaxBetween(from, to); ok {
-			top = max(top, v)
-		}
-	}
+	top := chartTop(p, from, to)
+	u := unitFor(top)
 	plot, stepRow := c.layout()
-	ticks := yTicks(float64(top)/gib, plot-2)
+	ticks := yTicks(float64(top)/u.bytes, plot-2)
 	c.lc.YLabelFormatter = ticks.label
 	c.lc.SetYRange(0, ticks.top)
 	c.lc.SetViewYRange(0, ticks.top)
@@ -119,7 +112,7 @@ func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) s
 	for k := len(series) - 1; k >= 0; k-- {
 		if s := series[k]; s != nil && s.Len() > 0 {
 			c.cols = s.Columns(c.cols, from, to, 2*gw) // one column per braille dot
-			c.plotSeries(c.cols, ticks.top*gib, int8(k))
+			c.plotSeries(c.cols, ticks.top*u.bytes, int8(k))
 		}
 	}
 
@@ -144,9 +137,52 @@ var brailleBits = [2][4]uint8{{0x01, 0x02, 0x04, 0x40}, {0x08, 0x10, 0x20, 0x80}
 
 const gib = float64(1 << 30)
 
+// chartUnit is the unit of the chart's axis and legend: GiB, or MiB for
+// a window whose top is under 1 GiB (a 0.4 GiB CPU run read 0.1, 0.2 …).
+type chartUnit struct {
+	name  string
+	bytes float64
+}
+
+var (
+	unitGiB = chartUnit{"GiB", gib}
+	unitMiB = chartUnit{"MiB", float64(session.MiB)}
+)
+
+// unitFor is the unit for a window whose curves top at top bytes.
+func unitFor(top int64) chartUnit {
+	if top > 0 && float64(top) < gib {
+		return unitMiB
+	}
+	return unitGiB
+}
+
+// chartTop is the largest value of the drawn curves in [from, to).
+func chartTop(p *session.Process, from, to time.Time) int64 {
+	top := int64(0)
+	for _, s := range chartCurves(p) {
+		if s == nil {
+			continue
+		}
+		if v, ok := s.MaxBetween(from, to); ok {
+			top = max(top, v)
+		}
+	}
+	return top
+}
+
+// unitText is a legend figure in unit u, without the unit (the title
+// says it): "4.4" GiB, "412" MiB.
+func unitText(b session.Bytes, u chartUnit) string {
+	if u == unitMiB {
+		return b.MiBString()
+	}
+	return strings.TrimSuffix(gibText(b), " GiB")
+}
+
 // seriesLegend names each series with its newest value, in w cells or
 // fewer (short names when the long ones do not fit).
-func seriesLegend(p *session.Process, w int) string {
+func seriesLegend(p *session.Process, u chartUnit, w int) string {
 	var items, short []string
 	series := chartCurves(p)
 	for k := len(series) - 1; k >= 0; k-- {
@@ -166,8 +202,8 @@ func seriesLegend(p *session.Process, w int) string {
 			abbr = label
 		}
 		mark := rendered(&seriesStyles[k], "━")
-		// The title says GiB, once for the axis and the legend.
-		val := rendered(&styleBold, strings.TrimSuffix(gibText(session.Bytes(v)), " GiB"))
+		// The title says the unit, once for the axis and the legend.
+		val := rendered(&styleBold, unitText(session.Bytes(v), u))
 		items = append(items, mark+" "+label+" "+val)
 		short = append(short, mark+" "+abbr+" "+val)
 	}

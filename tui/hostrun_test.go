@@ -61,3 +61,16 @@ func TestHostRunSpeaksOfHostMemory(t *testing.T) {
 		}
 	}
 }
+
+// A 0.25 GiB process (a real CPU run, testdata/recordings/cpu_accum4.py)
+// is charted in MiB: its axis read 0.1, 0.2 GiB.
+func TestSmallProcessIsChartedInMiB(t *testing.T) {
+	evs := recording(t, "../testdata/recordings/cpu_accum4.jsonl.gz")
+	v := live(t, evs, 120, 40).View()
+	if !strings.Contains(v, "Memory (MiB)") || strings.Contains(v, "Memory (GiB)") {
+		t.Errorf("a 248 MiB process's chart is not in MiB:\n%s", firstLines(v, 8))
+	}
+	if !strings.Contains(v, "━ RSS 24") {
+		t.Errorf("the legend does not give the RSS in MiB:\n%s", firstLines(v, 8))
+	}
+}

@@ -102,11 +102,12 @@ func (m *Model) render() {
 // anatomy panel on the right when the terminal is wide enough.
 func (m *Model) bodyView(p *session.Process, d *diagnose.Diagnosis, l layout) string {
 	from, to := m.window()
-	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " (GiB) · "+m.zoomName())
+	u := unitFor(chartTop(p, from, to))
+	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " ("+u.name+") · "+m.zoomName())
 	if !m.anchor.IsZero() && m.replay == nil {
 		title += styleWarn.Render(" · ◀ " + elapsed(m.now().Sub(to), false) + " back")
 	}
-	title += "  " + seriesLegend(p, l.leftW-width(title)-2)
+	title += "  " + seriesLegend(p, u, l.leftW-width(title)-2)
 	left := []string{fitKept(title, l.leftW), m.chart.render(p, from, to, m.now(), m.store.Start())}
 	if l.diagH > 0 {
 		var lines []string
