@@ -69,7 +69,7 @@ func (f *Feed) begins() string {
 		parts = append(parts, fmt.Sprintf("pid %d from its message %d", h.PID, f.lastSeq[c]+1))
 	}
 	return "mid-session: started at " + f.now().UTC().Format(time.RFC3339) + ", joining " + strings.Join(parts, ", ") +
-		"; it opens with what the monitor held of before: each connection's first steps and its newest events (a resume note marks what it no longer held)"
+		"; it opens with what the monitor held of before: each connection's first steps and its newest events (a resume note marks what it had let go)"
 }
 
 // restated is the hello a recording started mid-session opens with: the
