@@ -43,12 +43,26 @@ func SessionPeakOf(p *session.Process, exclude int) SessionPeak {
 		return SessionPeak{Allocated: session.StepPeak{Index: -1, PeakAllocated: session.Unknown, PeakReserved: session.Unknown},
 			Reserved: session.StepPeak{Index: -1, PeakAllocated: session.Unknown, PeakReserved: session.Unknown}}
 	}
+	tie := PeakTie(p)
+	if tie > 0 && a.PeakAllocated.Known() {
+		// The first step that came within tie of the peak reached it; the
+		// figure stays the peak itself.
+		for _, s := range p.StepPeaks() {
+			if s.Index != exclude && s.PeakAllocated.Known() && s.PeakAllocated+tie >= a.PeakAllocated {
+				if s.Index != a.Index {
+					s.PeakAllocated = a.PeakAllocated
+					a = s
+				}
+				break
+			}
+		}
+	}
 	sp := SessionPeak{Allocated: a, Reserved: r}
 	if a.PeakAllocated.Known() {
-		sp.AllocatedCell = peakCell(stepRow(p, a.Index), allocatedPeak, peakTie(p))
+		sp.AllocatedCell = peakCell(stepRow(p, a.Index), allocatedPeak, tie)
 	}
 	if r.PeakReserved.Known() {
-		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak, peakTie(p))
+		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak, tie)
 	}
 	return sp
 }
@@ -99,10 +113,10 @@ func reservedPeak(c *session.Cell) session.Bytes  { return c.PeakReserved }
 // optimizer step after it).
 const HostPeakTie = session.MiB
 
-// peakTie is the closeness within which two phases' peaks tie: the
-// allocator's figures are exact to the byte; host RSS ties within
-// HostPeakTie.
-func peakTie(p *session.Process) session.Bytes {
+// PeakTie is the closeness within which two peaks tie (the first to come
+// within it reached the peak): the allocator's figures are exact to the
+// byte; host RSS ties within HostPeakTie.
+func PeakTie(p *session.Process) session.Bytes {
 	if p.HostRSS() {
 		return HostPeakTie
 	}
@@ -131,7 +145,7 @@ func peakCell(st *session.Step, v func(*session.Cell) session.Bytes, tie session
 
 // phaseOf names the phase of a step that holds its peak, "" when unknown.
 func phaseOf(p *session.Process, step int) string {
-	if c := peakCell(stepRow(p, step), allocatedPeak, peakTie(p)); c != nil {
+	if c := peakCell(stepRow(p, step), allocatedPeak, PeakTie(p)); c != nil {
 		return c.Name
 	}
 	return ""

@@ -41,3 +41,30 @@ func TestTiedPeakGoesToThePhaseThatReachedItFirst(t *testing.T) {
 		}
 	}
 }
+
+// Across steps too: a later step's high a few pages above an earlier one's
+// on the host was reached first in the earlier step.
+func TestTiedPeakAcrossStepsGoesToTheFirstStep(t *testing.T) {
+	msgs := demoEveryPhase(t, "warmup", 8)
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Type == ipc.TypePhase && m.Edge == ipc.EdgeEnd && m.Name == "backward" && m.Step == 6 && m.Mem != nil {
+			mem := *m.Mem
+			mem.MaxAllocated += 64 << 10
+			m.Mem = &mem
+		}
+	}
+	for _, c := range []struct {
+		host bool
+		want int
+	}{{true, 1}, {false, 6}} {
+		m := msgs
+		if c.host {
+			m = hostRun(msgs)
+		}
+		s, p := storeOf(t, m, false)
+		if d := Diagnose(s, p); d.Peak.Step != c.want || d.Peak.Phase != "backward" {
+			t.Errorf("host %v: session peak in %s of step %d, want backward of step %d", c.host, d.Peak.Phase, d.Peak.Step, c.want)
+		}
+	}
+}

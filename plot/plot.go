@@ -349,16 +349,18 @@ func markWarmup(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x fun
 
 // annotatePeak marks the session's allocated peak: the moment the
 // allocator's max_allocated counter first reached its highest value (the
-// counter rises exactly when the peak happens), labelled with the size and
-// where the diagnosis places it.
+// counter rises exactly when the peak happens; on the host, first came
+// within diagnose.PeakTie of it, as the diagnosis places it), labelled
+// with the size and where the diagnosis places it.
 func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, right, labelY float64, txt func(string) string) error {
 	if !d.Peak.Allocated.Known() {
 		return nil
 	}
 	top := p.MaxAllocated.Max()
+	tie := int64(diagnose.PeakTie(p))
 	var at time.Time
 	p.MaxAllocated.Points(func(t time.Time, v int64) {
-		if v == top && at.IsZero() {
+		if v+tie >= top && at.IsZero() {
 			at = t
 		}
 	})
