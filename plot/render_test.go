@@ -85,8 +85,9 @@ func TestNVMLReadingsArePoints(t *testing.T) {
 }
 
 // A CPU run's allocated and reserved are both its RSS: the plot draws it
-// once, named RSS (testdata/recordings/cpu_accum4.py, a real run).
-func TestPlotOfACPURunDrawsTheRSSOnce(t *testing.T) {
+// once, named RSS, on a MiB axis for its 0.25 GiB
+// (testdata/recordings/cpu_accum4.py, a real run).
+func TestPlotOfACPURunDrawsTheRSSOnceInMiB(t *testing.T) {
 	s, _, _, err := export.Load("../testdata/recordings/cpu_accum4.jsonl.gz")
 	if err != nil {
 		t.Fatal(err)
@@ -98,5 +99,9 @@ func TestPlotOfACPURunDrawsTheRSSOnce(t *testing.T) {
 	svg := buf.String()
 	if !strings.Contains(svg, ">RSS<") || strings.Contains(svg, ">reserved<") || strings.Contains(svg, ">allocated<") {
 		t.Errorf("the legend of a CPU run's plot is not RSS alone")
+	}
+	// A 248 MiB process: its axis is in MiB (it read 0.2 and 0.4 GiB).
+	if !strings.Contains(svg, ">MiB<") || strings.Contains(svg, ">GiB<") {
+		t.Errorf("the y axis of a 0.25 GiB process is not in MiB")
 	}
 }
