@@ -32,9 +32,14 @@ func waitCommand(c Command) tea.Cmd {
 }
 
 // onCommandDone records the command's end and reads its output once, for
-// the waiting screen.
+// the waiting screen. A q that was asking whether to end the training is
+// answered: the training has ended, so the view quits.
 func (m *Model) onCommandDone(msg commandDoneMsg) tea.Cmd {
-	m.cmdEnded, m.quitAsked = textesc.String(msg.ended), false
+	m.cmdEnded = textesc.String(msg.ended)
+	if m.quitAsked {
+		m.cancel()
+		return tea.Quit
+	}
 	m.render()
 	if m.cfg.outputLog == "" {
 		return nil

@@ -52,6 +52,13 @@ func TestQuitAsksOnceWhileTheCommandRuns(t *testing.T) {
 	if _, cmd = update(t, m, keyMsg("q")); !isQuit(cmd) {
 		t.Fatal("q after the command exited did not quit at once")
 	}
+	// A q asking while the command was exiting (its hook had said goodbye)
+	// is answered by its end: the view quits.
+	m = live(t, evs, 80, 24, WithCommand(c))
+	m, _ = update(t, m, keyMsg("q"))
+	if _, cmd = update(t, m, commandDoneMsg{ended: c.ended}); !isQuit(cmd) {
+		t.Fatal("the command ended under the question, and the view stayed")
+	}
 }
 
 // A script that dies before training: the waiting screen says how the

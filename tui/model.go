@@ -168,7 +168,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case clockTick:
 		return m, m.onClock()
 	case commandDoneMsg:
-		return m, m.onCommandDone(msg)
+		cmd := m.onCommandDone(msg)
+		return m, cmd
 	case outputMsg:
 		cmd := m.onOutput(msg)
 		m.render()
