@@ -45,6 +45,10 @@ type Config struct {
 	// included, and sends no plain steps: what the hook does on a CPU run
 	// (docs/protocol.md, "Memory sources"). False reads as on CUDA.
 	EveryPhase bool
+	// Host makes the rank a CPU run as today's hook sends it: mem_source
+	// cpu with exact peaks, no CUDA device, allocated = reserved (the RSS),
+	// every phase read (EveryPhase), no samples, the anatomy on cpu.
+	Host bool
 }
 
 func (c Config) normalized() Config {
@@ -57,6 +61,7 @@ func (c Config) normalized() Config {
 	if c.Wall.IsZero() {
 		c.Wall = DefaultWall
 	}
+	c.EveryPhase = c.EveryPhase || c.Host
 	return c
 }
 
@@ -136,8 +141,14 @@ func (g *Generator) Start(dst []ipc.Message) []ipc.Message {
 	}
 	m.Torch = "2.3.1+cu121"
 	m.CUDA = &ipc.CUDADevice{Index: 0, UUID: DeviceUUID, Name: DeviceName, Total: DeviceTotal}
+	if g.cfg.Host {
+		m.CUDA = nil
+	}
 	m.Clock = &ipc.Clock{Mono: m.T, Wall: unixSeconds(g.cfg.Wall)}
 	m.MemSource = &ipc.MemSource{Kind: ipc.SourceCUDA, Peaks: ipc.PeaksExact}
+	if g.cfg.Host {
+		m.MemSource.Kind = ipc.SourceCPU
+	}
 	m.Hook = &ipc.HookConfig{Version: hookVersion, SampleHz: SampleHz, ActivationsEvery: activationsEvery, ExactPeaks: true}
 	return append(dst, m)
 }
@@ -197,10 +208,20 @@ func (g *Generator) Next(dst []ipc.Message) []ipc.Message {
 	return dst
 }
 
+// snapshot is the memory as the hook reads it now: the allocator, or on a
+// CPU run the RSS (allocated = reserved, one peak).
+func (g *Generator) snapshot() ipc.Mem {
+	m := g.mem
+	if g.cfg.Host {
+		m.Reserved, m.MaxReserved = m.Allocated, m.MaxAllocated
+	}
+	return m
+}
+
 // read is one read of the allocator for a phase edge: the snapshot now,
 // after which the peak counters are reset to the current values.
 func (g *Generator) read() *ipc.Mem {
-	mem := g.mem
+	mem := g.snapshot()
 	g.mem.MaxAllocated, g.mem.MaxReserved = g.mem.Allocated, g.mem.Reserved
 	return &mem
 }
@@ -275,6 +296,9 @@ func (g *Generator) anatomy(step int, activations int64) ipc.Message {
 	m.BatchSize = &bs
 	m.Params = g.sc.weights / 4
 	m.Device = "cuda"
+	if g.cfg.Host {
+		m.Device = "cpu"
+	}
 	return m
 }
 
@@ -285,10 +309,12 @@ func (g *Generator) advance(dst []ipc.Message, seg segment) []ipc.Message {
 		if g.nextSample < seg.t1 && g.nextSample <= g.nextStats {
 			g.now = g.nextSample
 			g.set(seg.at(g.now))
-			m := g.msg(ipc.TypeSample)
-			mem := g.mem
-			m.Mem = &mem
-			dst = append(dst, m)
+			if !g.cfg.Host { // a CPU run's hook sends no samples
+				m := g.msg(ipc.TypeSample)
+				mem := g.snapshot()
+				m.Mem = &mem
+				dst = append(dst, m)
+			}
 			g.nextSample += samplePeriod
 			continue
 		}

@@ -299,3 +299,36 @@ func BenchmarkGeneratorStep(b *testing.B) {
 		buf = g.Next(buf[:0])
 	}
 }
+
+// A Host rank is a CPU run as today's hook sends it: mem_source cpu, no
+// CUDA device, no samples, every phase end read, allocated = reserved.
+func TestHostRankIsACPURun(t *testing.T) {
+	msgs := Generate(mustLookup(t, "warmup"), Config{Steps: 5, Host: true})
+	h := msgs[0]
+	if h.CUDA != nil || h.MemSource == nil || h.MemSource.Kind != ipc.SourceCPU || h.MemSource.Peaks != ipc.PeaksExact {
+		t.Fatalf("hello cuda %v mem_source %+v", h.CUDA, h.MemSource)
+	}
+	ends := 0
+	for _, m := range msgs {
+		if err := m.Validate(); err != nil {
+			t.Fatalf("seq %d: %v", m.Seq, err)
+		}
+		switch {
+		case m.Type == ipc.TypeSample:
+			t.Fatalf("seq %d: a sample on a CPU run", m.Seq)
+		case m.Type == ipc.TypePhase && m.Edge == ipc.EdgeEnd:
+			ends++
+			if m.Mem == nil || m.Span != "" || m.Mem.Reserved != m.Mem.Allocated || m.Mem.MaxReserved != m.Mem.MaxAllocated {
+				t.Fatalf("seq %d: %s end of step %d: %+v span %q", m.Seq, m.Name, m.Step, m.Mem, m.Span)
+			}
+		case m.Type == ipc.TypeAnatomy && m.Device != "cpu":
+			t.Fatalf("anatomy on %q", m.Device)
+		}
+	}
+	if ends != 5*5 {
+		t.Errorf("%d phase ends read, want 25", ends)
+	}
+	if p := stepPeaks(msgs); p[1] != 4329*MiB || p[4] != 4329*MiB {
+		t.Errorf("step peaks %v: the transient tops are still read", p)
+	}
+}

@@ -5,34 +5,19 @@ import (
 	"testing"
 
 	"github.com/vramscope/vramscope/demo"
-	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
-// hostEvents is a demo run as a CPU run's hook sends it: mem_source cpu,
-// no CUDA device, allocated = reserved = the RSS, every phase read, no
-// NVML.
+// hostEvents is a demo run as a CPU run's hook sends it (demo.Config's
+// Host), still running.
 func hostEvents(t *testing.T, steps int) []session.Event {
 	t.Helper()
-	msgs := demo.Generate(mustDemo(t, "warmup"), demo.Config{Steps: steps, EveryPhase: true})
-	var evs []session.Event
-	clock := msgs[0].Clock
+	msgs := demo.Generate(mustDemo(t, "warmup"), demo.Config{Steps: steps, Host: true})
+	evs := make([]session.Event, 0, len(msgs))
 	for i := range msgs {
-		m := &msgs[i]
-		if m.Mem != nil {
-			mem := *m.Mem
-			mem.Reserved, mem.MaxReserved = mem.Allocated, mem.MaxAllocated
-			m.Mem = &mem
-		}
-		switch m.Type {
-		case ipc.TypeHello:
-			m.CUDA, m.MemSource = nil, &ipc.MemSource{Kind: ipc.SourceCPU, Peaks: ipc.PeaksExact}
-		case ipc.TypeAnatomy:
-			m.Device = "cpu"
-		}
-		evs = append(evs, session.Event{At: wallOf(clock, m.T), Conn: 1, Msg: m})
+		evs = append(evs, session.Event{At: wallOf(msgs[0].Clock, msgs[i].T), Conn: 1, Msg: &msgs[i]})
 	}
-	return evs[:len(evs)-1] // still running
+	return evs[:len(evs)-1]
 }
 
 func mustDemo(t *testing.T, name string) demo.Scenario {
