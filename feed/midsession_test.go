@@ -17,7 +17,7 @@ import (
 )
 
 // `r` pressed 2:22 into a session made a recording whose replay started
-// at the hook's hello, 2:22 before its first data (issue 24), then one
+// at the hook's hello, 2:22 before its first data, then one
 // that held only the 12 s after the key. It now opens with the history
 // the monitor holds: the hello as the hook sent it and the 142 s before
 // the key, so its data runs from the hello without a stretch of nothing,
@@ -151,7 +151,7 @@ func jsonNum(v float64) string {
 	return string(b)
 }
 
-// Issue 24: "record to X: create recording X: open X: no such file or
+// "record to X: create recording X: open X: no such file or
 // directory" named the path three times. Once now, the cause still
 // matchable.
 func TestRecordingErrorNamesThePathOnce(t *testing.T) {

@@ -12,13 +12,13 @@ import (
 // cpu, not "", and the HELP of the memory gauges says what they are on a
 // CPU run, not only torch.cuda's name.
 func TestExporterLabelsACPURun(t *testing.T) {
-	e := metrics.New(metrics.WithMonitorHost("vm"))
+	q, e := newExporter(metrics.WithMonitorHost("vm"))
 	r, err := record.Open("../testdata/recordings/cpu_accum4.jsonl.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	feedRecording(t, e, r, nil)
+	feedRecording(t, q, r, nil)
 	fams := scrape(t, e.Handler())
 	if v := value(t, fams, "vramscope_allocated_bytes", map[string]string{"device": "cpu"}); v <= 0 {
 		t.Errorf("allocated %v on a CPU run", v)

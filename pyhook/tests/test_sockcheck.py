@@ -1,5 +1,5 @@
-"""Issue 11: the hook checks the socket before it connects (findings 2 and
-13) and says once when it cannot reach a monitor (finding 12)."""
+"""The hook checks the socket before it connects (its owner, its mode, a
+symlink) and says once when it cannot reach a monitor."""
 
 import os
 import sys
@@ -155,7 +155,7 @@ def test_an_open_directory_is_refused_with_its_real_mode(sock_path):
         mon.stop()
     assert client.connects == 0 and mon.connections == []
     assert len(warned) == 1 and "has mode 1777" in warned[0], warned
-    # Issue 24: never advise a chmod of the directory (it may be /tmp).
+    # Never advise a chmod of the directory (it may be /tmp).
     assert "chmod" not in warned[0], warned
     private = os.path.join(d, "vramscope-%d" % os.geteuid())
     assert "mkdir -m 700 %s" % private in warned[0], warned

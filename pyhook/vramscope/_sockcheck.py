@@ -8,7 +8,7 @@ shared ``/tmp``, where another local user could create
 the hook checks that the socket's directory is a directory that belongs to
 it with mode 0700 (no group or other access) and that the socket belongs to
 it too, as the monitor's own ``Listen`` makes them. Otherwise it does not
-connect, and warns once (issue 11). Once connected, and before it sends
+connect, and warns once. Once connected, and before it sends
 anything, it checks that the listener runs as its user (``SO_PEERCRED``),
 as the monitor checks the hook.
 
