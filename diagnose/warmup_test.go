@@ -57,7 +57,7 @@ func TestWarmupRiseShowsTheStepsItCompares(t *testing.T) {
 	}
 }
 
-// A warmup of step 0 alone (a young, noisy run: the issue saw "peak grew
+// A warmup of step 0 alone (a young, noisy run once said "peak grew
 // 343→419 MiB over steps 0–0") grew after step 0.
 func TestWarmupOfTheFirstStepAlone(t *testing.T) {
 	d := Diagnosis{Pattern: PatternWarmup, FirstStep: 0, SteadyFrom: 1, WarmupStep: 0, WarmupPhase: "backward",

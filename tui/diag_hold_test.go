@@ -25,7 +25,7 @@ func TestDiagnosisVerdictIsHeldUnderNoise(t *testing.T) {
 	}{
 		{unknown, diagnose.PatternUnknown, 0},
 		{steady(5), diagnose.PatternSteady, -1}, // the first verdict shows at once
-		{warmup(1), diagnose.PatternSteady, -1}, // the flips: held
+		{warmup(1), diagnose.PatternSteady, -1}, // a noisy run's flips: held
 		{warmup(2), diagnose.PatternSteady, -1},
 		{warmup(1), diagnose.PatternSteady, -1},
 		{unknown, diagnose.PatternSteady, -1},
