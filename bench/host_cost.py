@@ -46,29 +46,23 @@ def main():
     ce = torch.nn.functional.cross_entropy
     counted = [0]
 
+    def count(obj, name):
+        """Count the calls of ``obj.name`` (an instance attribute over it)."""
+        inner = getattr(obj, name)
+
+        def counted_call():
+            counted[0] += 1
+            return inner()
+        setattr(obj, name, counted_call)
+
     def counting(seam):
         if seam is None:
             return None
         if hasattr(seam, "_read_owned"):  # every read goes through it
-            owned = seam._read_owned
-
-            def _read_owned():
-                counted[0] += 1
-                return owned()
-            seam._read_owned = _read_owned
-            return seam
-        read = seam.read_raw
-
-        def read_raw():
-            counted[0] += 1
-            return read()
-        seam.read_raw = read_raw
-        inner = seam._read
-
-        def _read():
-            counted[0] += 1
-            return inner()
-        seam._read = _read
+            count(seam, "_read_owned")
+        else:  # a hook before it: the reader and what the peak resets read
+            count(seam, "read_raw")
+            count(seam, "_read")
         return seam
 
     modes = [("no hook", None)]
