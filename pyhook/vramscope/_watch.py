@@ -22,6 +22,7 @@ SPAN_STEP = {"span": "step"}
 # allocator rounds large blocks to 2 MiB, so less is no change of shape.
 NOISE_BYTES = 2 << 20
 from ._backward_phase import BackwardMixin
+from ._census_trigger import CensusMixin
 from ._steps import StepsMixin
 
 # Re-exported for callers of the old module layout.
@@ -36,7 +37,7 @@ class _NoTensor:
     """What nothing is an instance of (a torch without ``Tensor``)."""
 
 
-class Watcher(BackwardMixin, StepsMixin):
+class Watcher(BackwardMixin, StepsMixin, CensusMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
