@@ -38,6 +38,8 @@ const (
 	// TypeOOM reports an out-of-memory error the allocator raised, with
 	// its state at that moment (sent before the process may die).
 	TypeOOM = "oom"
+	// TypeCensus is a census of the live tensors and who holds them.
+	TypeCensus = "census"
 )
 
 // Phase edges.
@@ -123,6 +125,9 @@ type Message struct {
 	Requested   *int64 `json:"requested,omitempty"`
 	DeviceFree  *int64 `json:"device_free,omitempty"`
 	DeviceTotal *int64 `json:"device_total,omitempty"`
+
+	// census
+	Census *Census `json:"census,omitempty"`
 
 	// stats, goodbye
 	Stats  *Stats `json:"stats,omitempty"`
@@ -268,6 +273,8 @@ func (m *Message) validateType() error {
 		return nil
 	case TypeOOM:
 		return m.validateOOM()
+	case TypeCensus:
+		return m.validateCensus()
 	case "":
 		return errors.New("field type: missing")
 	default:

@@ -26,7 +26,7 @@ MAX_GROUPS = 16  # "other" signatures whose roots are searched
 GRAPH_NODES = 100000  # autograd nodes walked per census at most
 DEPTH = 3  # levels into a root's containers when measuring it
 STAMP = "vramscope_step"  # key in a graph root node's metadata: the step it was first seen
-DEFAULT_BUDGET = 0.25  # seconds
+DEFAULT_BUDGET = 0.5  # seconds: past it a census stops and says it is incomplete
 
 
 def _on(device):
@@ -225,12 +225,16 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     ranked = sorted(other.values(), key=lambda e: -e[0])
     ranked.sort(key=lambda e: e[2][0].grad_fn is None)  # graphs first, then by bytes
     targets = [t for e in ranked[:MAX_GROUPS] for t in e[2]]
+    searched_groups = [(e[0], e[1], [id(t) for t in e[2]]) for e in ranked[:MAX_GROUPS]]
     for e in ranked:
         e[2].clear()
     other.clear()
     search = _holders.Search(deadline, {id(targets), id(ranked)})
     roots = search.roots(targets) if targets else {}
     del ranked
+    # Groups none of whose samples reached a named root (a tensor only a
+    # C extension, a closure or a class attribute holds): said, not guessed.
+    lost = [g for g in searched_groups if not any(i in roots for i in g[2])]
     searched = time.perf_counter()
 
     graphs = _Graphs(torch, device_ok, known, step, deadline)
@@ -250,15 +254,20 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     end = time.perf_counter()
     return {
         "v": _messages.PROTOCOL, "type": "census", "seq": None, "t": time.monotonic(),
-        "step": max(int(step), 0), "reason": reason, "request": request,
-        "device": _messages.clip(device, 32),
-        "tensors": count,
-        "groups": {k: {"bytes": v[0], "tensors": v[1]} for k, v in groups.items()},
-        "holders": holders,
-        "rest": {"holders": len(rest), "bytes": sum(h["bytes"] for h in rest)},
-        "complete": search.complete and graphs.complete,
-        "cost_ms": {"list": _ms(listed - t0), "holders": _ms(searched - listed),
-                    "graphs": _ms(end - searched), "total": _ms(end - t0)},
+        "step": max(int(step), 0),
+        "census": {
+            "reason": reason, "request": request,
+            "device": _messages.clip(device, 32),
+            "tensors": count,
+            "groups": {k: {"bytes": v[0], "tensors": v[1]} for k, v in groups.items()},
+            "holders": holders,
+            "rest": {"holders": len(rest), "bytes": sum(h["bytes"] for h in rest)},
+            "unattributed": {"groups": len(lost), "tensors": sum(g[1] for g in lost),
+                             "bytes": sum(g[0] for g in lost)},
+            "complete": search.complete and graphs.complete,
+            "cost_ms": {"list": _ms(listed - t0), "holders": _ms(searched - listed),
+                        "graphs": _ms(end - searched), "total": _ms(end - t0)},
+        },
     }
 
 

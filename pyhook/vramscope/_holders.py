@@ -136,7 +136,7 @@ class Search:
         self.deadline = deadline
         self.internal = internal_ids  # ids of the census's own containers
         self.modules = _module_dicts()
-        self.complete = True
+        self.complete = True  # False once the deadline stopped the search
         self.walks = 0
 
     def roots(self, targets):
@@ -158,7 +158,7 @@ class Search:
             if not pending:
                 break
             if time.perf_counter() > self.deadline:
-                self.complete = False
+                self.complete = False  # stopped by the budget
                 break
             objs = [p[0] for p in list(pending.values())[:MAX_PENDING]]
             refs = gc.get_referrers(*objs)
@@ -171,8 +171,6 @@ class Search:
                 self._visit(r, pending, found, nxt)
             del refs, objs
             pending = {k: v for k, v in nxt.items() if not all(i in found for i in v[1])}
-        if pending:
-            self.complete = False
         del frames
         return found
 
