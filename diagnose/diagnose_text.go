@@ -26,6 +26,9 @@ func (d *Diagnosis) Headline() string {
 	if e := d.End; e != nil && e.Survived {
 		return "out of memory in " + Where(e.OOMStep, e.OOMPhase) + " (caught) · " + h
 	}
+	if cs := d.Culprits; cs != nil {
+		return cs.Headline() + " · " + h
+	}
 	return h
 }
 
@@ -116,6 +119,9 @@ func (d *Diagnosis) Lines() []string {
 	}
 	lines := make([]string, 0, 8+len(d.Advice))
 	lines = append(lines, d.pattern())
+	if cs := d.Culprits; cs != nil {
+		lines = append(lines, cs.Lines()...)
+	}
 	if e := d.End; e != nil {
 		lines = append(lines, e.Lines()...)
 	}

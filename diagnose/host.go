@@ -38,6 +38,9 @@ func hostOnly(d *Diagnosis) {
 // hostLines are Lines for a CPU run, in host-memory terms.
 func (d *Diagnosis) hostLines() []string {
 	lines := []string{"host memory (RSS): " + d.pattern()}
+	if cs := d.Culprits; cs != nil {
+		lines = append(lines, cs.Lines()...)
+	}
 	if e := d.End; e != nil {
 		lines = append(lines, e.Lines()...)
 	}

@@ -1,0 +1,115 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+
+	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// Census is the newest census of the live tensors the hook sent
+// (docs/census.md), in the report's own terms.
+type Census struct {
+	Step   int    `json:"step"`
+	Reason string `json:"reason"`
+	Device string `json:"device"`
+	// Tensors is how many tensor objects on the device the hook saw.
+	Tensors int64 `json:"tensors"`
+	// Groups are the storages of parameters, gradients, optimizer state
+	// and other tensors, each storage counted once.
+	Groups []CensusGroup `json:"groups"`
+	// Holders name the roots of the other tensors, largest first.
+	Holders []CensusHolder `json:"holders"`
+	// UnattributedBytes are other tensors whose root was not found.
+	UnattributedBytes session.Bytes `json:"unattributed_bytes"`
+	// Complete is false when the census stopped at its time budget.
+	Complete bool `json:"complete"`
+	// CostMS is what the census cost the training thread.
+	CostMS float64 `json:"cost_ms"`
+}
+
+// CensusGroup is one group of storages.
+type CensusGroup struct {
+	Name    string        `json:"name"`
+	Bytes   session.Bytes `json:"bytes"`
+	Tensors int64         `json:"tensors"`
+}
+
+// CensusHolder is one root and what is under it.
+type CensusHolder struct {
+	Kind       string        `json:"kind"`
+	Name       string        `json:"name"`
+	Container  string        `json:"container"`
+	Function   string        `json:"function"`
+	File       string        `json:"file"`
+	Line       int           `json:"line"`
+	Tensors    int64         `json:"tensors"`
+	Bytes      session.Bytes `json:"bytes"`
+	Graphs     int64         `json:"graphs"`
+	GraphNodes int64         `json:"graph_nodes"`
+	// GraphSaved are the saved tensors still in its graphs; GraphFreed
+	// how many of the graphs backward has run through (saved tensors freed).
+	GraphSaved session.Bytes `json:"graph_saved"`
+	GraphFreed int64         `json:"graph_freed"`
+}
+
+func censusOf(p *session.Process) *Census {
+	if len(p.Censuses) == 0 {
+		return nil
+	}
+	c := &p.Censuses[len(p.Censuses)-1]
+	out := &Census{Step: c.Step, Reason: c.Reason, Device: c.Device, Tensors: c.Tensors,
+		UnattributedBytes: session.Bytes(c.Unattributed.Bytes), Complete: c.Census.Complete, CostMS: c.CostMS.Total,
+		Holders: []CensusHolder{}}
+	g := &c.Groups
+	out.Groups = []CensusGroup{
+		{"parameters", session.Bytes(g.Parameters.Bytes), g.Parameters.Tensors},
+		{"gradients", session.Bytes(g.Gradients.Bytes), g.Gradients.Tensors},
+		{"optimizer state", session.Bytes(g.Optimizer.Bytes), g.Optimizer.Tensors},
+		{"other", session.Bytes(g.Other.Bytes), g.Other.Tensors},
+	}
+	for i := range c.Holders {
+		h := &c.Holders[i]
+		line := 0
+		if h.Line != nil {
+			line = *h.Line
+		}
+		out.Holders = append(out.Holders, CensusHolder{Kind: h.Kind, Name: h.Name, Container: h.Container,
+			Function: h.Function, File: h.File, Line: line, Tensors: h.Tensors, Bytes: session.Bytes(h.Bytes),
+			Graphs: h.Graphs, GraphNodes: h.GraphNodes, GraphSaved: session.Bytes(h.GraphSaved), GraphFreed: h.GraphFreed})
+	}
+	return out
+}
+
+func (c *Census) writeText(w *bufio.Writer) {
+	bound := ""
+	if !c.Complete {
+		bound = ", stopped at its time budget: lower bounds"
+	}
+	fmt.Fprintf(w, "\n  census of live %s tensors at step %d (%s; %d tensors; %.1f ms%s)\n",
+		textesc.String(c.Device), c.Step, textesc.String(c.Reason), c.Tensors, c.CostMS, bound)
+	for _, g := range c.Groups {
+		fmt.Fprintf(w, "    %-18s  %12s  %6d tensors\n", g.Name, g.Bytes.Human(), g.Tensors)
+	}
+	for _, h := range c.Holders {
+		where := textesc.String(h.Function)
+		if h.File != "" {
+			where += fmt.Sprintf(" %s:%d", textesc.String(h.File), h.Line)
+		}
+		graphs := ""
+		if h.Graphs > 0 {
+			graphs = fmt.Sprintf(", %d graphs of %d nodes", h.Graphs, h.GraphNodes)
+			if h.GraphFreed == h.Graphs {
+				graphs += " (backward freed their saved tensors)"
+			} else {
+				graphs += fmt.Sprintf(" (%s saved still in them)", h.GraphSaved.Human())
+			}
+		}
+		fmt.Fprintf(w, "    %s %s (%s) %s: %d tensors, %s%s\n", textesc.String(h.Kind), textesc.String(h.Name),
+			textesc.String(h.Container), where, h.Tensors, h.Bytes.Human(), graphs)
+	}
+	if c.UnattributedBytes > 0 {
+		fmt.Fprintf(w, "    no root found for %s of other tensors\n", c.UnattributedBytes.Human())
+	}
+}
