@@ -68,7 +68,8 @@ func runLive(ctx context.Context, l liveFlags) error {
 	}
 	defer srv.Close()
 	prom := newPromExport(l.prom)
-	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive))}, prom.feedOptions()...)...)
+	suspicion := pipeline.NewSuspicion(srv)
+	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive)), suspicion.FeedOption()}, prom.feedOptions()...)...)
 	if l.record != "" {
 		if err := f.Start(l.record); err != nil {
 			return err
@@ -81,6 +82,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 		return err
 	}
 	mon := pipeline.StartMonitor(ctx, srv, f, logf, l.nvmlEvery, l.procEvery)
+	suspicion.Start(ctx, f)
 	defer mon.Close()
 	sampler := mon.Sampler
 	devs, _ := sampler.Devices()

@@ -74,7 +74,8 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	}
 	defer srv.Close()
 	prom := newPromExport(o.prom)
-	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive))}, prom.feedOptions()...)...)
+	suspicion := pipeline.NewSuspicion(srv)
+	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive)), suspicion.FeedOption()}, prom.feedOptions()...)...)
 	if err := f.Start(o.out); err != nil {
 		return err
 	}
@@ -82,6 +83,7 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 		return err
 	}
 	mon := pipeline.StartMonitor(ctx, srv, f, logf, o.nvmlEvery, o.procEvery)
+	suspicion.Start(ctx, f)
 	defer mon.Close()
 	if listening != nil {
 		listening(srv.Path())

@@ -59,7 +59,7 @@ type Feed struct {
 	recPath  string
 	recErr   error
 	recCount uint64
-	tap      func(session.Event) // WithTap
+	taps     []func(session.Event) // WithTap, in order
 	rejected uint64              // bad lines, each counted though reports are limited
 	refused  uint64              // connections the server refused (its limit)
 }
@@ -81,8 +81,8 @@ func (f *Feed) Put(ev session.Event) {
 	f.mu.Lock()
 	f.track(ev)
 	f.record(ev)
-	if f.tap != nil {
-		f.tap(ev)
+	for _, tap := range f.taps {
+		tap(ev)
 	}
 	if len(f.pending) >= f.limit {
 		f.skipOldest()

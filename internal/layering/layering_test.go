@@ -44,11 +44,12 @@ var floors = map[string]int{
 	"export/csv":      3,
 	"export/perfetto": 3,
 	// 4: the views, which read the state and its diagnosis.
-	"report": 4,
-	"diff":   4,
-	"plot":   4,
-	"tui":    4,
-	"export": 4,
+	"report":  4,
+	"diff":    4,
+	"plot":    4,
+	"tui":     4,
+	"suspect": 4,
+	"export":  4,
 	// 5: what assembles sources, feed and sinks.
 	"pipeline": 5,
 	// 6: the commands.

@@ -1,0 +1,40 @@
+package pipeline
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/vramscope/vramscope/feed"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+	"github.com/vramscope/vramscope/suspect"
+)
+
+// Suspicion asks the hooks that srv serves for a census of their live
+// tensors when their diagnosis gives cause (suspect.Asker), and puts each
+// request into the feed, so that the recording keeps it.
+type Suspicion struct {
+	asker *suspect.Asker
+	f     atomic.Pointer[feed.Feed]
+}
+
+// NewSuspicion prepares the asker of srv's hooks; FeedOption taps the feed
+// for it, Start runs it.
+func NewSuspicion(srv *ipc.Server) *Suspicion {
+	s := &Suspicion{}
+	s.asker = suspect.New(srv.Ask, func(ev session.Event) {
+		if f := s.f.Load(); f != nil {
+			f.Put(ev)
+		}
+	})
+	return s
+}
+
+// FeedOption is the tap that feeds the asker's own store.
+func (s *Suspicion) FeedOption() feed.Option { return feed.WithTap(s.asker.Put) }
+
+// Start runs the asker until ctx is done, its requests recorded through f.
+func (s *Suspicion) Start(ctx context.Context, f *feed.Feed) {
+	s.f.Store(f)
+	go s.asker.Run(ctx)
+}

@@ -1,0 +1,126 @@
+// Package suspect decides when the monitor asks a hook for a census of its
+// live tensors (docs/census.md, "When"): when the diagnosis sees memory
+// held between steps grow (a leak) or a step come near the device's limit.
+// It keeps a store of its own, fed by a tap of the feed as the Prometheus
+// exporter's is, diagnoses each connected process about twice a second,
+// asks once per suspicion, and puts each request it made into the feed as
+// a note, so that a recording keeps it beside the census that answers it.
+package suspect
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// Thresholds of a suspicion.
+const (
+	// Interval is how often the processes are diagnosed.
+	Interval = 500 * time.Millisecond
+	// NearLimit is the share of the device's memory below which the
+	// headroom of the steady peak is a suspicion.
+	NearLimit = 0.05
+	// Again is how many steps after a census asked on suspicion the same
+	// process may be asked again.
+	Again = 200
+	// maxPending bounds the events waiting for the next turn.
+	maxPending = 1 << 16
+)
+
+// Asker watches the events of a monitor and asks on suspicion.
+type Asker struct {
+	ask  func(conn uint64, r ipc.Request) error
+	note func(session.Event)
+
+	mu      sync.Mutex
+	pending []session.Event
+	dropped uint64
+
+	store  *session.Store
+	asked  map[string]int // process key -> the step it was last asked at
+	nextID int64
+}
+
+// New returns an Asker that asks through ask (ipc.Server.Ask) and records
+// each request it made through note (feed.Feed.Put).
+func New(ask func(conn uint64, r ipc.Request) error, note func(session.Event)) *Asker {
+	return &Asker{ask: ask, note: note, store: session.New(), asked: map[string]int{}}
+}
+
+// Put queues an event (a feed tap: it only enqueues).
+func (a *Asker) Put(ev session.Event) {
+	a.mu.Lock()
+	if len(a.pending) < maxPending {
+		a.pending = append(a.pending, ev)
+	} else {
+		a.dropped++
+	}
+	a.mu.Unlock()
+}
+
+// Run diagnoses the processes every Interval until ctx is done.
+func (a *Asker) Run(ctx context.Context) {
+	t := time.NewTicker(Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.Turn(time.Now())
+		}
+	}
+}
+
+// Turn applies the queued events and asks each connected process that
+// gives cause for a census and has not been asked since Again steps.
+func (a *Asker) Turn(now time.Time) {
+	a.mu.Lock()
+	evs := a.pending
+	a.pending = nil
+	a.mu.Unlock()
+	a.store.ApplyAll(evs)
+	for _, p := range a.store.Processes() {
+		if !p.Connected || p.Conn == 0 {
+			continue
+		}
+		step := p.StepCount()
+		if last, ok := a.asked[p.Key]; ok && step < last+Again {
+			continue
+		}
+		why := Why(a.store, p)
+		if why == "" {
+			continue
+		}
+		a.nextID++
+		r := ipc.Request{V: ipc.Version, Type: ipc.RequestCensus, ID: a.nextID, Reason: ipc.CensusSuspect}
+		a.asked[p.Key] = step
+		text := "asked for a census (" + why + ")"
+		if err := a.ask(p.Conn, r); err != nil {
+			text = "could not ask for a census (" + why + "): " + err.Error()
+		}
+		if line, err := r.Line(); err == nil {
+			text += ": " + string(line[:len(line)-1])
+		}
+		a.note(session.Event{At: now, Conn: p.Conn, Note: &session.Note{Kind: session.NoteRequest, Text: text}})
+	}
+}
+
+// Why is the suspicion a process gives, "" when none: held memory that
+// grows (a leak), or a steady peak within NearLimit of the device's memory.
+func Why(s *session.Store, p *session.Process) string {
+	d := diagnose.Diagnose(s, p)
+	if d.Pattern == diagnose.PatternGrowth && d.GrowthKind == diagnose.GrowthLeak {
+		return "held memory grows"
+	}
+	n := d.Need
+	if n.Headroom.Known() && n.DeviceTotal.Known() && n.DeviceTotal > 0 &&
+		float64(n.Headroom) < NearLimit*float64(n.DeviceTotal) {
+		return "the peak is near the device's limit"
+	}
+	return ""
+}
