@@ -60,8 +60,8 @@ type Feed struct {
 	recErr   error
 	recCount uint64
 	taps     []func(session.Event) // WithTap, in order
-	rejected uint64              // bad lines, each counted though reports are limited
-	refused  uint64              // connections the server refused (its limit)
+	rejected uint64                // bad lines, each counted though reports are limited
+	refused  uint64                // connections the server refused (its limit)
 }
 
 // New returns an empty feed.
