@@ -14,7 +14,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"time"
 
@@ -51,17 +50,13 @@ func Poll(ctx context.Context, s probe.Sampler, f *feed.Feed, logf func(string, 
 func Recorder(tool, source string) feed.Opener {
 	return func(path, begins string) (feed.Writer, error) {
 		host, _ := os.Hostname()
-		h := record.Header{
+		return record.Create(path, record.Header{
 			Tool:   tool,
 			Host:   host,
 			Argv:   os.Args,
 			Source: source,
-		}
-		if begins != "" { // meta.begins: docs/format.md
-			b, _ := json.Marshal(begins)
-			h.Meta = map[string]json.RawMessage{"begins": b}
-		}
-		return record.Create(path, h)
+			Begins: begins,
+		})
 	}
 }
 

@@ -52,9 +52,18 @@ func WithReplay(events []session.Event) Option {
 // for replay. The TUI calls open from goroutines, never in Update: to
 // play, once more to find the recording's end, and again for each seek
 // back (which replays into a fresh store in the background). Memory stays
-// bounded whatever the recording's length.
-func WithReplayStream(open func() (ReplayStream, error)) Option {
-	return func(c *config) { c.replayOpen, c.replaySet = open, true }
+// bounded whatever the recording's length. S is open's own stream type
+// (record.OpenReplay's *record.PacedReader), so a caller hands its opener
+// as it is.
+func WithReplayStream[S ReplayStream](open func() (S, error)) Option {
+	stream := func() (ReplayStream, error) {
+		s, err := open()
+		if err != nil {
+			return nil, err // not a typed nil inside the interface
+		}
+		return s, nil
+	}
+	return func(c *config) { c.replayOpen, c.replaySet = stream, true }
 }
 
 // WithDevice sets what the header says of the GPU: the sampler's status

@@ -30,3 +30,14 @@ func recording(tb testing.TB, path string) []session.Event {
 		evs = append(evs, ev)
 	}
 }
+
+// recordedEvents is every event of a recording, read as report reads it
+// (record.ReadAll).
+func recordedEvents(t *testing.T, path string) []session.Event {
+	t.Helper()
+	var evs []session.Event
+	if _, _, err := record.ReadAll(path, func(ev session.Event) { evs = append(evs, ev) }); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
