@@ -22,10 +22,14 @@ import time
 from . import _anatomy, _holders, _messages
 
 MAX_HOLDERS = 12  # roots a census names
-MAX_GROUPS = 16  # "other" signatures whose roots are searched
+SPREAD = 2  # tensors of a group sampled apart, besides its two largest
+MAX_GROUPS = 8  # "other" signatures whose roots are searched
 GRAPH_NODES = 100000  # autograd nodes walked per census at most
 DEPTH = 3  # levels into a root's containers when measuring it
 STAMP = "vramscope_step"  # key in a graph root node's metadata: the step it was first seen
+# What torch says when a saved tensor was freed by backward (torch 1.13 to 2.x:
+# torch/csrc/autograd/saved_variable.cpp, ERR_BACKWARD_TWICE).
+_FREED = "already been freed"
 DEFAULT_BUDGET = 0.5  # seconds: past it a census stops and says it is incomplete
 
 
@@ -38,11 +42,24 @@ def _on(device):
 
 
 def live_tensors(torch):
-    """Every tensor object the collector tracks (a list; drop it soon)."""
+    """Every tensor object the collector tracks (a list; drop it soon).
+
+    Tested on each object's type, never with isinstance, which falls back
+    to an object's ``__class__`` attribute and so runs user code (torch
+    2.x's deprecated ``torch.distributed.reduce_op`` warns there)."""
     tensor = torch.Tensor
+    kinds = {}
     objs = gc.get_objects()
     try:
-        return [o for o in objs if isinstance(o, tensor)]
+        out = []
+        for o in objs:
+            cls = type(o)
+            ok = kinds.get(cls)
+            if ok is None:
+                ok = kinds[cls] = issubclass(cls, tensor)
+            if ok:
+                out.append(o)
+        return out
     finally:
         del objs
 
@@ -79,10 +96,13 @@ class _Graphs:
 
     def walk(self, roots):
         """Nodes, saved bytes still held, and how many of ``roots`` (grad_fn
-        objects) backward has run through, over the nodes no earlier walk of
-        this census counted. A root backward ran through had every node
-        under it run too (that is how backward frees), so the saved tensors
-        of its graph are not read: none is counted as held."""
+        objects) backward has run through, each node and saved storage once
+        per walk (a holder's figures do not depend on which holder was
+        walked first). A root backward ran through had every node under it
+        run too (that is how backward frees), so the saved tensors of its
+        graph are not read: none is counted as held."""
+        self.seen = set()
+        self.saved_seen = set()
         nodes = saved = freed = 0
         for root in roots:
             if id(root) in self.seen:
@@ -115,8 +135,10 @@ class _Graphs:
         for name in self._saved_names(node):
             try:
                 v = getattr(node, name)
-            except RuntimeError:  # backward freed it
-                return 0, True
+            except RuntimeError as exc:
+                if _FREED in str(exc):  # backward freed it
+                    return 0, True
+                continue  # e.g. a saved weight the optimizer has since updated in place
             except Exception:  # noqa: BLE001 - an attribute torch cannot give
                 continue
             for t in (v if isinstance(v, (tuple, list)) else (v,)):
@@ -184,7 +206,7 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     tensors = live_tensors(torch)
     groups = {k: [0, 0] for k in ("parameters", "gradients", "optimizer", "other")}
     seen = {}
-    other = {}  # signature -> [bytes, tensors, [sample tensors]]
+    other = {}  # signature -> [bytes, tensors, [sample tensors], [their sizes]]
     count = 0
     for t in tensors:
         try:
@@ -194,7 +216,7 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
         except Exception:  # noqa: BLE001 - a tensor subclass without storage
             continue
         count += 1
-        if key in weights or (parameter is not None and isinstance(t, parameter)):
+        if key in weights or (model is None and parameter is not None and isinstance(t, parameter)):
             g = "parameters"
         elif key in grads:
             g = "gradients"
@@ -212,11 +234,26 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
             sig = _signature(t)
             e = other.get(sig)
             if e is None:
-                e = other[sig] = [0, 0, []]
+                e = other[sig] = [0, 0, [], []]
             e[0] += size
             e[1] += 1
-            if len(e[2]) < 2:
-                e[2].append(t)
+            # The group's two largest storages stand for it in the search,
+            # and four of its tensors taken ever further apart (the 4th,
+            # 8th, 16th... seen): a holder of many of them likely holds those.
+            s, sizes, n = e[2], e[3], e[1]
+            if len(s) < 2:
+                s.append(t)
+                sizes.append(size)
+            elif size > min(sizes[:2]):
+                k = sizes.index(min(sizes[:2]))
+                s[k], sizes[k] = t, size
+            elif n >= 4 and n & (n - 1) == 0:
+                if len(s) < 2 + SPREAD:
+                    s.append(t)
+                    sizes.append(size)
+                else:
+                    k = 2 + n.bit_length() % SPREAD
+                    s[k], sizes[k] = t, size
     del tensors
     listed = time.perf_counter()
     known = set(seen) - {k for k, g in seen.items() if g == "other"}

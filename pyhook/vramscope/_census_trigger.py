@@ -3,10 +3,10 @@ and once more some steps after a census the monitor asked for on suspicion,
 so that the monitor can tell what grew (docs/census.md, "When").
 
 A request only arms the Watcher: the census runs on the training thread at
-the next step boundary, in the branch of the step's end that only measured
-steps take (a request makes the step a measured one by scheduling it), so a
-plain step costs nothing more. The follow-up is armed by the sender thread
-once the step counter has moved on.
+the end of a step, in the branch of the step's end that only measured steps
+take. While a census is due, ``Activations.hold`` makes every step end as a
+scheduled one (not a measured one: nothing more is measured), so a plain
+step never pays for it and no request waits on the sender's timing.
 """
 
 from . import _census, _safe
@@ -18,32 +18,34 @@ class CensusMixin:
     """The census half of the Watcher (which defines ``_acts``, ``_client``,
     ``_model``, ``_optimizer`` and ``_torch``)."""
 
-    _census_want = None  # (reason, request id) armed for the next step boundary
+    # (reason, request id, the first step whose end takes it), or None
+    _census_want = None
 
-    def request_census(self, reason, request=None):
-        """Take a census at the next step boundary (any thread; never blocks)."""
+    def request_census(self, reason, request=None, at_step=0):
+        """Take a census at the end of the first step from ``at_step`` on
+        (any thread; never blocks)."""
         if not self._active:
             return
-        self._census_want = (reason, request)
-        self._acts.scheduled = True  # the step's end takes the measured branch
-
-    def rearm_census(self):
-        """Keep a pending request armed: the step's own bookkeeping at its
-        start may have cleared the schedule mark (sender thread)."""
-        if self._census_want is not None and self._active:
-            self._acts.scheduled = True
+        self._census_want = (reason, request, at_step)
+        acts = self._acts
+        acts.hold = True
+        acts.scheduled = True  # the current step's end takes the measured branch
 
     def _census_at_step_end(self, step):
-        want, self._census_want = self._census_want, None
-        if want is None:
+        want = self._census_want
+        if want is None or step < want[2]:
             return
+        self._census_want = None
+        self._acts.hold = False
         msg = self.take_census(want[0], want[1], step)
         if msg is not None and want[0] == "suspect":
-            self._client.follow_up(self, step + FOLLOW_UP_STEPS, want[1])
+            self.request_census("followup", want[1], step + FOLLOW_UP_STEPS)
 
-    def take_census(self, reason, request=None, step=None, budget=_census.DEFAULT_BUDGET):
+    def take_census(self, reason, request=None, step=None, budget=None):
         """Take a census now, queue it for the monitor and return it (None on failure)."""
         client = self._client
+        if budget is None:
+            budget = _census.DEFAULT_BUDGET
         msg = _safe.call(_census.take, self._torch, self._device(), self._model,
                          self._optimizer, client.step if step is None else step, reason,
                          budget, request)

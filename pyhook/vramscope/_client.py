@@ -90,11 +90,9 @@ class Client:
         self._sock = None
         self._closed = False
         # Requests from the monitor (docs/protocol.md, "Requests"), read by the
-        # sender thread; the Watcher a census request arms (a weak reference),
-        # and the follow-up censuses due: [(step, weak Watcher, request id)].
+        # sender thread, and the Watcher a census request arms (a weak reference).
         self.requests = _requests.Reader()
         self.census_target = None
-        self._follow = []
         # Exact peaks (docs/hook.md, "Exact peaks and your counters"): every
         # read through self.reader resets the peak counters after it, the
         # user's own counters patched to stay as they were. None where torch
@@ -526,8 +524,6 @@ class Client:
                 self._drain()
                 if self._sock is not None and not stopping:
                     self._read_requests()
-                if self._follow or self.census_target is not None:
-                    self._census_turn()
             except Exception as exc:  # noqa: BLE001 - the sender must never die
                 _safe.report(exc)
             if stopping:
@@ -688,24 +684,6 @@ class Client:
             w = self.census_target() if self.census_target is not None else None
             if w is not None:
                 w.request_census(req["reason"], req["id"])
-
-    def follow_up(self, watcher, step, request):
-        """Arm a census of ``watcher`` once the step counter reaches ``step``."""
-        import weakref
-        self._follow.append((step, weakref.ref(watcher), request))
-        self._wake.set()
-
-    def _census_turn(self):
-        """Arm the follow-ups that are due, and keep pending requests armed."""
-        due = [f for f in self._follow if self.step >= f[0]]
-        self._follow = [f for f in self._follow if self.step < f[0]]
-        for _, ref, request in due:
-            w = ref()
-            if w is not None:
-                w.request_census("followup", request)
-        w = self.census_target() if self.census_target is not None else None
-        if w is not None:
-            w.rearm_census()
 
     def _send(self, data):
         try:

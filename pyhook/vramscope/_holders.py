@@ -19,7 +19,7 @@ import types
 HOPS = 4  # referrer walks at most (tensor -> list -> dict -> owner)
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _MAX_SCAN_LINES = 2000
-MAX_PENDING = 32  # objects per referrer walk (the walk compares each with every one)
+MAX_PENDING = 64  # objects per referrer walk (the walk compares each with every one)
 
 
 def _skipped_frame(frame):
