@@ -19,6 +19,7 @@ so fewer, larger rounds cost it less than a fixed 10 ms poll.
 
 import collections
 import os
+import select
 import socket
 import threading
 import time
@@ -672,12 +673,15 @@ class Client:
     def _read_requests(self):
         """Take what the monitor wrote back, without waiting, and arm the
         census each valid request asks for (sender thread)."""
+        # The socket has a send timeout, under which Python's recv() first
+        # waits for data up to that long, MSG_DONTWAIT or not: ask first.
+        sock = self._sock
         try:
-            data = self._sock.recv(_requests.READ_LIMIT, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            return
+            if not _readable(sock):
+                return
+            data = sock.recv(_requests.READ_LIMIT, socket.MSG_DONTWAIT)
         except OSError:
-            return  # a broken connection shows on the next send
+            return  # nothing there, or a broken connection (the next send shows it)
         if not data:
             return
         for req in self.requests.feed(data):
@@ -699,6 +703,16 @@ class Client:
                 sock.close()
             except OSError:
                 pass
+
+
+def _readable(sock):
+    """Whether ``sock`` has bytes (or its end) to read now, without waiting."""
+    poll = getattr(select, "poll", None)
+    if poll is None:
+        return bool(select.select([sock], [], [], 0)[0])
+    p = poll()
+    p.register(sock, select.POLLIN)
+    return bool(p.poll(0))
 
 
 def _mem_source(cuda, exact):
