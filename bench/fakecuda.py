@@ -384,6 +384,39 @@ class SimAllocator:
             while ns() < t_end:
                 pass
 
+    def memory_snapshot(self, holes=1):
+        """``torch.cuda.memory_snapshot()`` of this allocator: its reserved
+        memory as one segment whose blocks are the live allocations, oldest
+        first, with the free memory (reserved - allocated) split into
+        ``holes`` equal inactive blocks between them (a fragmented cache for
+        holes > 1). The shape is torch's own: ``torch/cuda/memory.py``,
+        ``_snapshot``'s ``Segment`` (``address``, ``total_size``, ``stream``,
+        ``segment_type``, ``allocated_size``, ``active_size``, ``blocks``) and
+        ``Block`` (``size``, ``requested_size``, ``address``, ``state``)."""
+        reserved = self.stats["reserved_bytes"]["all"]["current"]
+        free = reserved - self.allocated
+        gaps = [free // holes] * holes
+        gaps[-1] += free - sum(gaps)
+        blocks, addr = [], 0
+        every = max(1, len(self._blocks) // holes)
+        for i, n in enumerate(self._blocks):
+            blocks.append({"size": n, "requested_size": n, "address": addr,
+                           "state": "active_allocated", "frames": []})
+            addr += n
+            if gaps and (i + 1) % every == 0 and len(gaps) > 1:
+                g = gaps.pop()
+                blocks.append({"size": g, "requested_size": 0, "address": addr,
+                               "state": "inactive", "frames": []})
+                addr += g
+        for g in gaps:
+            blocks.append({"size": g, "requested_size": 0, "address": addr,
+                           "state": "inactive", "frames": []})
+            addr += g
+        return [{"device": 0, "address": 0, "total_size": reserved, "stream": 0,
+                 "segment_type": "large", "segment_pool_id": (0, 0),
+                 "allocated_size": self.allocated, "active_size": self.allocated,
+                 "requested_size": self.allocated, "blocks": blocks}]
+
     def install(self, torch):
         """Make torch report one initialised CUDA device whose allocator is this."""
         self._saved = install_bindings(torch, self, self.reset_peaks)

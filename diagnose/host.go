@@ -44,6 +44,9 @@ func (d *Diagnosis) hostLines() []string {
 	if e := d.End; e != nil {
 		lines = append(lines, e.Lines()...)
 	}
+	if a := d.AtOOM; a != nil {
+		lines = append(lines, a.Lines()...)
+	}
 	for i := range d.Phases {
 		lines = append(lines, d.Phases[i].Line())
 	}

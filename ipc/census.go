@@ -57,6 +57,35 @@ type Census struct {
 	Complete bool `json:"complete"`
 	// CostMS is what it cost the training thread, in milliseconds.
 	CostMS CensusCost `json:"cost_ms"`
+	// Allocator is the CUDA caching allocator at an out-of-memory error
+	// (reason CensusOOM on a CUDA device; nil otherwise).
+	Allocator *CensusAllocator `json:"allocator,omitempty"`
+}
+
+// CensusAllocator is the caching allocator at an out-of-memory error. Every
+// figure is nil where its source was missing.
+type CensusAllocator struct {
+	// Allocated and Reserved are the allocator's counters; Cache is
+	// Reserved - Allocated.
+	Allocated *int64 `json:"allocated"`
+	Reserved  *int64 `json:"reserved"`
+	Cache     *int64 `json:"cache"`
+	// Requested is what the failed allocation asked for; DeviceFree the
+	// device's free memory then; NonPyTorch the device's used memory
+	// beyond Reserved (the CUDA context, other allocators).
+	Requested  *int64 `json:"requested"`
+	DeviceFree *int64 `json:"device_free"`
+	NonPyTorch *int64 `json:"non_pytorch"`
+	// Segments, FreeInCache and LargestFree come from the allocator's
+	// snapshot: its segments, their free blocks' total and the largest.
+	Segments    *int64 `json:"segments"`
+	FreeInCache *int64 `json:"free_in_cache"`
+	LargestFree *int64 `json:"largest_free"`
+	// Expandable says whether the segments are expandable (nil: torch does
+	// not say); Fragmented whether the cache had room for the request in
+	// no single block (nil: unknown).
+	Expandable *bool `json:"expandable"`
+	Fragmented *bool `json:"fragmented"`
 }
 
 // CensusGroups are the census's groups of storages.
@@ -171,6 +200,18 @@ func (m *Message) validateCensus() error {
 	}{{"list", c.CostMS.List}, {"holders", c.CostMS.Holders}, {"graphs", c.CostMS.Graphs}, {"total", c.CostMS.Total}} {
 		if err := finite("census.cost_ms."+f.name, f.v); err != nil {
 			return err
+		}
+	}
+	if a := c.Allocator; a != nil {
+		if err := sizes(opt{"census.allocator.allocated", a.Allocated}, opt{"census.allocator.reserved", a.Reserved},
+			opt{"census.allocator.cache", a.Cache}, opt{"census.allocator.requested", a.Requested},
+			opt{"census.allocator.device_free", a.DeviceFree}, opt{"census.allocator.non_pytorch", a.NonPyTorch},
+			opt{"census.allocator.segments", a.Segments}, opt{"census.allocator.free_in_cache", a.FreeInCache},
+			opt{"census.allocator.largest_free", a.LargestFree}); err != nil {
+			return err
+		}
+		if a.LargestFree != nil && a.FreeInCache != nil && *a.LargestFree > *a.FreeInCache {
+			return errors.New("field census.allocator.largest_free: above free_in_cache")
 		}
 	}
 	if len(c.Holders) > maxCensusHolders {

@@ -41,8 +41,10 @@ class CensusMixin:
         if msg is not None and want[0] == "suspect":
             self.request_census("followup", want[1], step + FOLLOW_UP_STEPS)
 
-    def take_census(self, reason, request=None, step=None, budget=None):
-        """Take a census now, queue it for the monitor and return it (None on failure)."""
+    def take_census(self, reason, request=None, step=None, budget=None, allocator=None):
+        """Take a census now, queue it for the monitor and return it (None on
+        failure). ``allocator``: the allocator's state to send with it (an
+        out-of-memory census, _fragments.state)."""
         client = self._client
         if budget is None:
             budget = _census.DEFAULT_BUDGET
@@ -50,6 +52,8 @@ class CensusMixin:
                          self._optimizer, client.step if step is None else step, reason,
                          budget, request)
         if msg is not None:
+            if allocator is not None:
+                msg["census"]["allocator"] = allocator
             client.emit(msg)
         return msg
 
