@@ -23,6 +23,8 @@ from . import _anatomy, _holders, _messages
 
 MAX_HOLDERS = 12  # roots a census names
 SPREAD = 2  # tensors of a group sampled apart, besides its two largest
+WALK_MIN = 1 << 20  # bytes a group needs for a referrer walk (besides WALK_SHARE)
+WALK_SHARE = 0.05
 MAX_GROUPS = 8  # "other" signatures whose roots are searched
 GRAPH_NODES = 100000  # autograd nodes walked per census at most
 DEPTH = 3  # levels into a root's containers when measuring it
@@ -39,6 +41,21 @@ def _on(device):
     if device == "cpu":
         return lambda t: t.is_cpu
     return lambda t: t.device.type == device
+
+
+def _memory(t):
+    """``(key, bytes)`` of the memory behind tensor ``t``: a view's is its
+    base's (which the view keeps alive, and which is itself a live tensor),
+    keyed by data pointer, so tensors sharing memory (``detach()``) count
+    once. torch's ``nbytes`` where it has it (2.x; building a storage object
+    costs ~3 us a tensor there), else elements times element size."""
+    base = t._base
+    if base is not None:
+        t = base
+    nbytes = getattr(t, "nbytes", None)
+    if nbytes is None:
+        nbytes = t.nelement() * t.element_size()
+    return t.data_ptr(), nbytes
 
 
 def live_tensors(torch):
@@ -143,10 +160,10 @@ class _Graphs:
                 continue
             for t in (v if isinstance(v, (tuple, list)) else (v,)):
                 if isinstance(t, self.tensor) and self.device_ok(t):
-                    key, s = _anatomy.storage_key(t)
-                    if key[1] and key not in self.known and key not in self.saved_seen:
+                    key, size = _memory(t)
+                    if key and key not in self.known and key not in self.saved_seen:
                         self.saved_seen.add(key)
-                        held += _anatomy.storage_nbytes(s)
+                        held += size
         return held, False
 
 
@@ -157,21 +174,14 @@ def _known(torch, model, optimizer):
         listed = _anatomy.module_tensors(model) if _anatomy.plain_tree(torch, model) else None
         params, buffers = listed if listed is not None else \
             (list(model.parameters()), list(model.buffers()))
-    weights = {_anatomy.storage_key(t)[0] for t in params + buffers}
-    grads = {_anatomy.storage_key(p.grad)[0] for p in params if p.grad is not None}
+    weights = {_memory(t)[0] for t in params + buffers}
+    grads = {_memory(p.grad)[0] for p in params if p.grad is not None}
     state = getattr(optimizer, "state", None) if optimizer is not None else None
     opt = set()
     if isinstance(state, dict):
-        opt = {_anatomy.storage_key(t)[0]
+        opt = {_memory(t)[0]
                for t in _anatomy.state_tensors(state, torch.Tensor, torch.is_tensor)}
     return weights, grads, opt
-
-
-def _signature(t):
-    shape = tuple(t.shape)
-    fn = t.grad_fn
-    return (fn is None, str(t.dtype), shape[1:] if shape else (),
-            type(fn).__name__ if fn is not None else None)
 
 
 def _contents(obj, tensor, depth=0, out=None):
@@ -206,17 +216,24 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     tensors = live_tensors(torch)
     groups = {k: [0, 0] for k in ("parameters", "gradients", "optimizer", "other")}
     seen = {}
-    other = {}  # signature -> [bytes, tensors, [sample tensors], [their sizes]]
+    other = {}  # signature -> [bytes, tensors, [sample tensors], [their sizes], smaller of the top 2]
     count = 0
+    sized = hasattr(torch.Tensor, "nbytes")
+    loose_params = model is None and parameter is not None
     for t in tensors:
         try:
             if not device_ok(t):
                 continue
-            key, s = _anatomy.storage_key(t)
-        except Exception:  # noqa: BLE001 - a tensor subclass without storage
+            # _memory(t), inlined: this loop runs once per live tensor
+            base = t._base
+            m = t if base is None else base
+            key = m.data_ptr()
+            size = m.nbytes if sized else m.nelement() * m.element_size()
+            fn = t.grad_fn
+        except Exception:  # noqa: BLE001 - a tensor subclass without memory of its own
             continue
         count += 1
-        if key in weights or (model is None and parameter is not None and isinstance(t, parameter)):
+        if key in weights or (loose_params and isinstance(t, parameter)):
             g = "parameters"
         elif key in grads:
             g = "gradients"
@@ -224,50 +241,60 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
             g = "optimizer"
         else:
             g = "other"
-        new = key[1] != 0 and key not in seen
-        size = _anatomy.storage_nbytes(s) if new else 0
-        if new:
+        if key and key not in seen:
             seen[key] = g
+        else:
+            size = 0
         groups[g][0] += size
         groups[g][1] += 1
-        if g == "other":
-            sig = _signature(t)
-            e = other.get(sig)
-            if e is None:
-                e = other[sig] = [0, 0, [], []]
-            e[0] += size
-            e[1] += 1
-            # The group's two largest storages stand for it in the search,
-            # and four of its tensors taken ever further apart (the 4th,
-            # 8th, 16th... seen): a holder of many of them likely holds those.
-            s, sizes, n = e[2], e[3], e[1]
-            if len(s) < 2:
+        if g != "other":
+            continue
+        sig = (fn is None, t.dtype, t.dim(), type(fn) if fn is not None else None)
+        e = other.get(sig)
+        if e is None:
+            e = other[sig] = [0, 0, [], [], -1]
+        e[0] += size
+        n = e[1] = e[1] + 1
+        # The group's two largest storages stand for it in the search (e[4]
+        # the smaller of the two), and SPREAD of its tensors taken ever
+        # further apart (the 4th, 8th, 16th... seen): a holder of many of
+        # them likely holds those.
+        s, sizes = e[2], e[3]
+        if len(s) < 2:
+            s.append(t)
+            sizes.append(size)
+            e[4] = min(sizes)
+        elif size > e[4]:
+            k = 0 if sizes[0] <= sizes[1] else 1
+            s[k], sizes[k] = t, size
+            e[4] = min(sizes[0], sizes[1])
+        elif n >= 4 and n & (n - 1) == 0:
+            if len(s) < 2 + SPREAD:
                 s.append(t)
                 sizes.append(size)
-            elif size > min(sizes[:2]):
-                k = sizes.index(min(sizes[:2]))
+            else:
+                k = 2 + n.bit_length() % SPREAD
                 s[k], sizes[k] = t, size
-            elif n >= 4 and n & (n - 1) == 0:
-                if len(s) < 2 + SPREAD:
-                    s.append(t)
-                    sizes.append(size)
-                else:
-                    k = 2 + n.bit_length() % SPREAD
-                    s[k], sizes[k] = t, size
     del tensors
     listed = time.perf_counter()
-    known = set(seen) - {k for k, g in seen.items() if g == "other"}
+    known = {k for k, g in seen.items() if g != "other"}
 
     # The largest groups, and every group that carries graphs, go to the search.
     ranked = sorted(other.values(), key=lambda e: -e[0])
     ranked.sort(key=lambda e: e[2][0].grad_fn is None)  # graphs first, then by bytes
     targets = [t for e in ranked[:MAX_GROUPS] for t in e[2]]
     searched_groups = [(e[0], e[1], [id(t) for t in e[2]]) for e in ranked[:MAX_GROUPS]]
+    # Where the downward search misses, the referrer walk (a pass over every
+    # object the collector tracks, per hop) is spent only on groups that
+    # matter: ones that keep graphs, or hold WALK_SHARE of the other bytes.
+    floor = max(WALK_MIN, WALK_SHARE * groups["other"][0])
+    walk = {id(t) for e in ranked[:MAX_GROUPS] if e[0] >= floor or e[2][0].grad_fn is not None
+            for t in e[2]}
     for e in ranked:
         e[2].clear()
     other.clear()
-    search = _holders.Search(deadline, {id(targets), id(ranked)})
-    roots = search.roots(targets) if targets else {}
+    search = _holders.Search(deadline, {id(targets), id(ranked)}, torch.Tensor)
+    roots = search.roots(targets, walk) if targets else {}
     del ranked
     # Groups none of whose samples reached a named root (a tensor only a
     # C extension, a closure or a class attribute holds): said, not guessed.
@@ -321,15 +348,15 @@ def _measure(torch, root, graphs, device_ok, known):
         try:
             if not device_ok(t):
                 continue
-            key, s = _anatomy.storage_key(t)
+            key, size = _memory(t)
+            fn = t.grad_fn
         except Exception:  # noqa: BLE001
             continue
         count += 1
-        dtypes[str(t.dtype).replace("torch.", "")] = dtypes.get(str(t.dtype), 0) + 1
-        if key[1] and key not in seen and key not in known:
+        dtypes[t.dtype] = dtypes.get(t.dtype, 0) + 1
+        if key and key not in seen and key not in known:
             seen.add(key)
-            nbytes += _anatomy.storage_nbytes(s)
-        fn = t.grad_fn
+            nbytes += size
         if fn is not None:
             grad_fns.append(fn)
             st = graphs.stamp(fn)
@@ -346,7 +373,7 @@ def _measure(torch, root, graphs, device_ok, known):
         "line": root.line if isinstance(root.line, int) and root.line > 0 else None,
         "tensors": count,
         "bytes": nbytes,
-        "dtype": _messages.clip(max(dtypes, key=dtypes.get), 32) if dtypes else None,
+        "dtype": str(max(dtypes, key=dtypes.get)).replace("torch.", "")[:32] if dtypes else None,
         "graphs": len({id(f) for f in grad_fns}),
         "graph_nodes": nodes,
         "graph_saved": saved,

@@ -128,29 +128,183 @@ def _class_file(obj):
 _MODULE_DICTS = ("_buffers", "_parameters", "_modules")
 
 
+DOWN_DEPTH = 4  # levels below a named root the downward search looks
+DOWN_VISITS = 2000000  # objects it visits at most
+_PREFIXES = {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix) if p}
+_LIBRARY_DIRS = tuple(sorted({os.path.join(q, "") for p in _PREFIXES
+                              for q in (p, os.path.realpath(p))}))
+
+
+def _user_modules():
+    """``[(name, module)]`` of the modules not installed under Python's
+    prefixes (the user's own code, ``__main__`` included), the hook left out.
+    Paths are compared as written (no realpath: a lstat per module)."""
+    out = []
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if name == "__main__" or (isinstance(f, str) and not f.startswith(_LIBRARY_DIRS)
+                                  and not f.startswith(_HERE)):
+            out.append((name, mod))
+    return out
+
+
+def _expandable_type(cls, tensor):
+    """Whether the downward search looks inside instances of ``cls``:
+    containers, and classes whose instances have attributes, but not
+    classes, modules, functions, strings, tensors or the hook's own."""
+    if issubclass(cls, (list, tuple, set, frozenset, dict)):
+        return True
+    if issubclass(cls, (type, types.ModuleType, types.FunctionType, types.MethodType,
+                        types.BuiltinFunctionType, types.CodeType, types.FrameType, str, bytes,
+                        int, float, complex, bool)) \
+            or (tensor is not None and issubclass(cls, tensor)):
+        return False
+    return getattr(cls, "__dictoffset__", 0) != 0 and not cls.__module__.startswith("vramscope")
+
+
+class Down:
+    """Down searches from the named roots down: every thread's frame
+    locals, then the user's modules' globals, breadth first, DOWN_DEPTH
+    levels into containers and object attributes (an attribute is a root of
+    its own: ``Encoder.cache``). Its first hit on a target is the target's
+    nearest named root. Cheap where the user's data is small, whatever the
+    number of objects the collector tracks; what it does not reach is left
+    to the referrer walk."""
+
+    def __init__(self, deadline, frames, tensor=None):
+        self.deadline = deadline
+        self.frames = frames
+        self.tensor = tensor
+        self.visits = 0
+        self.complete = True
+
+    def roots(self, targets):
+        want = {id(t) for t in targets}
+        found = {}
+        seen = set()
+        kinds = {}
+        tensor = self.tensor
+        level = []  # (obj, root spec, path segments, type name of obj's container)
+
+        def offer(v, spec, segs, direct):
+            vid = id(v)
+            if vid in want:
+                if vid not in found:
+                    found[vid] = self._root(spec, segs, direct, v)
+                return
+            cls = type(v)
+            e = kinds.get(cls)
+            if e is None:
+                e = kinds[cls] = _expandable_type(cls, tensor)
+            if e and vid not in seen:
+                nxt.append((v, spec, segs, direct))
+
+        nxt = level
+        for f in self.frames:
+            try:
+                local = f.f_locals
+                module = local is f.f_globals
+            except Exception:  # noqa: BLE001
+                continue
+            code = f.f_code
+            for name, v in list(local.items()):
+                spec = ("global", name, f.f_globals.get("__name__"), code.co_filename, 1, v) if module \
+                    else ("local", name, code.co_name, code.co_filename, code.co_firstlineno, v)
+                offer(v, spec, [], None)
+        for mname, mod in _user_modules():
+            d = getattr(mod, "__dict__", None)
+            if isinstance(d, dict):
+                for name, v in list(d.items()):
+                    offer(v, ("global", name, mname, getattr(mod, "__file__", None), 1, v), [], None)
+        for _ in range(DOWN_DEPTH):
+            if len(found) == len(want):
+                break
+            nxt = []
+            for obj, spec, segs, _direct in level:
+                oid = id(obj)
+                if oid in seen:
+                    continue
+                seen.add(oid)
+                self.visits += 1
+                if self.visits > DOWN_VISITS or (self.visits & 1023 == 0
+                                                 and time.perf_counter() > self.deadline):
+                    self.complete = False
+                    return found
+                tname = type(obj).__name__
+                if isinstance(obj, dict):
+                    for k, v in list(obj.items()):
+                        offer(v, spec, segs + [("key", k)], tname)
+                elif isinstance(obj, (list, tuple, set, frozenset)):
+                    # Long sequences of leaves (a list of 100,000 tensors) are
+                    # tested at C speed; only their expandable items are visited.
+                    items = list(obj)
+                    item = segs + [("item", None)]
+                    hits = want.intersection(map(id, items)).difference(found)
+                    if hits:
+                        for v in items:
+                            if id(v) in hits and id(v) not in found:
+                                found[id(v)] = self._root(spec, item, tname, v)
+                    for cls in set(map(type, items)):
+                        e = kinds.get(cls)
+                        if e is None:
+                            e = kinds[cls] = _expandable_type(cls, tensor)
+                        if e:
+                            for v in items:
+                                if type(v) is cls and id(v) not in seen and id(v) not in want:
+                                    nxt.append((v, spec, item, tname))
+                else:
+                    f = _class_file(obj)
+                    for k, v in list(obj.__dict__.items()):
+                        if k in _MODULE_DICTS and isinstance(v, dict):
+                            for kk, vv in list(v.items()):
+                                if isinstance(kk, str):
+                                    offer(vv, ("attr", tname + "." + kk, None, f, 1, vv), [], tname)
+                        elif isinstance(k, str):
+                            offer(v, ("attr", tname + "." + k, None, f, 1, v), [], tname)
+            level = nxt
+        return found
+
+    @staticmethod
+    def _root(spec, segs, direct, obj):
+        """The Root of ``obj``, reached from ``spec``'s named object by ``segs``."""
+        kind, name, function, path, first, named = spec
+        leaf = name.rsplit(".", 1)[-1]
+        return Root(kind, name + _render(segs), direct or type(obj).__name__, function, path,
+                    _write_line(path, first, 10 ** 9, leaf), named)
+
+
 class Search:
     """Search finds the roots of many objects at once, within a deadline
-    (``time.perf_counter``)."""
+    (``time.perf_counter``): downward from the named roots first
+    (:class:`Down`), then, for what that did not reach, up the collector's
+    referrers."""
 
-    def __init__(self, deadline, internal_ids):
+    def __init__(self, deadline, internal_ids, tensor=None):
         self.deadline = deadline
+        self.tensor = tensor
         self.internal = internal_ids  # ids of the census's own containers
         self.modules = _module_dicts()
         self.complete = True  # False once the deadline stopped the search
         self.walks = 0
 
-    def roots(self, targets):
+    def roots(self, targets, walk=None):
         """Return ``{id(target): Root}`` for the targets whose root was found.
+        ``walk``: ids of the targets worth a referrer walk where the
+        downward search missed them (None: all).
 
         Each hop first looks at the locals of every thread's frames (a running
         frame's locals are invisible to ``gc.get_referrers`` on Python 3.11+),
         then walks the collector's objects once for what is still pending.
         """
         import gc
-        found = {}
-        # pending: id(obj) -> (obj, ids of the targets it stands for, path segments)
-        pending = {id(t): (t, [id(t)], [], None) for t in targets}
         frames = self._frames()
+        down = Down(self.deadline, frames, self.tensor)
+        found = down.roots(targets)
+        self.complete = down.complete
+        self.visits = down.visits
+        # pending: id(obj) -> (obj, ids of the targets it stands for, path segments)
+        pending = {id(t): (t, [id(t)], [], None) for t in targets
+                   if id(t) not in found and (walk is None or id(t) in walk)}
         for _ in range(HOPS):
             for f in frames:
                 self._visit(f, pending, found, None)
