@@ -90,7 +90,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 	opts := []tui.Option{
 		tui.WithSource(f), tui.WithRecorder(f, defaultRecording()),
 		tui.WithDevice(sampler.Status(), devs), tui.WithSocket(srv.Path()),
-		tui.WithDebugLog(logWriter(logf)),
+		tui.WithDebugLog(logWriter(logf)), tui.WithCensusAsker(suspicion.Ask),
 	}
 	if l.title != "" {
 		opts = append(opts, tui.WithTitle(l.title))

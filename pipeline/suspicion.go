@@ -33,6 +33,10 @@ func NewSuspicion(srv *ipc.Server) *Suspicion {
 // FeedOption is the tap that feeds the asker's own store.
 func (s *Suspicion) FeedOption() feed.Option { return feed.WithTap(s.asker.Put) }
 
+// Ask queues a census request for the process with session key process
+// (the TUI's c key).
+func (s *Suspicion) Ask(process string) error { return s.asker.Ask(process) }
+
 // Start runs the asker until ctx is done, its requests recorded through f.
 func (s *Suspicion) Start(ctx context.Context, f *feed.Feed) {
 	s.f.Store(f)

@@ -43,6 +43,7 @@ type Asker struct {
 	store  *session.Store
 	asked  map[string]int // process key -> the step it was last asked at
 	nextID int64
+	manual []string // process keys a user asked a census of (Ask), under mu
 }
 
 // New returns an Asker that asks through ask (ipc.Server.Ask) and records
@@ -60,6 +61,17 @@ func (a *Asker) Put(ev session.Event) {
 		a.dropped++
 	}
 	a.mu.Unlock()
+}
+
+// Ask queues a census request for the process with session key process,
+// made at the next turn (a user's key; it never blocks).
+func (a *Asker) Ask(process string) error {
+	a.mu.Lock()
+	if len(a.manual) < 64 {
+		a.manual = append(a.manual, process)
+	}
+	a.mu.Unlock()
+	return nil
 }
 
 // Run diagnoses the processes every Interval until ctx is done.
@@ -80,10 +92,17 @@ func (a *Asker) Run(ctx context.Context) {
 // gives cause for a census and has not been asked since Again steps.
 func (a *Asker) Turn(now time.Time) {
 	a.mu.Lock()
-	evs := a.pending
-	a.pending = nil
+	evs, manual := a.pending, a.manual
+	a.pending, a.manual = nil, nil
 	a.mu.Unlock()
 	a.store.ApplyAll(evs)
+	for _, key := range manual {
+		for _, p := range a.store.Processes() {
+			if p.Key == key && p.Connected && p.Conn != 0 {
+				a.request(now, p, ipc.CensusRequest, "asked from the view")
+			}
+		}
+	}
 	for _, p := range a.store.Processes() {
 		if !p.Connected || p.Conn == 0 {
 			continue
@@ -96,18 +115,23 @@ func (a *Asker) Turn(now time.Time) {
 		if why == "" {
 			continue
 		}
-		a.nextID++
-		r := ipc.Request{V: ipc.Version, Type: ipc.RequestCensus, ID: a.nextID, Reason: ipc.CensusSuspect}
 		a.asked[p.Key] = step
-		text := "asked for a census (" + why + ")"
-		if err := a.ask(p.Conn, r); err != nil {
-			text = "could not ask for a census (" + why + "): " + err.Error()
-		}
-		if line, err := r.Line(); err == nil {
-			text += ": " + string(line[:len(line)-1])
-		}
-		a.note(session.Event{At: now, Conn: p.Conn, Note: &session.Note{Kind: session.NoteRequest, Text: text}})
+		a.request(now, p, ipc.CensusSuspect, why)
 	}
+}
+
+// request asks p for a census and records the request as a note.
+func (a *Asker) request(now time.Time, p *session.Process, reason, why string) {
+	a.nextID++
+	r := ipc.Request{V: ipc.Version, Type: ipc.RequestCensus, ID: a.nextID, Reason: reason}
+	text := "asked for a census (" + why + ")"
+	if err := a.ask(p.Conn, r); err != nil {
+		text = "could not ask for a census (" + why + "): " + err.Error()
+	}
+	if line, err := r.Line(); err == nil {
+		text += ": " + string(line[:len(line)-1])
+	}
+	a.note(session.Event{At: now, Conn: p.Conn, Note: &session.Note{Kind: session.NoteRequest, Text: text}})
 }
 
 // Why is the suspicion a process gives, "" when none: held memory that

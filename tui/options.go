@@ -28,8 +28,16 @@ type config struct {
 	debug      io.Writer
 	store      *session.Store
 
-	trainingDefault string // WithTrainingDefault
-	outputLog       string // WithOutputLog
+	trainingDefault string                     // WithTrainingDefault
+	outputLog       string                     // WithOutputLog
+	askCensus       func(process string) error // WithCensusAsker
+}
+
+// WithCensusAsker makes the c key ask the process on screen for a census
+// of its live tensors (live mode): ask gets the process's session key and
+// must not block (it queues the request).
+func WithCensusAsker(ask func(process string) error) Option {
+	return func(c *config) { c.askCensus = ask }
 }
 
 // WithSource makes the TUI live: it applies the batches src hands over.
