@@ -92,7 +92,11 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	}
 
 	store := session.New()
-	recErr := consume(ctx, f, store)
+	// The recording is checked at least every recordCheck, so a failure
+	// found by the writer's background flush (a full disk) is reported with
+	// no event to trigger it.
+	var recErr error
+	pipeline.Consume(ctx, f, store, recordCheck, func() bool { recErr = f.Err(); return recErr == nil })
 	if recErr != nil {
 		// Say it now, not after Ctrl-C: recording is all this command does.
 		fmt.Fprintf(stderr, "vramscope: %v; stopping\n", recErr)
@@ -108,25 +112,6 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	}
 	fmt.Fprintln(stderr, summary(store, o.out, recorded, f.Rejected()))
 	return recErr
-}
-
-// consume applies the feed's events until ctx is done or the recording
-// fails (a full disk), which it returns. The recording is checked at least
-// every recordCheck, so a failure found by the writer's background flush
-// is reported with no event to trigger it.
-func consume(ctx context.Context, f *feed.Feed, store *session.Store) error {
-	for ctx.Err() == nil {
-		nctx, cancel := context.WithTimeout(ctx, recordCheck)
-		evs, err := f.Next(nctx)
-		cancel()
-		if err == nil {
-			store.ApplyAll(evs)
-		}
-		if err := f.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // recordCheck is how often a headless command looks at its recording.
@@ -149,14 +134,13 @@ func summary(s *session.Store, path string, events, bad uint64) string {
 	// Clients counts the sessions the store forgot to stay bounded too (it
 	// said "1024 clients" after 2,000); lost is what the hooks sent and the
 	// monitor never got, apart from what its own view skipped when it fell
-	// behind (the recording has those) and the connections it refused
-	// (issue 22, findings 5 and 7).
+	// behind (the recording has those) and the connections it refused.
 	return fmt.Sprintf("vramscope: %s, %s, %s, %d lost, %d dropped by hooks, %s, %d skipped by the view (recorded), %s; wrote %s (%s)",
 		count(len(s.Processes())+s.Forgotten, "client"), count(int(events), "event"), count(steps, "step"), s.Lost(), dropped,
 		count(int(s.Refused), "refused connection"), s.Skipped, count(int(max(bad, uint64(s.Errors))), "bad message"), path, size)
 }
 
-// count is "1 client", "2 clients" (issue 24: summaries said "1 clients").
+// count is "1 client", "2 clients" (summaries said "1 clients").
 func count(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun

@@ -78,16 +78,29 @@ func ServeTo(ctx context.Context, srv *ipc.Server, deliver func(ipc.Delivery), l
 	return done
 }
 
+// Consume is a headless command's loop: it applies the feed's events to s
+// until ctx is done, waiting at most every for a batch, and after each
+// wait asks keepOn (when not nil) whether to go on, so that a command can
+// stop on what it watches (a failed recording, a finished demo) without an
+// event to wake it.
+func Consume(ctx context.Context, f *feed.Feed, s *session.Store, every time.Duration, keepOn func() bool) {
+	for ctx.Err() == nil {
+		wait, cancel := context.WithTimeout(ctx, every)
+		evs, err := f.Next(wait)
+		cancel()
+		if err == nil {
+			s.ApplyAll(evs)
+		}
+		if keepOn != nil && !keepOn() {
+			return
+		}
+	}
+}
+
 // Drain applies what is still pending in the feed, waiting at most d for
 // more to arrive.
 func Drain(f *feed.Feed, s *session.Store, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	for {
-		evs, err := f.Next(ctx)
-		if err != nil {
-			return
-		}
-		s.ApplyAll(evs)
-	}
+	Consume(ctx, f, s, d, nil)
 }

@@ -14,6 +14,7 @@ import (
 // tensors when their diagnosis gives cause (suspect.Asker), and puts each
 // request into the feed, so that the recording keeps it.
 type Suspicion struct {
+	queue *feed.Feed // the asker's own feed, fed by the tap
 	asker *suspect.Asker
 	f     atomic.Pointer[feed.Feed]
 }
@@ -21,8 +22,8 @@ type Suspicion struct {
 // NewSuspicion prepares the asker of srv's hooks; FeedOption taps the feed
 // for it, Start runs it.
 func NewSuspicion(srv *ipc.Server) *Suspicion {
-	s := &Suspicion{}
-	s.asker = suspect.New(srv.Ask, func(ev session.Event) {
+	s := &Suspicion{queue: feed.New(feed.WithLimit(suspect.QueueLimit))}
+	s.asker = suspect.New(s.queue, srv.Ask, func(ev session.Event) {
 		if f := s.f.Load(); f != nil {
 			f.Put(ev)
 		}
@@ -31,7 +32,7 @@ func NewSuspicion(srv *ipc.Server) *Suspicion {
 }
 
 // FeedOption is the tap that feeds the asker's own store.
-func (s *Suspicion) FeedOption() feed.Option { return feed.WithTap(s.asker.Put) }
+func (s *Suspicion) FeedOption() feed.Option { return feed.WithTap(s.queue.Put) }
 
 // Ask queues a census request for the process with session key process
 // (the TUI's c key).

@@ -30,33 +30,17 @@ func memoryOf(h *ipc.Message) *Memory {
 	} else if h.Hook != nil && h.Hook.ExactPeaks {
 		m.Peaks = ipc.PeaksExact
 	}
-	noNVML := "a driver-side view (NVML is NVIDIA only): no device total used, no non-PyTorch memory"
-	switch m.Kind {
-	case ipc.SourceCUDA:
-		m.What = "CUDA caching allocator (torch.cuda)"
-	case ipc.SourceROCm:
-		m.What = "ROCm caching allocator (torch.cuda on a HIP build)"
-		m.NotAvailable = append(m.NotAvailable, noNVML)
-	case ipc.SourceXPU:
-		m.What = "XPU caching allocator (torch.xpu.memory_stats)"
-		m.NotAvailable = append(m.NotAvailable, noNVML)
-	case ipc.SourceMPS:
-		m.What = "MPS: allocated = torch.mps.current_allocated_memory(), reserved = driver_allocated_memory()"
-		m.NotAvailable = append(m.NotAvailable, "a peak counter (MPS has none: a peak is the largest read or sample, a lower bound)", noNVML)
-	case ipc.SourceCPU:
-		m.What = "host memory: the process's resident set size (RSS)"
-		m.NotAvailable = append(m.NotAvailable, "an allocator split (allocated = reserved = RSS)", "a device-side view (no GPU)")
-		if m.Peaks == ipc.PeaksProcess {
-			m.NotAvailable = append(m.NotAvailable, "phase peaks (the kernel cannot reset the peak RSS here: a peak is the process's lifetime peak)")
-		}
-	case "":
-		m.What = "none: the hook read no memory"
-		m.NotAvailable = append(m.NotAvailable, "memory figures (an older hook on a CPU run)")
-	default:
+	if w, ok := ipc.WordsOf(m.Kind); ok {
+		m.What = w.What
+		m.NotAvailable = append(m.NotAvailable, w.Lacks...)
+	} else {
 		m.What = "unknown source " + textesc.String(m.Kind)
 	}
+	if m.Kind == ipc.SourceCPU && m.Peaks == ipc.PeaksProcess {
+		m.NotAvailable = append(m.NotAvailable, ipc.LacksPhasePeaks)
+	}
 	if m.Peaks == ipc.PeaksNone {
-		m.NotAvailable = append(m.NotAvailable, "memory figures (this system has no stdlib read of the RSS)")
+		m.NotAvailable = append(m.NotAvailable, ipc.LacksFigures)
 	}
 	return m
 }
@@ -70,24 +54,18 @@ func (p *Process) host() bool {
 func (p *Process) deviceLabel() string {
 	if d := p.Device; d != nil {
 		label := fmt.Sprintf("%s (cuda:%d, %s)", textesc.String(d.Name), d.Index, d.Total.Human())
-		if p.Memory != nil && p.Memory.Kind == ipc.SourceROCm {
-			label += " · ROCm"
+		if p.Memory != nil {
+			w, _ := ipc.WordsOf(p.Memory.Kind)
+			label += w.Tag
 		}
 		return label
 	}
-	m := p.Memory
-	if m == nil {
-		return "CPU (no CUDA device)"
+	kind := ""
+	if p.Memory != nil {
+		kind = p.Memory.Kind
 	}
-	switch m.Kind {
-	case ipc.SourceCPU:
-		return "CPU · host memory (RSS)"
-	case ipc.SourceXPU:
-		return "Intel XPU"
-	case ipc.SourceMPS:
-		return "Apple MPS"
-	case "":
-		return "CPU (no CUDA device)"
+	if w, _ := ipc.WordsOf(kind); w.Label != "" {
+		return w.Label
 	}
-	return "device " + textesc.String(m.Kind)
+	return "device " + textesc.String(kind)
 }

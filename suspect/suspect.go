@@ -1,8 +1,9 @@
 // Package suspect decides when the monitor asks a hook for a census of its
 // live tensors (docs/census.md, "When"): when the diagnosis sees memory
 // held between steps grow (a leak) or a step come near the device's limit.
-// It keeps a store of its own, fed by a tap of the feed as the Prometheus
-// exporter's is, diagnoses each connected process about twice a second,
+// It keeps a store of its own, fed from a Source (a feed of its own that
+// the command's feed taps, as the Prometheus exporter's is), diagnoses each
+// connected process about twice a second,
 // asks once per suspicion, and puts each request it made into the feed as
 // a note, so that a recording keeps it beside the census that answers it.
 package suspect
@@ -27,40 +28,38 @@ const (
 	// Again is how many steps after a census asked on suspicion the same
 	// process may be asked again.
 	Again = 200
-	// maxPending bounds the events waiting for the next turn.
-	maxPending = 1 << 16
+	// QueueLimit is how many events may wait for the asker (its Source's
+	// limit), past which the oldest are skipped.
+	QueueLimit = 1 << 16
 )
+
+// Source is the queue an Asker reads its events from: a feed.Feed.
+type Source interface {
+	// Next returns every pending event, or ctx's error when none is
+	// pending and ctx is done.
+	Next(ctx context.Context) ([]session.Event, error)
+}
 
 // Asker watches the events of a monitor and asks on suspicion.
 type Asker struct {
+	src  Source
+	now  context.Context // done: a read of src that does not wait
 	ask  func(conn uint64, r ipc.Request) error
 	note func(session.Event)
 
-	mu      sync.Mutex
-	pending []session.Event
-	dropped uint64
-
+	mu     sync.Mutex // guards manual
 	store  *session.Store
 	asked  map[string]int // process key -> the step it was last asked at
 	nextID int64
 	manual []string // process keys a user asked a census of (Ask), under mu
 }
 
-// New returns an Asker that asks through ask (ipc.Server.Ask) and records
-// each request it made through note (feed.Feed.Put).
-func New(ask func(conn uint64, r ipc.Request) error, note func(session.Event)) *Asker {
-	return &Asker{ask: ask, note: note, store: session.New(), asked: map[string]int{}}
-}
-
-// Put queues an event (a feed tap: it only enqueues).
-func (a *Asker) Put(ev session.Event) {
-	a.mu.Lock()
-	if len(a.pending) < maxPending {
-		a.pending = append(a.pending, ev)
-	} else {
-		a.dropped++
-	}
-	a.mu.Unlock()
+// New returns an Asker that reads src, asks through ask (ipc.Server.Ask)
+// and records each request it made through note (feed.Feed.Put).
+func New(src Source, ask func(conn uint64, r ipc.Request) error, note func(session.Event)) *Asker {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	return &Asker{src: src, now: done, ask: ask, note: note, store: session.New(), asked: map[string]int{}}
 }
 
 // Ask queues a census request for the process with session key process,
@@ -92,10 +91,12 @@ func (a *Asker) Run(ctx context.Context) {
 // gives cause for a census and has not been asked since Again steps.
 func (a *Asker) Turn(now time.Time) {
 	a.mu.Lock()
-	evs, manual := a.pending, a.manual
-	a.pending, a.manual = nil, nil
+	manual := a.manual
+	a.manual = nil
 	a.mu.Unlock()
-	a.store.ApplyAll(evs)
+	if evs, err := a.src.Next(a.now); err == nil {
+		a.store.ApplyAll(evs)
+	}
 	for _, key := range manual {
 		for _, p := range a.store.Processes() {
 			if p.Key == key && p.Connected && p.Conn != 0 {

@@ -1,4 +1,4 @@
-"""CPU runs end to end (issue 21): real training on CPU torch, the real
+"""CPU runs end to end: real training on CPU torch, the real
 ``vramscope record`` receiving it and ``vramscope report`` reading the file.
 
 * A loop that keeps 4 MiB more host memory every step: the report finds the
@@ -17,8 +17,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from test_e2e import (has_goodbye, recorders, report, report_json, start,  # noqa: F401
-                      stop_ok, vs_bin, workdir)
+from test_e2e import has_goodbye, report, report_json, start, stop_ok
 import vramscope
 
 MiB = 1 << 20

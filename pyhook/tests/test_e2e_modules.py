@@ -1,13 +1,12 @@
 """End to end, by module: the seed-001 model at scale 0.1 trained on CPU with
 watch(), recorded by the real ``vramscope record`` and read by ``vramscope
 report``: the report names the loss's saved tensors with their size and the
-model's largest blocks, each with its share (issue 20's "done when")."""
+model's largest blocks, each with its share."""
 
 import os
 
 import vramscope
-from test_e2e import (has_goodbye, recorders, report, report_json, start, stop_ok,  # noqa: F401
-                      the_process, vs_bin, workdir)
+from test_e2e import has_goodbye, report, report_json, start, stop_ok, the_process
 from test_modules import F32, seed001
 
 

@@ -1,4 +1,4 @@
-"""Exact phase peaks by default, the user's own counters intact (issue 19).
+"""Exact phase peaks by default, the user's own counters intact.
 
 On the simulated H100 allocator (bench/fakecuda.py SimAllocator: the
 seed-001 model's figures from testdata/h100/s001_stat_cuda.json) installed
@@ -22,7 +22,7 @@ import fakecuda  # noqa: E402
 PINLOOP = os.path.join(ROOT, "pyhook", "tests", "pinloop.py")
 PHASES = ("zero_grad", "forward", "loss", "backward", "step")
 STEP1_PEAK = 4518008832  # every step from 1 on (shared/recordings/h100/README.md)
-LEAK = 147 << 20  # the leak of issue 19's GPT-2 run, per step
+LEAK = 147 << 20  # the leak of the measured GPT-2 run, per step
 
 
 def interpreters():
@@ -322,7 +322,7 @@ def test_a_second_session_reads_beneath_the_first_ones_patches(torch_mod):
         sim.uninstall()
 
 
-from test_e2e import recorders, start, stop_ok, vs_bin, workdir  # noqa: E402,F401 (fixtures)
+from test_e2e import start, stop_ok  # noqa: E402
 
 
 def test_the_monitor_takes_the_exact_peaks_stream(vs_bin, workdir, recorders):

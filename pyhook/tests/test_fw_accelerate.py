@@ -1,4 +1,4 @@
-"""Real accelerate and torch.compile (issue 25), in this process with an
+"""Real accelerate and torch.compile, in this process with an
 explicit ``watch()``, against a real ``vramscope record``: a plain accelerate
 loop (``accelerator.backward``, ``accumulate``) and a ``torch.compile``d model
 (the ``aot_eager`` backend: compiled forward and backward graphs, no C++
@@ -10,7 +10,6 @@ import pytest
 
 import vramscope
 from frameworks import PHASES, Recording, need, need_attr, phase_counts, phase_order
-from test_e2e import recorders, vs_bin, workdir  # noqa: F401
 from loops import param_hash
 
 STEPS, ACCUMULATION = 3, 2

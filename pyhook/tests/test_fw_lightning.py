@@ -1,4 +1,4 @@
-"""Real Lightning (issue 25): ``Trainer.fit`` on CPU with the callback and
+"""Real Lightning: ``Trainer.fit`` on CPU with the callback and
 with ``watch()`` in ``configure_optimizers``, against a real ``vramscope
 record`` and ``report --json``. Each fit also runs without the hook: the
 weights must be bit-identical and the output the same."""
@@ -11,7 +11,6 @@ import pytest
 
 import vramscope
 from frameworks import PHASES, Recording, need, phase_counts, phase_order
-from test_e2e import recorders, vs_bin, workdir  # noqa: F401
 
 BATCHES = 6
 

@@ -1,4 +1,4 @@
-"""A monitor that writes garbage back to the hook (issue 22, "also try").
+"""A monitor that writes garbage back to the hook.
 
 The hook reads what its monitor writes back only for requests
 (docs/protocol.md, "Requests"): on its sender thread, without waiting, at

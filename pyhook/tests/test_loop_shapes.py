@@ -1,4 +1,4 @@
-"""Issue 23, items 1 and 2: loops that zero after ``optimizer.step()`` count
+"""Loops that zero after ``optimizer.step()`` count
 one step per update, with an explicit ``watch()`` and under ``vramscope run``.
 
 Real torch (whichever runs the suite: Debian's 1.13 and the venv's 2.x), the
@@ -15,8 +15,7 @@ import pytest
 
 import loops
 import vramscope
-from test_e2e import (has_goodbye, recorders, report_json, start, stop_ok,  # noqa: F401
-                      the_process, vs_bin, workdir)
+from test_e2e import has_goodbye, report_json, start, stop_ok, the_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = ["forward", "loss", "backward", "step"]

@@ -1,4 +1,4 @@
-"""Pins against the H100 recordings (issue 8, findings 3 and 5), end to end:
+"""Pins against the H100 recordings, end to end:
 the real Watcher and client, the real ``vramscope record`` and ``report --json``.
 
 seed001: the real seed-001 model (testdata/h100/seed001.py, scaled down to run
@@ -14,8 +14,7 @@ import json
 import os
 
 from conftest import ROOT, FakeCuda, checkpoint
-from test_e2e import (has_goodbye, recorders, report_json, start, stop_ok,  # noqa: F401
-                      the_process, vs_bin, workdir)
+from test_e2e import has_goodbye, report_json, start, stop_ok, the_process
 import vramscope
 from vramscope import _api, _client, _oom
 from vramscope._anatomy import FIRST_MEASURED

@@ -1,4 +1,4 @@
-"""Issue 19, end to end: the real hook with its default settings, on the
+"""Exact peaks end to end: the real hook with its default settings, on the
 simulated H100 allocator (bench/fakecuda.py: seed 001's figures), into a
 real ``vramscope record``, then ``vramscope report``: after the warmup no
 figure is a lower bound (no ``≥``), steps the hook read once say "same
@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from test_e2e import recorders, report, report_json, start, stop_ok, vs_bin, workdir  # noqa: F401 (fixtures)
+from test_e2e import report, report_json, start, stop_ok
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
