@@ -68,7 +68,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 	}
 	defer srv.Close()
 	prom := newPromExport(l.prom)
-	suspicion := pipeline.NewSuspicion(srv)
+	suspicion := pipeline.NewSuspicion(srv, recordDir(l.record))
 	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive)), suspicion.FeedOption()}, prom.feedOptions()...)...)
 	if l.record != "" {
 		if err := f.Start(l.record); err != nil {

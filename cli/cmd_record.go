@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -74,7 +75,7 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	}
 	defer srv.Close()
 	prom := newPromExport(o.prom)
-	suspicion := pipeline.NewSuspicion(srv)
+	suspicion := pipeline.NewSuspicion(srv, recordDir(o.out))
 	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive)), suspicion.FeedOption()}, prom.feedOptions()...)...)
 	if err := f.Start(o.out); err != nil {
 		return err
@@ -146,4 +147,17 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// recordDir is the absolute directory of a recording path, where a hook
+// writes its allocator history beside it ("" without a recording).
+func recordDir(path string) string {
+	if path == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(abs)
 }

@@ -60,6 +60,33 @@ type Census struct {
 	// Allocator is the CUDA caching allocator at an out-of-memory error
 	// (reason CensusOOM on a CUDA device; nil otherwise).
 	Allocator *CensusAllocator `json:"allocator,omitempty"`
+	// Capture is the allocator history window that ended at this census
+	// (a follow-up on CUDA asked with a capture directory; nil otherwise).
+	Capture *CensusCapture `json:"capture,omitempty"`
+}
+
+// CensusCapture is one window of the allocator's history: the snapshot
+// file the hook wrote (empty when it could not write one), the steps it
+// covers, its trace entries against the cap, the sites whose allocations
+// made in it are still live, and what it cost.
+type CensusCapture struct {
+	File       string        `json:"file"`
+	FromStep   int           `json:"from_step"`
+	ToStep     int           `json:"to_step"`
+	Entries    int64         `json:"entries"`
+	MaxEntries int64         `json:"max_entries"`
+	Sites      []CaptureSite `json:"sites"`
+	CostMS     float64       `json:"cost_ms"`
+}
+
+// CaptureSite is an allocation site (the innermost frame in the user's
+// code) and the bytes and allocations made there that are still live.
+type CaptureSite struct {
+	File     string `json:"file"`
+	Line     *int   `json:"line"`
+	Function string `json:"function"`
+	Bytes    int64  `json:"bytes"`
+	Count    int64  `json:"count"`
 }
 
 // CensusAllocator is the caching allocator at an out-of-memory error. Every
@@ -214,6 +241,11 @@ func (m *Message) validateCensus() error {
 			return errors.New("field census.allocator.largest_free: above free_in_cache")
 		}
 	}
+	if k := c.Capture; k != nil {
+		if err := k.validate(); err != nil {
+			return err
+		}
+	}
 	if len(c.Holders) > maxCensusHolders {
 		return fmt.Errorf("field census.holders: more than %d entries", maxCensusHolders)
 	}
@@ -261,6 +293,36 @@ func (h *CensusHolder) validate() error {
 	}
 	if h.FirstStep != nil && h.LastStep != nil && *h.FirstStep > *h.LastStep {
 		return errors.New("field census.holders.first_step: after last_step")
+	}
+	return nil
+}
+
+func (k *CensusCapture) validate() error {
+	if len(k.File) > maxHolderFile || !utf8.ValidString(k.File) {
+		return errors.New("field census.capture.file: longer than 1024 bytes or not UTF-8")
+	}
+	if k.FromStep < 0 || k.ToStep < k.FromStep {
+		return errors.New("field census.capture.from_step/to_step: not a window of steps")
+	}
+	if err := sizes(opt{"census.capture.entries", &k.Entries}, opt{"census.capture.max_entries", &k.MaxEntries}); err != nil {
+		return err
+	}
+	if err := finite("census.capture.cost_ms", k.CostMS); err != nil {
+		return err
+	}
+	if len(k.Sites) > maxCensusHolders {
+		return fmt.Errorf("field census.capture.sites: more than %d entries", maxCensusHolders)
+	}
+	for _, s := range k.Sites {
+		if len(s.File) > maxHolderFile || len(s.Function) > maxHolderName || !utf8.ValidString(s.File) || !utf8.ValidString(s.Function) {
+			return errors.New("field census.capture.sites: file or function too long or not UTF-8")
+		}
+		if s.Line != nil && *s.Line <= 0 {
+			return errors.New("field census.capture.sites.line: not positive")
+		}
+		if err := sizes(opt{"census.capture.sites.bytes", &s.Bytes}, opt{"census.capture.sites.count", &s.Count}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

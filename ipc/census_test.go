@@ -82,6 +82,9 @@ func TestRequestsMatchTheHooksReading(t *testing.T) {
 			t.Fatalf("%s: %v", r.Line, err)
 		}
 		want := Request{V: 1, Type: r.Request["type"].(string), ID: int64(r.Request["id"].(float64)), Reason: r.Request["reason"].(string)}
+		if d, ok := r.Request["capture_dir"].(string); ok {
+			want.CaptureDir = d
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: got %+v, want %+v", r.Line, got, want)
 		}

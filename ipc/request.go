@@ -22,6 +22,11 @@ type Request struct {
 	Type   string `json:"type"`
 	ID     int64  `json:"id"`
 	Reason string `json:"reason,omitempty"`
+	// CaptureDir, with reason CensusSuspect, asks a CUDA hook to record the
+	// allocator's history until its follow-up census and write the
+	// snapshot into this directory (absolute; the hook writes only into a
+	// directory of its user that others cannot write).
+	CaptureDir string `json:"capture_dir,omitempty"`
 }
 
 // Line returns r as one newline-terminated request line.
@@ -83,6 +88,9 @@ func (r Request) validate() error {
 	case "", CensusRequest, CensusSuspect:
 	default:
 		return fmt.Errorf("request field reason: %q is neither %q nor %q", clip(r.Reason), CensusRequest, CensusSuspect)
+	}
+	if d := r.CaptureDir; d != "" && (d[0] != '/' || len(d) > maxHolderFile) {
+		return fmt.Errorf("request field capture_dir: not an absolute path of at most %d bytes", maxHolderFile)
 	}
 	return nil
 }

@@ -20,14 +20,16 @@ type Suspicion struct {
 }
 
 // NewSuspicion prepares the asker of srv's hooks; FeedOption taps the feed
-// for it, Start runs it.
-func NewSuspicion(srv *ipc.Server) *Suspicion {
+// for it, Start runs it. captureDir is where a CUDA hook asked on suspicion
+// writes its allocator history (the recording's directory, "" for none).
+func NewSuspicion(srv *ipc.Server, captureDir string) *Suspicion {
 	s := &Suspicion{queue: feed.New(feed.WithLimit(suspect.QueueLimit))}
 	s.asker = suspect.New(s.queue, srv.Ask, func(ev session.Event) {
 		if f := s.f.Load(); f != nil {
 			f.Put(ev)
 		}
 	})
+	s.asker.CaptureDir = captureDir
 	return s
 }
 

@@ -27,6 +27,31 @@ type Census struct {
 	Complete bool `json:"complete"`
 	// CostMS is what the census cost the training thread.
 	CostMS float64 `json:"cost_ms"`
+	// Capture is the newest allocator history window (CUDA), nil when none.
+	Capture *Capture `json:"capture"`
+}
+
+// Capture is an allocator history window: the snapshot file beside the
+// recording, the steps, its entries against the cap, its cost, and the
+// sites whose allocations made in it are still live, most bytes first.
+type Capture struct {
+	File       string        `json:"file"`
+	FromStep   int           `json:"from_step"`
+	ToStep     int           `json:"to_step"`
+	Entries    int64         `json:"entries"`
+	MaxEntries int64         `json:"max_entries"`
+	CostMS     float64       `json:"cost_ms"`
+	Sites      []CaptureSite `json:"sites"`
+}
+
+// CaptureSite is one allocation site: file, line, function, and its live
+// bytes and allocations made in the window.
+type CaptureSite struct {
+	File     string        `json:"file"`
+	Line     int           `json:"line"`
+	Function string        `json:"function"`
+	Bytes    session.Bytes `json:"bytes"`
+	Count    int64         `json:"count"`
 }
 
 // CensusGroup is one group of storages.
@@ -69,6 +94,7 @@ func censusOf(p *session.Process) *Census {
 		{"optimizer state", session.Bytes(g.Optimizer.Bytes), g.Optimizer.Tensors},
 		{"other", session.Bytes(g.Other.Bytes), g.Other.Tensors},
 	}
+	out.Capture = captureOf(p)
 	for i := range c.Holders {
 		h := &c.Holders[i]
 		line := 0
@@ -80,6 +106,27 @@ func censusOf(p *session.Process) *Census {
 			Graphs: h.Graphs, GraphNodes: h.GraphNodes, GraphSaved: session.Bytes(h.GraphSaved), GraphFreed: h.GraphFreed})
 	}
 	return out
+}
+
+// captureOf is the newest census's capture window, nil when none came.
+func captureOf(p *session.Process) *Capture {
+	for i := len(p.Censuses) - 1; i >= 0; i-- {
+		k := p.Censuses[i].Capture
+		if k == nil {
+			continue
+		}
+		out := &Capture{File: k.File, FromStep: k.FromStep, ToStep: k.ToStep, Entries: k.Entries,
+			MaxEntries: k.MaxEntries, CostMS: k.CostMS, Sites: []CaptureSite{}}
+		for _, s := range k.Sites {
+			line := 0
+			if s.Line != nil {
+				line = *s.Line
+			}
+			out.Sites = append(out.Sites, CaptureSite{File: s.File, Line: line, Function: s.Function, Bytes: session.Bytes(s.Bytes), Count: s.Count})
+		}
+		return out
+	}
+	return nil
 }
 
 func (c *Census) writeText(w *bufio.Writer) {
@@ -111,5 +158,17 @@ func (c *Census) writeText(w *bufio.Writer) {
 	}
 	if c.UnattributedBytes > 0 {
 		fmt.Fprintf(w, "    no root found for %s of other tensors\n", c.UnattributedBytes.Human())
+	}
+	if k := c.Capture; k != nil {
+		file := "not written"
+		if k.File != "" {
+			file = textesc.String(k.File)
+		}
+		fmt.Fprintf(w, "    allocator history, steps %d–%d: %d entries of %d, %.1f ms; snapshot %s\n",
+			k.FromStep, k.ToStep, k.Entries, k.MaxEntries, k.CostMS, file)
+		for _, s := range k.Sites {
+			fmt.Fprintf(w, "      %s:%d %s(): %s still live in %d allocations\n", textesc.String(s.File), s.Line,
+				textesc.String(s.Function), s.Bytes.Human(), s.Count)
+		}
 	}
 }

@@ -52,6 +52,9 @@ type Asker struct {
 	asked  map[string]int // process key -> the step it was last asked at
 	nextID int64
 	manual []string // process keys a user asked a census of (Ask), under mu
+	// CaptureDir is where a CUDA hook asked on suspicion writes its
+	// allocator history (the recording's directory); "" asks for none.
+	CaptureDir string
 }
 
 // New returns an Asker that reads src, asks through ask (ipc.Server.Ask)
@@ -125,6 +128,9 @@ func (a *Asker) Turn(now time.Time) {
 func (a *Asker) request(now time.Time, p *session.Process, reason, why string) {
 	a.nextID++
 	r := ipc.Request{V: ipc.Version, Type: ipc.RequestCensus, ID: a.nextID, Reason: reason}
+	if reason == ipc.CensusSuspect {
+		r.CaptureDir = a.CaptureDir
+	}
 	text := "asked for a census (" + why + ")"
 	if err := a.ask(p.Conn, r); err != nil {
 		text = "could not ask for a census (" + why + "): " + err.Error()

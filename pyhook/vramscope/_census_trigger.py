@@ -9,7 +9,7 @@ scheduled one (not a measured one: nothing more is measured), so a plain
 step never pays for it and no request waits on the sender's timing.
 """
 
-from . import _census, _safe
+from . import _capture, _census, _devices, _safe
 
 FOLLOW_UP_STEPS = 5  # steps between a census on suspicion and the next
 
@@ -18,15 +18,17 @@ class CensusMixin:
     """The census half of the Watcher (which defines ``_acts``, ``_client``,
     ``_model``, ``_optimizer`` and ``_torch``)."""
 
-    # (reason, request id, the first step whose end takes it), or None
+    # (reason, request id, the first step whose end takes it, capture dir), or None
     _census_want = None
+    _capture = None  # the allocator history window in progress (_capture.Capture)
 
-    def request_census(self, reason, request=None, at_step=0):
+    def request_census(self, reason, request=None, at_step=0, capture_dir=None):
         """Take a census at the end of the first step from ``at_step`` on
-        (any thread; never blocks)."""
+        (any thread; never blocks). ``capture_dir``: on suspicion on CUDA,
+        record the allocator's history until the follow-up and write it there."""
         if not self._active:
             return
-        self._census_want = (reason, request, at_step)
+        self._census_want = (reason, request, at_step, capture_dir)
         acts = self._acts
         acts.hold = True
         acts.scheduled = True  # the current step's end takes the measured branch
@@ -37,14 +39,33 @@ class CensusMixin:
             return
         self._census_want = None
         self._acts.hold = False
-        msg = self.take_census(want[0], want[1], step)
+        extra = None
+        if want[0] == "followup" and self._capture is not None:
+            cap, self._capture = self._capture, None
+            extra = _safe.call(lambda: {"capture": cap.finish(step)})
+        msg = self.take_census(want[0], want[1], step, extra=extra)
         if msg is not None and want[0] == "suspect":
             self.request_census("followup", want[1], step + FOLLOW_UP_STEPS)
+            if want[3] is not None and self._capture is None and self._on_cuda() \
+                    and _capture.supported(self._torch):
+                cap = _capture.Capture(self._torch, want[3], self._client.session)
+                if _safe.call(cap.start, step):
+                    self._capture = cap
 
-    def take_census(self, reason, request=None, step=None, budget=None, allocator=None):
+    def end_capture(self):
+        """Switch off a history window still open (the watch is removed)."""
+        cap, self._capture = self._capture, None
+        if cap is not None:
+            cap.mem._record_memory_history(None)
+
+    def _on_cuda(self):
+        cuda = self._client.cuda
+        return cuda is not None and not isinstance(cuda, _devices._Seam)
+
+    def take_census(self, reason, request=None, step=None, budget=None, extra=None):
         """Take a census now, queue it for the monitor and return it (None on
-        failure). ``allocator``: the allocator's state to send with it (an
-        out-of-memory census, _fragments.state)."""
+        failure). ``extra``: fields to send in it besides (``allocator`` at an
+        out-of-memory error, ``capture`` at the end of a capture window)."""
         client = self._client
         if budget is None:
             budget = _census.DEFAULT_BUDGET
@@ -52,8 +73,8 @@ class CensusMixin:
                          self._optimizer, client.step if step is None else step, reason,
                          budget, request)
         if msg is not None:
-            if allocator is not None:
-                msg["census"]["allocator"] = allocator
+            if extra:
+                msg["census"].update(extra)
             client.emit(msg)
         return msg
 

@@ -687,7 +687,7 @@ class Client:
         for req in self.requests.feed(data):
             w = self.census_target() if self.census_target is not None else None
             if w is not None:
-                w.request_census(req["reason"], req["id"])
+                w.request_census(req["reason"], req["id"], capture_dir=req.get("capture_dir"))
 
     def _send(self, data):
         try:

@@ -93,4 +93,5 @@ def _census_at_oom(client, mem, requested, device_free, device_total):
     # another source's torch for them would initialise CUDA.
     if client.cuda is not None and not isinstance(client.cuda, _devices._Seam):
         state = _fragments.state(watcher._torch, mem, requested, device_free, device_total)
-    watcher.take_census("oom", budget=OOM_BUDGET, allocator=state)
+    watcher.take_census("oom", budget=OOM_BUDGET,
+                        extra={"allocator": state} if state is not None else None)

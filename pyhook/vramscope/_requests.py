@@ -85,4 +85,10 @@ def validate(msg):
     reason = msg.get("reason", "request")
     if reason not in REASONS:
         return None
-    return {"type": "census", "id": rid, "reason": reason}
+    out = {"type": "census", "id": rid, "reason": reason}
+    where = msg.get("capture_dir")
+    if where is not None:
+        if type(where) is not str or not where.startswith("/") or len(where.encode("utf-8", "replace")) > 1024:
+            return None
+        out["capture_dir"] = where
+    return out

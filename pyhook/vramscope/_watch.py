@@ -231,6 +231,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
         for undo in reversed(self._undo):
             _safe.call(undo)
         self._undo = []
+        _safe.call(self.end_capture)
 
     # ---- phase bookkeeping -------------------------------------------------------
 
