@@ -1,12 +1,10 @@
 package diagnose
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/internal/fixture"
 	"github.com/vramscope/vramscope/ipc"
 )
 
@@ -14,18 +12,8 @@ import (
 // to a list (testdata/protocol/census.json): steps 11 and 16.
 func censusLines(t *testing.T) []ipc.Message {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "protocol", "census.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fx struct {
-		Census []string `json:"census"`
-	}
-	if err := json.Unmarshal(data, &fx); err != nil {
-		t.Fatal(err)
-	}
 	msgs := demoMessages(t, "steady", 20)[:1]
-	for _, l := range fx.Census {
+	for _, l := range fixture.CensusLines(t) {
 		m, err := ipc.Decode([]byte(l))
 		if err != nil {
 			t.Fatal(err)

@@ -1,12 +1,11 @@
 package metrics_test
 
 import (
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/fixture"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/metrics"
 	"github.com/vramscope/vramscope/session"
@@ -15,21 +14,11 @@ import (
 // The largest holder of the newest census is a gauge labelled by its
 // name, clipped to MaxHolderLabel bytes whatever the process called it.
 func TestLargestHolderIsExported(t *testing.T) {
-	data, err := os.ReadFile("../testdata/protocol/census.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fx struct {
-		Census []string `json:"census"`
-	}
-	if err := json.Unmarshal(data, &fx); err != nil {
-		t.Fatal(err)
-	}
 	q, e := newExporter()
 	at := time.Unix(1_763_794_800, 0)
 	q.Put(session.Event{At: at, Conn: 1, Msg: &ipc.Message{V: 1, Type: ipc.TypeHello, Session: "c1", PID: 9,
 		Clock: &ipc.Clock{Mono: 1, Wall: float64(at.Unix())}}})
-	m, err := ipc.Decode([]byte(fx.Census[1]))
+	m, err := ipc.Decode([]byte(fixture.CensusLines(t)[1]))
 	if err != nil {
 		t.Fatal(err)
 	}

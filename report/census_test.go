@@ -2,11 +2,10 @@ package report
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/internal/fixture"
 	"github.com/vramscope/vramscope/ipc"
 )
 
@@ -14,18 +13,8 @@ import (
 // holder), and the allocator history's sites; every name from the hook is
 // escaped in the text and kept as it is in the JSON.
 func TestReportShowsTheCensusAndTheCaptureSites(t *testing.T) {
-	data, err := os.ReadFile("../testdata/protocol/census.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fx struct {
-		Census []string `json:"census"`
-	}
-	if err := json.Unmarshal(data, &fx); err != nil {
-		t.Fatal(err)
-	}
 	msgs := generate(t, "steady", 20)
-	for i, l := range fx.Census {
+	for i, l := range fixture.CensusLines(t) {
 		m, err := ipc.Decode([]byte(l))
 		if err != nil {
 			t.Fatal(err)

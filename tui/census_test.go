@@ -1,14 +1,13 @@
 package tui
 
 import (
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/vramscope/vramscope/internal/fixture"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -18,21 +17,11 @@ import (
 // the holder's file name as a process could.
 func censusEvents(t *testing.T) []session.Event {
 	t.Helper()
-	data, err := os.ReadFile("../testdata/protocol/census.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fx struct {
-		Census []string `json:"census"`
-	}
-	if err := json.Unmarshal(data, &fx); err != nil {
-		t.Fatal(err)
-	}
 	at := time.Unix(1_763_794_800, 0)
 	hello := &ipc.Message{V: 1, Type: ipc.TypeHello, Session: "census1", PID: 42, Host: "box",
 		Clock: &ipc.Clock{Mono: 10, Wall: float64(at.Unix())}, MemSource: &ipc.MemSource{Kind: "cpu", Peaks: "exact"}}
 	evs := []session.Event{{At: at, Conn: 1, Msg: hello}}
-	for i, l := range fx.Census {
+	for i, l := range fixture.CensusLines(t) {
 		m, err := ipc.Decode([]byte(l))
 		if err != nil {
 			t.Fatal(err)
