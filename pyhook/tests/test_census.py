@@ -163,3 +163,40 @@ def test_fixture_requests_are_read_as_the_monitor_means_them():
         {"type": "census", "id": 5, "reason": "request"}]
     assert r.feed(b"x" * 70000) == [] and r.feed(b"y\n" + fx["requests"][0]["line"].encode() + b"\n") \
         == [fx["requests"][0]["request"]]
+
+
+def test_the_census_runs_none_of_the_users_code(torch_mod, monitor):
+    """Containers that override iteration, a class with a ``__dict__``
+    property and a lazy module's ``__getattr__`` (PEP 562) are read through
+    the built-in types: none of their code runs, and what they hold is
+    still found."""
+    import types
+    import sys
+    import torch
+    import vramscope
+    ran = []
+
+    class Lazy(list):
+        def __iter__(self):
+            ran.append("iter")
+            return iter(())
+
+    class Weird:
+        @property
+        def __dict__(self):
+            ran.append("dict")
+            return {}
+
+    lazy_mod = types.ModuleType("lazy_user_module")
+    lazy_mod.__getattr__ = lambda name: ran.append("module " + name)
+    sys.modules["lazy_user_module"] = lazy_mod
+    try:
+        kept = Lazy([torch.ones(1000) for _ in range(3)])  # noqa: F841
+        odd = Weird()  # noqa: F841
+        model = torch.nn.Linear(2, 2)
+        with vramscope.watch(model, socket=monitor.path):
+            c = vramscope.census()
+    finally:
+        del sys.modules["lazy_user_module"]
+    assert ran == []
+    assert "kept[...]" in [h["name"] for h in c["census"]["holders"]]

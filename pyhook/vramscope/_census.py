@@ -185,23 +185,18 @@ def _known(torch, model, optimizer):
 
 
 def _contents(obj, tensor, depth=0, out=None):
-    """Tensors under ``obj``: itself, or in its containers to DEPTH levels."""
+    """Tensors under ``obj``: itself, or in its containers to DEPTH levels
+    (an object's attributes on the first level only)."""
     if out is None:
         out = []
     if isinstance(obj, tensor):
         out.append(obj)
     elif depth < DEPTH:
-        if isinstance(obj, dict):
-            for v in list(obj.values()):
-                _contents(v, tensor, depth + 1, out)
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            for v in list(obj):
-                _contents(v, tensor, depth + 1, out)
-        else:
-            d = getattr(obj, "__dict__", None)
-            if isinstance(d, dict) and depth == 0:
-                for v in list(d.values()):
-                    _contents(v, tensor, depth + 1, out)
+        entries = _holders.items_of(obj)
+        if not entries and depth == 0:
+            entries = _holders.items_of(_holders.object_dict(obj) or {})
+        for _, v in entries:
+            _contents(v, tensor, depth + 1, out)
     return out
 
 

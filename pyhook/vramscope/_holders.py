@@ -31,10 +31,18 @@ def _module_dicts():
     """``{id(module.__dict__): module name}`` of the loaded modules."""
     out = {}
     for name, mod in list(sys.modules.items()):
-        d = getattr(mod, "__dict__", None)
-        if isinstance(d, dict):
-            out[id(d)] = (name, getattr(mod, "__file__", None))
+        d = object_dict(mod)
+        if d is not None:
+            out[id(d)] = (name, _file_of(mod))
     return out
+
+
+def _file_of(mod):
+    """A module's ``__file__`` from its dict: a lazy module's ``__getattr__``
+    (PEP 562) is never run."""
+    d = object_dict(mod)
+    f = d.get("__file__") if d is not None else None
+    return f if isinstance(f, str) else None
 
 
 def _key_text(k):
@@ -84,6 +92,48 @@ def _write_line(path, first, last, name):
     return hit
 
 
+def items_of(obj):
+    """``obj``'s entries as ``(key, value)`` pairs (key None for a sequence
+    or a set), read through the built-in type's own methods, so a subclass
+    that overrides iteration (a lazy container) runs none of its code."""
+    if isinstance(obj, dict):
+        return list(dict.items(obj))
+    for base in (list, tuple, set, frozenset):
+        if isinstance(obj, base):
+            return [(None, v) for v in base.__iter__(obj)]
+    return []
+
+
+_PLAIN_DICT = {}  # class -> whether its __dict__ is Python's own slot
+
+
+def _plain_dict(cls):
+    ok = _PLAIN_DICT.get(cls)
+    if ok is None:
+        found = None
+        for k in cls.__mro__:
+            found = k.__dict__.get("__dict__")
+            if found is not None:
+                break
+        # ModuleType's and every plain class's: the interpreter's descriptor
+        ok = found is None or isinstance(found, (types.GetSetDescriptorType, types.MemberDescriptorType))
+        _PLAIN_DICT[cls] = ok
+    return ok
+
+
+def object_dict(obj):
+    """``obj``'s instance ``__dict__``, or None, without running its
+    class's code: a class that defines ``__dict__`` itself (a property) is
+    not read."""
+    if not _plain_dict(type(obj)):
+        return None
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+    return d if type(d) is dict else None
+
+
 def _render(segs, owner_is_object=False):
     """Text of a path from a root down to the tensors: ``[...]`` for a
     sequence's item, ``["k"]`` for a dict's key, ``.k`` for an attribute
@@ -119,8 +169,7 @@ def _frame_root(frame, target, segs, direct):
 
 
 def _class_file(obj):
-    mod = sys.modules.get(type(obj).__module__)
-    return getattr(mod, "__file__", None)
+    return _file_of(sys.modules.get(type(obj).__module__))
 
 
 # nn.Module keeps registered buffers and parameters in these dicts: the
@@ -141,7 +190,7 @@ def _user_modules():
     Paths are compared as written (no realpath: a lstat per module)."""
     out = []
     for name, mod in list(sys.modules.items()):
-        f = getattr(mod, "__file__", None)
+        f = _file_of(mod)
         if name == "__main__" or (isinstance(f, str) and not f.startswith(_LIBRARY_DIRS)
                                   and not f.startswith(_HERE)):
             out.append((name, mod))
@@ -212,10 +261,8 @@ class Down:
                     else ("local", name, code.co_name, code.co_filename, code.co_firstlineno, v)
                 offer(v, spec, [], None)
         for mname, mod in _user_modules():
-            d = getattr(mod, "__dict__", None)
-            if isinstance(d, dict):
-                for name, v in list(d.items()):
-                    offer(v, ("global", name, mname, getattr(mod, "__file__", None), 1, v), [], None)
+            for name, v in items_of(object_dict(mod) or {}):
+                offer(v, ("global", name, mname, _file_of(mod), 1, v), [], None)
         for _ in range(DOWN_DEPTH):
             if len(found) == len(want):
                 break
@@ -232,12 +279,12 @@ class Down:
                     return found
                 tname = type(obj).__name__
                 if isinstance(obj, dict):
-                    for k, v in list(obj.items()):
+                    for k, v in items_of(obj):
                         offer(v, spec, segs + [("key", k)], tname)
                 elif isinstance(obj, (list, tuple, set, frozenset)):
                     # Long sequences of leaves (a list of 100,000 tensors) are
                     # tested at C speed; only their expandable items are visited.
-                    items = list(obj)
+                    items = [v for _, v in items_of(obj)]
                     item = segs + [("item", None)]
                     hits = want.intersection(map(id, items)).difference(found)
                     if hits:
@@ -254,7 +301,8 @@ class Down:
                                     nxt.append((v, spec, item, tname))
                 else:
                     f = _class_file(obj)
-                    for k, v in list(obj.__dict__.items()):
+                    d = object_dict(obj)
+                    for k, v in items_of(d):
                         if k in _MODULE_DICTS and isinstance(v, dict):
                             for kk, vv in list(v.items()):
                                 if isinstance(kk, str):
@@ -362,7 +410,7 @@ class Search:
             return
         if type(r) is dict or isinstance(r, dict):
             mod = self.modules.get(id(r))
-            for k, v in list(r.items()):
+            for k, v in items_of(r):
                 p = pending.get(id(v))
                 if p is None or all(i in found for i in p[1]):
                     continue
@@ -375,22 +423,22 @@ class Search:
                     self._add(nxt, r, p, [("key", k)] + p[2])
             return
         if isinstance(r, (list, tuple, set, frozenset)):
-            for v in (r if not isinstance(r, (set, frozenset)) else list(r)):
+            for _, v in items_of(r):
                 p = pending.get(id(v))
                 if p is not None:
                     self._add(nxt, r, p, [("item", None)] + p[2])
             return
         if isinstance(r, (type, types.ModuleType, types.FunctionType, types.CellType)):
             return  # class attributes, closures: not followed
-        d = getattr(r, "__dict__", None)
-        if not isinstance(d, dict):
+        d = object_dict(r)
+        if d is None:
             return
         p = pending.get(id(d))
         hits = [(p[2][0][1], p) for _ in (0,)] if p is not None and p[2] and p[2][0][0] == "key" \
             else []
         if p is None:
             # 3.11+ may report the object itself rather than its __dict__
-            hits = [(k, pending[id(v)]) for k, v in list(d.items()) if id(v) in pending]
+            hits = [(k, pending[id(v)]) for k, v in items_of(d) if id(v) in pending]
             hits = [(k, (q[0], q[1], [("key", k)] + q[2], q[3])) for k, q in hits]
         for k, q in hits:
             segs = q[2]
