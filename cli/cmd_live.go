@@ -62,13 +62,13 @@ func runLive(ctx context.Context, l liveFlags) error {
 		return err
 	}
 	defer closeLog()
-	srv, err := ipc.Listen(ipc.WithSocketPath(l.socket), ipc.WithLogf(logf))
+	suspicion := pipeline.NewSuspicion(recordDir(l.record))
+	srv, err := ipc.Listen(ipc.WithSocketPath(l.socket), ipc.WithLogf(logf), suspicion.ServerOption())
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	prom := newPromExport(l.prom)
-	suspicion := pipeline.NewSuspicion(srv, recordDir(l.record))
 	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive)), suspicion.FeedOption()}, prom.feedOptions()...)...)
 	if l.record != "" {
 		if err := f.Start(l.record); err != nil {
@@ -82,7 +82,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 		return err
 	}
 	mon := pipeline.StartMonitor(ctx, srv, f, logf, l.nvmlEvery, l.procEvery)
-	suspicion.Start(ctx, f)
+	suspicion.Start(ctx, srv, f)
 	defer mon.Close()
 	sampler := mon.Sampler
 	devs, _ := sampler.Devices()

@@ -69,13 +69,13 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 // socket path once the server listens.
 func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening func(string)) error {
 	logf := stderrLog(stderr)
-	srv, err := ipc.Listen(ipc.WithSocketPath(o.socket), ipc.WithLogf(logf))
+	suspicion := pipeline.NewSuspicion(recordDir(o.out))
+	srv, err := ipc.Listen(ipc.WithSocketPath(o.socket), ipc.WithLogf(logf), suspicion.ServerOption())
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	prom := newPromExport(o.prom)
-	suspicion := pipeline.NewSuspicion(srv, recordDir(o.out))
 	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive)), suspicion.FeedOption()}, prom.feedOptions()...)...)
 	if err := f.Start(o.out); err != nil {
 		return err
@@ -84,7 +84,7 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 		return err
 	}
 	mon := pipeline.StartMonitor(ctx, srv, f, logf, o.nvmlEvery, o.procEvery)
-	suspicion.Start(ctx, f)
+	suspicion.Start(ctx, srv, f)
 	defer mon.Close()
 	if listening != nil {
 		listening(srv.Path())

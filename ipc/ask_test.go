@@ -13,6 +13,7 @@ import (
 func TestAskWritesARequestToTheHook(t *testing.T) {
 	s, col := serve(t)
 	c := dial(t, s)
+	col.waitFor(t, "the connection", func(ds []Delivery) bool { return countKind(ds, Connected) == 1 })
 	if err := s.Ask(1, Request{V: 1, Type: RequestCensus, ID: 3}); err == nil || !strings.Contains(err.Error(), "no hello") {
 		t.Fatalf("ask before hello: %v", err)
 	}
@@ -44,4 +45,24 @@ func TestAskWritesARequestToTheHook(t *testing.T) {
 	if last == nil || time.Since(start) > 30*time.Second {
 		t.Fatalf("asking a hook that never reads: %v after %v", last, time.Since(start))
 	}
+}
+
+// An ask line (vramscope census) in place of a hello reaches the handler
+// with its pid and gets one answer line; a server without a handler
+// refuses it as before hello; AskMonitor speaks both ends.
+func TestAskMonitorReachesTheHandler(t *testing.T) {
+	var pids []int
+	s, _ := serve(t, WithAskHandler(func(pid int) error { pids = append(pids, pid); return nil }))
+	a, err := AskMonitor(s.Path(), 4242, 5*time.Second)
+	if err != nil || !a.OK || !strings.Contains(a.Text, "pid 4242") {
+		t.Fatalf("answer %+v, %v", a, err)
+	}
+	if len(pids) != 1 || pids[0] != 4242 {
+		t.Fatalf("handler got %v", pids)
+	}
+	plain, col := serve(t)
+	if _, err := AskMonitor(plain.Path(), 1, time.Second); err == nil {
+		t.Fatal("a server without a handler answered")
+	}
+	col.waitFor(t, "the refusal", func(ds []Delivery) bool { return countKind(ds, Rejected) >= 1 })
 }

@@ -40,6 +40,11 @@ const (
 	TypeOOM = "oom"
 	// TypeCensus is a census of the live tensors and who holds them.
 	TypeCensus = "census"
+	// TypeAsk is not a hook's: a command (vramscope census) asks the
+	// monitor to ask the hook of process pid for a census. It is the only
+	// line of its connection, instead of a hello; the monitor answers
+	// with one line and closes it.
+	TypeAsk = "ask"
 )
 
 // Phase edges.
@@ -276,6 +281,11 @@ func (m *Message) validateType() error {
 		return m.validateOOM()
 	case TypeCensus:
 		return m.validateCensus()
+	case TypeAsk:
+		if m.PID <= 0 {
+			return errors.New("field pid: missing or not positive")
+		}
+		return nil
 	case "":
 		return errors.New("field type: missing")
 	default:

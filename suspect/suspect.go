@@ -10,6 +10,7 @@ package suspect
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -52,6 +53,7 @@ type Asker struct {
 	asked  map[string]int // process key -> the step it was last asked at
 	nextID int64
 	manual []string // process keys a user asked a census of (Ask), under mu
+	pids   []int    // pids a user asked a census of (AskPID), under mu
 	// CaptureDir is where a CUDA hook asked on suspicion writes its
 	// allocator history (the recording's directory); "" asks for none.
 	CaptureDir string
@@ -76,6 +78,19 @@ func (a *Asker) Ask(process string) error {
 	return nil
 }
 
+// AskPID queues a census request for the connected process whose pid
+// (its own, or any in its PID namespaces) is pid, made at the next turn
+// (vramscope census; it never blocks).
+func (a *Asker) AskPID(pid int) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.pids) >= 64 {
+		return errors.New("too many census requests waiting")
+	}
+	a.pids = append(a.pids, pid)
+	return nil
+}
+
 // Run diagnoses the processes every Interval until ctx is done.
 func (a *Asker) Run(ctx context.Context) {
 	t := time.NewTicker(Interval)
@@ -94,8 +109,8 @@ func (a *Asker) Run(ctx context.Context) {
 // gives cause for a census and has not been asked since Again steps.
 func (a *Asker) Turn(now time.Time) {
 	a.mu.Lock()
-	manual := a.manual
-	a.manual = nil
+	manual, pids := a.manual, a.pids
+	a.manual, a.pids = nil, nil
 	a.mu.Unlock()
 	if evs, err := a.src.Next(a.now); err == nil {
 		a.store.ApplyAll(evs)
@@ -104,6 +119,13 @@ func (a *Asker) Turn(now time.Time) {
 		for _, p := range a.store.Processes() {
 			if p.Key == key && p.Connected && p.Conn != 0 {
 				a.request(now, p, ipc.CensusRequest, "asked from the view")
+			}
+		}
+	}
+	for _, pid := range pids {
+		for _, p := range a.store.Processes() {
+			if p.Connected && p.Conn != 0 && hasPID(p, pid) {
+				a.request(now, p, ipc.CensusRequest, "asked by vramscope census")
 			}
 		}
 	}
@@ -139,6 +161,18 @@ func (a *Asker) request(now time.Time, p *session.Process, reason, why string) {
 		text += ": " + string(line[:len(line)-1])
 	}
 	a.note(session.Event{At: now, Conn: p.Conn, Note: &session.Note{Kind: session.NoteRequest, Text: text}})
+}
+
+func hasPID(p *session.Process, pid int) bool {
+	if p.Hello.PID == pid {
+		return true
+	}
+	for _, n := range p.Hello.NSpid {
+		if n == pid {
+			return true
+		}
+	}
+	return false
 }
 
 // Why is the suspicion a process gives, "" when none: held memory that

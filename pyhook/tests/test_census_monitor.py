@@ -89,3 +89,49 @@ def test_unmodified_script_under_run_gets_the_holder(torch_mod, vs_bin, workdir)
                           capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     _check(_headline(vs_bin, rec), script)
+
+
+STEADY = r"""
+import sys, time, torch, vramscope
+model = torch.nn.Linear(64, 64)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+vramscope.watch(model, opt)
+keep = torch.ones(1 << 16)
+print("ready", flush=True)
+for step in range(400):
+    loss = model(torch.randn(8, 64)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.02)
+"""
+
+
+def test_vramscope_census_asks_a_running_process(torch_mod, vs_bin, workdir):
+    script = os.path.join(workdir, "train.py")
+    with open(script, "w") as f:
+        f.write(STEADY)
+    sock, rec = os.path.join(workdir, "m.sock"), os.path.join(workdir, "r.jsonl")
+    monitor = Recorder(vs_bin, rec, sock)
+    try:
+        env = dict(os.environ, VRAMSCOPE_SOCKET=sock, PYTHONPATH=os.path.join(ROOT, "pyhook"))
+        proc = subprocess.Popen([sys.executable, script], env=env, stdout=subprocess.PIPE)
+        assert proc.stdout.readline() == b"ready\n"
+        monitor.wait_for(lambda msgs: any(m["type"] == "phase" for m in msgs), "a phase")
+        asked = subprocess.run([vs_bin, "census", "--socket", sock, "--pid", str(proc.pid)],
+                               capture_output=True, timeout=30)
+        assert asked.returncode == 0, asked.stderr
+        assert b"asked the hook of pid %d for a census" % proc.pid in asked.stdout
+        monitor.wait_for(lambda msgs: any(m["type"] == "census" for m in msgs), "a census", timeout=30)
+        proc.wait(timeout=120)
+        bad = subprocess.run([vs_bin, "census", "--socket", sock + ".none", "--pid", "1"],
+                             capture_output=True, timeout=30)
+        assert bad.returncode != 0 and b"reach the monitor" in bad.stderr
+    finally:
+        monitor.stop()
+    census = [m for m in monitor.messages() if m["type"] == "census"][0]["census"]
+    assert census["reason"] == "request"
+    assert "keep" in [h["name"] for h in census["holders"]]
+    with open(rec) as f:
+        notes = [json.loads(line)["note"] for line in f if '"note"' in line]
+    assert any(n["kind"] == "request" and "asked by vramscope census" in n["text"] for n in notes)
