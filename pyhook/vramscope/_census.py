@@ -192,11 +192,14 @@ def _contents(obj, tensor, depth=0, out=None):
     if isinstance(obj, tensor):
         out.append(obj)
     elif depth < DEPTH:
-        entries = _holders.items_of(obj)
-        if not entries and depth == 0:
-            entries = _holders.items_of(_holders.object_dict(obj) or {})
-        for _, v in entries:
-            _contents(v, tensor, depth + 1, out)
+        values = _holders.values_of(obj)
+        if not values and depth == 0:
+            values = _holders.values_of(_holders.object_dict(obj) or {})
+        for v in values:
+            if isinstance(v, tensor):
+                out.append(v)  # the common leaf, without a call
+            else:
+                _contents(v, tensor, depth + 1, out)
     return out
 
 
@@ -339,16 +342,21 @@ def _measure(torch, root, graphs, device_ok, known):
     tensors = _contents(root.obj, torch.Tensor)
     seen, nbytes, count, grad_fns, steps = set(), 0, 0, [], []
     dtypes = {}
+    sized = hasattr(torch.Tensor, "nbytes")
     for t in tensors:
         try:
             if not device_ok(t):
                 continue
-            key, size = _memory(t)
+            base = t._base  # _memory(t), inlined: a holder may hold 100,000
+            m = t if base is None else base
+            key = m.data_ptr()
+            size = m.nbytes if sized else m.nelement() * m.element_size()
             fn = t.grad_fn
         except Exception:  # noqa: BLE001
             continue
         count += 1
-        dtypes[t.dtype] = dtypes.get(t.dtype, 0) + 1
+        if count <= 1000:  # the commonest dtype, from the first thousand
+            dtypes[t.dtype] = dtypes.get(t.dtype, 0) + 1
         if key and key not in seen and key not in known:
             seen.add(key)
             nbytes += size

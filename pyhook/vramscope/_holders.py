@@ -98,9 +98,17 @@ def items_of(obj):
     that overrides iteration (a lazy container) runs none of its code."""
     if isinstance(obj, dict):
         return list(dict.items(obj))
+    return [(None, v) for v in values_of(obj)]
+
+
+def values_of(obj):
+    """``obj``'s values (a dict's, a sequence's, a set's), as items_of reads
+    them; [] for anything else."""
+    if isinstance(obj, dict):
+        return list(dict.values(obj))
     for base in (list, tuple, set, frozenset):
         if isinstance(obj, base):
-            return [(None, v) for v in base.__iter__(obj)]
+            return list(base.__iter__(obj))
     return []
 
 
@@ -284,7 +292,7 @@ class Down:
                 elif isinstance(obj, (list, tuple, set, frozenset)):
                     # Long sequences of leaves (a list of 100,000 tensors) are
                     # tested at C speed; only their expandable items are visited.
-                    items = [v for _, v in items_of(obj)]
+                    items = values_of(obj)
                     item = segs + [("item", None)]
                     hits = want.intersection(map(id, items)).difference(found)
                     if hits:
