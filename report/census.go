@@ -167,8 +167,11 @@ func (c *Census) writeText(w *bufio.Writer) {
 		fmt.Fprintf(w, "    allocator history, steps %d–%d: %d entries of %d, %.1f ms; snapshot %s\n",
 			k.FromStep, k.ToStep, k.Entries, k.MaxEntries, k.CostMS, file)
 		for _, s := range k.Sites {
-			fmt.Fprintf(w, "      %s:%d %s(): %s still live in %d allocations\n", textesc.String(s.File), s.Line,
-				textesc.String(s.Function), s.Bytes.Human(), s.Count)
+			site := "(no Python frame recorded)"
+			if s.File != "" {
+				site = fmt.Sprintf("%s:%d %s()", textesc.String(s.File), s.Line, textesc.String(s.Function))
+			}
+			fmt.Fprintf(w, "      %s: %s still live in %d allocations\n", site, s.Bytes.Human(), s.Count)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import traceback
 import pytest
 
 from conftest import FakeCuda
-from vramscope import _capture, _census_trigger, _client, _config
+from vramscope import _capture, _census_trigger, _client, _config, _fragments
 
 
 class FakeMemory:
@@ -35,6 +35,7 @@ class FakeMemory:
         self.calls = []
 
     def _record_memory_history(self, enabled="all", context="all", stacks="all", max_entries=sys.maxsize):
+        self.stacks = stacks
         self.calls.append(enabled)
         self.enabled = enabled is not None
         self.max_entries = max_entries
@@ -148,3 +149,42 @@ def test_a_suspect_census_on_cuda_captures_until_its_follow_up(torch_mod, monito
     assert os.path.dirname(cap["file"]) == str(d)
     assert mem.calls == ["all", None]
     assert _census_trigger.FOLLOW_UP_STEPS == second["step"] - first["step"]
+
+
+SNAPSHOTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                         "testdata", "snapshots")
+
+
+def _real(name):
+    with open(os.path.join(SNAPSHOTS, name), "rb") as f:
+        return pickle.load(f)
+
+
+def test_the_real_h200_window_names_the_line_that_keeps_activations():
+    """testdata/snapshots/h200_leak_window.pickle (its README): the loop
+    keeps each step's hidden activation, 1,048,576 B, and the history ran
+    for steps 4-7: four of them are live at the window's end, all made on
+    one line of bench/gpu/snapshot_capture.py."""
+    sites = _capture.grown_sites(_real("h200_leak_window.pickle"))
+    named = [s for s in sites if s["file"]]
+    top = named[0]
+    assert top["file"].endswith("bench/gpu/snapshot_capture.py") and top["function"] == "main"
+    assert top["bytes"] == 4 * 1048576 and top["count"] == 4
+
+
+def test_the_real_h200_oom_is_the_limit_not_fragmentation():
+    """testdata/snapshots/h200_oom.pickle and its allocator JSON: 2,193,408 B
+    free in the cache (reserved - allocated, and inactive_split_bytes), the
+    largest free block 1,572,864 B against a request of 536,870,912 B: the
+    cache could not hold the request however it were laid out."""
+    import json
+    with open(os.path.join(SNAPSHOTS, "h200_oom_allocator.json")) as f:
+        facts = json.load(f)
+    st = facts["memory_stats"]
+    mem = {"allocated": st["allocated_bytes.all.current"], "reserved": st["reserved_bytes.all.current"]}
+    free, total = facts["mem_get_info"]
+    got = _fragments.state(None, mem, 536870912, free, total, snapshot=_real("h200_oom.pickle"))
+    assert got["cache"] == got["free_in_cache"] == st["inactive_split_bytes.all.current"] == 2193408
+    assert got["largest_free"] == max(s["largest_free"] for s in facts["segments"]) == 1572864
+    assert got["segments"] == len(facts["segments"]) == 22
+    assert got["fragmented"] is False and got["expandable"] is False
