@@ -6,9 +6,10 @@ import (
 	"github.com/vramscope/vramscope/ipc"
 )
 
-// MaxCensuses is how many censuses a process keeps: the first ones and the
-// newest, a census from the middle dropped first.
-const MaxCensuses = 32
+// MaxCensuses is how many censuses a process keeps: the first two and the
+// newest, a census from the middle dropped first (a census line is at most
+// 64 KiB: half a MiB a process at most).
+const MaxCensuses = 8
 
 // Census is one census of the live tensors the hook took (docs/census.md):
 // when it arrived, at which step, and what the hook sent.
