@@ -56,12 +56,9 @@ func atOOM(p *session.Process) *AtOOM {
 	for i := range c.Holders {
 		h := &c.Holders[i]
 		a.SavedInGraphs += session.Bytes(h.GraphSaved)
-		cu := Culprit{Kind: h.Kind, Function: h.Function, File: h.File}
-		if h.Line != nil {
-			cu.Line = *h.Line
-		}
 		if len(a.Holders) < 3 {
-			a.Holders = append(a.Holders, AtOOMHolder{Name: h.Name, Where: cu.Where(), Bytes: session.Bytes(h.Bytes + h.GraphSaved)})
+			ref := RefOf(h)
+			a.Holders = append(a.Holders, AtOOMHolder{Name: h.Name, Where: ref.Where(), Bytes: session.Bytes(h.Bytes + h.GraphSaved)})
 		}
 	}
 	if al := c.Allocator; al != nil && al.Allocated != nil {

@@ -31,16 +31,30 @@ type Culprits struct {
 	Device string `json:"device"`
 }
 
-// Culprit is one holder that grew between two censuses.
-type Culprit struct {
-	// Kind, Name, Container, Function, File and Line name the holder as
-	// the hook did (ipc.CensusHolder).
+// HolderRef names a holder as the hook did (ipc.CensusHolder): its kind,
+// name, the type holding the tensors, and where in the source (Line 0:
+// unknown).
+type HolderRef struct {
 	Kind      string `json:"kind"`
 	Name      string `json:"name"`
 	Container string `json:"container"`
 	Function  string `json:"function"`
 	File      string `json:"file"`
 	Line      int    `json:"line"`
+}
+
+// RefOf is the HolderRef of a census holder.
+func RefOf(h *ipc.CensusHolder) HolderRef {
+	r := HolderRef{Kind: h.Kind, Name: h.Name, Container: h.Container, Function: h.Function, File: h.File}
+	if h.Line != nil {
+		r.Line = *h.Line
+	}
+	return r
+}
+
+// Culprit is one holder that grew between two censuses.
+type Culprit struct {
+	HolderRef
 	// Tensors, Bytes, Graphs, GraphNodes and GraphSaved are what it held at
 	// the second census; GraphsFreed is true when backward had freed the
 	// saved tensors of every graph it keeps (so none is counted).
@@ -97,16 +111,12 @@ func CulpritsOf(p *session.Process) *Culprits {
 			continue
 		}
 		c := Culprit{
-			Kind: h.Kind, Name: h.Name, Container: h.Container, Function: h.Function, File: h.File,
-			Tensors: h.Tensors, Bytes: h.Bytes, Graphs: h.Graphs, GraphNodes: h.GraphNodes, GraphSaved: h.GraphSaved,
+			HolderRef: RefOf(h), Tensors: h.Tensors, Bytes: h.Bytes, Graphs: h.Graphs, GraphNodes: h.GraphNodes, GraphSaved: h.GraphSaved,
 			GraphsFreed: h.Graphs > 0 && h.GraphFreed == h.Graphs, FirstStep: -1, LastStep: -1,
 			TensorsPerStep: float64(h.Tensors-o.Tensors) / steps,
 			BytesPerStep:   float64(h.Bytes+h.GraphSaved-o.Bytes-o.GraphSaved) / steps,
 			GraphsPerStep:  float64(h.Graphs-o.Graphs) / steps,
 			NodesPerStep:   float64(h.GraphNodes-o.GraphNodes) / steps,
-		}
-		if h.Line != nil {
-			c.Line = *h.Line
 		}
 		if h.FirstStep != nil {
 			c.FirstStep = *h.FirstStep
@@ -138,7 +148,7 @@ func CulpritsOf(p *session.Process) *Culprits {
 // Where is the holder's place in the source: "in train(), train.py:19"
 // (the file's base name), "in module __main__, train.py:3", or its class
 // file for an attribute.
-func (c *Culprit) Where() string {
+func (c *HolderRef) Where() string {
 	var parts []string
 	switch c.Kind {
 	case ipc.HolderLocal:

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -63,12 +64,7 @@ type CensusGroup struct {
 
 // CensusHolder is one root and what is under it.
 type CensusHolder struct {
-	Kind       string        `json:"kind"`
-	Name       string        `json:"name"`
-	Container  string        `json:"container"`
-	Function   string        `json:"function"`
-	File       string        `json:"file"`
-	Line       int           `json:"line"`
+	diagnose.HolderRef
 	Tensors    int64         `json:"tensors"`
 	Bytes      session.Bytes `json:"bytes"`
 	Graphs     int64         `json:"graphs"`
@@ -97,12 +93,7 @@ func censusOf(p *session.Process) *Census {
 	out.Capture = captureOf(p)
 	for i := range c.Holders {
 		h := &c.Holders[i]
-		line := 0
-		if h.Line != nil {
-			line = *h.Line
-		}
-		out.Holders = append(out.Holders, CensusHolder{Kind: h.Kind, Name: h.Name, Container: h.Container,
-			Function: h.Function, File: h.File, Line: line, Tensors: h.Tensors, Bytes: session.Bytes(h.Bytes),
+		out.Holders = append(out.Holders, CensusHolder{HolderRef: diagnose.RefOf(h), Tensors: h.Tensors, Bytes: session.Bytes(h.Bytes),
 			Graphs: h.Graphs, GraphNodes: h.GraphNodes, GraphSaved: session.Bytes(h.GraphSaved), GraphFreed: h.GraphFreed})
 	}
 	return out

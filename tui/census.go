@@ -64,11 +64,8 @@ func (m *Model) censusLines(p *session.Process, d *diagnose.Diagnosis) []string 
 	out = append(out, "", rendered(&styleHeading, "Holders of the other tensors"))
 	for i := range c.Holders {
 		h := &c.Holders[i]
-		cu := diagnose.Culprit{Kind: h.Kind, Function: h.Function, File: h.File}
-		if h.Line != nil {
-			cu.Line = *h.Line
-		}
-		l := fmt.Sprintf("%s (%s, %s) %s: %d tensors, %s", h.Name, h.Kind, h.Container, cu.Where(), h.Tensors, session.Bytes(h.Bytes).Human())
+		ref := diagnose.RefOf(h)
+		l := fmt.Sprintf("%s (%s, %s) %s: %d tensors, %s", h.Name, h.Kind, h.Container, ref.Where(), h.Tensors, session.Bytes(h.Bytes).Human())
 		if h.Graphs > 0 {
 			l += fmt.Sprintf("; %d graphs, %d nodes", h.Graphs, h.GraphNodes)
 			if h.GraphFreed == h.Graphs {
