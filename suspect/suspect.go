@@ -64,7 +64,11 @@ type Asker struct {
 func New(src Source, ask func(conn uint64, r ipc.Request) error, note func(session.Event)) *Asker {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
-	return &Asker{src: src, now: done, ask: ask, note: note, store: session.New(), asked: map[string]int{}}
+	// The diagnosis reads the per-step summaries (kept as in any store);
+	// the curves and tables only views show are kept short, as the
+	// Prometheus exporter's are.
+	store := session.New(session.WithRawWindow(time.Minute), session.WithMaxSpans(256), session.WithMaxSteps(64))
+	return &Asker{src: src, now: done, ask: ask, note: note, store: store, asked: map[string]int{}}
 }
 
 // Ask queues a census request for the process with session key process,
