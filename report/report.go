@@ -142,6 +142,10 @@ type Phase struct {
 	// PeakInferred is true when PeakAllocated is the same phase's exact
 	// peak in the step this step repeats (steps[].same_as).
 	PeakInferred bool `json:"peak_inferred"`
+	// Read is false for a phase the hook did not read by design (zero_grad
+	// after the first steps, the phases of a plain step): its peaks are
+	// null, neither a bound nor a zero; the step's peak covers it.
+	Read bool `json:"read"`
 	// NVMLPeak is the largest driver figure in the phase; NonPyTorch is
 	// NVMLPeak − PeakReserved (only when NVML is "process").
 	NVMLPeak   session.Bytes `json:"nvml_peak"`
@@ -259,7 +263,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 				Phase: c.Name, User: c.User, Count: c.Count, StartS: since(c.Start), EndS: since(c.End),
 				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
 				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact, PeakInferred: c.Inferred,
-				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
+				Read: c.Read, NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
 				NVMLStale: c.PeakGPU.Known() && !c.GPUDuring,
 			}
 			if p.GPUSource == "process" {

@@ -151,7 +151,7 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	for i := len(shown); i < t.rows(); i++ {
 		b.WriteString("\n" + strings.Repeat(" ", max(t.w, 0)))
 	}
-	hint := rendered(&styleDim, "▲ session peak · w warmup · ≥ lower bound (peak not exact)")
+	hint := rendered(&styleDim, "▲ session peak · w warmup · ≥ lower bound (peak not exact) · n/r not read")
 	if noOpt {
 		hint = rendered(&styleDim, "no optimizer watched: a step ends at the next training forward after a backward")
 	}
@@ -233,6 +233,8 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 			padLeft(&b, `"`, cellW)
 		case st.Plain():
 			padLeft(&b, "–", cellW) // read once, moved: the next step is read by phase
+		case !c.Read && !c.Inferred && st.Peak != session.Bound:
+			padLeft(&b, notRead, cellW) // the step's reads cover it
 		case both:
 			padLeft(&b, c.AllocatedEnd.MiBString(), 5)
 			padLeft(&b, peakText(c), 6)
@@ -254,6 +256,10 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 	}
 	return s
 }
+
+// notRead marks a phase the hook did not read by design: neither a bound
+// nor a zero; the step's peak covers it.
+const notRead = "n/r"
 
 // peakText is a cell's peak in MiB, "≥" marking a lower bound, "=" one
 // inferred from the exact step its step repeats.

@@ -38,6 +38,7 @@ sys.path.insert(0, HERE)
 import kinds  # noqa: E402
 
 CHECKS = ("pattern", "onset", "rate", "need", "phase", "labels", "held", "ending")
+KEEP = None  # --keep
 WARMUP = 3  # the diagnosis's WarmupMaxSteps: a need is read after them
 
 
@@ -206,8 +207,13 @@ def judge(kind, expect, proc, truth):
 
 def run_kind(binary, kind):
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="truth-") as work:
+    if KEEP:
+        work = os.path.join(KEEP, kind.name)
+        os.makedirs(work, mode=0o700, exist_ok=True)
         rep, truths = record(binary, kind, work)
+    else:
+        with tempfile.TemporaryDirectory(prefix="truth-") as work:
+            rep, truths = record(binary, kind, work)
     procs = sorted(rep["processes"], key=lambda p: p.get("rank") or 0)
     rows = []
     for r, (proc, raw) in enumerate(zip(procs, truths)):
@@ -227,8 +233,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", help="write the cells as JSON here")
     ap.add_argument("-v", action="store_true", help="print each process's headline")
+    ap.add_argument("--keep", help="keep each kind's recording and truth under this folder")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
+    global KEEP
+    KEEP = args.keep
     chosen = [kinds.KINDS[n] for n in args.names] if args.names else kinds.K
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
