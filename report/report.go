@@ -119,6 +119,9 @@ type Step struct {
 	// Plain is true when the hook read the step once (span "step"): its
 	// phases carry no reads of their own.
 	Plain bool `json:"plain"`
+	// Moved is true for a plain step the hook found beyond noise of its
+	// last breakdown step (no same_as sent): the next step is read by phase.
+	Moved bool `json:"moved"`
 }
 
 // Phase is one cell of the step × phase table. Byte values are Unknown
@@ -253,7 +256,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
 	for _, st := range p.Steps() {
 		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Model: st.Model, Phases: []Phase{},
-			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain()}
+			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain(), Moved: st.Moved()}
 		if st.SameAs >= 0 {
 			row.Within = st.Within
 		}

@@ -352,8 +352,10 @@ func (st *Step) summary() string {
 		switch {
 		case st.Plain && st.SameAs >= 0:
 			how = fmt.Sprintf("same phases as step %d (%s): %s", st.SameAs, within(st.Within), how)
-		case st.Plain:
+		case st.Moved:
 			how = "read once, moved beyond noise (the next step is read by phase): " + how
+		case st.Plain:
+			how = "read once: " + how
 		}
 	case session.Inferred:
 		how = fmt.Sprintf("step peak %s MiB (inferred: same as step %d, every phase ended at the same bytes)", st.PeakAllocated.MiBString(), st.SameAs)

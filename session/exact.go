@@ -99,6 +99,12 @@ func (p *Process) settle(st *Step) {
 // "step"): its peak and held memory are exact, its phases were not read.
 func (st *Step) Plain() bool { return st.plain.Known() }
 
+// Moved reports whether a plain step moved beyond noise from the hook's
+// last breakdown step (the hook sent no same_as), so the hook reads the
+// next step by phase. A plain step the hook found the same is not moved,
+// also when the step it names has left the table (SameAs is then -1).
+func (st *Step) Moved() bool { return st.plain.Known() && st.hookSame < 0 }
+
 // exactPeaks reports whether the hook resets the peak counters at each
 // read (hello.hook.exact_peaks, or the older reset_peaks).
 func (p *Process) exactPeaks() bool {

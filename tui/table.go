@@ -231,8 +231,10 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 		case st.Plain() && st.SameAs >= 0:
 			// A plain step: read once, its phases those of step SameAs.
 			padLeft(&b, `"`, cellW)
-		case st.Plain():
+		case st.Moved():
 			padLeft(&b, "–", cellW) // read once, moved: the next step is read by phase
+		case st.Plain():
+			padLeft(&b, notRead, cellW) // read once; the step it repeats left the table
 		case !c.Read && !c.Inferred && st.Peak != session.Bound:
 			padLeft(&b, notRead, cellW) // the step's reads cover it
 		case both:
