@@ -140,8 +140,13 @@ type Diagnosis struct {
 // PeakSite is where the session's allocated peak happened and what
 // dominates it.
 type PeakSite struct {
-	Step  int    `json:"step"` // -1 when no step has allocator data
-	Phase string `json:"phase"`
+	Step int `json:"step"` // -1 when no step has allocator data
+	// Phase holds the peak; "" when not known (a step read once that
+	// repeats no breakdown step in the table). PhaseAs is the step whose
+	// phase it takes (the step read once repeats its phases), -1 when the
+	// phase is the step's own.
+	Phase   string `json:"phase"`
+	PhaseAs int    `json:"phase_as"`
 	// Allocated and Reserved are the phase's peaks.
 	Allocated session.Bytes `json:"allocated"`
 	Reserved  session.Bytes `json:"reserved"`
@@ -246,9 +251,9 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.Held = heldOf(pk)
 	pa := findPeak(p)
 	d.Layers = Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, pa)}
-	d.Peak = PeakSite{Step: -1, Allocated: session.Unknown, Reserved: session.Unknown, DominantBytes: session.Unknown, Known: unknownKnown}
+	d.Peak = PeakSite{Step: -1, PhaseAs: -1, Allocated: session.Unknown, Reserved: session.Unknown, DominantBytes: session.Unknown, Known: unknownKnown}
 	if pa.ok {
-		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, Known: pa.known, DominantBytes: session.Unknown}
+		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, PhaseAs: pa.phaseAs, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, Known: pa.known, DominantBytes: session.Unknown}
 		if l, ok := d.Layers.Peak.Largest(); ok {
 			d.Peak.Dominant, d.Peak.DominantBytes = l.Name, l.Bytes
 		}

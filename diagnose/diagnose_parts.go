@@ -209,7 +209,7 @@ func advise(d *Diagnosis) []Advice {
 	}
 	pk := &d.Layers.Peak
 	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {
-		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), Where(d.Peak.Step, d.Peak.Phase))
+		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), d.Peak.Where())
 		switch d.Peak.Dominant {
 		case "activations", TransientName:
 			out = append(out, Advice{Text: "activation checkpointing, or smaller micro-batches with gradient accumulation", Because: because})
@@ -244,6 +244,18 @@ func shareOf(part, whole session.Bytes) (float64, bool) {
 		return 0, false
 	}
 	return float64(part) / float64(whole), true
+}
+
+// Where says where the session peak happened: its phase, one taken from
+// the breakdown step a step read once repeats, or that it is not known.
+func (pk PeakSite) Where() string {
+	switch {
+	case pk.Step >= 0 && pk.Phase == "":
+		return fmt.Sprintf("step %d (its phase is not known)", pk.Step)
+	case pk.PhaseAs >= 0:
+		return fmt.Sprintf("%s (read once: the phases of step %d, which it repeats)", Where(pk.Step, pk.Phase), pk.PhaseAs)
+	}
+	return Where(pk.Step, pk.Phase)
 }
 
 // Where names a phase of a step: "backward of step 1", "optimizer step of

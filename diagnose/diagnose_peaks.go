@@ -11,7 +11,8 @@ import (
 type peakAt struct {
 	ok                       bool
 	step                     int
-	phase                    string // "" when the step left the bounded table
+	phase                    string // "" when not known (see phaseAs)
+	phaseAs                  int    // the step whose phase is taken (the step repeats it), -1 its own
 	allocated, reserved, gpu session.Bytes
 	exact                    bool
 	known                    Known
@@ -22,10 +23,17 @@ type peakAt struct {
 // the per-step summaries (kept for every step), the phase from the table.
 // The first of equal peaks wins, so a warmup's peak is placed where it was
 // first reached.
+//
+// The phase is the read phase that holds the step's peak. A step read once
+// has none: it takes the phase of the breakdown step it repeats (the hook's
+// same_as), said so; else the phase is not known (""), never guessed. A
+// step the process died in is partial and left out.
 func findPeak(p *session.Process) peakAt {
 	best := -1
+	dead := partialStep(p)
 	for i := range p.StepPeaks() {
-		if v := p.StepPeaks()[i].PeakAllocated; v.Known() && (best < 0 || v > p.StepPeaks()[best].PeakAllocated) {
+		sp := &p.StepPeaks()[i]
+		if v := sp.PeakAllocated; v.Known() && sp.Index != dead && (best < 0 || v > p.StepPeaks()[best].PeakAllocated) {
 			best = i
 		}
 	}
@@ -34,18 +42,31 @@ func findPeak(p *session.Process) peakAt {
 	}
 	sp := &p.StepPeaks()[best]
 	pk := peakAt{
-		ok: true, step: sp.Index, allocated: sp.PeakAllocated, reserved: sp.PeakReserved, gpu: sp.PeakGPU,
+		ok: true, step: sp.Index, phaseAs: -1, allocated: sp.PeakAllocated, reserved: sp.PeakReserved, gpu: sp.PeakGPU,
 		from: sp.Start, to: sp.Start.Add(sp.Duration),
 	}
-	if c := peakCell(stepRow(p, sp.Index)); c != nil {
+	if c := peakCell(stepRow(p, sp.Index)); c != nil && c.PeakAllocated == sp.PeakAllocated {
 		pk.phase, pk.reserved, pk.gpu, pk.exact = c.Name, c.PeakReserved, c.PeakGPU, c.Exact
 		pk.from, pk.to = c.Start, c.End
+	} else if ref := stepRow(p, sp.SameAs); ref != nil && sp.SameAs >= 0 {
+		if c := peakCell(ref); c != nil && c.PeakAllocated == ref.PeakAllocated {
+			pk.phase, pk.phaseAs = c.Name, ref.Index
+		}
 	}
 	// The step's peak may be known exactly when no phase's is (a plain
 	// step's one read, or the counter at the step's end).
 	pk.known = knownOf(p.StepPeaks()[best : best+1])
 	pk.exact = pk.exact || pk.known.Is == session.Exact
 	return pk
+}
+
+// partialStep is the step the process ended in the middle of (its end
+// names it), -1 when none.
+func partialStep(p *session.Process) int {
+	if p.End != nil && p.End.Step >= 0 && !p.Connected {
+		return p.End.Step
+	}
+	return -1
 }
 
 // stepRow returns the table row of a step, nil when it is not (or no

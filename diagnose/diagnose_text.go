@@ -127,7 +127,7 @@ func (d *Diagnosis) Lines() []string {
 		if !pk.Exact {
 			alloc = "≥ " + alloc + " (not exact)"
 		}
-		line := fmt.Sprintf("session peak %s allocated, %s MiB reserved, in %s", alloc, pk.Reserved.MiBString(), Where(pk.Step, pk.Phase))
+		line := fmt.Sprintf("session peak %s allocated, %s MiB reserved, in %s", alloc, pk.Reserved.MiBString(), pk.Where())
 		if share, ok := shareOf(pk.DominantBytes, pk.Allocated); ok {
 			line += fmt.Sprintf("; largest part: %s %s MiB (%.0f%%)", pk.Dominant, pk.DominantBytes.MiBString(), 100*share)
 		}

@@ -49,7 +49,7 @@ func (d *Diagnosis) hostLines() []string {
 		if !pk.Exact {
 			bound = " (at least)"
 		}
-		lines = append(lines, fmt.Sprintf("session peak RSS %s MiB%s, in %s (the whole process: interpreter, libraries, tensors)", pk.Allocated.MiBString(), bound, Where(pk.Step, pk.Phase)))
+		lines = append(lines, fmt.Sprintf("session peak RSS %s MiB%s, in %s (the whole process: interpreter, libraries, tensors)", pk.Allocated.MiBString(), bound, pk.Where()))
 	}
 	if n := d.Need; n.Allocated.Known() {
 		kind := "highest"
