@@ -113,7 +113,10 @@ type Diagnosis struct {
 	// Rise explains the warmup's high against the step before it (nil
 	// outside a warmup that rises); FirstStep is the first step phase by
 	// phase.
-	Rise           *WarmupRise      `json:"warmup_rise"`
+	Rise *WarmupRise `json:"warmup_rise"`
+	// Levels are the rises to a new level after a steady stretch, oldest
+	// first (levels.go); empty when none.
+	Levels         []LevelChange    `json:"level_changes"`
 	FirstStepPhase []FirstStepPhase `json:"first_step_phases"`
 
 	Peak   PeakSite       `json:"peak"`
@@ -265,6 +268,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.FirstStepPhase = firstStepPhases(p)
 	d.Spike = spike(p, d.LastStep)
 	d.Need = need(s, p, &d, tail)
+	d.End.inputCause(p, d.Need.Allocated)
 	d.Need.PhasePeak = session.Unknown
 	for _, u := range d.Phases {
 		if u.Peak > d.Need.Allocated && u.Peak > d.Need.PhasePeak && d.Need.Allocated.Known() {

@@ -57,7 +57,29 @@ func findPeak(p *session.Process) peakAt {
 	// step's one read, or the counter at the step's end).
 	pk.known = knownOf(p.StepPeaks()[best : best+1])
 	pk.exact = pk.exact || pk.known.Is == session.Exact
+	userPeak(p, &pk, dead)
 	return pk
+}
+
+// userPeak moves the session peak to an evaluation or other user phase
+// that peaked above every training step (its own reads: a user phase is
+// read at both edges), first of equals; only a stated peak is compared.
+func userPeak(p *session.Process, pk *peakAt, dead int) {
+	for _, st := range p.Steps() {
+		if st.Index == dead {
+			continue
+		}
+		for i := range st.Phases {
+			c := &st.Phases[i]
+			if !c.User || !c.Read || !c.Exact || c.PeakAllocated <= pk.allocated {
+				continue
+			}
+			*pk = peakAt{
+				ok: true, step: st.Index, phase: c.Name, phaseAs: -1, allocated: c.PeakAllocated, reserved: c.PeakReserved,
+				gpu: c.PeakGPU, exact: true, known: Known{Is: session.Exact, SameAs: -1}, from: c.Start, to: c.End,
+			}
+		}
+	}
 }
 
 // partialStep is the step the process ended in the middle of (its end

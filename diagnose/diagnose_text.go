@@ -17,6 +17,9 @@ import (
 //	growth: peak +12 MiB/step over steps 0–39 — possible leak
 func (d *Diagnosis) Headline() string {
 	h := d.pattern()
+	if n := len(d.Levels); n > 0 && d.Pattern != PatternGrowth {
+		h = d.Levels[n-1].Line() + " · " + h // the newest change that matters
+	}
 	if d.Source == ipc.SourceCPU {
 		h = "host memory (RSS): " + h
 	}
@@ -116,6 +119,11 @@ func (d *Diagnosis) Lines() []string {
 	}
 	lines := make([]string, 0, 8+len(d.Advice))
 	lines = append(lines, d.pattern())
+	if d.Pattern != PatternGrowth {
+		for i := len(d.Levels) - 1; i >= 0; i-- {
+			lines = append(lines, d.Levels[i].Line())
+		}
+	}
 	if e := d.End; e != nil {
 		lines = append(lines, e.Lines()...)
 	}

@@ -68,8 +68,9 @@ type Process struct {
 	Duplicates uint64 `json:"duplicates"`
 	Dropped    uint64 `json:"dropped"`
 	Evicted    uint64 `json:"evicted"`
-	// StepsTotal is the number of steps in the session; Steps holds those
-	// the store kept (its first and most recent ones).
+	// StepsTotal is the number of steps the session finished (a partial
+	// step is left out); Steps holds those the store kept (its first and
+	// most recent ones, the partial step included).
 	StepsTotal int    `json:"steps_total"`
 	Steps      []Step `json:"steps"`
 	// Models counts the steps of each watch name (watch(name=...)), in the
@@ -285,6 +286,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	}
 	out.NoOptimizer = p.NoOptimizer()
 	out.Totals = totals(p, out.PartialStep)
+	out.StepsTotal = out.Totals.Steps // the step it died in is the ending, not a step run
 	b := diagnose.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
 	if a := p.Anatomy; a != nil {

@@ -84,9 +84,10 @@ func (p *Process) finish(at time.Time, goodbye bool, reason string) {
 			break
 		}
 	}
-	if e.Step < 0 && !goodbye {
-		// Gone between phases: unless the last phase was the optimizer
-		// step, the step it belongs to did not finish.
+	if e.Step < 0 && (!goodbye || reason == "error") {
+		// Gone between phases, or an uncaught exception there (a phase
+		// that raised is closed on the way out): unless the last phase was
+		// the optimizer step, the step it belongs to did not finish.
 		for k := len(p.spans) - 1; k >= 0; k-- {
 			if sp := &p.spans[k]; !sp.User {
 				if sp.Name != "step" {

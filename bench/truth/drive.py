@@ -70,9 +70,9 @@ class Memory:
         amp = k.noise_bytes or k.noise * self.level()
         if amp:  # a temporary that varies step to step: ±amp around amp
             sim.spike(int(amp * (1 + self.rng.uniform(-1, 1))))
-        if grad:
+        if grad:  # an evaluation's outputs are eval_pass()'s
             self.keep()
-        self.logits = sim.malloc(m.logits(b, s))
+            self.logits = sim.malloc(m.logits(b, s))
 
     def keep(self):
         """What the script keeps across steps, made in its forward: a leak
@@ -195,6 +195,8 @@ def run(kind, socket, rank):
     torch.manual_seed(kind.seed)
     sim = fakecuda.SimAllocator(script=((0, 0), {})).install(torch)
     sim.limit = kind.limit
+    if not kind.observer:
+        del torch._C._cuda_attach_out_of_memory_observer
     mem = Memory(sim, kind, rank)
     model = Net(mem)
     opt = Adam(model.parameters(), mem)

@@ -11,7 +11,9 @@ Expectations, all optional:
 * ``growth_kind``: "leak" or "input" for growth.
 * ``level``: the steps where held memory or the steady peak rose after a
   steady stretch (a level change, never a warmup or a leak).
-* ``oom``: True when the run dies of an out-of-memory error.
+* ``oom``: True when the run dies of an out-of-memory error (``observer``
+  False: a torch without the allocator's out-of-memory observer, where the
+  hook reports it from the uncaught exception).
 * ``eval_need``: True when an evaluation peaks above training (the need's
   evaluation part).
 """
@@ -39,7 +41,7 @@ class Kind:
                         leak=0, leak_from=0, leak_rank=None, buffer_at=None, buffer=0,
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
-                        gather=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
+                        gather=0, observer=True, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -47,14 +49,15 @@ class Kind:
 
 
 def _oom_limit(model, batch, seq):
-    """A device limit that a batch of 3× the tokens passes in backward but
-    the steady steps do not: 80 GiB scaled so the steady step uses ~45 %."""
-    steady = (model.weights() + model.grads() + model.adam()
-              + model.layers * model.layer_acts(batch, seq) + 3 * model.logits(batch, seq))
-    return int(steady * 2.2)
+    """A device limit that a step of ``batch`` × ``seq`` passes in its
+    backward (weights, Adam state, activations, logits, log-softmax and half
+    of the logits' gradient fit; the whole gradient does not), far above
+    the steady steps' needs."""
+    return (model.weights() + model.adam() + model.layers * model.layer_acts(batch, seq)
+            + 2 * model.logits(batch, seq) + model.logits(batch, seq) // 2)
 
 
-_OOM_LIMIT = _oom_limit(sizes.GPT2_SMALL, 4, 1024)
+_OOM_LIMIT = _oom_limit(sizes.GPT2_SMALL, 12, 1024)
 
 K = [
     Kind("steady-short", 10, dict(pattern="warmup")),
@@ -80,6 +83,8 @@ K = [
     Kind("zero-in-place", 150, dict(pattern="warmup"), set_to_none=False, batch=4, seq=512),
     Kind("oom-ending", 401, dict(pattern="warmup", oom=True),
          batch=lambda step: 12 if step == 400 else 4, seq=1024, limit=_OOM_LIMIT),
+    Kind("oom-no-observer", 60, dict(pattern="warmup", oom=True), observer=False,
+         batch=lambda step: 12 if step == 59 else 4, seq=1024, limit=_OOM_LIMIT),
     Kind("batch-schedule", 400, dict(pattern="warmup", level=[200]),
          batch=lambda step: 4 if step < 200 else 8, seq=512),
     Kind("gradscaler-skips", 60, dict(pattern="warmup"), skipped=(0, 1), batch=4, seq=512),

@@ -26,6 +26,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,8 +194,8 @@ def judge(kind, expect, proc, truth):
             why.append("steps_total %s, finished %d" % (proc["steps_total"], dead))
         steady = max(truth.inputs[i] for i in truth.peak)
         ratio = truth.inputs[dead] / steady
-        if ratio > 1 and "%.0f×" % ratio not in " ".join(end.get("evidence") or []) + d["headline"]:
-            why.append("the input's %.0f× not named" % ratio)
+        if ratio > 1 and abs((end.get("input_ratio") or 0) - ratio) > 0.01:
+            why.append("the input's %.1f× not named (%s)" % (ratio, end.get("input_ratio")))
     elif end.get("abrupt"):
         why.append("ended abruptly")
     micro = kind.micro
@@ -212,7 +213,8 @@ def run_kind(binary, kind):
     t0 = time.monotonic()
     if KEEP:
         work = os.path.join(KEEP, kind.name)
-        os.makedirs(work, mode=0o700, exist_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work, mode=0o700)
         rep, truths = record(binary, kind, work)
     else:
         with tempfile.TemporaryDirectory(prefix="truth-") as work:

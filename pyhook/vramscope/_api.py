@@ -198,6 +198,10 @@ def watched():
         return [h.watcher for h in _live_handles()]
 
 
+def _none():
+    return None
+
+
 def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=None,
           activations_every=None, batch_size=None, name=None):
     """Hook ``model`` (and ``optimizer``) and stream their phases to the monitor.
@@ -247,7 +251,7 @@ def _watch_now(model, optimizer, config, name=None):
                   "on it); its step() is wrapped instead" % type(inner).__name__)
     # A weak reference: the process-wide OOM report must not keep a deleted model alive.
     watcher_ref = weakref.ref(watcher)
-    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "_open", None))
+    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "failing_phase", _none)())
     handle = Handle(watcher, client)
     with _lock:
         if client is _current:
@@ -286,10 +290,12 @@ class phase:  # noqa: N801 - used like a function: ``with vramscope.phase("eval"
             if self._client is not None:
                 self._step = _safe.call(_user_step, self._client)
                 _safe.call(self._client.phase, self.name, "begin", True, self._step)
+                self._client.user_depth += 1
         return self
 
     def __exit__(self, *exc):
         if self._client is not None:
+            self._client.user_depth -= 1
             _safe.call(self._client.phase, self.name, "end", True, self._step)
         return False
 
