@@ -203,3 +203,30 @@ func (d *Diagnosis) Lines() []string {
 	}
 	return lines
 }
+
+// Where says where the session peak happened: its phase, one taken from
+// the breakdown step a step read once repeats, or that it is not known.
+func (pk PeakSite) Where() string {
+	switch {
+	case pk.Step >= 0 && pk.Phase == "":
+		return fmt.Sprintf("step %d (its phase is not known)", pk.Step)
+	case pk.PhaseAs >= 0:
+		return fmt.Sprintf("%s (read once: the phases of step %d, which it repeats)", Where(pk.Step, pk.Phase), pk.PhaseAs)
+	}
+	return Where(pk.Step, pk.Phase)
+}
+
+// Where names a phase of a step: "backward of step 1", "optimizer step of
+// step 1" (the phase called step), "step 1" without a phase, "–" without a
+// step.
+func Where(step int, phase string) string {
+	switch {
+	case step < 0:
+		return "–"
+	case phase == "":
+		return fmt.Sprintf("step %d", step)
+	case phase == "step":
+		phase = "optimizer step"
+	}
+	return fmt.Sprintf("%s of step %d", phase, step)
+}
