@@ -116,7 +116,12 @@ type Diagnosis struct {
 	Rise *WarmupRise `json:"warmup_rise"`
 	// Levels are the rises to a new level after a steady stretch, oldest
 	// first (levels.go); empty when none.
-	Levels         []LevelChange    `json:"level_changes"`
+	Levels []LevelChange `json:"level_changes"`
+	// InputFrom and InputTo are the input sizes (in InputUnit) at the start
+	// and the end of a host-memory growth that follows the input
+	// (GrowthHostInput); 0 otherwise.
+	InputFrom      int64            `json:"input_from"`
+	InputTo        int64            `json:"input_to"`
 	FirstStepPhase []FirstStepPhase `json:"first_step_phases"`
 
 	Peak   PeakSite       `json:"peak"`
@@ -278,7 +283,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.Advice = advise(&d)
 	if hostSource(p) {
 		d.Source = ipc.SourceCPU
-		hostOnly(&d)
+		hostOnly(&d, tail)
 	}
 	// What holds tensors comes from the hook's tensor walk: true on every device.
 	d.Advice = append(d.Advice, HoldersOf(p.Anatomy).Advice()...)

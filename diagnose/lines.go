@@ -87,6 +87,10 @@ func (d *Diagnosis) growthLine() string {
 		return fmt.Sprintf("growth: peak grows with %s size: %s per %s (%s) — not a leak", inputNoun(d.InputUnit), perHuman(d.PerInput), d.InputUnit, over)
 	case GrowthTransient:
 		return fmt.Sprintf("growth: peak %s in memory freed every step (%s): it follows the input size (batch, sequence length) or the work per step, not a leak", over, held)
+	case GrowthHostInput:
+		return fmt.Sprintf("growth: peak %s follows the input (%d→%d %s); the process keeps memory it freed, so RSS does not fall back — not a leak", over, d.InputFrom, d.InputTo, d.InputUnit)
+	case GrowthHostUnknown:
+		return fmt.Sprintf("growth: peak %s; the hook reported no input size, so a growing input cannot be told from a leak (the process keeps memory it freed: RSS does not fall back) — not called a leak", over)
 	}
 	if held != "" {
 		return fmt.Sprintf("growth: peak %s — possible leak: %s (+%s/step)", over, held, d.HeldPerStep.Human())
