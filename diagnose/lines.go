@@ -62,6 +62,9 @@ func (d *Diagnosis) pattern() string {
 		if !k.Is.Stated() {
 			grew = d.PeakBefore.MiBString() + " MiB→" + k.MiB(d.PeakAfter)
 		}
+		if len(d.Levels) > 0 { // the warmup rose to the first level, not the newest
+			grew = d.PeakBefore.MiBString() + "→" + d.Levels[0].PeakFrom.MiBString() + " MiB"
+		}
 		if d.Rise != nil {
 			return fmt.Sprintf("warmup: %s; steady since step %d%s%s",
 				d.Rise.line(" ("+grew+", "+site+")"), d.SteadyFrom, d.spreadNote(), note)

@@ -96,6 +96,17 @@ K = [
     Kind("checkpoint-saves", 300, dict(pattern="warmup"), save_every=100, batch=4, seq=512),
     Kind("vit-noisy-5pct", 500, dict(pattern="warmup"), model=sizes.VIT_B16, batch=64, seq=197,
          noise=0.05),
+    # Skips once the loop's shape is known (docs/hook.md: before it, a
+    # zero_grad after a skipped update heads the next step).
+    Kind("gradscaler-zero-after", 80, dict(pattern="warmup"), skipped=(5, 40), zero="after",
+         batch=4, seq=512),
+    Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
+                                            rate=4 * MIB),
+         leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
+    Kind("oom-early", 3, dict(pattern="unknown", oom=True),
+         batch=lambda step: 12 if step == 2 else 4, seq=1024, limit=_OOM_LIMIT),
+    Kind("unfreeze-early", 60, dict(pattern="warmup", level=[8]),
+         trained=lambda step: 0.1 if step < 8 else 1.0, batch=4, seq=512),
     Kind("gpt2-medium-ckpt", 40, dict(pattern="warmup"), model=sizes.GPT2_MEDIUM,
          checkpointed=True, batch=8, seq=1024),
 ]

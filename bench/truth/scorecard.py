@@ -144,7 +144,7 @@ def judge(kind, expect, proc, truth):
         cells["rate"] = "-"
 
     growth = expect["pattern"] == "growth"
-    after = [v for i, v in truth.peak.items() if growth or i >= WARMUP]
+    after = [v for i, v in truth.peak.items() if growth or i >= WARMUP] or list(truth.peak.values())
     need = d["need"]
     want = max(after) if after else None
     why = []
