@@ -16,7 +16,8 @@ Checks (a cell is ``ok``, ``FAIL`` with why, or ``-`` where it does not apply):
 * phase: the session peak and its phase are the allocator's (or, for a
   step read once that repeats no breakdown step, said to be unknown).
 * labels: no complete step is a bound, each stated peak is the
-  allocator's to the byte, the need is not a bound.
+  allocator's to the byte, the need is not a bound; in a run where nothing
+  moves, every step read once repeats a breakdown step (same_as).
 * held: each step's held memory is what the allocator held after it.
 * ending: the dying step is partial and left out, its phase named; a
   clean run ends cleanly; no step that ran its optimizer is a micro-step.
@@ -177,6 +178,15 @@ def judge(kind, expect, proc, truth):
                                                         s["peak_allocated"], truth.peak[s["step"]]))
     if need["allocated_known"]["is"] == "bound":
         bad.append("need is a bound")
+    if not kind.noise and not kind.noise_bytes and expect["pattern"] != "growth" and not expect.get("level"):
+        # Nothing moves after the first steps (and the step after them,
+        # which may still differ from the last breakdown step, or after a
+        # skipped update): every step read once repeats a breakdown step
+        # (same_as), none is said to have moved.
+        for s in steps:
+            if s["step"] >= WARMUP + 2 and s["plain"] and (s["moved"] or s["same_as"] < 0) \
+                    and not any(0 <= s["step"] - k <= 2 for k in kind.skipped):
+                bad.append("step %d read once, moved %s, same_as %s" % (s["step"], s["moved"], s["same_as"]))
     cell("labels", not bad, "%d: %s" % (len(bad), "; ".join(bad[:3])))
 
     bad = ["step %d %s, allocator %s" % (s["step"], s["held"], truth.held[s["step"]])

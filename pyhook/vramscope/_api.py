@@ -294,9 +294,14 @@ class phase:  # noqa: N801 - used like a function: ``with vramscope.phase("eval"
         return self
 
     def __exit__(self, *exc):
-        if self._client is not None:
-            self._client.user_depth -= 1
-            _safe.call(self._client.phase, self.name, "end", True, self._step)
+        client = self._client
+        if client is not None:
+            client.user_depth -= 1
+            _safe.call(client.phase, self.name, "end", True, self._step)
+            if self._step is not None and self._step < client.step and client.peaks is not None:
+                # Between steps: its reads are no step's (the hook's plan of
+                # the next step starts after them).
+                client.peaks.step_reads.clear()
         return False
 
 

@@ -287,8 +287,11 @@ class Watcher(BackwardMixin, StepsMixin):
         self._client.phase(EVAL, "begin", True, self._eval_step)
 
     def _end_eval(self):
+        client = self._client
         self._open = None
-        self._client.phase(EVAL, "end", True, self._eval_step)
+        client.phase(EVAL, "end", True, self._eval_step)
+        if client.peaks is not None:  # its reads are no step's (_plan)
+            client.peaks.step_reads.clear()
 
     def _take_over(self):
         """Make this watch the one whose automatic phase is open: end the phase
