@@ -473,3 +473,23 @@ class SimAllocator:
     def uninstall(self):
         uninstall_bindings(self._saved)
         self._saved = []
+
+
+def on_backward(torch):
+    """A ``torch.autograd.Function`` class whose ``apply(x, fn)`` returns x
+    and calls ``fn()`` inside autograd's backward, where it reaches x: a
+    simulated allocator moves as backward does (pyhook/tests/pinloop.py,
+    bench/truth/drive.py)."""
+
+    class OnBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, fn):
+            ctx.fn = fn
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            ctx.fn()
+            return grad, None
+
+    return OnBackward

@@ -12,17 +12,8 @@ import (
 // memory held(step) between steps, the step peaking peak(step) in
 // backward, its forward's input tokens(step).
 func levelRun(steps int, held, peak func(int) int64, tokens func(int) int64) []ipc.Message {
-	var msgs []ipc.Message
-	t := 100.0
-	add := func(m ipc.Message) {
-		m.V, m.T, m.Seq = 1, t, uint64(len(msgs))
-		t += 0.01
-		msgs = append(msgs, m)
-	}
-	add(ipc.Message{Type: ipc.TypeHello, Session: "level", PID: 7, Torch: "2.11.0",
-		Clock: &ipc.Clock{Mono: 100, Wall: 1_763_794_800},
-		CUDA:  &ipc.CUDADevice{Index: 0, Name: "NVIDIA H100 80GB HBM3", Total: 85520809984},
-		Hook:  &ipc.HookConfig{Version: "0.2.0", SampleHz: 50, ExactPeaks: true}})
+	run := newH100Run("level", 7, true)
+	add := run.add
 	mem := func(alloc, top int64) *ipc.Mem {
 		return &ipc.Mem{Allocated: alloc * session.MiB, MaxAllocated: top * session.MiB, Reserved: 90000 * session.MiB, MaxReserved: 90000 * session.MiB}
 	}
@@ -43,7 +34,7 @@ func levelRun(steps int, held, peak func(int) int64, tokens func(int) int64) []i
 		}
 	}
 	add(ipc.Message{Type: ipc.TypeGoodbye, Reason: "exit"})
-	return msgs
+	return run.msgs
 }
 
 // A rise after a steady stretch is a level change at its step, with its
