@@ -150,6 +150,10 @@ type Step struct {
 	// Moved is true for a plain step the hook found beyond noise of its
 	// last breakdown step (no same_as sent): the next step is read by phase.
 	Moved bool `json:"moved"`
+	// Skipped is true for a finished step of a process with an optimizer
+	// whose optimizer step did not run (a GradScaler that found inf
+	// gradients skips it).
+	Skipped bool `json:"skipped"`
 }
 
 // Phase is one cell of the step × phase table. Byte values are Unknown
@@ -282,9 +286,14 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 	}
 	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
+	noOpt, partial := p.NoOptimizer(), -1
+	if e := p.End; e != nil && e.Step >= 0 {
+		partial = e.Step
+	}
 	for _, st := range p.Steps() {
 		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Model: st.Model, Phases: []Phase{},
-			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain(), Moved: st.Moved()}
+			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain(), Moved: st.Moved(),
+			Skipped: !st.Stepped && !noOpt && st.Index != partial}
 		if st.SameAs >= 0 {
 			row.Within = st.Within
 		}
@@ -304,14 +313,12 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Steps = append(out.Steps, row)
 	}
-	if e := p.End; e != nil && e.Step >= 0 {
-		out.PartialStep = e.Step
-	}
+	out.PartialStep = partial
 	out.Models, out.ModelsCut = p.ModelSteps()
 	if out.Models == nil {
 		out.Models = []session.ModelSteps{}
 	}
-	out.NoOptimizer = p.NoOptimizer()
+	out.NoOptimizer = noOpt
 	out.Totals = totals(p, out.PartialStep)
 	out.StepsTotal = out.Totals.Steps // the step it died in is the ending, not a step run
 	b := diagnose.LayersOf(s, p)

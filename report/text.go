@@ -365,6 +365,9 @@ func (st *Step) summary() string {
 	if st.Held.Known() {
 		how += " · held " + st.Held.MiBString() + " MiB"
 	}
+	if st.Skipped {
+		how += " · optimizer step skipped"
+	}
 	return how
 }
 

@@ -20,7 +20,8 @@ Checks (a cell is ``ok``, ``FAIL`` with why, or ``-`` where it does not apply):
   moves, every step read once repeats a breakdown step (same_as).
 * held: each step's held memory is what the allocator held after it.
 * ending: the dying step is partial and left out, its phase named; a
-  clean run ends cleanly; no step that ran its optimizer is a micro-step.
+  clean run ends cleanly; no step is a micro-step of another, and the
+  steps whose update was skipped (GradScaler) are said to be skipped.
 """
 
 import argparse
@@ -122,8 +123,10 @@ def judge(kind, expect, proc, truth):
         cells[name] = "ok" if ok else "FAIL " + why
 
     steps = [s for s in proc["steps"] if s["step"] in truth.peak]
-    cell("pattern", d["pattern"] == expect["pattern"],
-         "%s, want %s: %s" % (d["pattern"], expect["pattern"], d.get("headline", "")))
+    kind_ok = "growth_kind" not in expect or d["growth_kind"] == expect["growth_kind"]
+    cell("pattern", d["pattern"] == expect["pattern"] and kind_ok,
+         "%s %s, want %s %s: %s" % (d["pattern"], d["growth_kind"], expect["pattern"],
+                                    expect.get("growth_kind", ""), d.get("headline", "")))
 
     onset = []
     if "growth_from" in expect:
@@ -212,6 +215,9 @@ def judge(kind, expect, proc, truth):
     for s in steps:
         if s["micro"] != micro:
             why.append("step %d micro %d, ran %d" % (s["step"], s["micro"], micro))
+            break
+        if s["skipped"] != (s["step"] in kind.skipped):
+            why.append("step %d skipped %s" % (s["step"], s["skipped"]))
             break
     if proc["steps_total"] != len(truth.peak) and not truth.oom:
         why.append("steps_total %s, ran %d" % (proc["steps_total"], len(truth.peak)))
