@@ -97,6 +97,12 @@ func (p *Process) finish(at time.Time, goodbye bool, reason string) {
 			}
 		}
 	}
+	if e.Step < 0 && reason == "error" && p.OOM != nil && p.OOM.Step >= 0 {
+		// The error was the out-of-memory one: its step did not finish,
+		// though a phase closed on the way out (remove() at exit ends the
+		// optimizer step that raised).
+		e.Step = p.OOM.Step
+	}
 	e.Abrupt = !goodbye || reason == "error" || e.Step >= 0
 	p.End = e
 }

@@ -198,12 +198,17 @@ def run(kind, socket, rank):
     vramscope.watch(model, opt, socket=socket)
     truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
     set_to_none = kind.set_to_none
+    on_device = None  # the batch on the device (batch_bytes)
     try:
         for i in range(kind.steps):
             mem.step = i
             b, s = mem.shape()
             truth["inputs"][i] = b * s
             x = torch.randint(0, 64, (b, s))
+            if kind.batch_bytes:  # x = x_next.cuda(): the new batch, then the old one dropped
+                sim.truth_at(i, "zero_grad")
+                on_device, prev = sim.malloc(kind.batch_bytes), on_device
+                sim.free(prev)
             if kind.user_reset:
                 torch.cuda.reset_peak_memory_stats()
             if kind.zero == "before":

@@ -41,7 +41,7 @@ class Kind:
                         leak=0, leak_from=0, leak_rank=None, buffer_at=None, buffer=0,
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
-                        gather=0, observer=True, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
+                        gather=0, observer=True, batch_bytes=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -107,6 +107,16 @@ K = [
          batch=lambda step: 12 if step == 2 else 4, seq=1024, limit=_OOM_LIMIT),
     Kind("unfreeze-early", 60, dict(pattern="warmup", level=[8]),
          trained=lambda step: 0.1 if step < 8 else 1.0, batch=4, seq=512),
+    # A vision batch copied to the device at the top of each iteration: the
+    # new batch is allocated before the old one is dropped (x = x_next.cuda()),
+    # and the current one stays alive between steps.
+    Kind("vit-batch-to-device", 120, dict(pattern="warmup"), model=sizes.VIT_B16, batch=64,
+         seq=197, batch_bytes=64 * 3 * 224 * 224 * 4),
+    Kind("accum-zero-first", 60, dict(pattern="warmup"), micro=4, batch=2, seq=1024),
+    # The most common out-of-memory end: the first optimizer.step() makes
+    # Adam's state and the device has no room for it.
+    Kind("oom-first-step", 3, dict(pattern="unknown", oom=True), batch=1, seq=64,
+         limit=sizes.GPT2_SMALL.weights() + sizes.GPT2_SMALL.grads() + sizes.GPT2_SMALL.adam() // 2),
     Kind("gpt2-medium-ckpt", 40, dict(pattern="warmup"), model=sizes.GPT2_MEDIUM,
          checkpointed=True, batch=8, seq=1024),
 ]
