@@ -67,9 +67,6 @@ class Memory:
                 self.acts.append(sim.malloc(layer))
         if grad and k.compile_warmup and self.step < k.compile_warmup:
             sim.spike(k.compile_workspace)  # autotuning workspaces of torch.compile
-        amp = k.noise_bytes or k.noise * self.level()
-        if amp:  # a temporary that varies step to step: ±amp around amp
-            sim.spike(int(amp * (1 + self.rng.uniform(-1, 1))))
         if grad:  # an evaluation's outputs are eval_pass()'s
             self.keep()
             self.logits = sim.malloc(m.logits(b, s))
@@ -99,6 +96,9 @@ class Memory:
         k, m, sim = self.k, self.k.model, self.sim
         b, s = self.shape()
         dlogits = sim.malloc(m.logits(b, s))
+        amp = k.noise_bytes or k.noise * self.level()
+        if amp:  # a temporary at the step's peak that varies step to step: amp ± amp
+            sim.spike(int(amp * (1 + self.rng.uniform(-1, 1))))
         sim.free(self.logits)
         sim.free(self.lsm)
         share = self.share()

@@ -124,7 +124,8 @@ def judge(kind, expect, proc, truth):
 
     steps = [s for s in proc["steps"] if s["step"] in truth.peak]
     kind_ok = "growth_kind" not in expect or d["growth_kind"] == expect["growth_kind"]
-    cell("pattern", d["pattern"] == expect["pattern"] and kind_ok,
+    want = expect["pattern"] if isinstance(expect["pattern"], tuple) else (expect["pattern"],)
+    cell("pattern", d["pattern"] in want and kind_ok,
          "%s %s, want %s %s: %s" % (d["pattern"], d["growth_kind"], expect["pattern"],
                                     expect.get("growth_kind", ""), d.get("headline", "")))
 
