@@ -62,9 +62,12 @@ func levelChanges(p *session.Process, pk []session.StepPeak, band session.Bytes)
 	}
 	var out []LevelChange
 	start := WarmupMaxSteps
+	var lv, hv session.Bytes
 	for i := start + SteadyMinSteps; i < n-SteadyMinSteps; i++ {
-		win := pk[start:min(start+LevelWindow, i)]
-		lv, hv := median(win), medianHeld(win)
+		if i-start <= LevelWindow { // the level's window is full after that: read once
+			win := pk[start:i]
+			lv, hv = median(win), medianHeld(win)
+		}
 		if !(pk[i].PeakAllocated > lv+band || heldBand.Known() && hv.Known() && pk[i].Held > hv+heldBand) {
 			continue
 		}

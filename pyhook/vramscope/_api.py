@@ -290,19 +290,27 @@ class phase:  # noqa: N801 - used like a function: ``with vramscope.phase("eval"
             if self._client is not None:
                 self._step = _safe.call(_user_step, self._client)
                 _safe.call(self._client.phase, self.name, "begin", True, self._step)
-                self._client.user_depth += 1
+                _safe.call(_user_phase_began, self._client)
         return self
 
     def __exit__(self, *exc):
         client = self._client
         if client is not None:
-            client.user_depth -= 1
             _safe.call(client.phase, self.name, "end", True, self._step)
-            if self._step is not None and self._step < client.step and client.peaks is not None:
-                # Between steps: its reads are no step's (the hook's plan of
-                # the next step starts after them).
-                client.peaks.step_reads.clear()
+            _safe.call(_user_phase_ended, client, self._step)
         return False
+
+
+def _user_phase_began(client):
+    client.user_depth += 1
+
+
+def _user_phase_ended(client, step):
+    client.user_depth -= 1
+    if step is not None and step < client.step and client.peaks is not None:
+        # Between steps: its reads are no step's (the hook's plan of the
+        # next step starts after them).
+        client.peaks.step_reads.clear()
 
 
 def _user_step(client):
