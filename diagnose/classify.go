@@ -63,7 +63,8 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	d.Spread = session.Bytes(math.Round(sigma))
 	// A leak is read from the memory held between steps first: noise
 	// within steps (lengths, evaluation, autocast) does not move it.
-	if g := d.heldGrowing(pk); g != nil {
+	hp := heldAsPeaks(pk) // the held series, read by the leak rule and the level changes
+	if g := d.heldGrowing(pk, hp); g != nil {
 		return g
 	}
 	// Growth is tested on every step first: a leak that starts at once
@@ -73,7 +74,7 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	}
 	// Level changes after a steady stretch: the warmup is read against the
 	// first level, not the newest.
-	d.Levels = levelChanges(p, pk, band)
+	d.Levels = levelChanges(p, pk, hp, band)
 	first := level
 	if len(d.Levels) > 0 {
 		first = d.Levels[0].PeakFrom

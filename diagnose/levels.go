@@ -49,12 +49,12 @@ type LevelChange struct {
 // than band, or whose held memory passes the level's held memory by more
 // than its own band, where the steps after it (up to LevelWindow, at least
 // SteadyMinSteps) have their median above too (a spike is not a level).
-func levelChanges(p *session.Process, pk []session.StepPeak, band session.Bytes) []LevelChange {
+// hp is heldAsPeaks(pk).
+func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.Bytes) []LevelChange {
 	n := len(pk)
 	if n < WarmupMaxSteps+2*SteadyMinSteps+1 {
 		return nil
 	}
-	hp := heldAsPeaks(pk)
 	heldBand := session.Unknown
 	if len(hp) >= MinSteps && len(hp) == n {
 		lv := median(hp)
