@@ -128,6 +128,10 @@ K = [
     Kind("leak-from-start", 200, dict(pattern="growth", growth_kind="leak", growth_from=0,
                                       rate=8 * MIB),
          leak=8 * MIB, leak_from=0, batch=4, seq=512),
+    # Packed batches of varying length: 256 to 1024 tokens a row, drawn per
+    # step (a fixed sequence, the same every run).
+    Kind("variable-length", 300, dict(pattern=("warmup", "steady")), batch=4,
+         seq=lambda step: 256 + 64 * ((step * 7919 + 13) % 13)),
     Kind("gpt2-medium-ckpt", 40, dict(pattern="warmup"), model=sizes.GPT2_MEDIUM,
          checkpointed=True, batch=8, seq=1024),
 ]
