@@ -64,17 +64,22 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	// A leak is read from the memory held between steps first: noise
 	// within steps (lengths, evaluation, autocast) does not move it.
 	hp := heldAsPeaks(pk) // the held series, read by the leak rule and the level changes
-	if g := d.heldGrowing(pk, hp); g != nil {
-		return g
+	// Level changes after steady stretches, when each level is flat,
+	// explain a rise that the growth rules would fit a line through.
+	levels := levelChanges(p, pk, hp, band)
+	stairs := levelsExplain(pk, hp, levels, band)
+	if !stairs {
+		if g := d.heldGrowing(pk, hp); g != nil {
+			return g
+		}
+		// Growth is tested on every step first: a leak that starts at once
+		// looks like a warmup to the rule below.
+		if g := d.growing(p, pk, band); g != nil {
+			return g
+		}
 	}
-	// Growth is tested on every step first: a leak that starts at once
-	// looks like a warmup to the rule below.
-	if g := d.growing(p, pk, band); g != nil {
-		return g
-	}
-	// Level changes after a steady stretch: the warmup is read against the
-	// first level, not the newest.
-	d.Levels = levelChanges(p, pk, hp, band)
+	// The warmup is read against the first level, not the newest.
+	d.Levels = levels
 	first := level
 	if len(d.Levels) > 0 {
 		first = d.Levels[0].PeakFrom
@@ -89,7 +94,7 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 		}
 	}
 	body := pk[k:]
-	if g := d.growing(p, body, band); g != nil {
+	if g := d.growing(p, body, band); !stairs && g != nil {
 		return g
 	}
 	// A new high at the very end has not been told from growth yet; a high

@@ -15,8 +15,13 @@ import (
 // make) nor a leak (which keeps rising).
 
 // LevelWindow is how many steps of a level its figure is read from (their
-// median), so a long run costs no more than a short one.
-const LevelWindow = 16
+// median), so a long run costs no more than a short one; LevelMinSteps how
+// long a level must have held (from where it settled) before a rise from it
+// is a level change: a staircase of shorter stairs is growth.
+const (
+	LevelWindow   = 16
+	LevelMinSteps = 5
+)
 
 // LevelChange is one rise to a new level, with its causes in numbers.
 type LevelChange struct {
@@ -55,15 +60,11 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 	if n < WarmupMaxSteps+2*SteadyMinSteps+1 {
 		return nil
 	}
-	heldBand := session.Unknown
-	if len(hp) >= MinSteps && len(hp) == n {
-		lv := median(hp)
-		heldBand = max(Tolerance(lv), session.Bytes(math.Round(SpreadK*noise(hp))))
-	}
+	heldBand := heldBandOf(pk, hp)
 	var out []LevelChange
 	start := WarmupMaxSteps
 	var lv, hv session.Bytes
-	for i := start + SteadyMinSteps; i < n-SteadyMinSteps; i++ {
+	for i := start + LevelMinSteps; i < n-SteadyMinSteps; i++ {
 		if i-start <= LevelWindow { // the level's window is full after that: read once
 			win := pk[start:i]
 			lv, hv = median(win), medianHeld(win)
@@ -94,7 +95,7 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 		}
 		out = append(out, LevelChange{Step: pk[i].Index, Settled: pk[settled].Index, PeakFrom: lv, HeldFrom: hv})
 		start = settled
-		i = settled + SteadyMinSteps - 1
+		i = settled + LevelMinSteps - 1
 	}
 	for k := range out {
 		c := &out[k]
@@ -108,6 +109,58 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 		c.causes(p, before, win)
 	}
 	return out
+}
+
+// heldBandOf is the band of the held series hp (heldAsPeaks(pk)): its
+// tolerance or SpreadK of its own noise; Unknown when a step has no held
+// figure.
+func heldBandOf(pk, hp []session.StepPeak) session.Bytes {
+	if len(hp) < MinSteps || len(hp) != len(pk) {
+		return session.Unknown
+	}
+	return max(Tolerance(median(hp)), session.Bytes(math.Round(SpreadK*noise(hp))))
+}
+
+// levelsExplain reports whether the level changes explain the run's rise:
+// every level (the first from WarmupMaxSteps, each later one from where it
+// settled, up to the next change) is flat by the growth rule's own test
+// (its peaks), and its held memory has no significant slope. A leak climbs within its levels; a
+// staircase of level changes does not.
+func levelsExplain(pk, hp []session.StepPeak, levels []LevelChange, band session.Bytes) bool {
+	if len(levels) == 0 {
+		return false
+	}
+	heldBand := heldBandOf(pk, hp)
+	from := WarmupMaxSteps
+	for k := 0; k <= len(levels); k++ {
+		to := len(pk)
+		if k < len(levels) {
+			to = indexOf(pk, levels[k].Step)
+		}
+		run := pk[min(from, to):to]
+		// A level is flat: its held memory stays within its band (within-step
+		// noise does not move it), its peaks' second half sits where its
+		// first half does, and neither has a significant slope.
+		if len(run) < 2 {
+			return false
+		}
+		if lo, hi := minHeld(run), maxHeld(run); heldBand.Known() && lo.Known() && hi-lo > heldBand {
+			return false
+		}
+		if absDiff(median(run[len(run)/2:]), median(run[:len(run)/2])) > band {
+			return false
+		}
+		if b, t := fit(run, false); b >= float64(MinGrowthPerStep) && t >= GrowthMinT && b*float64(len(run)) > float64(band) {
+			return false
+		}
+		if b, t := fit(run, true); b >= float64(MinGrowthPerStep) && t >= GrowthMinT {
+			return false
+		}
+		if k < len(levels) {
+			from = indexOf(pk, levels[k].Settled)
+		}
+	}
+	return true
 }
 
 // causes puts the change in numbers: the anatomy's gradients and
@@ -230,6 +283,18 @@ func minPeak(pk []session.StepPeak) session.Bytes {
 	v := pk[0].PeakAllocated
 	for i := range pk {
 		v = min(v, pk[i].PeakAllocated)
+	}
+	return v
+}
+
+// maxHeld is the most held memory of pk, Unknown when a step has none.
+func maxHeld(pk []session.StepPeak) session.Bytes {
+	v := session.Unknown
+	for i := range pk {
+		if !pk[i].Held.Known() {
+			return session.Unknown
+		}
+		v = v.Max(pk[i].Held)
 	}
 	return v
 }

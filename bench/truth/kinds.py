@@ -132,6 +132,10 @@ K = [
     # step (a fixed sequence, the same every run).
     Kind("variable-length", 300, dict(pattern=("warmup", "steady")), batch=4,
          seq=lambda step: 256 + 64 * ((step * 7919 + 13) % 13)),
+    Kind("zero-in-place-after", 120, dict(pattern="warmup"), zero="after", set_to_none=False,
+         batch=4, seq=512),
+    Kind("batch-ramp-twice", 500, dict(pattern="warmup", level=[200, 350]),
+         batch=lambda step: 4 if step < 200 else 6 if step < 350 else 8, seq=512),
     Kind("gpt2-medium-ckpt", 40, dict(pattern="warmup"), model=sizes.GPT2_MEDIUM,
          checkpointed=True, batch=8, seq=1024),
 ]
