@@ -40,6 +40,7 @@ class Memory:
         self.state = {}  # trained share -> Adam state handle
         self.acts, self.saved = [], []
         self.kept, self.kept_at = [], None  # tensors kept across steps (keep())
+        self.jitter = None  # the varying buffer kept across steps (held_jitter)
         self.step = 0
 
     def shape(self):
@@ -83,6 +84,9 @@ class Memory:
             self.kept.append(self.sim.malloc(k.leak))
         if k.buffer_at is not None and self.step == k.buffer_at:
             self.kept.append(self.sim.malloc(k.buffer))
+        if k.held_jitter:  # a buffer kept across steps whose size varies (a metrics cache)
+            self.sim.free(self.jitter)
+            self.jitter = self.sim.malloc(int(k.held_jitter * self.rng.uniform(0.01, 1)))
 
     def level(self):
         m, (b, s) = self.k.model, self.shape()

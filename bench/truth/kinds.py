@@ -43,7 +43,7 @@ class Kind:
                         leak=0, leak_from=0, leak_rank=None, buffer_at=None, buffer=0,
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
-                        gather=0, observer=True, batch_bytes=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
+                        gather=0, observer=True, batch_bytes=0, held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -136,6 +136,11 @@ K = [
          batch=4, seq=512),
     Kind("batch-ramp-twice", 500, dict(pattern="warmup", level=[200, 350]),
          batch=lambda step: 4 if step < 200 else 6 if step < 350 else 8, seq=512),
+    Kind("held-jitter", 300, dict(pattern=("warmup", "steady")), held_jitter=64 * MIB,
+         noise=0.03, batch=4, seq=512),
+    Kind("held-jitter-leak", 300, dict(pattern="growth", growth_kind="leak", growth_from=100,
+                                       rate=2 * MIB),
+         held_jitter=64 * MIB, leak=2 * MIB, leak_from=100, batch=4, seq=512),
     Kind("gpt2-medium-ckpt", 40, dict(pattern="warmup"), model=sizes.GPT2_MEDIUM,
          checkpointed=True, batch=8, seq=1024),
 ]
