@@ -106,7 +106,7 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 			return pk
 		}
 	}
-	d.SteadyFrom = body[0].Index
+	d.SteadyFrom, d.WarmupEnd = body[0].Index, body[0].Index
 	d.PeakAfter, _, _ = maxOf(body)
 	if len(d.Levels) > 0 {
 		// Steady at the newest level: the need is its peak.

@@ -69,8 +69,11 @@ type Diagnosis struct {
 	FirstStep int `json:"first_step"`
 	LastStep  int `json:"last_step"`
 	// SteadyFrom is the first step of the steady state (steady, warmup),
-	// -1 otherwise.
+	// the newest level's after a level change; -1 otherwise. WarmupEnd is
+	// the first step after the warmup (steady, warmup; -1 otherwise): the
+	// warmup is steps FirstStep to WarmupEnd−1, before any level change.
 	SteadyFrom int `json:"steady_from"`
+	WarmupEnd  int `json:"warmup_end"`
 	// PeakBefore is the first step's allocated peak (warmup), PeakAfter the
 	// steady peak (steady, warmup) or the newest high (growth, unknown).
 	PeakBefore session.Bytes `json:"peak_before"`
@@ -245,7 +248,7 @@ type Advice struct {
 // It is cheap enough to call every frame.
 func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d := Diagnosis{
-		Pattern: PatternUnknown, FirstStep: -1, LastStep: -1, SteadyFrom: -1,
+		Pattern: PatternUnknown, FirstStep: -1, LastStep: -1, SteadyFrom: -1, WarmupEnd: -1,
 		PeakBefore: session.Unknown, PeakAfter: session.Unknown, WarmupStep: -1, WarmupPeak: session.Unknown,
 		GrowthPerStep: session.Unknown, GrowthFrom: -1, GrowthTo: -1,
 		HeldFrom: session.Unknown, HeldTo: session.Unknown, HeldPerStep: session.Unknown, PerInput: session.Unknown, Spread: session.Unknown,

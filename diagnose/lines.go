@@ -70,7 +70,7 @@ func (d *Diagnosis) pattern() string {
 				d.Rise.line(" ("+grew+", "+site+")"), d.SteadyFrom, d.spreadNote(), note)
 		}
 		return fmt.Sprintf("warmup: peak grew %s over steps %d–%d (%s); steady since step %d%s%s",
-			grew, d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom, d.spreadNote(), note)
+			grew, d.FirstStep, d.WarmupEnd-1, site, d.SteadyFrom, d.spreadNote(), note)
 	}
 	if d.Reason == "" {
 		return "unknown"
