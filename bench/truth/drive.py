@@ -61,7 +61,7 @@ class Memory:
         b, s = self.shape()
         layer = m.layer_acts(b, s, k.checkpointed)
         for _ in range(m.layers):
-            if k.gather:  # FSDP: one layer's full weights gathered for its forward
+            if k.gather:  # FSDP over k.gather ranks: a layer's other shards gathered for its forward
                 sim.spike(m.weights() // m.layers * (k.gather - 1))
             sim.spike(m.attn_scores(b, s))
             if grad:
@@ -134,6 +134,9 @@ class Memory:
         kept = []
         for _ in range(self.k.eval_batches):
             for _ in range(m.layers):
+                # Nothing is saved under no_grad: a layer's transient is its
+                # attention scores and (an assumption, no published figure)
+                # an eighth of what training would save for it.
                 sim.spike(m.layer_acts(b, s) // 8 + m.attn_scores(b, s))
             out = sim.malloc(m.logits(b, s))
             if self.k.eval_keep:
