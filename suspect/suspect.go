@@ -11,6 +11,7 @@ package suspect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -51,6 +52,7 @@ type Asker struct {
 	mu     sync.Mutex // guards manual
 	store  *session.Store
 	asked  map[string]int // process key -> the step it was last asked at
+	level  map[string]int // process key -> the level change it was asked about
 	nextID int64
 	manual []string // process keys a user asked a census of (Ask), under mu
 	pids   []int    // pids a user asked a census of (AskPID), under mu
@@ -68,7 +70,7 @@ func New(src Source, ask func(conn uint64, r ipc.Request) error, note func(sessi
 	// the curves and tables only views show are kept short, as the
 	// Prometheus exporter's are.
 	store := session.New(session.WithRawWindow(time.Minute), session.WithMaxSpans(256), session.WithMaxSteps(64))
-	return &Asker{src: src, now: done, ask: ask, note: note, store: store, asked: map[string]int{}}
+	return &Asker{src: src, now: done, ask: ask, note: note, store: store, asked: map[string]int{}, level: map[string]int{}}
 }
 
 // Ask queues a census request for the process with session key process,
@@ -141,8 +143,15 @@ func (a *Asker) Turn(now time.Time) {
 		if last, ok := a.asked[p.Key]; ok && step < last+Again {
 			continue
 		}
-		why := Why(a.store, p)
+		d := diagnose.Diagnose(a.store, p)
+		why := WhyOf(&d)
 		if why == "" {
+			// A rise to a new level whose held memory the anatomy does not
+			// explain: asked once per level change.
+			if n := len(d.Levels); n > 0 && d.Levels[n-1].Unexplained > 0 && d.Levels[n-1].Step > a.level[p.Key] {
+				a.level[p.Key] = d.Levels[n-1].Step
+				a.request(now, p, ipc.CensusSuspect, fmt.Sprintf("held memory rose to a new level at step %d", d.Levels[n-1].Step))
+			}
 			continue
 		}
 		a.asked[p.Key] = step
@@ -179,10 +188,10 @@ func hasPID(p *session.Process, pid int) bool {
 	return false
 }
 
-// Why is the suspicion a process gives, "" when none: held memory that
-// grows (a leak), or a steady peak within NearLimit of the device's memory.
-func Why(s *session.Store, p *session.Process) string {
-	d := diagnose.Diagnose(s, p)
+// WhyOf is the suspicion a diagnosis gives, "" when none: held memory
+// that grows (a leak), or a steady peak within NearLimit of the device's
+// memory. (A level change is asked about once per change, in Turn.)
+func WhyOf(d *diagnose.Diagnosis) string {
 	if d.Pattern == diagnose.PatternGrowth && d.GrowthKind == diagnose.GrowthLeak {
 		return "held memory grows"
 	}
