@@ -391,8 +391,8 @@ class SimAllocator:
 
     def memory_snapshot(self, holes=1):
         """``torch.cuda.memory_snapshot()`` of this allocator: its reserved
-        memory as one segment whose blocks are the live allocations, oldest
-        first, with the free memory (reserved - allocated) split into
+        memory as one segment whose blocks are the live allocations (the
+        phases' and malloc()'s), oldest first, with the free memory (reserved - allocated) split into
         ``holes`` equal inactive blocks between them (a fragmented cache for
         holes > 1). The shape is torch's own: ``torch/cuda/memory.py``,
         ``_snapshot``'s ``Segment`` (``address``, ``total_size``, ``stream``,
@@ -403,8 +403,9 @@ class SimAllocator:
         gaps = [free // holes] * holes
         gaps[-1] += free - sum(gaps)
         blocks, addr = [], 0
-        every = max(1, len(self._blocks) // holes)
-        for i, n in enumerate(self._blocks):
+        live = self._blocks + list(self._live.values())  # the phases' blocks and malloc()'s
+        every = max(1, len(live) // holes)
+        for i, n in enumerate(live):
             blocks.append({"size": n, "requested_size": n, "address": addr,
                            "state": "active_allocated", "frames": []})
             addr += n

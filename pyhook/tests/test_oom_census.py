@@ -33,10 +33,16 @@ def _mem(sim):
 
 def test_the_cache_adds_up_to_the_allocators_figures():
     sim = _sim()
+    kept = [sim.malloc(3 << 20) for _ in range(4)]  # tensors the loop keeps
+    sim.free(kept.pop())
     mem = _mem(sim)
+    snap = sim.memory_snapshot()
+    blocks = snap[0]["blocks"]
+    assert sum(b["size"] for b in blocks) == snap[0]["total_size"] == mem["reserved"]
+    assert sum(b["size"] for b in blocks if b["state"] == "active_allocated") == mem["allocated"]
     total = 80 << 30
     got = _fragments.state(None, mem, 1 << 20, total - mem["reserved"] - (500 << 20), total,
-                           snapshot=sim.memory_snapshot())
+                           snapshot=snap)
     assert got["cache"] == mem["reserved"] - mem["allocated"] == got["free_in_cache"]
     assert got["largest_free"] == got["free_in_cache"]  # one hole: nothing fragmented
     assert got["fragmented"] is False
