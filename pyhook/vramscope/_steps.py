@@ -196,6 +196,8 @@ class StepsMixin:
             figures = acts.finish(step)
             if figures is not None:
                 _safe.call(self._send_anatomy, step, figures)
+            if self._census_want is not None:  # armed through acts.scheduled
+                _safe.call(self._census_at_step_end, step)
         nxt = step + 1
         client.step = nxt
         client.micro = 0
