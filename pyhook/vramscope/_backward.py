@@ -69,8 +69,8 @@ def _make(original, name):
         try:
             return original(*args, **kwargs)
         except BaseException:
-            for w in accepted:
-                _safe.call(w.unwound)
+            if owner is not None:
+                _safe.call(owner.unwound)
             raise
         finally:
             local.depth = 0
