@@ -68,7 +68,8 @@ func fastParseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (se
 		}
 		e.GPU = s
 	default:
-		e.Note = &note
+		n := note // a copy: note itself stays on the stack for message lines
+		e.Note = &n
 	}
 	return e, true
 }

@@ -68,6 +68,42 @@ func TestEachMatchesNext(t *testing.T) {
 		if !reflect.DeepEqual(r.Warnings(), wantWarn) {
 			t.Errorf("%s: Each warned %q, Next %q", name, r.Warnings(), wantWarn)
 		}
+		// Fold hands each message only for the call: copy it there.
+		got = got[:0]
+		r = must(open())
+		if err := r.Fold(func(ev session.Event) {
+			if ev.Msg != nil {
+				m := *ev.Msg
+				ev.Msg = &m
+			}
+			got = append(got, ev)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		if len(got) != len(want) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Fold gave %d events, Next %d (or they differ)", name, len(got), len(want))
+		}
+		if !reflect.DeepEqual(r.Warnings(), wantWarn) {
+			t.Errorf("%s: Fold warned %q, Next %q", name, r.Warnings(), wantWarn)
+		}
+	}
+}
+
+// A store folded from a recording is the store read from it: it keeps no
+// message, only what messages point to.
+func TestFoldedStoreIsTheReadStore(t *testing.T) {
+	for _, f := range []string{"small.jsonl", "cpu_torch113.jsonl.gz", "../h100/s001.jsonl.gz", "../h100/clients.jsonl.gz"} {
+		read, folded := session.New(), session.New()
+		if _, _, err := ReadAll("../testdata/recordings/"+f, read.Apply); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := FoldAll("../testdata/recordings/"+f, folded.Apply); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(read.Processes(), folded.Processes()) || !reflect.DeepEqual(read.GPUs(), folded.GPUs()) {
+			t.Errorf("%s: the folded store differs from the read one", f)
+		}
 	}
 }
 

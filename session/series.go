@@ -111,6 +111,12 @@ func (s *Series) Push(at time.Time, v int64) {
 	if s.n == 0 {
 		s.first = t
 	}
+	if len(s.raw) == cap(s.raw) && s.head*8 >= len(s.raw) {
+		// Out of room with an eighth of it dropped: reuse it rather than
+		// grow, so the buffer stays within a few eighths of what it holds.
+		n := copy(s.raw, s.raw[s.head:])
+		s.raw, s.head = s.raw[:n], 0
+	}
 	s.raw = append(s.raw, point{t, v})
 	s.n++
 	if v > s.max {
@@ -125,10 +131,6 @@ func (s *Series) Push(at time.Time, v int64) {
 	}
 	if over := len(s.raw) - s.head - s.maxRaw; over > 0 {
 		s.head += over
-	}
-	if s.head > min(4096, s.maxRaw/2) && s.head*2 > len(s.raw) {
-		s.raw = append(s.raw[:0], s.raw[s.head:]...)
-		s.head = 0
 	}
 }
 
