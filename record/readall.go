@@ -157,8 +157,7 @@ func (b *batch) parse() {
 		if cap(b.msgs) < len(b.ends) {
 			b.msgs = make([]ipc.Message, len(b.ends))
 		}
-		b.msgs = b.msgs[:len(b.ends)]
-		clear(b.msgs)
+		b.msgs = b.msgs[:len(b.ends)] // each is zeroed before its line is decoded
 		dec = func(line []byte) (*ipc.Message, error) {
 			*slot = ipc.Message{} // a line may be decoded twice (fast, then encoding/json)
 			if err := ipc.DecodeBareInto(line, slot); err != nil {
