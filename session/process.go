@@ -136,6 +136,7 @@ type limits struct {
 	raw                                   int // raw points per series
 	levels                                []levelSpec
 	procs                                 int // processes a Store keeps
+	goneBytes                             int // bytes a Store keeps of gone ones
 }
 
 // newSeries returns a series bounded as the store's limits say.

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/safefs"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
@@ -55,7 +56,7 @@ func main() {
 	dur := flag.Duration("for", 2*time.Minute, "with -procs, hook time")
 	flag.Parse()
 	if *prof != "" {
-		f, err := os.Create(*prof)
+		f, err := safefs.OpenFile(*prof, safefs.Truncate, 0o600)
 		if err == nil {
 			pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()
@@ -64,7 +65,7 @@ func main() {
 	if *live {
 		st := feedStore(*steps, *in)
 		if *memprof != "" {
-			if f, err := os.Create(*memprof); err == nil {
+			if f, err := safefs.OpenFile(*memprof, safefs.Truncate, 0o600); err == nil {
 				pprof.WriteHeapProfile(f)
 				f.Close()
 			}
@@ -76,7 +77,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "million: -o FILE or -live")
 		os.Exit(2)
 	}
-	f, err := os.Create(*out)
+	f, err := safefs.OpenFile(*out, safefs.Truncate, 0o600)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "million:", err)
 		os.Exit(1)

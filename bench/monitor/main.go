@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/safefs"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -86,7 +87,7 @@ func main() {
 		*procs, *rate, *dur, msgs, took.Seconds(), float64(cpu.Nanoseconds())/float64(msgs),
 		float64(ms.HeapAlloc)/1e6, float64(ms.HeapAlloc)/1e6/float64(*procs), maxRSS())
 	if *memprof != "" {
-		if f, err := os.Create(*memprof); err == nil {
+		if f, err := safefs.OpenFile(*memprof, safefs.Truncate, 0o600); err == nil {
 			pprof.WriteHeapProfile(f)
 			f.Close()
 		}
