@@ -185,27 +185,23 @@ func (b *batch) parse() {
 // FoldAll is ReadAll through Reader.Fold: for a consumer that keeps no
 // event's message, as a session.Store (report).
 func FoldAll(path string, each func(session.Event)) (Header, []string, error) {
-	r, err := Open(path)
-	if err != nil {
-		return Header{}, nil, err
-	}
-	defer r.Close()
-	if err := r.Fold(each); err != nil {
-		return r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
-	}
-	return r.Header(), r.Warnings(), nil
+	return readRecording(path, each, true)
 }
 
 // ReadAll streams a recording's events to each, in order (parsed on every
 // core by Reader.Each), and
 // returns the header and the reader's warnings (torn or bad lines skipped).
 func ReadAll(path string, each func(session.Event)) (Header, []string, error) {
+	return readRecording(path, each, false)
+}
+
+func readRecording(path string, each func(session.Event), reuse bool) (Header, []string, error) {
 	r, err := Open(path)
 	if err != nil {
 		return Header{}, nil, err
 	}
 	defer r.Close()
-	if err := r.Each(each); err != nil {
+	if err := r.each(each, reuse); err != nil {
 		return r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
 	}
 	return r.Header(), r.Warnings(), nil

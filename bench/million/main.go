@@ -123,22 +123,7 @@ func gen(steps int, emit func([]byte)) {
 			for _, edge := range [...]string{"begin", "end"} {
 				mono += edgeGap.Seconds()
 				alloc := 4*weights + int64(i)*gib/8 + int64(s%7)*1<<20
-				body = body[:0]
-				body = append(body, `"type":"phase","name":"`...)
-				body = append(body, name...)
-				body = append(body, `","step":`...)
-				body = strconv.AppendInt(body, int64(s), 10)
-				body = append(body, `,"edge":"`...)
-				body = append(body, edge...)
-				body = append(body, `","user":false,"mem":{"allocated":`...)
-				body = strconv.AppendInt(body, alloc, 10)
-				body = append(body, `,"max_allocated":`...)
-				body = strconv.AppendInt(body, alloc+gib/4, 10)
-				body = append(body, `,"reserved":`...)
-				body = strconv.AppendInt(body, 6*weights, 10)
-				body = append(body, `,"max_reserved":`...)
-				body = strconv.AppendInt(body, 6*weights, 10)
-				body = append(body, '}')
+				body = appendPhase(body[:0], name, s, edge, alloc, 6*weights)
 				msg(string(body))
 			}
 		}
@@ -241,30 +226,40 @@ func genMany(procs, rate int, dur time.Duration, emit func([]byte)) {
 		}
 		for c := 1; c <= procs; c++ {
 			mono := mono0 + float64(k+1)*gap + float64(c-1)*gap/float64(procs)
-			body = body[:0]
-			body = append(body, `"type":"phase","name":"`...)
-			body = append(body, phases[i]...)
-			body = append(body, `","step":`...)
-			body = strconv.AppendInt(body, int64(s), 10)
-			body = append(body, `,"edge":"`...)
-			body = append(body, edge...)
-			body = append(body, `","user":false`...)
+			alloc := int64(-1)
 			if edge == "end" {
-				alloc := 4*weights + int64(i)*gib/8 + int64(s%7)<<20 + int64(c)<<10
-				body = append(body, `,"mem":{"allocated":`...)
-				body = strconv.AppendInt(body, alloc, 10)
-				body = append(body, `,"max_allocated":`...)
-				body = strconv.AppendInt(body, alloc+gib/4, 10)
-				body = append(body, `,"reserved":`...)
-				body = strconv.AppendInt(body, 6*weights, 10)
-				body = append(body, `,"max_reserved":`...)
-				body = strconv.AppendInt(body, 6*weights, 10)
-				body = append(body, '}')
+				alloc = 4*weights + int64(i)*gib/8 + int64(s%7)<<20 + int64(c)<<10
 			}
+			body = appendPhase(body[:0], phases[i], s, edge, alloc, 6*weights)
 			line(c, k+1, mono, body)
 		}
 	}
 	for c := 1; c <= procs; c++ {
 		line(c, n+1, mono0+dur.Seconds()+1, []byte(`"type":"goodbye","reason":"exit"`))
 	}
+}
+
+// appendPhase appends the body of a phase message: with the allocator's
+// figures (allocated alloc, its peak a quarter GiB above, reserved
+// reserved) unless alloc is negative.
+func appendPhase(b []byte, name string, step int, edge string, alloc, reserved int64) []byte {
+	b = append(b, `"type":"phase","name":"`...)
+	b = append(b, name...)
+	b = append(b, `","step":`...)
+	b = strconv.AppendInt(b, int64(step), 10)
+	b = append(b, `,"edge":"`...)
+	b = append(b, edge...)
+	b = append(b, `","user":false`...)
+	if alloc < 0 {
+		return b
+	}
+	b = append(b, `,"mem":{"allocated":`...)
+	b = strconv.AppendInt(b, alloc, 10)
+	b = append(b, `,"max_allocated":`...)
+	b = strconv.AppendInt(b, alloc+gib/4, 10)
+	b = append(b, `,"reserved":`...)
+	b = strconv.AppendInt(b, reserved, 10)
+	b = append(b, `,"max_reserved":`...)
+	b = strconv.AppendInt(b, reserved, 10)
+	return append(b, '}')
 }
