@@ -102,16 +102,7 @@ func gen(steps int, emit func([]byte)) {
 	seq := 0
 	mono := mono0
 	msg := func(body string) {
-		b = b[:0]
-		b = append(b, `{"t":`...)
-		b = strconv.AppendFloat(b, wall0+(mono-mono0), 'f', 6, 64)
-		b = append(b, `,"conn":1,"msg":{"v":1,"seq":`...)
-		b = strconv.AppendInt(b, int64(seq), 10)
-		b = append(b, `,"t":`...)
-		b = strconv.AppendFloat(b, mono, 'f', 6, 64)
-		b = append(b, ',')
-		b = append(b, body...)
-		b = append(b, "}}"...)
+		b = appendLine(b[:0], 1, seq, mono, body)
 		emit(b)
 		seq++
 	}
@@ -196,18 +187,7 @@ func generate(steps int, pw *io.PipeWriter) {
 func genMany(procs, rate int, dur time.Duration, emit func([]byte)) {
 	var b []byte
 	line := func(conn int, seq int, mono float64, body []byte) {
-		b = b[:0]
-		b = append(b, `{"t":`...)
-		b = strconv.AppendFloat(b, wall0+(mono-mono0), 'f', 6, 64)
-		b = append(b, `,"conn":`...)
-		b = strconv.AppendInt(b, int64(conn), 10)
-		b = append(b, `,"msg":{"v":1,"seq":`...)
-		b = strconv.AppendInt(b, int64(seq), 10)
-		b = append(b, `,"t":`...)
-		b = strconv.AppendFloat(b, mono, 'f', 6, 64)
-		b = append(b, ',')
-		b = append(b, body...)
-		b = append(b, "}}"...)
+		b = appendLine(b[:0], conn, seq, mono, body)
 		emit(b)
 	}
 	for c := 1; c <= procs; c++ {
@@ -262,4 +242,20 @@ func appendPhase(b []byte, name string, step int, edge string, alloc, reserved i
 	b = append(b, `,"max_reserved":`...)
 	b = strconv.AppendInt(b, reserved, 10)
 	return append(b, '}')
+}
+
+// appendLine appends an event line of connection conn: its message seq at
+// hook time mono, received then, with body after the common keys.
+func appendLine[T string | []byte](b []byte, conn, seq int, mono float64, body T) []byte {
+	b = append(b, `{"t":`...)
+	b = strconv.AppendFloat(b, wall0+(mono-mono0), 'f', 6, 64)
+	b = append(b, `,"conn":`...)
+	b = strconv.AppendInt(b, int64(conn), 10)
+	b = append(b, `,"msg":{"v":1,"seq":`...)
+	b = strconv.AppendInt(b, int64(seq), 10)
+	b = append(b, `,"t":`...)
+	b = strconv.AppendFloat(b, mono, 'f', 6, 64)
+	b = append(b, ',')
+	b = append(b, body...)
+	return append(b, "}}"...)
 }
