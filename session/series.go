@@ -141,6 +141,12 @@ func (l *level) add(b bucket) {
 		last.min, last.max, last.last = min(last.min, b.min), max(last.max, b.max), b.last
 		return
 	}
+	if len(l.b) == cap(l.b) && l.head*8 >= len(l.b) {
+		// Out of room with an eighth of it aged out: reuse it (as Push
+		// does its raw points).
+		n := copy(l.b, l.b[l.head:])
+		l.b, l.head = l.b[:n], 0
+	}
 	l.b = append(l.b, b)
 }
 
@@ -156,10 +162,6 @@ func (s *Series) age(i int) {
 		b.t -= b.t % next.width
 		next.add(b)
 		l.head++
-	}
-	if l.head > l.cap/2 {
-		l.b = append(l.b[:0], l.b[l.head:]...)
-		l.head = 0
 	}
 	s.age(i + 1)
 }
