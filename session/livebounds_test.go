@@ -5,8 +5,8 @@ import (
 	"unsafe"
 )
 
-// A live store holds a fast process in bounded memory: a table of 400
-// steps, 2,000 step summaries, 1,024 spans, 1,024 raw points a series,
+// A live store holds a fast process in bounded memory: a table of 300
+// steps, 1,000 step summaries, 1,024 spans, 1,024 raw points a series,
 // without losing a count or the session's peak.
 func TestLiveBoundsHoldAFastProcess(t *testing.T) {
 	st := New(WithLiveBounds())

@@ -101,15 +101,15 @@ func WithMaxProcesses(n int) Option {
 // few MB each (bench/monitor). A report or an export reads a whole
 // recording with the wider defaults instead.
 const (
-	liveSteps     = 400  // the table's first 40 steps and newest 360
-	livePeaks     = 2000 // the first 200 step summaries and the newest 1,800
+	liveSteps     = 300  // the table's first 30 steps and newest 270
+	livePeaks     = 1000 // the first 100 step summaries and the newest 900
 	liveSpans     = 1024 // every phase of the last 512, the largest before
 	liveRawPoints = 1024 // a series' newest points; liveLevels beyond
 )
 
 // WithLiveBounds bounds the store for a live view (the TUI's store, live
-// or replayed, and record's): a shorter step table (400 rows), fewer step
-// summaries for the diagnosis (2,000), fewer spans (1,024) and raw points
+// or replayed, and record's): a shorter step table (300 rows), fewer step
+// summaries for the diagnosis (1,000), fewer spans (1,024) and raw points
 // (1,024 a series), and buckets at the resolution the chart draws
 // (liveLevels), where a report keeps more to answer exactly about any time.
 func WithLiveBounds() Option {
