@@ -1,9 +1,12 @@
 package record
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -104,6 +107,39 @@ func TestFoldedStoreIsTheReadStore(t *testing.T) {
 		if !reflect.DeepEqual(read.Processes(), folded.Processes()) || !reflect.DeepEqual(read.GPUs(), folded.GPUs()) {
 			t.Errorf("%s: the folded store differs from the read one", f)
 		}
+	}
+	// Censuses, copied out of their messages: the hook's two census lines
+	// after small.jsonl's hello.
+	small, err := os.ReadFile("../testdata/recordings/small.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fixture struct{ Census []string }
+	if b, err := os.ReadFile("../testdata/protocol/census.json"); err != nil || json.Unmarshal(b, &fixture) != nil {
+		t.Fatalf("census fixture: %v", err)
+	}
+	lines := strings.SplitN(string(small), "\n", 4)
+	rec := lines[0] + "\n" + lines[2] + "\n"
+	for i, c := range fixture.Census {
+		rec += fmt.Sprintf(`{"t":1763794801.%d,"conn":1,"msg":%s}`, i, c) + "\n"
+	}
+	path := filepath.Join(t.TempDir(), "census.jsonl")
+	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read, folded := session.New(), session.New()
+	if _, _, err := ReadAll(path, read.Apply); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := FoldAll(path, folded.Apply); err != nil {
+		t.Fatal(err)
+	}
+	ps := folded.Processes()
+	if len(ps) != 1 || len(ps[0].Censuses) != len(fixture.Census) {
+		t.Fatalf("folded %d processes, want 1 with %d censuses", len(ps), len(fixture.Census))
+	}
+	if !reflect.DeepEqual(read.Processes(), ps) {
+		t.Error("the folded censuses differ from the read ones")
 	}
 }
 
