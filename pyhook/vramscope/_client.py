@@ -243,7 +243,7 @@ class Client:
         return self.edge(name, edge, raw, user, step, micro,
                          None if input is None else {"input": input})
 
-    def edge(self, name, edge, raw, user=False, step=None, micro=None, extra=None):
+    def edge(self, name, edge, raw, user=False, step=None, micro=None, extra=None, t=None):
         """Queue a phase edge carrying ``raw`` (a read_raw() value, or None
         for ``mem: null``); never reads the allocator itself.
 
@@ -252,11 +252,13 @@ class Client:
         thread numbers the queue in its order and makes the message
         (``_messages.phase_message``) when it encodes it: while no monitor
         listens the tuple itself is kept for replay. ``extra`` holds more
-        fields for the message.
+        fields for the message; ``t``, when given, is the edge's time (a
+        forward end known only later, _training_step).
         """
         if self._closed:
             return False
-        t = _monotonic()
+        if t is None:
+            t = _monotonic()
         if raw is not None:
             self.last_read = t
         queue = self._queue

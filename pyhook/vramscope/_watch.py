@@ -23,6 +23,7 @@ SPAN_STEP = {"span": "step"}
 NOISE_BYTES = 2 << 20
 from ._backward_phase import BackwardMixin
 from ._steps import StepsMixin
+from ._training_step import TrainingStepMixin
 
 # Re-exported for callers of the old module layout.
 patch_method = _patch.patch_method
@@ -36,7 +37,7 @@ class _NoTensor:
     """What nothing is an instance of (a torch without ``Tensor``)."""
 
 
-class Watcher(BackwardMixin, StepsMixin):
+class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -170,9 +171,7 @@ class Watcher(BackwardMixin, StepsMixin):
         self._undo.append(_patch.patch_method(m, "zero_grad", None, None, around=self._zero_grad))
         if callable(getattr(m, "training_step", None)):
             # Lightning calls training_step, not forward (callorders/lightning.txt).
-            self._undo.append(_patch.patch_method(
-                m, "training_step", None, self._training_step_end,
-                wrap_args=self._training_step_begin))
+            self._undo += self._install_training_step(m)
         if global_backward:
             _backward.add(self._torch, self)
             self._undo.append(lambda: _backward.discard(self))
@@ -247,6 +246,9 @@ class Watcher(BackwardMixin, StepsMixin):
         if last is None and self._client.owner is not self._self_ref:
             self._take_over()
         if last is not None:
+            if last == "forward" and self._in_training_step and name != "loss":
+                self._forward_done()  # a phase that training_step itself begins
+                last = "loss"
             if last == "backward" or step is not None or input is not None \
                     or self._tail_step is not None:
                 raw = self._end(last)
@@ -555,29 +557,6 @@ class Watcher(BackwardMixin, StepsMixin):
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
-
-    def _training_step_begin(self, args, kwargs):
-        if self._active and self._torch.is_grad_enabled():
-            with self._lock:
-                if not self._wrappers_checked:
-                    self._watch_lightning_optimizers()
-                self._activity()
-                self._trained = True
-                if self._open != "forward":
-                    size = _patch.input_size(self._torch.is_tensor, args, kwargs)
-                    self._begin("forward", input=size)
-                    if size is not None:
-                        self._note_input(size)
-                self._acts.start()
-        return args, kwargs
-
-    def _training_step_end(self):
-        # What training_step computed after the module's forward is the loss;
-        # without a module forward inside, "forward" stays open until the next
-        # phase (zero_grad or backward) and covers forward and loss together.
-        if self._active:
-            with self._lock:
-                self._acts.pause()
 
     def started_mid_step(self):
         """Say that watch() ran inside step 0, after any zero_grad it had

@@ -1,0 +1,138 @@
+"""Where the forward of a ``training_step`` ends (Lightning; docs/hook.md,
+"Where forward ends"). Mixed into :class:`_watch.Watcher`.
+
+``forward`` ends when the model's own computation ends, wherever the loss
+is computed:
+
+* ``training_step`` calls the model itself (``self(x)``): at the end of
+  that call (the top-level forward hook, as in a plain loop);
+* it calls the model's submodules (``self.net(x)``, ``self.encoder(x)``
+  then ``self.decoder(z)``, as Lightning's README does): at the end of the
+  last direct submodule called before the loss. Which call is the last is
+  only known when something else begins, so each submodule's end is kept
+  (its time, and its allocator read on a step that reads its phases) and
+  sent when the next phase begins, the loss module's call or the return of
+  ``training_step``; a later submodule call drops it (its read's peak is
+  carried into the next read, as a user's reset is);
+* a loss module (``torch.nn.modules.loss._Loss``: ``self.criterion``) ends
+  it when it is called;
+* no module at all (functional code): at the return of ``training_step``,
+  so ``forward`` holds the loss too.
+
+``loss`` runs from there to the next phase (``zero_grad`` or ``backward``).
+"""
+
+import time
+
+from . import _patch, _safe
+
+
+class TrainingStepMixin:
+    """Methods of the Watcher for a model with a ``training_step`` (which
+    defines ``_begin``, ``_activity``, ``_note_input`` and the state they use)."""
+
+    _in_training_step = False
+    _sub_depth = 0
+    # (time, read) of the end of the last submodule called in this
+    # training_step while forward was open; None when there is none.
+    _sub_end = None
+
+    def _install_training_step(self, model):
+        """Wrap ``training_step`` on the instance and hook the model's direct
+        submodules (returns their undos)."""
+        undo = [_patch.patch_method(model, "training_step", None, self._training_step_end,
+                                    wrap_args=self._training_step_begin)]
+        loss_type = getattr(getattr(getattr(self._torch, "nn", None), "modules", None), "loss", None)
+        loss_type = getattr(loss_type, "_Loss", None) or ()
+        for child in model.children():
+            if isinstance(child, loss_type):
+                pre = child.register_forward_pre_hook(self._on_loss_module)
+                undo.append(pre.remove)
+                continue
+            pre = child.register_forward_pre_hook(self._on_sub_pre)
+            post = child.register_forward_hook(self._on_sub)
+            undo += [pre.remove, post.remove]
+        return undo
+
+    def _training_step_begin(self, args, kwargs):
+        if self._active and self._torch.is_grad_enabled():
+            with self._lock:
+                if not self._wrappers_checked:
+                    self._watch_lightning_optimizers()
+                self._activity()
+                self._trained = True
+                self._in_training_step = True
+                self._sub_depth = 0
+                self._drop_sub_end()
+                if self._open != "forward":
+                    size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+                    self._begin("forward", input=size)
+                    if size is not None:
+                        self._note_input(size)
+                self._acts.start()
+        return args, kwargs
+
+    def _training_step_end(self):
+        if self._active and self._in_training_step:
+            with self._lock:
+                self._in_training_step = False
+                self._acts.pause()
+                if self._open == "forward":
+                    self._forward_done()
+                else:
+                    self._drop_sub_end()
+
+    # Submodules are hooked only on a model with a training_step; their
+    # hooks return at once outside it and inside the model's own forward.
+
+    def _on_sub_pre(self, module, args):
+        if not self._in_training_step or self._depth or not self._active:
+            return None
+        with self._lock:
+            self._sub_depth += 1
+            if self._sub_depth == 1 and self._sub_end is not None:
+                self._drop_sub_end()  # the model's computation goes on
+        return None
+
+    def _on_sub(self, module, args, output):
+        if not self._in_training_step or self._depth or not self._active:
+            return None
+        with self._lock:
+            self._sub_depth -= 1
+            if self._sub_depth > 0 or self._open != "forward":
+                return None
+            self._sub_depth = 0
+            raw = None
+            if self._edge_reads:
+                raw = self._client.read_raw()
+            self._sub_end = (time.monotonic(), raw)
+        return None
+
+    def _on_loss_module(self, module, args):
+        if self._in_training_step and not self._depth and self._active \
+                and self._open == "forward" and not self._sub_depth:
+            with self._lock:
+                self._forward_done()
+        return None
+
+    def _forward_done(self):
+        """End the open forward where the model's computation ended (the
+        last submodule's end, else now) and begin loss there. (Lock held.)"""
+        try:
+            end, self._sub_end = self._sub_end, None
+            client = self._client
+            self._open = "loss"
+            if end is None:
+                client.end("forward", None, "loss", self._edge_reads)
+                return
+            t, raw = end
+            client.edge("forward", "end", raw, t=t)
+            client.edge("loss", "begin", raw, t=t)
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+
+    def _drop_sub_end(self):
+        """Forget a kept submodule end; its read's peak goes into the next read."""
+        end, self._sub_end = self._sub_end, None
+        if end is not None and end[1] is not None:
+            self._client.carry(end[1])
