@@ -5,6 +5,7 @@ which `make test-py` sets for its torch 2.x venv run), and a real
 
 import importlib
 import os
+import socket
 
 import pytest
 
@@ -45,6 +46,24 @@ class Recording:
         self.rec.wait_for(has_goodbye, "the hook's goodbye")
         stop_ok(self.rec)
         return the_process(report_json(self.vs_bin, self.out))
+
+    def processes(self, goodbyes):
+        """Wait for ``goodbyes`` goodbyes (one a process), stop the recorder,
+        return report --json's processes."""
+        self.rec.wait_for(lambda msgs: sum(m["type"] == "goodbye" for m in msgs) >= goodbyes,
+                          "%d goodbyes" % goodbyes)
+        code, err = self.rec.stop()
+        assert code == 0 and " 0 bad messages; " in err, err
+        return report_json(self.vs_bin, self.out)["processes"]
+
+
+def free_port():
+    """A port nobody listens on now: each launch gets its own rendezvous port
+    instead of the launchers' fixed 29500, which an earlier launch in the
+    same run may still hold (TIME_WAIT) on a busy machine."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
 
 
 def phase_counts(step):

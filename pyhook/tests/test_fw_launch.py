@@ -6,13 +6,12 @@ match a run without vramscope bit for bit."""
 
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from frameworks import PHASES, REQUIRE, need, phase_counts, phase_order
+from frameworks import PHASES, REQUIRE, free_port, need, phase_counts, phase_order
 from test_e2e import vs_bin, workdir  # noqa: F401
 from test_loop_shapes import HERE, run_recorded
 
@@ -25,15 +24,6 @@ def launcher(name, module):
     """The venv's console script (what users type), else ``python -m``."""
     path = os.path.join(BIN, name)
     return [path] if os.access(path, os.X_OK) else [sys.executable, "-m", module]
-
-
-def free_port():
-    """A port nobody listens on now: each launch gets its own rendezvous port
-    instead of the launchers' fixed 29500, which an earlier launch in the
-    same run may still hold (TIME_WAIT) on a busy machine."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def commands():

@@ -36,8 +36,15 @@ def storage_key(t):
     pointer)``, the identity every figure counts a storage once by."""
     cls = type(t)
     s = (_getters.get(cls) or _getter_of(cls))(t)
+    try:
+        ptr = s.data_ptr()
+    except RuntimeError:
+        # A storage that holds no memory now: FSDP2 frees an unsharded
+        # parameter's between forwards ("invalid python storage").
+        # Pointer 0 is what every figure skips.
+        ptr = 0
     # t.device makes a torch.device per call; the two flags are plain attributes.
-    return ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), s.data_ptr()), s
+    return ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), ptr), s
 
 
 def storage_nbytes(s):
