@@ -5,14 +5,12 @@ weights must be bit-identical and the output the same."""
 
 import hashlib
 import json
-import logging
 import time
-import warnings
 
 import pytest
 
 import vramscope
-from frameworks import PHASES, Recording, need, phase_counts, phase_order
+from frameworks import PHASES, Recording, lightning, phase_counts, phase_order, quietly
 from test_e2e import recorders, vs_bin, workdir  # noqa: F401
 
 BATCHES = 6
@@ -123,10 +121,7 @@ def make_module(L, torch, manual, watch_sock, layout="self_call", slow=False):
 
 
 def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, **trainer_kw):
-    L = need("lightning")
-    # Lightning's info lines go to a handler bound to the stderr of the first
-    # test that imported it (a closed capture later on): kept quiet.
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    L = lightning()
     torch.manual_seed(0)
     data = torch.utils.data.TensorDataset(torch.randn(8 * BATCHES, 16),
                                           torch.randint(0, 4, (8 * BATCHES,)))
@@ -147,14 +142,6 @@ def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, **trainer_
     if module.handle is not None:
         module.handle.remove()
     return weights_hash(module), trainer.global_step
-
-
-def quietly(fn, *args, **kw):
-    """fn's result and the set of warnings it raised (each kind once)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = fn(*args, **kw)
-    return result, {(w.category.__name__, str(w.message)) for w in caught}
 
 
 CASES = {

@@ -18,6 +18,24 @@ def _getter_of(cls):
     return get
 
 
+def runs_compiled(model):
+    """Whether ``model`` or one of its modules was compiled with
+    ``torch.compile`` (an ``OptimizedModule``, which holds ``_orig_mod``) or
+    ``Module.compile()`` (``_compiled_call_impl``). The meter's saved-tensor
+    and module hooks would run inside the compiled code, where dynamo
+    traces them and breaks the graph: measured on torch 2.15 with inductor,
+    no call of the model ran compiled any more."""
+    if model is None:
+        return False
+    try:
+        for m in model.modules():
+            if "_orig_mod" in m._modules or m.__dict__.get("_compiled_call_impl") is not None:
+                return True
+    except Exception:  # noqa: BLE001 - a module that cannot be walked: not known compiled
+        pass
+    return False
+
+
 def storage_of(t):
     """Return ``(key, nbytes)`` of the storage behind tensor ``t``.
 
@@ -282,10 +300,11 @@ class SavedTensorMeter:
         self.touched = False
 
     @staticmethod
-    def supported(torch):
-        """Report whether this torch has saved-tensor hooks."""
+    def supported(torch, model=None):
+        """Report whether this torch has saved-tensor hooks and ``model``
+        runs no compiled code (:func:`runs_compiled`)."""
         graph = getattr(getattr(torch, "autograd", None), "graph", None)
-        return hasattr(graph, "saved_tensors_hooks")
+        return hasattr(graph, "saved_tensors_hooks") and not runs_compiled(model)
 
     def reset(self):
         """Forget what was counted (start of a new micro-step)."""

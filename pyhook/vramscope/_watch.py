@@ -105,7 +105,7 @@ class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
         self.step_fallback = (opt is not None and not self.uses_step_hooks
                               and callable(getattr(opt, "register_step_pre_hook", None)))
         if meter is None and config.activations_every > 0 \
-                and _anatomy.SavedTensorMeter.supported(torch):
+                and _anatomy.SavedTensorMeter.supported(torch, model):
             meter = _anatomy.SavedTensorMeter(torch, model)
         self._acts = _anatomy.Activations(meter, config.activations_every)
         self._figure_cache = _anatomy.FigureCache()
