@@ -3,8 +3,10 @@ with ``watch()`` in ``configure_optimizers``, against a real ``vramscope
 record`` and ``report --json``. Each fit also runs without the hook: the
 weights must be bit-identical and the output the same."""
 
+import csv
 import hashlib
 import json
+import os
 import time
 
 import pytest
@@ -100,6 +102,7 @@ def make_module(L, torch, manual, watch_sock, layout="self_call", slow=False):
         def training_step(self, batch, batch_idx):
             x, y = batch
             loss = compute(self, torch, x, y)
+            self.log("train_loss", loss)  # as Lightning's README does
             if manual:
                 opt = self.optimizers()
                 opt.zero_grad()
@@ -120,7 +123,8 @@ def make_module(L, torch, manual, watch_sock, layout="self_call", slow=False):
     return Tiny()
 
 
-def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, **trainer_kw):
+def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, callback_kw=None,
+        **trainer_kw):
     L = lightning()
     torch.manual_seed(0)
     data = torch.utils.data.TensorDataset(torch.randn(8 * BATCHES, 16),
@@ -133,8 +137,9 @@ def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, **trainer_
     callbacks = []
     if hook == "callback":
         from vramscope.integrations.lightning import VramscopeCallback
-        callbacks.append(VramscopeCallback(socket=sock))
-    trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
+        callbacks.append(VramscopeCallback(socket=sock, **(callback_kw or {})))
+    trainer_kw.setdefault("logger", False)
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1,
                         enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=callbacks,
                         limit_val_batches=2, num_sanity_val_steps=1, **trainer_kw)
@@ -235,11 +240,40 @@ def test_forward_ends_where_the_models_computation_ends(torch_mod, vs_bin, workd
     first, loss the second."""
     rec = Recording(vs_bin, workdir, recorders)
     fit(torch_mod, "automatic", "callback", sock=rec.sock, layout="slow_loss", slow=True)
+    rec.process()  # stops the recorder: the file holds every edge
     took = phase_durations(rec.out)
-    rec.process()
     for step in range(BATCHES):
         fwd, loss = took[(step, 0, "forward")], took[(step, 0, "loss")]
         # Lower bounds only (a loaded machine stretches either): ended at
         # the first submodule, forward would miss the slow one; ended at
         # training_step's return, loss would be short.
         assert fwd >= PAUSE and loss >= PAUSE, (step, took)
+
+
+def test_figures_in_the_users_csv_log(torch_mod, vs_bin, workdir, recorders):  # noqa: F811
+    """VramscopeCallback(log_figures=True) logs each step's peak, held memory
+    and the need through the Trainer's logger: the same bytes as vramscope's
+    own report of the same run. Off by default: the log has none."""
+    L = lightning()
+    logs = {}
+    for on in (False, True):
+        rec = Recording(vs_bin, workdir, recorders, name="csv%d" % on)
+        logger = L.pytorch.loggers.CSVLogger(workdir, name="csv%d" % on)
+        fit(torch_mod, "automatic", "callback", sock=rec.sock, callback_kw={"log_figures": on},
+            logger=logger, log_every_n_steps=1, layout="submodules")
+        with open(os.path.join(logger.log_dir, "metrics.csv")) as f:
+            logs[on] = list(csv.DictReader(f))
+        proc = rec.process()
+    assert not any(k.startswith("vramscope") for row in logs[False] for k in row), logs[False][0]
+    rows = {int(r["step"]): r for r in logs[True] if r.get("vramscope/step_peak_allocated")}
+    assert sorted(rows) == list(range(BATCHES)), logs[True]
+    assert proc["memory"]["peaks"] == "exact", proc["memory"]
+    need = 0
+    for s in proc["steps"]:
+        row = rows[s["step"]]
+        assert s["peak_known"] == "exact", s
+        assert float(row["vramscope/step_peak_allocated"]) == s["peak_allocated"], (row, s)
+        assert float(row["vramscope/held_allocated"]) == s["held"], (row, s)
+        need = s["peak_allocated"] if s["step"] <= 1 else max(need, s["peak_allocated"])
+        assert float(row["vramscope/need_allocated"]) == need, (row, s)
+        assert float(row["vramscope/need_exact"]) == 1.0, row

@@ -12,7 +12,7 @@ import sys
 import threading
 import weakref
 
-from . import _anatomy, _backward, _cuda, _messages, _patch, _safe, _steps
+from . import _anatomy, _backward, _cuda, _figures, _messages, _patch, _safe, _steps
 from ._anatomy import FIRST_MEASURED
 
 # A plain step's closing edge (docs/protocol.md, "Exact peaks"): its only read.
@@ -314,7 +314,7 @@ class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
                 raw = read()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
-        extra = self._plan() if closing and raw is not None else None
+        extra = self._step_plan() if closing and raw is not None else None
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
@@ -375,6 +375,27 @@ class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
             _safe.report(exc)
             self._moved = True  # read the next step's phases
             return None
+
+    def keep_figures(self):
+        """Keep each step's figures for a framework's logger (opt-in: the
+        plain step's path is unchanged without it) and return the
+        :class:`_figures.StepFigures` they go to; None where the reads give
+        no exact peaks."""
+        with self._lock:
+            if self.figures is None and self._exact:
+                self.figures = _figures.StepFigures()
+                self._step_plan = self._plan_keeping
+            return self.figures
+
+    figures = None
+
+    def _plan_keeping(self):
+        """_plan, after giving the step's reads to the figures it keeps."""
+        try:
+            self.figures.add(self._client.step, self._client.peaks.step_reads)
+        except Exception as exc:  # noqa: BLE001 - the step's end edge goes out regardless
+            _safe.report(exc)
+        return self._plan()
 
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step

@@ -26,14 +26,20 @@ optimizer step returns        ``step`` ends, the step counter advances
 Validation and sanity checks run under ``no_grad`` between steps and open no step.
 """
 
+from .. import _safe
 from ._common import Driver, lazy_class
 
 
 class LightningHooks:
-    """The callback's behaviour, without the framework base class (testable alone)."""
+    """The callback's behaviour, without the framework base class (testable alone).
 
-    def __init__(self, **watch_kwargs):
-        self._vramscope = Driver(watch_kwargs)
+    ``log_figures=True`` logs each step's peak, held memory and the need
+    (vramscope._figures) through every logger of the Trainer, at the
+    Trainer's logging interval (``log_every_n_steps``), as
+    ``vramscope/step_peak_allocated`` and so on."""
+
+    def __init__(self, log_figures=False, **watch_kwargs):
+        self._vramscope = Driver(watch_kwargs, log_figures)
 
     def on_train_start(self, trainer, pl_module):
         opts = list(getattr(trainer, "optimizers", None) or [])
@@ -56,6 +62,20 @@ class LightningHooks:
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
         self._vramscope.finish_open_step()
+        if self._vramscope.log_figures:
+            _safe.call(self._log_figures, trainer)
+
+    def _log_figures(self, trainer):
+        # At the Trainer's logging interval, as its DeviceStatsMonitor does.
+        connector = getattr(trainer, "_logger_connector", None)
+        if not getattr(connector, "should_update_logs", True):
+            return
+        figures = self._vramscope.unlogged_figures()
+        if figures is None:
+            return
+        for logger in getattr(trainer, "loggers", None) or ():
+            logger.log_metrics(figures.metrics(getattr(logger, "group_separator", "/")),
+                               step=figures.step)
 
     def on_train_end(self, trainer, pl_module):
         self._vramscope.stop()
