@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -53,10 +52,7 @@ func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep := report.Build(store)
-	if raw, ok := hdr.Meta["begins"]; ok {
-		_ = json.Unmarshal(raw, &rep.Begins) // a header that is not a string says nothing
-		rep.Begins = escapeLine(rep.Begins)
-	}
+	rep.Begins = escapeLine(hdr.Begins)
 	if asJSON {
 		return rep.WriteJSON(stdout)
 	}

@@ -7,7 +7,6 @@ import pytest
 
 import vramscope
 from frameworks import check_loop, need
-from test_e2e import recorders, vs_bin, workdir  # noqa: F401
 from loops import param_hash
 
 STEPS, ACCUMULATION = 3, 2

@@ -13,7 +13,6 @@ import pytest
 
 import vramscope
 from frameworks import PHASES, Recording, lightning, phase_counts, phase_order, quietly
-from test_e2e import recorders, vs_bin, workdir  # noqa: F401
 
 BATCHES = 6
 PAUSE = 0.04  # seconds, of the slow submodule and the slow loss
