@@ -4,7 +4,8 @@ the same weights, warnings and output without the hook, one step per
 optimizer step, the five phases and no other):
 
 * ``torch.compile`` with its default backend, inductor (C++ kernels built
-  with the machine's compiler on CPU);
+  with the machine's compiler on CPU), of the model and in place
+  (``Module.compile(fullgraph=True)``);
 * non-reentrant activation checkpointing
   (``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``): the
   checkpointed blocks run again inside backward;
@@ -63,18 +64,33 @@ def train(torch, model, sock, forward=None):
     return STEPS
 
 
-def compiled(torch, sock=None):
-    """The weights and the graphs dynamo compiled: the hook's hooks stay
-    outside the compiled code, so it adds no graph break or recompile."""
+def compile_counts(torch, build, sock):
+    """Train the model ``build(net)`` returns; the weights and the graphs
+    dynamo compiled and broke: the hook's hooks stay outside the compiled
+    code, so it adds no graph, break or recompile."""
     need_attr(torch, "compile", "torch.compile")
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
     torch.manual_seed(0)
     net = mlp(torch)
-    steps = train(torch, torch.compile(net), sock)
+    steps = train(torch, build(net), sock)
     graphs = dict(counters["stats"]), dict(counters["graph_break"])
     return (param_hash(net), graphs), steps
+
+
+def compiled(torch, sock=None):
+    return compile_counts(torch, torch.compile, sock)
+
+
+def compiled_in_place(torch, sock=None):
+    """Module.compile(fullgraph=True): the module's own call is compiled,
+    its forward hooks included; a graph break there raises."""
+    def build(net):
+        net.compile(fullgraph=True)
+        return net
+
+    return compile_counts(torch, build, sock)
 
 
 def checkpointed(torch, sock=None):
@@ -93,7 +109,8 @@ def autocast_bf16(torch, sock=None):
     return param_hash(net), train(torch, net, sock, forward)
 
 
-LOOPS = {"compile": compiled, "checkpoint": checkpointed, "autocast_bf16": autocast_bf16}
+LOOPS = {"compile": compiled, "compile_in_place": compiled_in_place,
+         "checkpoint": checkpointed, "autocast_bf16": autocast_bf16}
 
 
 @pytest.mark.parametrize("name", sorted(LOOPS))

@@ -152,7 +152,10 @@ class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
 
     def _install(self, global_backward):
         m = self._model
-        if _patch.kwargs_pre_hooks(m):
+        undo = _patch.around_compiled_call(m, self._on_forward_pre, self._on_forward)
+        if undo is not None:
+            self._undo.append(undo)  # the hooks run outside the compiled call
+        elif _patch.kwargs_pre_hooks(m):
             h = m.register_forward_pre_hook(self._on_forward_pre, with_kwargs=True)
         else:
             h = m.register_forward_pre_hook(self._on_forward_pre)
@@ -164,8 +167,9 @@ class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
             self._kw_patch = _patch.patch_method(
                 m, "forward", None, None, wrap_args=self._peek_kwargs, kwargs_only=True)
             self._undo.append(self._kw_patch)
-        self._undo.append(h.remove)
-        self._undo.append(m.register_forward_hook(self._on_forward).remove)
+        if undo is None:
+            self._undo.append(h.remove)
+            self._undo.append(m.register_forward_hook(self._on_forward).remove)
         self._undo.append(_patch.patch_method(m, "zero_grad", None, None, around=self._zero_grad))
         if callable(getattr(m, "training_step", None)):
             # Lightning calls training_step, not forward (callorders/lightning.txt).
