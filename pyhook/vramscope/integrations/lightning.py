@@ -14,12 +14,15 @@ Lightning's hooks map onto the five phases (automatic optimization, Lightning
 ============================  =========================================
 ``on_train_start``            ``watch(pl_module, trainer.optimizers[0])``
 ``on_train_batch_start``      ``forward`` begins (``training_step``; its batch gives the size)
+(in ``training_step``)        ``forward`` ends where the model's computation ends, ``loss``
+                              follows (vramscope._training_step)
 ``on_before_zero_grad``       ``zero_grad`` begins
 ``on_before_backward``        ``backward`` begins
 ``on_after_backward``         ``backward`` ends
 ``on_before_optimizer_step``  ``step`` begins (the update, after the closure)
 optimizer step returns        ``step`` ends, the step counter advances
-``on_train_batch_end``        ends a ``step`` the optimizer never ran (a skipped AMP step)
+``on_train_batch_end``        ends a ``step`` the optimizer never ran (a skipped AMP step);
+                              with ``log_figures=True``, logs the last step's figures
 ``on_train_end``              the hooks are removed
 ============================  =========================================
 

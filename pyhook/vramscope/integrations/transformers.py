@@ -21,6 +21,7 @@ transformers 5.17; docs/integrations.md):
 ``on_step_end``           the step ends after the Trainer's ``model.zero_grad()``, which
                           stays in the step it follows; the counter advances once per
                           optimizer step, also when a mixed-precision step was skipped
+``on_log``                with ``log_figures=True``, the last step's figures join the logs
 ``on_train_end``          the hooks are removed
 ========================  ============================================================
 
