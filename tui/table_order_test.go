@@ -12,19 +12,7 @@ import (
 // (each phase begins and ends before the next) and returns the step table.
 func orderedSteps(t *testing.T, steps int, order []string) []*session.Step {
 	t.Helper()
-	s := session.New()
-	var seq uint64
-	tm := 10.0
-	add := func(m *ipc.Message) {
-		m.V, m.T = 1, tm
-		if m.Type != ipc.TypeHello {
-			seq++
-			m.Seq = seq
-		}
-		tm += 0.01
-		s.Apply(session.Event{Conn: 1, Msg: m})
-	}
-	add(&ipc.Message{Type: ipc.TypeHello, Session: "s", PID: 7, Clock: &ipc.Clock{Mono: 10, Wall: 1.7e9}})
+	s, add := phaseFeed()
 	for i := range steps {
 		for _, ph := range order {
 			for _, e := range []string{ipc.EdgeBegin, ipc.EdgeEnd} {

@@ -21,7 +21,9 @@ import warnings
 import torch
 import torch.distributed as dist
 
-STEPS, ACCUMULATION = 3, 2
+import ddp_train
+import loops
+from ddp_train import ACCUMULATION, STEPS, batches  # noqa: F401 - STEPS: read here by the test
 
 
 def local_hash(model):
@@ -33,41 +35,20 @@ def local_hash(model):
     return h.hexdigest()[:16]
 
 
-def mlp():
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-
-
-def batches(rank):
-    g = torch.Generator().manual_seed(10 + rank)
-    for _ in range(STEPS * ACCUMULATION):
-        yield torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
-
-
 def fsdp2(rank, watch):
     from torch.distributed.fsdp import fully_shard
     torch.manual_seed(0)
-    model = mlp()
+    model = loops.mlp(torch)
     for layer in (model[0], model[2]):
         fully_shard(layer)
     fully_shard(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     handle = watch(model, opt)
-    done = 0
-    for i, (x, y) in enumerate(batches(rank)):
-        loss = torch.nn.functional.cross_entropy(model(x), y) / ACCUMULATION
-        loss.backward()
-        if (i + 1) % ACCUMULATION == 0:
-            opt.step()
-            opt.zero_grad()
-            done += 1
-    return handle, done, local_hash(model)
+    return handle, ddp_train.accumulate(model, opt, rank), local_hash(model)
 
 
 def ddp_no_sync(rank, watch):
-    torch.manual_seed(0)
-    net = mlp()
-    model = torch.nn.parallel.DistributedDataParallel(net)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    net, model, opt = ddp_train.ddp_model()
     handle = watch(model, opt)
     done = 0
     for i, (x, y) in enumerate(batches(rank)):

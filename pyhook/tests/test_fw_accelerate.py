@@ -7,7 +7,7 @@ import pytest
 
 import vramscope
 from frameworks import check_loop, need
-from loops import param_hash
+from loops import batches, mlp, param_hash
 
 STEPS, ACCUMULATION = 3, 2
 
@@ -16,13 +16,11 @@ def accelerate_loop(torch, sock=None):
     accelerate = need("accelerate")
     acc = accelerate.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION)
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    net = mlp(torch)
     model, opt = acc.prepare(net, torch.optim.AdamW(net.parameters(), lr=1e-3))
     handle = vramscope.watch(model, opt, socket=sock) if sock else None
-    g = torch.Generator().manual_seed(1)
     done = 0
-    for _ in range(STEPS * ACCUMULATION):
-        x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+    for x, y in batches(torch, STEPS * ACCUMULATION):
         with acc.accumulate(model):
             loss = torch.nn.functional.cross_entropy(model(x), y)
             acc.backward(loss)

@@ -9,7 +9,7 @@ import pytest
 
 import vramscope
 from frameworks import check_loop, lightning
-from loops import param_hash
+from loops import batches, mlp, param_hash
 
 STEPS, ACCUMULATION = 3, 2
 
@@ -19,13 +19,11 @@ def fabric_loop(precision):
         L = lightning()
         fabric = L.Fabric(accelerator="cpu", devices=1, precision=precision)
         torch.manual_seed(0)
-        net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+        net = mlp(torch)
         model, opt = fabric.setup(net, torch.optim.AdamW(net.parameters(), lr=1e-2))
         handle = vramscope.watch(model, opt, socket=sock) if sock else None
-        g = torch.Generator().manual_seed(1)
         done = 0
-        for i in range(STEPS * ACCUMULATION):
-            x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+        for i, (x, y) in enumerate(batches(torch, STEPS * ACCUMULATION)):
             last = (i + 1) % ACCUMULATION == 0
             with fabric.no_backward_sync(model, enabled=not last):
                 loss = torch.nn.functional.cross_entropy(model(x), y) / ACCUMULATION

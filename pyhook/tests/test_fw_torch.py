@@ -16,13 +16,9 @@ import pytest
 
 import vramscope
 from frameworks import check_loop, need_attr
-from loops import param_hash
+from loops import batches, mlp, param_hash
 
 STEPS = 3
-
-
-def mlp(torch):
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
 
 
 class Checkpointed:
@@ -51,9 +47,7 @@ def train(torch, model, sock, forward=None):
     """STEPS plain steps of ``model`` (zero_grad, forward, loss, backward, step)."""
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     handle = vramscope.watch(model, opt, socket=sock) if sock else None
-    g = torch.Generator().manual_seed(1)
-    for _ in range(STEPS):
-        x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+    for x, y in batches(torch, STEPS):
         opt.zero_grad()
         loss = forward(model, x, y) if forward else \
             torch.nn.functional.cross_entropy(model(x), y)
