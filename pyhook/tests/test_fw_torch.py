@@ -43,10 +43,11 @@ class Checkpointed:
         return Net()
 
 
-def train(torch, model, sock, forward=None):
-    """STEPS plain steps of ``model`` (zero_grad, forward, loss, backward, step)."""
+def train(torch, model, sock, forward=None, watched=None):
+    """STEPS plain steps of ``model`` (zero_grad, forward, loss, backward,
+    step), watching ``watched`` (default: ``model``)."""
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    handle = vramscope.watch(model, opt, socket=sock) if sock else None
+    handle = vramscope.watch(watched or model, opt, socket=sock) if sock else None
     for x, y in batches(torch, STEPS):
         opt.zero_grad()
         loss = forward(model, x, y) if forward else \
@@ -58,18 +59,19 @@ def train(torch, model, sock, forward=None):
     return STEPS
 
 
-def compile_counts(torch, build, sock):
-    """Train the model ``build(net)`` returns; the weights and the graphs
-    dynamo compiled and broke: the hook's hooks stay outside the compiled
-    code, so it adds no graph, break or recompile."""
+def compile_counts(torch, build, sock, breaks=True, watch_original=False):
+    """Train the model ``build(net)`` returns; the weights and what dynamo
+    compiled (graphs and calls captured) and, with ``breaks``, where it
+    broke the graph. Where the hook's hooks stay outside the compiled code
+    it adds no graph, break or recompile."""
     need_attr(torch, "compile", "torch.compile")
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
     torch.manual_seed(0)
     net = mlp(torch)
-    steps = train(torch, build(net), sock)
-    graphs = dict(counters["stats"]), dict(counters["graph_break"])
+    steps = train(torch, build(net), sock, watched=net if watch_original else None)
+    graphs = dict(counters["stats"]), dict(counters["graph_break"]) if breaks else None
     return (param_hash(net), graphs), steps
 
 
@@ -85,6 +87,15 @@ def compiled_in_place(torch, sock=None):
         return net
 
     return compile_counts(torch, build, sock)
+
+
+def compiled_after_watch(torch, sock=None):
+    """watch(net), then torch.compile(net) trains (what the HF Trainer's
+    torch_compile does to the model its callbacks get): the hook's forward
+    hooks run inside the compiled call, one graph break; the activation
+    meter steps aside, so the model's ops are still compiled, the same
+    graphs and calls as without the hook."""
+    return compile_counts(torch, torch.compile, sock, breaks=False, watch_original=True)
 
 
 def checkpointed(torch, sock=None):
@@ -104,6 +115,7 @@ def autocast_bf16(torch, sock=None):
 
 
 LOOPS = {"compile": compiled, "compile_in_place": compiled_in_place,
+         "compile_after_watch": compiled_after_watch,
          "checkpoint": checkpointed, "autocast_bf16": autocast_bf16}
 
 

@@ -6,6 +6,8 @@ weights, views and a tensor saved by several ops are not counted twice.
 """
 
 
+import os
+import sys
 import threading
 from weakref import ref as _weakref
 
@@ -34,6 +36,20 @@ def runs_compiled(model):
                 return True
     except Exception:  # noqa: BLE001 - a module that cannot be walked: not known compiled
         pass
+    return False
+
+
+_DYNAMO_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
+
+
+def in_compiled_call(frame, depth=200):
+    """Whether ``frame`` runs under a call that torch.compile compiled: the
+    Python frame of dynamo's entry (``torch/_dynamo/eval_frame.py``) is among
+    its callers. Walked on measured steps only."""
+    while frame is not None and depth > 0:
+        if frame.f_code.co_filename.endswith(_DYNAMO_FRAME):
+            return True
+        frame, depth = frame.f_back, depth - 1
     return False
 
 
@@ -529,6 +545,12 @@ class Activations:
     def start(self):
         """Install the meter for a training forward of a measured step."""
         if self.measuring:
+            if in_compiled_call(sys._getframe(1)):
+                # The model was compiled after watch() (or is called from
+                # compiled code, as the HF Trainer's torch_compile does):
+                # the meter's hooks would run inside it (runs_compiled).
+                self.meter, self.measuring = None, False
+                return
             if self.total is None:
                 self.total = 0
             self.meter.start()
