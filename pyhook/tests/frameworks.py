@@ -70,6 +70,13 @@ class Recording:
         return report_json(self.vs_bin, self.out)["processes"]
 
 
+# torch 2.15's gloo sometimes aborts a worker at teardown, after its training
+# and its result line, with this line from the C++ runtime: about 1 run in 12
+# of torchrun without vramscope on this project's 2-core machine. Such a run
+# finished its training; every figure the tests check is already there.
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
 def free_port():
     """A port nobody listens on now: each launch gets its own rendezvous port
     instead of the launchers' fixed 29500, which an earlier launch in the

@@ -14,7 +14,8 @@ import sys
 import pytest
 
 import dist_stacks
-from frameworks import PHASES, Recording, free_port, need, phase_counts, phase_order
+from frameworks import (PHASES, TEARDOWN_ABORT, Recording, free_port, need, phase_counts,
+                        phase_order)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -47,10 +48,11 @@ def test_two_ranks(stack, torch_mod, vs_bin, workdir, recorders):
         need("torch.distributed.fsdp._fully_shard")
     rec = Recording(vs_bin, workdir, recorders)
     for code, out, err in launch(stack, rec.sock):
-        assert code == 0, out + err
-        assert "vramscope" not in err and "Traceback" not in err, err
         lines = out.splitlines()
-        assert len(lines) == 1, out
+        assert len(lines) == 1, out + err
+        # exit 0, or gloo's teardown abort after the rank's result line
+        assert code == 0 or TEARDOWN_ABORT in err, out + err
+        assert "vramscope" not in err and "Traceback" not in err, err
         got = json.loads(lines[0])
         assert got["steps"] == [dist_stacks.STEPS] * 2, got
         assert got["hash"][0] == got["hash"][1], "the hook changed the weights: %s" % got

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from frameworks import PHASES, REQUIRE, free_port, need, phase_counts, phase_order
+from frameworks import PHASES, REQUIRE, TEARDOWN_ABORT, free_port, need, phase_counts, phase_order
 from test_loop_shapes import HERE, run_recorded
 
 import ddp_train
@@ -41,13 +41,6 @@ def commands():
 
 def rank_lines(text):
     return sorted(re.findall(r"rank \d+ steps \d+ result [0-9a-f]{16}", text))
-
-
-# torch 2.15's gloo sometimes aborts a worker at teardown, after its training
-# and its result line, with this line from the C++ runtime: about 1 run in 12
-# of torchrun without vramscope on this project's 2-core machine. Such a run
-# finished its training; every figure the test checks is already there.
-TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def finished(proc):
