@@ -52,10 +52,13 @@ class Layouts:
 
     @staticmethod
     def slow_loss(m, torch, x, y):
-        # submodules, then a loss that takes PAUSE to compute
+        # submodules, then a loss that takes PAUSE to compute, then a metric
+        # module updated on what needs no gradient (as torchmetrics' are)
         logits = m.decoder(m.encoder(x))
         time.sleep(PAUSE)
-        return torch.nn.functional.cross_entropy(logits, y)
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        m.accuracy(logits.detach(), y)
+        return loss
 
     @staticmethod
     def functional(m, torch, x, y):
@@ -84,12 +87,17 @@ def make_module(L, torch, manual, watch_sock, layout="self_call", slow=False):
                 return logits
             return torch.nn.functional.cross_entropy(logits, labels)
 
+    class Accuracy(torch.nn.Module):
+        def forward(self, logits, y):
+            return (logits.argmax(1) == y).float().mean()
+
     class Tiny(L.LightningModule):
         def __init__(self):
             super().__init__()
             self.encoder = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU())
             self.decoder = (SlowLinear if slow else torch.nn.Linear)(32, 4)
             self.criterion = torch.nn.CrossEntropyLoss()
+            self.accuracy = Accuracy()
             if layout == "labels":
                 self.with_loss = WithLoss(self.encoder, self.decoder)
             self.automatic_optimization = not manual
@@ -234,9 +242,10 @@ def phase_durations(path):
 
 
 def test_forward_ends_where_the_models_computation_ends(torch_mod, vs_bin, workdir, recorders):  # noqa: F811
-    """training_step calls two submodules, then computes its loss; the last
-    submodule and the loss computation each sleep PAUSE: forward holds the
-    first, loss the second."""
+    """training_step calls two submodules, computes its loss, then updates a
+    metric module; the last submodule and the loss computation each sleep
+    PAUSE: forward holds the first, loss the second (the metric, whose
+    output needs no gradient, moves nothing)."""
     rec = Recording(vs_bin, workdir, recorders)
     fit(torch_mod, "automatic", "callback", sock=rec.sock, layout="slow_loss", slow=True)
     rec.process()  # stops the recorder: the file holds every edge

@@ -8,12 +8,14 @@ is computed:
   that call (the top-level forward hook, as in a plain loop);
 * it calls the model's submodules (``self.net(x)``, ``self.encoder(x)``
   then ``self.decoder(z)``, as Lightning's README does): at the end of the
-  last direct submodule called before the loss. Which call is the last is
-  only known when something else begins, so each submodule's end is kept
+  last direct submodule whose output needs a gradient. Which call is the
+  last is only known when something else begins, so each such end is kept
   (its time, and its allocator read on a step that reads its phases) and
   sent when the next phase begins, the loss module's call or the return of
-  ``training_step``; a later submodule call drops it (its read's peak is
-  carried into the next read, as a user's reset is);
+  ``training_step``; a later one replaces it (its read's peak is carried
+  into the next read, as a user's reset is). A submodule whose output
+  needs no gradient (a metric updated after the loss, a frozen module)
+  moves nothing;
 * a loss module (``torch.nn.modules.loss._Loss``: ``self.criterion``) ends
   it when it is called;
 * no module at all (functional code): at the return of ``training_step``,
@@ -90,8 +92,6 @@ class TrainingStepMixin:
             return None
         with self._lock:
             self._sub_depth += 1
-            if self._sub_depth == 1 and self._sub_end is not None:
-                self._drop_sub_end()  # the model's computation goes on
         return None
 
     def _on_sub(self, module, args, output):
@@ -102,6 +102,13 @@ class TrainingStepMixin:
             if self._sub_depth > 0 or self._open != "forward":
                 return None
             self._sub_depth = 0
+            found = []
+            _patch.grad_tensors(self._torch, output, found)
+            if not found:
+                # Nothing to train on: a metric updated after the loss
+                # (torchmetrics), a frozen module: not the model's forward.
+                return None
+            self._drop_sub_end()  # the model's computation went on
             raw = None
             if self._edge_reads:
                 raw = self._client.read_raw()
