@@ -102,17 +102,20 @@ class TrainingStepMixin:
             if self._sub_depth > 0 or self._open != "forward":
                 return None
             self._sub_depth = 0
-            found = []
-            _patch.grad_tensors(self._torch, output, found)
-            if not found:
-                # Nothing to train on: a metric updated after the loss
-                # (torchmetrics), a frozen module: not the model's forward.
-                return None
-            self._drop_sub_end()  # the model's computation went on
-            raw = None
-            if self._edge_reads:
-                raw = self._client.read_raw()
-            self._sub_end = (time.monotonic(), raw)
+            try:
+                found = []
+                _patch.grad_tensors(self._torch, output, found)
+                if not found:
+                    # Nothing to train on: a metric updated after the loss
+                    # (torchmetrics), a frozen module: not the model's forward.
+                    return None
+                self._drop_sub_end()  # the model's computation went on
+                raw = None
+                if self._edge_reads:
+                    raw = self._client.read_raw()
+                self._sub_end = (time.monotonic(), raw)
+            except Exception as exc:  # noqa: BLE001 - a forward hook must not raise
+                _safe.report(exc)
         return None
 
     def _on_loss_module(self, module, args):
