@@ -306,6 +306,10 @@ def test_lightning_automatic_optimization_shows_all_five_phases(torch_mod, monke
     if how == "callback":
         assert not mod._forward_pre_hooks, "on_train_end removed the hooks"
         assert not mod.net._forward_pre_hooks and not mod.net._forward_hooks
+    else:
+        # Still watched: the submodule keeps its hooks only where
+        # training_step calls it outside the module's own forward.
+        assert bool(mod.net._forward_hooks) == (layout == "self.net(x)")
 
 
 def test_lightning_gradient_accumulation_is_one_step_of_two_micro_steps(torch_mod, monkeypatch):

@@ -22,6 +22,9 @@ is computed:
   so ``forward`` holds the loss too.
 
 ``loss`` runs from there to the next phase (``zero_grad`` or ``backward``).
+
+A ``training_step`` that called the submodules only inside ``self(x)``
+unhooks them when it returns: from then on they cost nothing.
 """
 
 import time
@@ -35,6 +38,10 @@ class TrainingStepMixin:
 
     _in_training_step = False
     _sub_depth = 0
+    _sub_hooks = ()  # the removes of the submodules' hooks, while installed
+    # Whether this training_step called a submodule inside the model's own
+    # forward, and outside it (the layout: self(x), or the submodules).
+    _subs_inside = _subs_outside = False
     # (time, read) of the end of the last submodule called in this
     # training_step while forward was open; None when there is none.
     _sub_end = None
@@ -46,15 +53,23 @@ class TrainingStepMixin:
                                     wrap_args=self._training_step_begin)]
         loss_type = getattr(getattr(getattr(self._torch, "nn", None), "modules", None), "loss", None)
         loss_type = getattr(loss_type, "_Loss", None) or ()
+        subs = []
         for child in model.children():
             if isinstance(child, loss_type):
-                pre = child.register_forward_pre_hook(self._on_loss_module)
-                undo.append(pre.remove)
+                subs.append(child.register_forward_pre_hook(self._on_loss_module).remove)
                 continue
-            pre = child.register_forward_pre_hook(self._on_sub_pre)
-            post = child.register_forward_hook(self._on_sub)
-            undo += [pre.remove, post.remove]
-        return undo
+            subs.append(child.register_forward_pre_hook(self._on_sub_pre).remove)
+            subs.append(child.register_forward_hook(self._on_sub).remove)
+        self._sub_hooks = subs
+        return undo + subs
+
+    def _unhook_subs(self):
+        """The first training_step called the submodules only inside the
+        model's own forward (``self(x)``), whose hook ends forward: their
+        hooks would only cost time at every call from now on. (Lock held.)"""
+        subs, self._sub_hooks = self._sub_hooks, ()
+        for remove in subs:
+            remove()  # a RemovableHandle's remove; remove() calls it again, harmlessly
 
     def _training_step_begin(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
@@ -65,6 +80,7 @@ class TrainingStepMixin:
                 self._trained = True
                 self._in_training_step = True
                 self._sub_depth = 0
+                self._subs_inside = self._subs_outside = False
                 self._drop_sub_end()
                 if self._open != "forward":
                     size = _patch.input_size(self._torch.is_tensor, args, kwargs)
@@ -83,14 +99,20 @@ class TrainingStepMixin:
                     self._forward_done()
                 else:
                     self._drop_sub_end()
+                if self._subs_inside and not self._subs_outside and self._sub_hooks:
+                    self._unhook_subs()
 
     # Submodules are hooked only on a model with a training_step; their
     # hooks return at once outside it and inside the model's own forward.
 
     def _on_sub_pre(self, module, args):
-        if not self._in_training_step or self._depth or not self._active:
+        if not self._in_training_step or not self._active:
+            return None
+        if self._depth:
+            self._subs_inside = True
             return None
         with self._lock:
+            self._subs_outside = True
             self._sub_depth += 1
         return None
 
