@@ -11,7 +11,8 @@ import (
 type peakAt struct {
 	ok                       bool
 	step                     int
-	phase                    string // "" when the step left the bounded table
+	phase                    string // "" when not known (see phaseAs)
+	phaseAs                  int    // the step whose phase is taken (the step repeats it), -1 its own
 	allocated, reserved, gpu session.Bytes
 	exact                    bool
 	known                    Known
@@ -30,7 +31,11 @@ type SessionPeak struct {
 	// AllocatedCell and ReservedCell are the phases of those steps with
 	// the largest allocated and reserved peak (the first one on a tie);
 	// nil when the step has left the bounded table or has no such phase.
+	// AllocatedCell holds the step's peak: a step read once has none of
+	// its own and takes the phase of the breakdown step it repeats, whose
+	// index is AllocatedAs (-1: its own phase).
 	AllocatedCell, ReservedCell *session.Cell
+	AllocatedAs                 int
 }
 
 // SessionPeakOf finds a process's session peaks, leaving out step
@@ -43,29 +48,60 @@ func SessionPeakOf(p *session.Process, exclude int) SessionPeak {
 		return SessionPeak{Allocated: session.StepPeak{Index: -1, PeakAllocated: session.Unknown, PeakReserved: session.Unknown},
 			Reserved: session.StepPeak{Index: -1, PeakAllocated: session.Unknown, PeakReserved: session.Unknown}}
 	}
-	sp := SessionPeak{Allocated: a, Reserved: r}
+	tie := PeakTie(p)
+	if tie > 0 && a.PeakAllocated.Known() {
+		// The first step that came within tie of the peak reached it; the
+		// figure stays the peak itself.
+		for _, s := range p.StepPeaks() {
+			if s.Index != exclude && s.PeakAllocated.Known() && s.PeakAllocated+tie >= a.PeakAllocated {
+				if s.Index != a.Index {
+					s.PeakAllocated = a.PeakAllocated
+					a = s
+				}
+				break
+			}
+		}
+	}
+	sp := SessionPeak{Allocated: a, Reserved: r, AllocatedAs: -1}
 	if a.PeakAllocated.Known() {
-		sp.AllocatedCell = peakCell(stepRow(p, a.Index), allocatedPeak)
+		c := peakCell(stepRow(p, a.Index), allocatedPeak, tie)
+		if c != nil && c.PeakAllocated+tie < a.PeakAllocated {
+			c = nil // no phase read holds the step's peak: never guess one
+		}
+		if ref := stepRow(p, a.SameAs); c == nil && ref != nil && a.SameAs >= 0 {
+			if rc := peakCell(ref, allocatedPeak, tie); rc != nil && rc.PeakAllocated == ref.PeakAllocated {
+				c, sp.AllocatedAs = rc, ref.Index
+			}
+		}
+		sp.AllocatedCell = c
 	}
 	if r.PeakReserved.Known() {
-		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak)
+		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak, tie)
 	}
 	return sp
 }
 
 // findPeak locates the largest allocated peak of the session, with the
-// phase that holds it when the step is still in the table.
+// phase that holds it when the step is still in the table: the read phase
+// that holds the step's peak. A step read once has none: it takes the
+// phase of the breakdown step it repeats (the hook's same_as), said so;
+// else the phase is not known (""), never guessed. A step the process died
+// in is partial and left out; an evaluation or user phase that peaked
+// higher is the session peak (userPeak).
 func findPeak(p *session.Process) peakAt {
-	sp := SessionPeakOf(p, -1)
+	dead := partialStep(p)
+	sp := SessionPeakOf(p, dead)
 	a := sp.Allocated
 	if !a.PeakAllocated.Known() {
 		return peakAt{}
 	}
 	pk := peakAt{
-		ok: true, step: a.Index, allocated: a.PeakAllocated, reserved: a.PeakReserved, gpu: a.PeakGPU,
+		ok: true, step: a.Index, phaseAs: -1, allocated: a.PeakAllocated, reserved: a.PeakReserved, gpu: a.PeakGPU,
 		from: a.Start, to: a.Start.Add(a.Duration),
 	}
-	if c := sp.AllocatedCell; c != nil {
+	if c := sp.AllocatedCell; c != nil && sp.AllocatedAs >= 0 {
+		pk.phase, pk.phaseAs = c.Name, sp.AllocatedAs
+	} else if c != nil {
 		pk.phase, pk.reserved, pk.gpu, pk.exact = c.Name, c.PeakReserved, c.PeakGPU, c.Exact
 		pk.from, pk.to = c.Start, c.End
 	}
@@ -73,7 +109,38 @@ func findPeak(p *session.Process) peakAt {
 	// step's one read, or the counter at the step's end).
 	pk.known = knownOf([]session.StepPeak{a})
 	pk.exact = pk.exact || pk.known.Is == session.Exact
+	userPeak(p, &pk, dead)
 	return pk
+}
+
+// userPeak moves the session peak to an evaluation or other user phase
+// that peaked above every training step (its own reads: a user phase is
+// read at both edges), first of equals; only a stated peak is compared.
+func userPeak(p *session.Process, pk *peakAt, dead int) {
+	for _, st := range p.Steps() {
+		if st.Index == dead {
+			continue
+		}
+		for i := range st.Phases {
+			c := &st.Phases[i]
+			if !c.User || !c.Read || !c.Exact || c.PeakAllocated <= pk.allocated {
+				continue
+			}
+			*pk = peakAt{
+				ok: true, step: st.Index, phase: c.Name, phaseAs: -1, allocated: c.PeakAllocated, reserved: c.PeakReserved,
+				gpu: c.PeakGPU, exact: true, known: Known{Is: session.Exact, SameAs: -1}, from: c.Start, to: c.End,
+			}
+		}
+	}
+}
+
+// partialStep is the step the process ended in the middle of (its end
+// names it), -1 when none.
+func partialStep(p *session.Process) int {
+	if p.End != nil && p.End.Step >= 0 && !p.Connected {
+		return p.End.Step
+	}
+	return -1
 }
 
 // stepRow returns the table row of a step, nil when it is not (or no
@@ -91,25 +158,47 @@ func stepRow(p *session.Process, index int) *session.Step {
 func allocatedPeak(c *session.Cell) session.Bytes { return c.PeakAllocated }
 func reservedPeak(c *session.Cell) session.Bytes  { return c.PeakReserved }
 
-// peakCell is the automatic phase of a step with the largest known v (the
-// first one on a tie), nil when there is none.
-func peakCell(st *session.Step, v func(*session.Cell) session.Bytes) *session.Cell {
+// HostPeakTie is how close a later phase's peak RSS must come to an
+// earlier one's to count as the same high. The host keeps the pages a
+// phase touched (the C allocator does not give them back), so the phases
+// after the high start at it and add a few pages: their peak is a tie,
+// reached first by the phase that made it (the backward, not the
+// optimizer step after it).
+const HostPeakTie = session.MiB
+
+// PeakTie is the closeness within which two peaks tie (the first to come
+// within it reached the peak): the allocator's figures are exact to the
+// byte; host RSS ties within HostPeakTie.
+func PeakTie(p *session.Process) session.Bytes {
+	if p.HostRSS() {
+		return HostPeakTie
+	}
+	return 0
+}
+
+// peakCell is the automatic phase of a step with the largest known v,
+// the first to come within tie of it on a tie; nil when there is none.
+func peakCell(st *session.Step, v func(*session.Cell) session.Bytes, tie session.Bytes) *session.Cell {
 	if st == nil {
 		return nil
 	}
-	var best *session.Cell
+	top := session.Unknown
 	for i := range st.Phases {
-		c := &st.Phases[i]
-		if !c.User && v(c).Known() && (best == nil || v(c) > v(best)) {
-			best = c
+		if c := &st.Phases[i]; !c.User && v(c).Known() {
+			top = top.Max(v(c))
 		}
 	}
-	return best
+	for i := range st.Phases {
+		if c := &st.Phases[i]; !c.User && v(c).Known() && v(c)+tie >= top {
+			return c
+		}
+	}
+	return nil
 }
 
 // phaseOf names the phase of a step that holds its peak, "" when unknown.
 func phaseOf(p *session.Process, step int) string {
-	if c := peakCell(stepRow(p, step), allocatedPeak); c != nil {
+	if c := peakCell(stepRow(p, step), allocatedPeak, PeakTie(p)); c != nil {
 		return c.Name
 	}
 	return ""

@@ -7,11 +7,12 @@ Handle is removed, and with reason ``exit`` at interpreter exit.
 
 import atexit
 import os
+import sys
 import threading
 import warnings
 import weakref
 
-from . import _backward, _client, _config, _cuda, _devices, _dist, _messages, _oom, _patch, _safe, _watch
+from . import _backward, _client, _config, _cuda, _devices, _dist, _messages, _oom, _patch, _safe, _sockcheck, _watch
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -198,6 +199,10 @@ def watched():
         return [h.watcher for h in _live_handles()]
 
 
+def _none():
+    return None
+
+
 def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=None,
           activations_every=None, batch_size=None, name=None):
     """Hook ``model`` (and ``optimizer``) and stream their phases to the monitor.
@@ -220,6 +225,7 @@ def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=Non
     global _refs
     check_args(model, optimizer)
     check_name(name)
+    _sockcheck.origin = _safe.call(user_frame) or _sockcheck.origin
     config = _config.resolve(socket=socket, sample_hz=sample_hz, reset_peaks=reset_peaks,
                              activations_every=activations_every, batch_size=batch_size)
     if config.disabled:
@@ -229,6 +235,25 @@ def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=Non
     except Exception as exc:  # noqa: BLE001 - watch() must never stop training
         _safe.report(exc)
         return Handle()
+
+
+# Modules whose frames are not the user's line: the hook itself, the
+# startup file `vramscope run` adds, and the frameworks that call watch()
+# or the model for the user.
+_NOT_USER = ("vramscope", "sitecustomize", "torch", "lightning", "pytorch_lightning",
+             "transformers", "accelerate", "importlib", "runpy")
+
+
+def user_frame():
+    """``(filename, lineno)`` of the innermost caller outside the hook and
+    the frameworks: where the warnings of the sender thread point."""
+    f = sys._getframe(1)
+    while f is not None:
+        mod = f.f_globals.get("__name__") or ""
+        if mod.split(".", 1)[0] not in _NOT_USER:
+            return f.f_code.co_filename, f.f_lineno
+        f = f.f_back
+    return None
 
 
 def _watch_now(model, optimizer, config, name=None):
@@ -247,7 +272,7 @@ def _watch_now(model, optimizer, config, name=None):
                   "on it); its step() is wrapped instead" % type(inner).__name__)
     # A weak reference: the process-wide OOM report must not keep a deleted model alive.
     watcher_ref = weakref.ref(watcher)
-    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "_open", None))
+    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "failing_phase", _none)())
     handle = Handle(watcher, client)
     with _lock:
         if client is _current:
@@ -286,12 +311,27 @@ class phase:  # noqa: N801 - used like a function: ``with vramscope.phase("eval"
             if self._client is not None:
                 self._step = _safe.call(_user_step, self._client)
                 _safe.call(self._client.phase, self.name, "begin", True, self._step)
+                _safe.call(_user_phase_began, self._client)
         return self
 
     def __exit__(self, *exc):
-        if self._client is not None:
-            _safe.call(self._client.phase, self.name, "end", True, self._step)
+        client = self._client
+        if client is not None:
+            _safe.call(client.phase, self.name, "end", True, self._step)
+            _safe.call(_user_phase_ended, client, self._step)
         return False
+
+
+def _user_phase_began(client):
+    client.user_depth += 1
+
+
+def _user_phase_ended(client, step):
+    client.user_depth -= 1
+    if step is not None and step < client.step and client.peaks is not None:
+        # Between steps: its reads are no step's (the hook's plan of the
+        # next step starts after them).
+        client.peaks.step_reads.clear()
 
 
 def _user_step(client):
