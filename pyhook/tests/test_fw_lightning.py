@@ -191,9 +191,13 @@ def check_fit(case, hook, layout, torch_mod, vs_bin, workdir, recorders, capfd):
         counts = phase_counts(s)
         # Lightning zeroes the gradients before each validation
         # (on_validation_model_zero_grad): after the step it follows.
-        zeros = 1 + ((s["step"] + 1) % every == 0)
-        want = sorted(PHASES)
-        order = LIGHTNING_ORDER
+        validated = (s["step"] + 1) % every == 0
+        zeros = 1 + validated
+        # A validation after the step is an evaluation of its own, in that
+        # step's row (docs/hook.md, "An evaluation between steps"), whatever
+        # the layout.
+        want = sorted(PHASES + ["eval"] * validated)
+        order = LIGHTNING_ORDER + ["eval"] * validated
         if hook == "watch" and s["step"] == 0:
             # watch() in configure_optimizers runs before the Trainer's
             # model.zero_grad() and the sanity check: that zero_grad heads
@@ -201,9 +205,9 @@ def check_fit(case, hook, layout, torch_mod, vs_bin, workdir, recorders, capfd):
             # show in it as "eval" (docs/integrations.md). The callback
             # watches after both.
             zeros += 1
-            order = ["zero_grad", "forward", "loss", "backward", "step"]
+            order = ["zero_grad", "forward", "loss", "backward", "step"] + ["eval"] * validated
             if layout == "self_call":
-                want, order = sorted(PHASES + ["eval"]), ["zero_grad", "eval"] + order[1:]
+                want, order = sorted(PHASES + ["eval"]), ["zero_grad", "eval"] + order[1:5]
         assert phase_order(s) == order, (case, s["step"], phase_order(s))
         assert sorted(counts) == want, (case, s["step"], phase_order(s))
         assert counts["step"] == 1 and counts["zero_grad"] == zeros, (s["step"], counts)

@@ -61,7 +61,19 @@ class TrainingStepMixin:
             subs.append(child.register_forward_pre_hook(self._on_sub_pre).remove)
             subs.append(child.register_forward_hook(self._on_sub).remove)
         self._sub_hooks = subs
+        if callable(getattr(model, "validation_step", None)):
+            undo.append(_patch.patch_method(model, "validation_step", None, None,
+                                            wrap_args=self._validation_step_begin))
         return undo + subs
+
+    def _validation_step_begin(self, args, kwargs):
+        # A validation between steps is an evaluation whatever the layout:
+        # one that calls only submodules never reaches the model's forward
+        # hook, where a self(x) validation begins it.
+        if self._active and not self._torch.is_grad_enabled():
+            with self._lock:
+                self._eval_between_steps()
+        return args, kwargs
 
     def _unhook_subs(self):
         """The first training_step called the submodules only inside the

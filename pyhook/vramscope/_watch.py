@@ -299,6 +299,14 @@ class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
         self._eval_step = max(self._client.step - 1, 0)
         self._client.phase(EVAL, "begin", True, self._eval_step)
 
+    def _eval_between_steps(self):
+        """Begin an evaluation (_eval) when nothing is open between steps and
+        nobody else names this stretch: a framework whose steps end at its
+        own hook, or a user phase. (Lock held.)"""
+        if self._open is None and self._idle and self._optimizer is not None \
+                and not self.framework_steps and not self._client.user_depth:
+            self._eval()
+
     def _end_eval(self):
         client = self._client
         self._open = None
@@ -478,9 +486,7 @@ class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
                     # Evaluation between steps: no training phase, no step, no batch;
                     # with an optimizer, a user phase "eval" of its own (_eval).
                     self._quiet = True
-                    if self._open is None and self._idle and self._optimizer is not None \
-                            and not self.framework_steps and not self._client.user_depth:
-                        self._eval()
+                    self._eval_between_steps()
                     return None
                 size = extra = None
                 if grad:
