@@ -81,10 +81,12 @@ type Process struct {
 	// NoOptimizer is true when no step had a step phase: the watch has no
 	// optimizer, and a step ends at the model's next training forward
 	// after a backward (docs/hook.md, "Loop shapes").
-	NoOptimizer bool      `json:"no_optimizer"`
-	Totals      Totals    `json:"totals"`
-	Anatomy     Anatomy   `json:"anatomy"`
-	Diagnosis   Diagnosis `json:"diagnosis"`
+	NoOptimizer bool    `json:"no_optimizer"`
+	Totals      Totals  `json:"totals"`
+	Anatomy     Anatomy `json:"anatomy"`
+	// Census is the newest census of the live tensors, nil when none came.
+	Census    *Census   `json:"census"`
+	Diagnosis Diagnosis `json:"diagnosis"`
 }
 
 // Hook is how the hook was configured (the hello's hook object). It is
@@ -348,6 +350,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		out.Anatomy.Measured = m
 		out.Anatomy.Holders = diagnose.HoldersOf(a)
 	}
+	out.Census = censusOf(p)
 	d := diagnose.Diagnose(s, p)
 	out.Diagnosis = Diagnosis{Diagnosis: d, Headline: d.Headline(), Lines: d.Lines()}
 	if out.Diagnosis.Advice == nil {

@@ -25,6 +25,7 @@ var floors = map[string]int{
 	"internal/textesc":  0,
 	"internal/safefs":   0,
 	"internal/layering": 0,
+	"internal/fixture":  0,
 	"probe":             0,
 	"pyhook":            0, // the release version, from the hook's _version.py
 	// 1: the wire protocol and the NVML adapter; what the build knows.
@@ -45,11 +46,12 @@ var floors = map[string]int{
 	"export/csv":      3,
 	"export/perfetto": 3,
 	// 4: the views, which read the state and its diagnosis.
-	"report": 4,
-	"diff":   4,
-	"plot":   4,
-	"tui":    4,
-	"export": 4,
+	"report":  4,
+	"diff":    4,
+	"plot":    4,
+	"tui":     4,
+	"suspect": 4,
+	"export":  4,
 	// 5: what assembles sources, feed and sinks.
 	"pipeline": 5,
 	// 6: the commands.

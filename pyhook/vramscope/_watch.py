@@ -22,6 +22,7 @@ SPAN_STEP = {"span": "step"}
 # allocator rounds large blocks to 2 MiB, so less is no change of shape.
 NOISE_BYTES = 2 << 20
 from ._backward_phase import BackwardMixin
+from ._census_trigger import CensusMixin
 from ._steps import StepsMixin
 from ._training_step import TrainingStepMixin
 
@@ -39,7 +40,7 @@ class _NoTensor:
 # monitor's name for evaluation (session.EvalPhase).
 EVAL = "eval"
 
-class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
+class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -248,6 +249,7 @@ class Watcher(BackwardMixin, StepsMixin, TrainingStepMixin):
         for undo in reversed(self._undo):
             _safe.call(undo)
         self._undo = []
+        _safe.call(self.end_capture)
 
     # ---- phase bookkeeping -------------------------------------------------------
 
