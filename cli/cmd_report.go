@@ -45,7 +45,7 @@ func batchGC() {
 
 func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 	store := session.New()
-	hdr, warnings, err := record.ReadAll(path, store.Apply)
+	hdr, warnings, err := record.FoldAll(path, store.Apply)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "vramscope: warning: %s\n", w)
 	}

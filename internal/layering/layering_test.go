@@ -61,6 +61,7 @@ var floors = map[string]int{
 	".":             7,
 	"e2e":           7,
 	"bench/million": 7,
+	"bench/monitor": 7,
 }
 
 // imports returns each package directory of the module (relative to its
