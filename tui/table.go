@@ -78,28 +78,26 @@ func (t stepsTable) update(msg tea.KeyMsg, k keyMap, steps []*session.Step) step
 }
 
 // phaseColumns lists the phases of the steps shown: the automatic ones in
-// training order, then the user's in order of appearance.
+// the order they ran (the order of a step's phases, as the report, the CSV
+// and the Perfetto trace give them: zero_grad first in a plain loop,
+// forward first under Lightning), then the user's in order of appearance.
 func phaseColumns(steps []*session.Step) []string {
-	auto := []string{"zero_grad", "forward", "loss", "backward", "step"}
 	has := map[string]bool{}
-	var user []string
+	var auto, user []string
 	for _, st := range steps {
 		for _, c := range st.Phases {
-			if !has[c.Name] {
-				has[c.Name] = true
-				if c.User {
-					user = append(user, c.Name)
-				}
+			if has[c.Name] {
+				continue
+			}
+			has[c.Name] = true
+			if c.User {
+				user = append(user, c.Name)
+			} else {
+				auto = append(auto, c.Name)
 			}
 		}
 	}
-	var cols []string
-	for _, n := range auto {
-		if has[n] {
-			cols = append(cols, n)
-		}
-	}
-	return append(cols, user...)
+	return append(auto, user...)
 }
 
 // view renders exactly t.h lines of t.w cells.

@@ -13,6 +13,25 @@ import (
 // with no step phase (no optimizer).
 func namedSteps(t *testing.T, names []string, stepped bool) []*session.Step {
 	t.Helper()
+	s, add := phaseFeed()
+	for i, model := range names {
+		phases := []string{"forward", "loss", "backward"}
+		if stepped {
+			phases = append(phases, "step")
+		}
+		for _, ph := range phases {
+			for _, e := range []string{ipc.EdgeBegin, ipc.EdgeEnd} {
+				add(&ipc.Message{Type: ipc.TypePhase, Name: ph, Step: i, Edge: e, Model: model})
+			}
+		}
+	}
+	return s.Processes()[0].Steps()
+}
+
+// phaseFeed returns a store that has had one process's hello and the
+// function that applies that process's next message to it (seq and hook
+// time filled in, 10 ms apart).
+func phaseFeed() (*session.Store, func(*ipc.Message)) {
 	s := session.New()
 	var seq uint64
 	tm := 10.0
@@ -26,18 +45,7 @@ func namedSteps(t *testing.T, names []string, stepped bool) []*session.Step {
 		s.Apply(session.Event{Conn: 1, Msg: m})
 	}
 	add(&ipc.Message{Type: ipc.TypeHello, Session: "s", PID: 7, Clock: &ipc.Clock{Mono: 10, Wall: 1.7e9}})
-	for i, model := range names {
-		phases := []string{"forward", "loss", "backward"}
-		if stepped {
-			phases = append(phases, "step")
-		}
-		for _, ph := range phases {
-			for _, e := range []string{ipc.EdgeBegin, ipc.EdgeEnd} {
-				add(&ipc.Message{Type: ipc.TypePhase, Name: ph, Step: i, Edge: e, Model: model})
-			}
-		}
-	}
-	return s.Processes()[0].Steps()
+	return s, add
 }
 
 // A GAN's steps show their watch's name after the step number; one watch

@@ -30,14 +30,8 @@ def batches(rank):
         yield torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
 
 
-def ddp():
-    import torch.distributed as dist
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    model = torch.nn.parallel.DistributedDataParallel(net)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+def accumulate(model, opt, rank):
+    """Train with ACCUMULATION micro-batches a step; return the optimizer steps."""
     done = 0
     for i, (x, y) in enumerate(batches(rank)):
         loss = torch.nn.functional.cross_entropy(model(x), y) / ACCUMULATION
@@ -46,7 +40,23 @@ def ddp():
             opt.step()
             opt.zero_grad()
             done += 1
-    say(rank, done, net)
+    return done
+
+
+def ddp_model():
+    """(the module, DDP around it, SGD over it), from seed 0 (a process group is up)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    return net, model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+
+def ddp():
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    net, model, opt = ddp_model()
+    say(rank, accumulate(model, opt, rank), net)
     dist.destroy_process_group()
 
 

@@ -22,6 +22,13 @@ def mlp(torch):
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
 
 
+def batches(torch, n):
+    """``n`` batches of 8 (x, class), the same ones at every call."""
+    g = torch.Generator().manual_seed(1)
+    for _ in range(n):
+        yield torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+
+
 def pre_and_after(torch, watch=None, steps=6):
     """Zero once before the loop, then after every step (item 1)."""
     torch.manual_seed(0)

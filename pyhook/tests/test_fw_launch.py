@@ -6,13 +6,12 @@ match a run without vramscope bit for bit."""
 
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from frameworks import PHASES, REQUIRE, need, phase_counts, phase_order
+from frameworks import PHASES, REQUIRE, TEARDOWN_ABORT, free_port, need, phase_counts, phase_order
 from test_loop_shapes import HERE, run_recorded
 
 import ddp_train
@@ -24,15 +23,6 @@ def launcher(name, module):
     """The venv's console script (what users type), else ``python -m``."""
     path = os.path.join(BIN, name)
     return [path] if os.access(path, os.X_OK) else [sys.executable, "-m", module]
-
-
-def free_port():
-    """A port nobody listens on now: each launch gets its own rendezvous port
-    instead of the launchers' fixed 29500, which an earlier launch in the
-    same run may still hold (TIME_WAIT) on a busy machine."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def commands():
@@ -51,13 +41,6 @@ def commands():
 
 def rank_lines(text):
     return sorted(re.findall(r"rank \d+ steps \d+ result [0-9a-f]{16}", text))
-
-
-# torch 2.15's gloo sometimes aborts a worker at teardown, after its training
-# and its result line, with this line from the C++ runtime: about 1 run in 12
-# of torchrun without vramscope on this project's 2-core machine. Such a run
-# finished its training; every figure the test checks is already there.
-TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def finished(proc):

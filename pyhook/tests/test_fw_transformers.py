@@ -22,7 +22,7 @@ def weights_hash(model):
     return h.hexdigest()[:16]
 
 
-def train(torch, outdir, callbacks):
+def train(torch, outdir, callbacks, state=None, **args_kw):
     transformers = need("transformers")
     os.environ["HF_HUB_OFFLINE"] = "1"
     torch.manual_seed(0)
@@ -35,13 +35,16 @@ def train(torch, outdir, callbacks):
     args = transformers.TrainingArguments(
         output_dir=outdir, per_device_train_batch_size=4, per_device_eval_batch_size=4,
         gradient_accumulation_steps=ACCUMULATION, max_steps=STEPS, eval_strategy="steps",
-        eval_steps=EVAL_EVERY, logging_strategy="no", save_strategy="no", report_to=[],
-        use_cpu=True, disable_tqdm=True, seed=0, learning_rate=1e-3)
+        eval_steps=EVAL_EVERY, save_strategy="no", report_to=[], use_cpu=True,
+        disable_tqdm=True, seed=0, learning_rate=1e-3,
+        **dict({"logging_strategy": "no"}, **args_kw))
     trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
                                    eval_dataset=rows[:8], callbacks=callbacks)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.train()
+    if state is not None:
+        state.append(trainer.state)
     return (weights_hash(model), trainer.state.global_step), \
         {(w.category.__name__, str(w.message)) for w in caught}
 
@@ -101,5 +104,44 @@ def test_hf_trainer_train_watched_from_a_user_callback(where, torch_mod, vs_bin,
     assert proc["steps_total"] == STEPS, [phase_order(s) for s in proc["steps"]]
     for s in proc["steps"]:
         counts = phase_counts(s)
-        assert sorted(counts) == sorted(PHASES), (s["step"], phase_order(s))
+        # Without the callback's step ends, the evaluation after every
+        # EVAL_EVERY steps is a user phase eval of the step it follows
+        # (docs/hook.md, "An evaluation between steps").
+        evaluated = (s["step"] + 1) % EVAL_EVERY == 0
+        assert sorted(counts) == sorted(PHASES + ["eval"] * evaluated), (s["step"], phase_order(s))
         assert counts["forward"] == counts["backward"] == ACCUMULATION, counts
+
+
+def test_figures_in_the_trainers_logs(torch_mod, vs_bin, workdir, recorders):  # noqa: F811
+    """VramscopeCallback(log_figures=True) adds the last step's peak, held
+    memory and the need to each of the Trainer's logs: in its log history,
+    and to a callback listed before it, where the Trainer lists its
+    report_to integrations. The same bytes as vramscope's own report."""
+    transformers = need("transformers")
+    from vramscope.integrations.transformers import VramscopeCallback
+
+    seen = []
+
+    class Reporter(transformers.TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            seen.append(dict(logs))
+
+    rec = Recording(vs_bin, workdir, recorders)
+    states = []
+    train(torch_mod, os.path.join(workdir, "logged"),
+          [Reporter(), VramscopeCallback(socket=rec.sock, log_figures=True)], states,
+          logging_strategy="steps", logging_steps=1)
+    proc = rec.process()
+    history = [h for h in states[0].log_history if "loss" in h]
+    assert [h["step"] for h in history] == list(range(1, STEPS + 1)), states[0].log_history
+    assert [{k: v for k, v in h.items() if k.startswith("vramscope/")} for h in history] == \
+        [{k: v for k, v in h.items() if k.startswith("vramscope/")} for h in seen if "loss" in h]
+    assert proc["memory"]["peaks"] == "exact", proc["memory"]
+    need_ = 0
+    for s, h in zip(proc["steps"], history):
+        assert s["peak_known"] == "exact", s
+        assert h["vramscope/step_peak_allocated"] == s["peak_allocated"], (h, s)
+        assert h["vramscope/held_allocated"] == s["held"], (h, s)
+        need_ = s["peak_allocated"] if s["step"] <= 1 else max(need_, s["peak_allocated"])
+        assert h["vramscope/need_allocated"] == need_, (h, s)
+        assert h["vramscope/need_exact"] == 1.0, h

@@ -271,11 +271,14 @@ def test_an_internal_failure_in_watch_returns_an_inert_handle(torch_mod, monkeyp
 
 # ---- finding 2: Lightning and closures ------------------------------------------------------
 
+@pytest.mark.parametrize("layout", ["self(x)", "self.net(x)"])
 @pytest.mark.parametrize("how", ["callback", "watch-in-configure_optimizers"])
-def test_lightning_automatic_optimization_shows_all_five_phases(torch_mod, monkeypatch, how):
+def test_lightning_automatic_optimization_shows_all_five_phases(torch_mod, monkeypatch, how,
+                                                                layout):
     torch = torch_mod
     made = watched_client(monkeypatch)
-    mod = lightning_module(torch)
+    # training_step calls the module, or (Lightning's README) its submodule
+    mod = lightning_module(torch, call_module=layout == "self(x)")
     callbacks = []
     if how == "callback":
         from vramscope.integrations.lightning import LightningHooks
@@ -305,6 +308,11 @@ def test_lightning_automatic_optimization_shows_all_five_phases(torch_mod, monke
     assert all(m["input"]["batch"] == 32 for m in fwd), "never the validation batch of 100"
     if how == "callback":
         assert not mod._forward_pre_hooks, "on_train_end removed the hooks"
+        assert not mod.net._forward_pre_hooks and not mod.net._forward_hooks
+    else:
+        # Still watched: the submodule keeps its hooks only where
+        # training_step calls it outside the module's own forward.
+        assert bool(mod.net._forward_hooks) == (layout == "self.net(x)")
 
 
 def test_lightning_gradient_accumulation_is_one_step_of_two_micro_steps(torch_mod, monkeypatch):

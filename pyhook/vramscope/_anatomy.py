@@ -6,6 +6,8 @@ weights, views and a tensor saved by several ops are not counted twice.
 """
 
 
+import os
+import sys
 import threading
 from operator import is_ as _is
 from weakref import ref as _weakref
@@ -18,6 +20,38 @@ def _getter_of(cls):
            or cls.storage)
     _getters[cls] = get
     return get
+
+
+def runs_compiled(model):
+    """Whether ``model`` or one of its modules was compiled with
+    ``torch.compile`` (an ``OptimizedModule``, which holds ``_orig_mod``) or
+    ``Module.compile()`` (``_compiled_call_impl``). The meter's saved-tensor
+    and module hooks would run inside the compiled code, where dynamo
+    traces them and breaks the graph: measured on torch 2.15 with inductor,
+    no call of the model ran compiled any more."""
+    if model is None:
+        return False
+    try:
+        for m in model.modules():
+            if "_orig_mod" in m._modules or m.__dict__.get("_compiled_call_impl") is not None:
+                return True
+    except Exception:  # noqa: BLE001 - a module that cannot be walked: not known compiled
+        pass
+    return False
+
+
+_DYNAMO_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
+
+
+def in_compiled_call(frame, depth=200):
+    """Whether ``frame`` runs under a call that torch.compile compiled: the
+    Python frame of dynamo's entry (``torch/_dynamo/eval_frame.py``) is among
+    its callers. Walked on measured steps only."""
+    while frame is not None and depth > 0:
+        if frame.f_code.co_filename.endswith(_DYNAMO_FRAME):
+            return True
+        frame, depth = frame.f_back, depth - 1
+    return False
 
 
 def storage_of(t):
@@ -38,8 +72,15 @@ def storage_key(t):
     pointer)``, the identity every figure counts a storage once by."""
     cls = type(t)
     s = (_getters.get(cls) or _getter_of(cls))(t)
+    try:
+        ptr = s.data_ptr()
+    except RuntimeError:
+        # A storage that holds no memory now: FSDP2 frees an unsharded
+        # parameter's between forwards ("invalid python storage").
+        # Pointer 0 is what every figure skips.
+        ptr = 0
     # t.device makes a torch.device per call; the two flags are plain attributes.
-    return ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), s.data_ptr()), s
+    return ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), ptr), s
 
 
 def storage_nbytes(s):
@@ -281,10 +322,11 @@ class SavedTensorMeter:
         self.touched = False
 
     @staticmethod
-    def supported(torch):
-        """Report whether this torch has saved-tensor hooks."""
+    def supported(torch, model=None):
+        """Report whether this torch has saved-tensor hooks and ``model``
+        runs no compiled code (:func:`runs_compiled`)."""
         graph = getattr(getattr(torch, "autograd", None), "graph", None)
-        return hasattr(graph, "saved_tensors_hooks")
+        return hasattr(graph, "saved_tensors_hooks") and not runs_compiled(model)
 
     def reset(self):
         """Forget what was counted (start of a new micro-step)."""
@@ -520,6 +562,12 @@ class Activations:
     def start(self):
         """Install the meter for a training forward of a measured step."""
         if self.measuring:
+            if in_compiled_call(sys._getframe(1)):
+                # The model was compiled after watch() (or is called from
+                # compiled code, as the HF Trainer's torch_compile does):
+                # the meter's hooks would run inside it (runs_compiled).
+                self.meter, self.measuring = None, False
+                return
             if self.total is None:
                 self.total = 0
             self.meter.start()

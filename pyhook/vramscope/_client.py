@@ -255,16 +255,18 @@ class Client:
         return self.edge(name, edge, raw, user, step, micro,
                          None if input is None else {"input": input})
 
-    def edge(self, name, edge, raw, user=False, step=None, micro=None, extra=None):
+    def edge(self, name, edge, raw, user=False, step=None, micro=None, extra=None, t=None):
         """Queue one phase edge (``edge``: "begin" or "end") carrying ``raw``
         (a read_raw() value, or None for ``mem: null``): :meth:`put` with
-        one of its two names given. Never reads the allocator itself."""
+        one of its two names given. Never reads the allocator itself.
+        ``t``, when given, is the edge's time (a forward end known only
+        later, _training_step)."""
         if edge == "end":
-            return self.put(name, None, raw, False, micro, extra, None, step, user)
-        return self.put(None, name, raw, False, micro, extra, None, step, user)
+            return self.put(name, None, raw, False, micro, extra, None, step, user, t)
+        return self.put(None, name, raw, False, micro, extra, None, step, user, t)
 
     def put(self, end, begin=None, raw=None, reads=False, micro=None, extra=None,
-            plan=None, step=None, user=False):
+            plan=None, step=None, user=False, t=None):
         """Queue the phase edges of one switch: ``end``'s end edge, then
         ``begin``'s begin edge (either name may be None), both carrying one
         read and one clock. The one place that queues an edge: every phase
@@ -280,7 +282,8 @@ class Client:
         (an end's ``span``, a forward begin's ``input``; never given with
         both names).
         ``micro``, ``step``: numbers other than the client's current ones;
-        ``user``: a user phase (no ``model``).
+        ``user``: a user phase (no ``model``); ``t``: the edges' time when it
+        is not now (edge()).
 
         The training thread only takes the clock and appends an ``Edge`` to
         the deque (atomic under the GIL: no lock, no seq); the sender numbers
@@ -295,7 +298,8 @@ class Client:
                     _safe.report(exc)
                 if plan is not None and raw is not None:
                     extra = plan()
-        t = _monotonic()
+        if t is None:
+            t = _monotonic()
         if raw is not None:
             self.last_read = t
         queue = self._queue
@@ -310,7 +314,7 @@ class Client:
                     return self._drop(n)
                 # Room for the end edge only: it is queued, the begin dropped.
                 self._drop(1)
-                return self.put(end, None, raw, False, micro, extra, None, step, user) \
+                return self.put(end, None, raw, False, micro, extra, None, step, user, t) \
                     and False
         if step is None:
             step = self.step

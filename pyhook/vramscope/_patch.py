@@ -194,6 +194,36 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     return undo
 
 
+def around_compiled_call(module, pre, post):
+    """Run ``pre(module, args, kwargs)`` and ``post(module, args, output)``
+    around a ``Module.compile()``d module's compiled call, outside the
+    compiled code, and return an undo; None when ``module`` was not compiled
+    in place.
+
+    ``Module.compile()`` compiles the module's ``_call_impl``, forward hooks
+    included: dynamo traces a hook there, breaks the graph at its lock, and
+    with ``fullgraph=True`` raises into training (torch 2.15). The
+    compiled call is the instance's ``_compiled_call_impl``, which
+    ``Module.__call__`` runs; wrapped, the hooks run before and after it."""
+    compiled = getattr(module, "__dict__", {}).get("_compiled_call_impl")
+    if compiled is None:
+        return None
+
+    def compiled_call_watched(*args, **kwargs):
+        pre(module, args, kwargs)
+        output = compiled(*args, **kwargs)
+        post(module, args, output)
+        return output
+
+    module._compiled_call_impl = compiled_call_watched
+
+    def undo():
+        if module.__dict__.get("_compiled_call_impl") is compiled_call_watched:
+            module._compiled_call_impl = compiled
+
+    return undo
+
+
 def first_tensor(is_tensor, args, kwargs):
     """Return the first tensor among ``args`` then ``kwargs`` values (one level
     into lists, tuples and dicts, as a batch from a DataLoader is), or None."""

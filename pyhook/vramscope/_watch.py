@@ -12,7 +12,7 @@ import sys
 import threading
 import weakref
 
-from . import _anatomy, _backward, _cuda, _messages, _patch, _safe, _steps
+from . import _anatomy, _backward, _cuda, _figures, _messages, _patch, _safe, _steps
 from ._anatomy import FIRST_MEASURED
 
 # A plain step's closing edge (docs/protocol.md, "Exact peaks"): its only read.
@@ -24,6 +24,7 @@ NOISE_BYTES = 2 << 20
 from ._backward_phase import BackwardMixin
 from ._census_trigger import CensusMixin
 from ._steps import StepsMixin
+from ._training_step import TrainingStepMixin
 
 # Watcher below reads queue_callback_of; tests/test_stacks.py asks
 # _kwargs_pre_hooks through this module.
@@ -39,7 +40,7 @@ class _NoTensor:
 # monitor's name for evaluation (session.EvalPhase).
 EVAL = "eval"
 
-class Watcher(BackwardMixin, StepsMixin, CensusMixin):
+class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -110,7 +111,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
         self.step_fallback = (opt is not None and not self.uses_step_hooks
                               and callable(getattr(opt, "register_step_pre_hook", None)))
         if meter is None and config.activations_every > 0 \
-                and _anatomy.SavedTensorMeter.supported(torch):
+                and _anatomy.SavedTensorMeter.supported(torch, model):
             meter = _anatomy.SavedTensorMeter(torch, model)
         self._acts = _anatomy.Activations(meter, config.activations_every)
         self._due = 0  # no step before this one is measured by the schedule
@@ -159,7 +160,10 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
 
     def _install(self, global_backward):
         m = self._model
-        if _patch.kwargs_pre_hooks(m):
+        undo = _patch.around_compiled_call(m, self._on_forward_pre, self._on_forward)
+        if undo is not None:
+            self._undo.append(undo)  # the hooks run outside the compiled call
+        elif _patch.kwargs_pre_hooks(m):
             h = m.register_forward_pre_hook(self._on_forward_pre, with_kwargs=True)
         else:
             h = m.register_forward_pre_hook(self._on_forward_pre)
@@ -171,14 +175,13 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
             self._kw_patch = _patch.patch_method(
                 m, "forward", None, None, wrap_args=self._peek_kwargs, kwargs_only=True)
             self._undo.append(self._kw_patch)
-        self._undo.append(h.remove)
-        self._undo.append(m.register_forward_hook(self._on_forward).remove)
+        if undo is None:
+            self._undo.append(h.remove)
+            self._undo.append(m.register_forward_hook(self._on_forward).remove)
         self._undo.append(_patch.patch_method(m, "zero_grad", None, None, around=self._zero_grad))
         if callable(getattr(m, "training_step", None)):
             # Lightning calls training_step, not forward (callorders/lightning.txt).
-            self._undo.append(_patch.patch_method(
-                m, "training_step", None, self._training_step_end,
-                wrap_args=self._training_step_begin))
+            self._undo += self._install_training_step(m)
         if global_backward:
             _backward.add(self._torch, self)
             self._undo.append(lambda: _backward.discard(self))
@@ -263,6 +266,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
         if last is EVAL:  # an evaluation between steps ends at a training phase
             self._end_eval()
             last = None
+        if last == "forward" and self._in_training_step and name != "loss":
+            self._forward_done()  # a phase that training_step itself begins
+            last = "loss"
         extra = None if input is None else {"input": input}
         raw = None
         if last is None:
@@ -317,6 +323,14 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
         self._eval_step = max(self._client.step - 1, 0)
         self._client.phase(EVAL, "begin", True, self._eval_step)
 
+    def _eval_between_steps(self):
+        """Begin an evaluation (_eval) when nothing is open between steps and
+        nobody else names this stretch: a framework whose steps end at its
+        own hook, or a user phase. (Lock held.)"""
+        if self._open is None and self._idle and self._optimizer is not None \
+                and not self.framework_steps and not self._client.user_depth:
+            self._eval()
+
     def _end_eval(self):
         client = self._client
         self._open = None
@@ -368,7 +382,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                 raw = read()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
-        extra = self._plan() if closing and raw is not None else None
+        extra = self._step_plan() if closing and raw is not None else None
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
@@ -433,6 +447,27 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
             self._moved = True  # read the next step's phases
             return None
 
+    def keep_figures(self):
+        """Keep each step's figures for a framework's logger (opt-in: the
+        plain step's path is unchanged without it) and return the
+        :class:`_figures.StepFigures` they go to; None where the reads give
+        no exact peaks."""
+        with self._lock:
+            if self.figures is None and self._exact:
+                self.figures = _figures.StepFigures()
+                self._step_plan = self._plan_keeping
+            return self.figures
+
+    figures = None
+
+    def _plan_keeping(self):
+        """_plan, after giving the step's reads to the figures it keeps."""
+        try:
+            self.figures.add(self._client.step, self._client.peaks.step_reads)
+        except Exception as exc:  # noqa: BLE001 - the step's end edge goes out regardless
+            _safe.report(exc)
+        return self._plan()
+
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
         whose post hook never ran (its step() raised) is finished first."""
@@ -474,9 +509,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                     # Evaluation between steps: no training phase, no step, no batch;
                     # with an optimizer, a user phase "eval" of its own (_eval).
                     self._quiet = True
-                    if self._open is None and self._idle and self._optimizer is not None \
-                            and not self.framework_steps and not self._client.user_depth:
-                        self._eval()
+                    self._eval_between_steps()
                     return None
                 size = extra = None
                 if grad:
@@ -623,29 +656,6 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
-
-    def _training_step_begin(self, args, kwargs):
-        if self._active and self._torch.is_grad_enabled():
-            with self._lock:
-                if not self._wrappers_checked:
-                    self._watch_lightning_optimizers()
-                self._activity()
-                self._trained = True
-                if self._open != "forward":
-                    size = _patch.input_size(self._torch.is_tensor, args, kwargs)
-                    self._begin("forward", input=size)
-                    if size is not None:
-                        self._note_input(size)
-                self._acts.start()
-        return args, kwargs
-
-    def _training_step_end(self):
-        # What training_step computed after the module's forward is the loss;
-        # without a module forward inside, "forward" stays open until the next
-        # phase (zero_grad or backward) and covers forward and loss together.
-        if self._active:
-            with self._lock:
-                self._acts.pause()
 
     def started_mid_step(self):
         """Say that watch() ran inside step 0, after any zero_grad it had

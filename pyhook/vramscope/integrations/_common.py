@@ -12,9 +12,15 @@ class Driver:
     training loop, and the hook's first promise is that it never breaks training.
     """
 
-    def __init__(self, watch_kwargs):
+    def __init__(self, watch_kwargs, log_figures=False):
         self.watch_kwargs = dict(watch_kwargs)
         self.handle = None
+        # Whether the callback logs vramscope's figures through the
+        # framework's logger (off by default); the figures the watch keeps,
+        # and the last step logged.
+        self.log_figures = bool(log_figures)
+        self.figures = None
+        self.logged = -1
 
     @property
     def watcher(self):
@@ -28,7 +34,18 @@ class Driver:
             w = self.watcher
             if w is not None:
                 w.framework_steps = framework_steps
+                if self.log_figures:
+                    self.figures = w.keep_figures()
         _safe.call(go)
+
+    def unlogged_figures(self):
+        """The figures (vramscope._figures.StepFigures) when they hold a
+        step not logged yet, which counts as logged from now; else None."""
+        f = self.figures
+        if f is None or f.step <= self.logged:
+            return None
+        self.logged = f.step
+        return f
 
     def phase(self, name, batch=None):
         w = self.watcher
@@ -51,6 +68,7 @@ class Driver:
             _safe.call(w.finish_open_step)
 
     def stop(self):
+        self.figures, self.logged = None, -1
         h, self.handle = self.handle, None
         if h is not None:
             _safe.call(h.remove)

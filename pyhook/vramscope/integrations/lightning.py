@@ -14,26 +14,35 @@ Lightning's hooks map onto the five phases (automatic optimization, Lightning
 ============================  =========================================
 ``on_train_start``            ``watch(pl_module, trainer.optimizers[0])``
 ``on_train_batch_start``      ``forward`` begins (``training_step``; its batch gives the size)
+(in ``training_step``)        ``forward`` ends where the model's computation ends, ``loss``
+                              follows (vramscope._training_step)
 ``on_before_zero_grad``       ``zero_grad`` begins
 ``on_before_backward``        ``backward`` begins
 ``on_after_backward``         ``backward`` ends
 ``on_before_optimizer_step``  ``step`` begins (the update, after the closure)
 optimizer step returns        ``step`` ends, the step counter advances
-``on_train_batch_end``        ends a ``step`` the optimizer never ran (a skipped AMP step)
+``on_train_batch_end``        ends a ``step`` the optimizer never ran (a skipped AMP step);
+                              with ``log_figures=True``, logs the last step's figures
 ``on_train_end``              the hooks are removed
 ============================  =========================================
 
 Validation and sanity checks run under ``no_grad`` between steps and open no step.
 """
 
+from .. import _safe
 from ._common import Driver, lazy_class
 
 
 class LightningHooks:
-    """The callback's behaviour, without the framework base class (testable alone)."""
+    """The callback's behaviour, without the framework base class (testable alone).
 
-    def __init__(self, **watch_kwargs):
-        self._vramscope = Driver(watch_kwargs)
+    ``log_figures=True`` logs each step's peak, held memory and the need
+    (vramscope._figures) through every logger of the Trainer, at the
+    Trainer's logging interval (``log_every_n_steps``), as
+    ``vramscope/step_peak_allocated`` and so on."""
+
+    def __init__(self, log_figures=False, **watch_kwargs):
+        self._vramscope = Driver(watch_kwargs, log_figures)
 
     def on_train_start(self, trainer, pl_module):
         opts = list(getattr(trainer, "optimizers", None) or [])
@@ -56,6 +65,20 @@ class LightningHooks:
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
         self._vramscope.finish_open_step()
+        if self._vramscope.log_figures:
+            _safe.call(self._log_figures, trainer)
+
+    def _log_figures(self, trainer):
+        # At the Trainer's logging interval, as its DeviceStatsMonitor does.
+        connector = getattr(trainer, "_logger_connector", None)
+        if not getattr(connector, "should_update_logs", True):
+            return
+        figures = self._vramscope.unlogged_figures()
+        if figures is None:
+            return
+        for logger in getattr(trainer, "loggers", None) or ():
+            logger.log_metrics(figures.metrics(getattr(logger, "group_separator", "/")),
+                               step=figures.step)
 
     def on_train_end(self, trainer, pl_module):
         self._vramscope.stop()

@@ -1,0 +1,124 @@
+"""torch 2.x's own training features, in this process with an explicit
+``watch()``, against a real ``vramscope record`` (frameworks.check_loop:
+the same weights, warnings and output without the hook, one step per
+optimizer step, the five phases and no other):
+
+* ``torch.compile`` with its default backend, inductor (C++ kernels built
+  with the machine's compiler on CPU), of the model and in place
+  (``Module.compile(fullgraph=True)``);
+* non-reentrant activation checkpointing
+  (``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``): the
+  checkpointed blocks run again inside backward;
+* ``torch.autocast("cpu", dtype=torch.bfloat16)`` around forward and loss.
+"""
+
+import pytest
+
+import vramscope
+from frameworks import check_loop, need_attr
+from loops import batches, mlp, param_hash
+
+STEPS = 3
+
+
+class Checkpointed:
+    """A model whose two blocks are checkpointed in its forward."""
+
+    @staticmethod
+    def build(torch):
+        from torch.utils.checkpoint import checkpoint
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU())
+                self.b = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU())
+                self.head = torch.nn.Linear(32, 4)
+
+            def forward(self, x):
+                x = checkpoint(self.a, x, use_reentrant=False)
+                x = checkpoint(self.b, x, use_reentrant=False)
+                return self.head(x)
+
+        return Net()
+
+
+def train(torch, model, sock, forward=None, watched=None):
+    """STEPS plain steps of ``model`` (zero_grad, forward, loss, backward,
+    step), watching ``watched`` (default: ``model``)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    handle = vramscope.watch(watched or model, opt, socket=sock) if sock else None
+    for x, y in batches(torch, STEPS):
+        opt.zero_grad()
+        loss = forward(model, x, y) if forward else \
+            torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    if handle is not None:
+        handle.remove()
+    return STEPS
+
+
+def compile_counts(torch, build, sock, breaks=True, watch_original=False):
+    """Train the model ``build(net)`` returns; the weights and what dynamo
+    compiled (graphs and calls captured) and, with ``breaks``, where it
+    broke the graph. Where the hook's hooks stay outside the compiled code
+    it adds no graph, break or recompile."""
+    need_attr(torch, "compile", "torch.compile")
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    torch.manual_seed(0)
+    net = mlp(torch)
+    steps = train(torch, build(net), sock, watched=net if watch_original else None)
+    graphs = dict(counters["stats"]), dict(counters["graph_break"]) if breaks else None
+    return (param_hash(net), graphs), steps
+
+
+def compiled(torch, sock=None):
+    return compile_counts(torch, torch.compile, sock)
+
+
+def compiled_in_place(torch, sock=None):
+    """Module.compile(fullgraph=True): the module's own call is compiled,
+    its forward hooks included; a graph break there raises."""
+    def build(net):
+        net.compile(fullgraph=True)
+        return net
+
+    return compile_counts(torch, build, sock)
+
+
+def compiled_after_watch(torch, sock=None):
+    """watch(net), then torch.compile(net) trains (what the HF Trainer's
+    torch_compile does to the model its callbacks get): the hook's forward
+    hooks run inside the compiled call, one graph break; the activation
+    meter steps aside, so the model's ops are still compiled, the same
+    graphs and calls as without the hook."""
+    return compile_counts(torch, torch.compile, sock, breaks=False, watch_original=True)
+
+
+def checkpointed(torch, sock=None):
+    torch.manual_seed(0)
+    net = Checkpointed.build(torch)
+    return param_hash(net), train(torch, net, sock)
+
+
+def autocast_bf16(torch, sock=None):
+    def forward(model, x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.nn.functional.cross_entropy(model(x), y)
+
+    torch.manual_seed(0)
+    net = mlp(torch)
+    return param_hash(net), train(torch, net, sock, forward)
+
+
+LOOPS = {"compile": compiled, "compile_in_place": compiled_in_place,
+         "compile_after_watch": compiled_after_watch,
+         "checkpoint": checkpointed, "autocast_bf16": autocast_bf16}
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+def test_torch_feature(name, torch_mod, vs_bin, workdir, recorders, capfd):
+    check_loop(LOOPS[name], STEPS, 1, torch_mod, vs_bin, workdir, recorders, capfd)

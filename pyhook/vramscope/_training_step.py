@@ -1,0 +1,182 @@
+"""Where the forward of a ``training_step`` ends (Lightning; docs/hook.md,
+"Where forward ends"). Mixed into :class:`_watch.Watcher`.
+
+``forward`` ends when the model's own computation ends, wherever the loss
+is computed:
+
+* ``training_step`` calls the model itself (``self(x)``): at the end of
+  that call (the top-level forward hook, as in a plain loop);
+* it calls the model's submodules (``self.net(x)``, ``self.encoder(x)``
+  then ``self.decoder(z)``, as Lightning's README does): at the end of the
+  last direct submodule whose output needs a gradient. Which call is the
+  last is only known when something else begins, so each such end is kept
+  (its time, and its allocator read on a step that reads its phases) and
+  sent when the next phase begins, the loss module's call or the return of
+  ``training_step``; a later one replaces it (its read's peak is carried
+  into the next read, as a user's reset is). A submodule whose output
+  needs no gradient (a metric updated after the loss, a frozen module)
+  moves nothing;
+* a loss module (``torch.nn.modules.loss._Loss``: ``self.criterion``) ends
+  it when it is called;
+* no module at all (functional code): at the return of ``training_step``,
+  so ``forward`` holds the loss too.
+
+``loss`` runs from there to the next phase (``zero_grad`` or ``backward``).
+
+A ``training_step`` that called the submodules only inside ``self(x)``
+unhooks them when it returns: from then on they cost nothing.
+"""
+
+import time
+
+from . import _patch, _safe
+
+
+class TrainingStepMixin:
+    """Methods of the Watcher for a model with a ``training_step`` (which
+    defines ``_begin``, ``_activity``, ``_note_input`` and the state they use)."""
+
+    _in_training_step = False
+    _sub_depth = 0
+    _sub_hooks = ()  # the removes of the submodules' hooks, while installed
+    # Whether this training_step called a submodule inside the model's own
+    # forward, and outside it (the layout: self(x), or the submodules).
+    _subs_inside = _subs_outside = False
+    # (time, read) of the end of the last submodule called in this
+    # training_step while forward was open; None when there is none.
+    _sub_end = None
+
+    def _install_training_step(self, model):
+        """Wrap ``training_step`` on the instance and hook the model's direct
+        submodules (returns their undos)."""
+        undo = [_patch.patch_method(model, "training_step", None, self._training_step_end,
+                                    wrap_args=self._training_step_begin)]
+        loss_type = getattr(getattr(getattr(self._torch, "nn", None), "modules", None), "loss", None)
+        loss_type = getattr(loss_type, "_Loss", None) or ()
+        subs = []
+        for child in model.children():
+            if isinstance(child, loss_type):
+                subs.append(child.register_forward_pre_hook(self._on_loss_module).remove)
+                continue
+            subs.append(child.register_forward_pre_hook(self._on_sub_pre).remove)
+            subs.append(child.register_forward_hook(self._on_sub).remove)
+        self._sub_hooks = subs
+        if callable(getattr(model, "validation_step", None)):
+            undo.append(_patch.patch_method(model, "validation_step", None, None,
+                                            wrap_args=self._validation_step_begin))
+        return undo + subs
+
+    def _validation_step_begin(self, args, kwargs):
+        # A validation between steps is an evaluation whatever the layout:
+        # one that calls only submodules never reaches the model's forward
+        # hook, where a self(x) validation begins it.
+        if self._active and not self._torch.is_grad_enabled():
+            with self._lock:
+                self._eval_between_steps()
+        return args, kwargs
+
+    def _unhook_subs(self):
+        """The first training_step called the submodules only inside the
+        model's own forward (``self(x)``), whose hook ends forward: their
+        hooks would only cost time at every call from now on. (Lock held.)"""
+        subs, self._sub_hooks = self._sub_hooks, ()
+        for remove in subs:
+            remove()  # a RemovableHandle's remove; remove() calls it again, harmlessly
+
+    def _training_step_begin(self, args, kwargs):
+        if self._active and self._torch.is_grad_enabled():
+            with self._lock:
+                if not self._wrappers_checked:
+                    self._watch_lightning_optimizers()
+                self._activity()
+                self._trained = True
+                self._in_training_step = True
+                self._sub_depth = 0
+                self._subs_inside = self._subs_outside = False
+                self._drop_sub_end()
+                if self._open != "forward":
+                    size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+                    self._begin("forward", input=size)
+                    if size is not None:
+                        self._note_input(size)
+                self._acts.start()
+        return args, kwargs
+
+    def _training_step_end(self):
+        if self._active and self._in_training_step:
+            with self._lock:
+                self._in_training_step = False
+                self._acts.pause()
+                if self._open == "forward":
+                    self._forward_done()
+                else:
+                    self._drop_sub_end()
+                if self._subs_inside and not self._subs_outside and self._sub_hooks:
+                    self._unhook_subs()
+
+    # Submodules are hooked only on a model with a training_step; their
+    # hooks return at once outside it and inside the model's own forward.
+
+    def _on_sub_pre(self, module, args):
+        if not self._in_training_step or not self._active:
+            return None
+        if self._depth:
+            self._subs_inside = True
+            return None
+        with self._lock:
+            self._subs_outside = True
+            self._sub_depth += 1
+        return None
+
+    def _on_sub(self, module, args, output):
+        if not self._in_training_step or self._depth or not self._active:
+            return None
+        with self._lock:
+            self._sub_depth -= 1
+            if self._sub_depth > 0 or self._open != "forward":
+                return None
+            self._sub_depth = 0
+            try:
+                found = []
+                _patch.grad_tensors(self._torch, output, found)
+                if not found:
+                    # Nothing to train on: a metric updated after the loss
+                    # (torchmetrics), a frozen module: not the model's forward.
+                    return None
+                self._drop_sub_end()  # the model's computation went on
+                raw = None
+                if self._edge_reads:
+                    raw = self._client.read_raw()
+                self._sub_end = (time.monotonic(), raw)
+            except Exception as exc:  # noqa: BLE001 - a forward hook must not raise
+                _safe.report(exc)
+        return None
+
+    def _on_loss_module(self, module, args):
+        if self._in_training_step and not self._depth and self._active \
+                and self._open == "forward" and not self._sub_depth:
+            with self._lock:
+                self._forward_done()
+        return None
+
+    def _forward_done(self):
+        """End the open forward where the model's computation ended (the
+        last submodule's end, else now) and begin loss there. (Lock held.)"""
+        try:
+            end, self._sub_end = self._sub_end, None
+            client = self._client
+            self._open = "loss"
+            if end is None:
+                client.put("forward", "loss", None, self._edge_reads)
+                return
+            t, raw = end
+            client.edge("forward", "end", raw, t=t)
+            client.edge("loss", "begin", raw, t=t)
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+
+    def _drop_sub_end(self):
+        """Forget a kept submodule end; its read's peak goes into the next read."""
+        end, self._sub_end = self._sub_end, None
+        if end is not None and end[1] is not None:
+            self._client.carry(end[1])
