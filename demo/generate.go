@@ -37,7 +37,14 @@ type Config struct {
 	// Wall is the wall-clock time of the hello (the start of the virtual
 	// clock); the zero time means DefaultWall.
 	Wall time.Time
+	// Host is the hello's host name; "" means DefaultHost.
+	Host string
+	// Job is the hello's job identity; nil sends none.
+	Job *ipc.Job
 }
+
+// DefaultHost is the host name of a generated rank unless Config.Host says.
+const DefaultHost = "trainbox-demo"
 
 func (c Config) normalized() Config {
 	if c.Rank < 0 {
@@ -48,6 +55,9 @@ func (c Config) normalized() Config {
 	}
 	if c.Wall.IsZero() {
 		c.Wall = DefaultWall
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost
 	}
 	return c
 }
@@ -110,7 +120,8 @@ func (g *Generator) Start(dst []ipc.Message) []ipc.Message {
 	m.Session = fmt.Sprintf("demo-%s-r%d-%d", g.sc.Name, g.cfg.Rank, g.cfg.Wall.Unix())
 	m.PID = pid
 	m.NSpid = []int{pid}
-	m.Host = "trainbox-demo"
+	m.Host = g.cfg.Host
+	m.Job = g.cfg.Job
 	m.Argv = []string{"train_seq2seq.py", "--demo"}
 	if g.cfg.WorldSize > 1 {
 		rank, local, world := g.cfg.Rank, g.cfg.Rank, g.cfg.WorldSize

@@ -13,14 +13,18 @@ import (
 // which hook session it is (a process that calls watch() again starts a
 // new session). rank and device are "" when unknown (no torch.distributed;
 // a CPU run); device is the CUDA index, uuid the device's UUID as NVML and
-// dcgm-exporter spell it.
-var procLabels = []string{"host", "pid", "rank", "device", "uuid", "session"}
+// dcgm-exporter spell it; job_id the job the hello names (hello.job.id,
+// "" when none), so a job's ranks on many monitors are one selector.
+var procLabels = []string{"host", "pid", "rank", "device", "uuid", "session", "job_id"}
 
 // gpuLabels label the NVML metrics: the monitor's host and the device.
 var gpuLabels = []string{"host", "uuid"}
 
+// desc makes a metric's descriptor and lists it in the catalogue.
 func desc(name, help string, labels []string, extra ...string) *prometheus.Desc {
-	return prometheus.NewDesc("vramscope_"+name, help, append(append([]string{}, labels...), extra...), nil)
+	all := append(append([]string{}, labels...), extra...)
+	catalog = append(catalog, Family{Name: "vramscope_" + name, Help: help, Labels: all})
+	return prometheus.NewDesc("vramscope_"+name, help, all, nil)
 }
 
 // The metrics. docs/prometheus.md has the same list.
@@ -75,7 +79,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	count(dBad, uint64(s.Errors))
 	count(dExpDrop, e.dropped)
 	for _, p := range shown(s.Processes()) {
-		collectProcess(p, labelsOf(p), gauge, count)
+		l := labelsOf(p)
+		collectProcess(p, l, gauge, count)
+		collectIdentity(p, l, gauge)
+		collectDiagnosis(s, p, l, gauge)
 	}
 	for _, g := range s.GPUs() {
 		if g.Last.At.IsZero() {
@@ -136,7 +143,11 @@ func labelsOf(p *session.Process) []string {
 	if h.CUDA != nil {
 		device, uuid = strconv.Itoa(h.CUDA.Index), h.CUDA.UUID
 	}
-	return []string{h.Host, strconv.Itoa(h.PID), rank, device, uuid, p.Key}
+	job := ""
+	if h.Job != nil {
+		job = h.Job.ID
+	}
+	return []string{h.Host, strconv.Itoa(h.PID), rank, device, uuid, p.Key, job}
 }
 
 type emit func(d *prometheus.Desc, v float64, labels ...string)

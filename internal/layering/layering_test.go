@@ -40,15 +40,15 @@ var floors = map[string]int{
 	"diagnose":        3,
 	"feed":            3,
 	"record":          3,
-	"metrics":         3,
 	"export/csv":      3,
 	"export/perfetto": 3,
 	// 4: the views, which read the state and its diagnosis.
-	"report": 4,
-	"diff":   4,
-	"plot":   4,
-	"tui":    4,
-	"export": 4,
+	"report":  4,
+	"metrics": 4, // Prometheus /metrics: the state and its diagnosis
+	"diff":    4,
+	"plot":    4,
+	"tui":     4,
+	"export":  4,
 	// 5: what assembles sources, feed and sinks.
 	"pipeline": 5,
 	// 6: the commands.

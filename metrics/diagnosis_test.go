@@ -1,0 +1,162 @@
+package metrics_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vramscope/vramscope/demo"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/metrics"
+	"github.com/vramscope/vramscope/record"
+	"github.com/vramscope/vramscope/session"
+)
+
+// putGenerated feeds a generated rank's messages to e at their hook times.
+func putGenerated(e *metrics.Exporter, conn uint64, msgs []ipc.Message) {
+	c := msgs[0].Clock
+	for i := range msgs {
+		sec, frac := math.Modf(c.Wall + (msgs[i].T - c.Mono))
+		at := time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
+		e.Put(session.Event{At: at, Conn: conn, Msg: &msgs[i]})
+	}
+}
+
+// TestJobIdentityAndDiagnosisAsMetrics feeds two ranks of one Slurm job,
+// one steady and one leaking 12 MiB a step, and reads what a dashboard
+// and an alert rule need: the job as a label on every series, the info
+// metric with dcgm-exporter's UUID and Hostname, the pattern, the leak's
+// rate and onset, the device total, the headroom and the exact need.
+func TestJobIdentityAndDiagnosisAsMetrics(t *testing.T) {
+	job := &ipc.Job{ID: "81234", Source: ipc.JobSlurm, Step: "0", Node: "gpu-node-1"}
+	steady, _ := demo.Lookup("steady")
+	leak, _ := demo.Lookup("leak")
+	e := metrics.New()
+	putGenerated(e, 1, demo.Generate(steady, demo.Config{Steps: 30, Rank: 2, WorldSize: 8, Host: "gpu-node-1", Job: job}))
+	putGenerated(e, 2, demo.Generate(leak, demo.Config{Steps: 30, Rank: 3, WorldSize: 8, Host: "gpu-node-1", Job: job}))
+	fams := scrape(t, e.Handler())
+	r2 := map[string]string{"rank": "2", "job_id": "81234", "host": "gpu-node-1"}
+	r3 := map[string]string{"rank": "3", "job_id": "81234"}
+
+	info := map[string]string{"rank": "3", "job_id": "81234", "job_source": "slurm", "job_step": "0",
+		"node": "gpu-node-1", "UUID": demo.DeviceUUID, "Hostname": "gpu-node-1", "pod": ""}
+	if v := value(t, fams, "vramscope_process_info", info); v != 1 {
+		t.Errorf("process_info = %v", v)
+	}
+	if v := value(t, fams, "vramscope_peak_allocated_bytes", r2); v <= 0 {
+		t.Errorf("the job_id label is missing from the memory series: %v", v)
+	}
+	if v := value(t, fams, "vramscope_pattern_info", map[string]string{"rank": "2", "pattern": "steady"}); v != 1 {
+		t.Errorf("rank 2 pattern_info{steady} = %v", v)
+	}
+	if v := value(t, fams, "vramscope_pattern_info", map[string]string{"rank": "3", "pattern": "growth"}); v != 1 {
+		t.Errorf("rank 3 pattern_info{growth} = %v", v)
+	}
+	leakRate := map[string]string{"rank": "3", "kind": "leak"}
+	if v := value(t, fams, "vramscope_growth_bytes_per_step", leakRate); v != float64(demo.LeakPerStep) {
+		t.Errorf("leak rate %v, want %d", v, demo.LeakPerStep)
+	}
+	if v := value(t, fams, "vramscope_held_growth_bytes_per_step", leakRate); v != float64(demo.LeakPerStep) {
+		t.Errorf("held growth %v, want %d", v, demo.LeakPerStep)
+	}
+	if v := value(t, fams, "vramscope_growth_onset_step", leakRate); v < 0 || v > 2 {
+		t.Errorf("leak onset at step %v, want it from the start", v)
+	}
+	if f := fams["vramscope_growth_bytes_per_step"]; len(f.Metric) != 1 {
+		t.Errorf("%d growth series, want rank 3's only", len(f.Metric))
+	}
+	if v := value(t, fams, "vramscope_device_total_bytes", r3); v != float64(demo.DeviceTotal) {
+		t.Errorf("device total %v", v)
+	}
+	if v := value(t, fams, "vramscope_headroom_bytes", r2); v <= 0 || v >= float64(demo.DeviceTotal) {
+		t.Errorf("headroom %v", v)
+	}
+	if v := value(t, fams, "vramscope_need_allocated_bytes", map[string]string{"rank": "2", "peak": "exact"}); v != 4572839936 {
+		t.Errorf("rank 2 needs %v, want its steady peak 4572839936 (docs/demo.md's 4329 MiB plus 2 × 16 MiB)", v)
+	}
+	if fams["vramscope_need_allocated_bound_bytes"] != nil {
+		t.Error("exact peaks served as a bound")
+	}
+	if v := value(t, fams, "vramscope_need_steady", r2); v != 1 {
+		t.Errorf("rank 2 need_steady = %v", v)
+	}
+}
+
+// TestBoundNeedIsNeverServedAsANeed reads two real H100 recordings: s001's
+// need is inferred from an exact step and served as a value with peak
+// "inferred"; in clients.jsonl.gz (21 processes, older hooks) a need known
+// only as a lower bound is served as vramscope_need_allocated_bound_bytes
+// and never as vramscope_need_allocated_bytes.
+func TestBoundNeedIsNeverServedAsANeed(t *testing.T) {
+	load := func(name string) *metrics.Exporter {
+		e := metrics.New()
+		r, err := record.Open("../testdata/h100/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		feedRecording(t, e, r, nil)
+		r.Close()
+		return e
+	}
+	fams := scrape(t, load("s001.jsonl.gz").Handler())
+	if v := value(t, fams, "vramscope_need_allocated_bytes", map[string]string{"peak": "inferred", "job_id": ""}); v != 4518008832 {
+		t.Errorf("s001 needs %v, want 4518008832 (its report's need)", v)
+	}
+	fams = scrape(t, load("clients.jsonl.gz").Handler())
+	bounds := map[string]bool{}
+	for _, m := range fams["vramscope_need_allocated_bound_bytes"].GetMetric() {
+		bounds[labelOf(m, "session")] = true
+	}
+	if len(bounds) < 10 {
+		t.Fatalf("%d processes with a bound need, want most of the 21", len(bounds))
+	}
+	for _, m := range fams["vramscope_need_allocated_bytes"].GetMetric() {
+		if bounds[labelOf(m, "session")] || labelOf(m, "peak") == "bound" {
+			t.Errorf("session %s: a bound served as a need", labelOf(m, "session"))
+		}
+	}
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// TestCatalogNamesEveryServedFamily: every family a scrape carries (beyond
+// the Go runtime's) is in metrics.Catalog with the same labels, so tests
+// of the shipped dashboard can check queries against the catalogue.
+func TestCatalogNamesEveryServedFamily(t *testing.T) {
+	cat := map[string][]string{}
+	for _, f := range metrics.Catalog() {
+		cat[f.Name] = f.Labels
+	}
+	leak, _ := demo.Lookup("leak")
+	e := metrics.New()
+	putGenerated(e, 1, demo.Generate(leak, demo.Config{Steps: 30, Rank: 1, WorldSize: 2, Job: &ipc.Job{ID: "j"}}))
+	n := 0
+	for name, f := range scrape(t, e.Handler()) {
+		if len(name) < 10 || name[:10] != "vramscope_" {
+			continue
+		}
+		labels, ok := cat[name]
+		if !ok {
+			t.Errorf("%s is served but not in the catalogue", name)
+			continue
+		}
+		n++
+		for _, m := range f.Metric {
+			if len(m.Label) != len(labels) {
+				t.Errorf("%s: %d labels served, catalogue has %v", name, len(m.Label), labels)
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d families served", n)
+	}
+}
