@@ -221,7 +221,9 @@ type rulesFile struct {
 
 // TestAlertRules loads the rules with promtool check rules, runs their
 // unit tests (prometheus/alerts_test.yml: each alert fires on its case and
-// stays silent on its control) with promtool test rules, and checks every
+// stays silent on its control) and the join with dcgm-exporter's series on
+// UUID and Hostname (dcgm_join_test.yml) with promtool test rules, and
+// checks every
 // rule's expression against the exporter's metrics; the four alerts the
 // cluster view promises are there.
 func TestAlertRules(t *testing.T) {
@@ -246,7 +248,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	promtool := toolOrSkip(t, "promtool")
-	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
+	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}, {"test", "rules", "dcgm_join_test.yml"}} {
 		cmd := exec.Command(promtool, args...)
 		cmd.Dir = "prometheus"
 		out, err := cmd.CombinedOutput()
