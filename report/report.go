@@ -43,6 +43,9 @@ type Process struct {
 	WorldSize *int     `json:"world_size"`
 	Host      string   `json:"host"`
 	Argv      []string `json:"argv"`
+	// Job is the launcher's or scheduler's job the hook read from its
+	// environment (docs/protocol.md, "Job identity"), nil when none.
+	Job *Job `json:"job"`
 	// Torch is torch.__version__, nil when the hook did not report it.
 	Torch *string `json:"torch"`
 	// Device is the CUDA device, nil on CPU runs.
@@ -84,6 +87,17 @@ type Process struct {
 	Totals      Totals    `json:"totals"`
 	Anatomy     Anatomy   `json:"anatomy"`
 	Diagnosis   Diagnosis `json:"diagnosis"`
+}
+
+// Job is which job of a launcher or scheduler a process belongs to; a
+// field is "" when the hook did not know it.
+type Job struct {
+	ID        string `json:"id"`
+	Source    string `json:"source"`
+	Step      string `json:"step"`
+	Node      string `json:"node"`
+	Pod       string `json:"pod"`
+	Namespace string `json:"namespace"`
 }
 
 // Device is the CUDA device a process runs on.
@@ -236,6 +250,9 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	}
 	if h.Torch != "" {
 		out.Torch = &h.Torch
+	}
+	if j := h.Job; j != nil {
+		out.Job = &Job{ID: j.ID, Source: j.Source, Step: j.Step, Node: j.Node, Pod: j.Pod, Namespace: j.Namespace}
 	}
 	out.Memory = memoryOf(h)
 	if c := h.CUDA; c != nil {
