@@ -179,3 +179,69 @@ func TestRecordingPathsOfAnEmptyDirectory(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// writeJob writes a 8-rank job on 2 nodes into dir, every rank steady
+// except leak (none when -1), the nodes' files in dir.
+func writeJob(t *testing.T, dir string, leak int) {
+	t.Helper()
+	for n := 0; n < 2; n++ {
+		ranks := map[int]string{}
+		for r := 4 * n; r < 4*n+4; r++ {
+			ranks[r] = "steady"
+			if r == leak {
+				ranks[r] = "leak"
+			}
+		}
+		host := fmt.Sprintf("node-%d", n)
+		writeNode(t, filepath.Join(dir, host+".jsonl"), host, &ipc.Job{ID: filepath.Base(dir), Node: host}, 8, ranks, 20)
+	}
+}
+
+// TestDiffComparesTwoJobsRankByRank: two directories, each a job's
+// recordings, compare rank by rank: eight pairs in rank order, every one
+// unchanged but rank 5, which leaked in the first job and not in the
+// second: its steady state differs.
+func TestDiffComparesTwoJobsRankByRank(t *testing.T) {
+	a, b := filepath.Join(t.TempDir(), "before"), filepath.Join(t.TempDir(), "after")
+	os.Mkdir(a, 0o700)
+	os.Mkdir(b, 0o700)
+	writeJob(t, a, 5)
+	writeJob(t, b, -1)
+	var out, errOut bytes.Buffer
+	if err := runDiff(a, b, "", "", true, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	var res struct {
+		Pairs []struct {
+			A, B struct {
+				Rank    *int   `json:"rank"`
+				Pattern string `json:"pattern"`
+			}
+			Steady struct {
+				Peak struct {
+					Change *int64 `json:"change"`
+				} `json:"peak"`
+			} `json:"steady"`
+		} `json:"pairs"`
+		UnpairedA, UnpairedB int
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Pairs) != 8 {
+		t.Fatalf("%d pairs, want 8:\n%s", len(res.Pairs), out.String())
+	}
+	for i, p := range res.Pairs {
+		if *p.A.Rank != i || *p.B.Rank != i {
+			t.Errorf("pair %d: ranks %d and %d", i, *p.A.Rank, *p.B.Rank)
+		}
+		change := p.Steady.Peak.Change
+		if i == 5 {
+			if p.A.Pattern != "growth" || p.B.Pattern != "steady" || change == nil || *change != -20*demo.LeakPerStep {
+				t.Errorf("rank 5: %s → %s, peak change %v, want −20 leaks", p.A.Pattern, p.B.Pattern, change)
+			}
+		} else if change == nil || *change != 0 || p.A.Pattern != "steady" {
+			t.Errorf("rank %d changed: %v", i, change)
+		}
+	}
+}

@@ -43,3 +43,33 @@ func Load(path string, opts ...session.Option) (*session.Store, record.Header, [
 	}
 	return store, r.Header(), r.Warnings(), nil
 }
+
+// LoadMany reads several recordings, one per node of a job, into one new
+// store (a job's ranks side by side, as diff pairs them by rank). Each
+// file's connections are told apart from the others' (they number theirs
+// from 1 each). Warnings name their file.
+func LoadMany(paths []string, opts ...session.Option) (*session.Store, []string, error) {
+	store := session.New(append(StoreOptions(), opts...)...)
+	var warnings []string
+	for i, path := range paths {
+		r, err := record.Open(path)
+		if err != nil {
+			return store, warnings, err
+		}
+		file := uint64(i+1) << 40
+		err = r.Each(func(ev session.Event) {
+			if ev.Conn != 0 {
+				ev.Conn |= file
+			}
+			store.Apply(ev)
+		})
+		for _, w := range r.Warnings() {
+			warnings = append(warnings, path+": "+w)
+		}
+		r.Close()
+		if err != nil {
+			return store, warnings, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	return store, warnings, nil
+}
