@@ -160,15 +160,19 @@ _MISSING = object()
 
 
 class CountingBinding:
-    """CountingBinding wraps the REAL ``torch._C._cuda_memoryStats`` (on a GPU):
-    no added cost beyond one Python call, reads counted as FakeAllocator counts them."""
+    """CountingBinding wraps the REAL ``torch._C._cuda_memoryStats`` and
+    ``torch._C._cuda_resetPeakMemoryStats`` (on a GPU): no added cost beyond
+    one Python call each, reads and resets counted as FakeAllocator counts them."""
 
     def __init__(self):
         self.reads = 0
         self.training_reads = 0
+        self.resets = 0
+        self.reset_ns = 0  # the real reset's cost is what the GPU makes it
         self._owner = threading.get_ident()
         self._saved = []
         self._real = None
+        self._real_reset = None
 
     def __call__(self, device):
         self.reads += 1
@@ -176,10 +180,19 @@ class CountingBinding:
             self.training_reads += 1
         return self._real(device)
 
+    def _reset(self, device):
+        self.resets += 1
+        return self._real_reset(device)
+
     def install(self, torch):
         self._real = torch._C._cuda_memoryStats
         self._saved.append((torch._C, "_cuda_memoryStats", self._real))
         torch._C._cuda_memoryStats = self
+        real_reset = getattr(torch._C, "_cuda_resetPeakMemoryStats", None)
+        if real_reset is not None:
+            self._real_reset = real_reset
+            self._saved.append((torch._C, "_cuda_resetPeakMemoryStats", real_reset))
+            torch._C._cuda_resetPeakMemoryStats = self._reset
         return self
 
     def uninstall(self):

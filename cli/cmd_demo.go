@@ -165,22 +165,20 @@ func runDemoHeadless(ctx context.Context, sc demo.Scenario, o demoFlags, stdout,
 	store := session.New()
 	var runErr error
 	warned := false
-	for finished := false; !finished; {
+	// Until the demo's clients are done, whatever ctx says: they stop on
+	// it themselves, and their last lines still count.
+	pipeline.Consume(context.WithoutCancel(ctx), f, store, 50*time.Millisecond, func() bool {
 		select {
 		case runErr = <-done:
-			finished = true
+			return false
 		default:
-			nctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			if evs, err := f.Next(nctx); err == nil {
-				store.ApplyAll(evs)
-			}
-			cancel()
-			if err := f.Err(); err != nil && !warned {
-				warned = true // the demo goes on for its report; the exit status says it
-				fmt.Fprintf(stderr, "vramscope: %v\n", err)
-			}
 		}
-	}
+		if err := f.Err(); err != nil && !warned {
+			warned = true // the demo goes on for its report; the exit status says it
+			fmt.Fprintf(stderr, "vramscope: %v\n", err)
+		}
+		return true
+	})
 	// The server may still hold the last lines: wait until every rank said
 	// goodbye (bounded).
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && connected(store); {

@@ -90,7 +90,11 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	}
 
 	store := session.New()
-	recErr := consume(ctx, f, store)
+	// The recording is checked at least every recordCheck, so a failure
+	// found by the writer's background flush (a full disk) is reported with
+	// no event to trigger it.
+	var recErr error
+	pipeline.Consume(ctx, f, store, recordCheck, func() bool { recErr = f.Err(); return recErr == nil })
 	if recErr != nil {
 		// Say it now, not after Ctrl-C: recording is all this command does.
 		fmt.Fprintf(stderr, "vramscope: %v; stopping\n", recErr)
@@ -106,25 +110,6 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 	}
 	fmt.Fprintln(stderr, summary(store, o.out, recorded, f.Rejected()))
 	return recErr
-}
-
-// consume applies the feed's events until ctx is done or the recording
-// fails (a full disk), which it returns. The recording is checked at least
-// every recordCheck, so a failure found by the writer's background flush
-// is reported with no event to trigger it.
-func consume(ctx context.Context, f *feed.Feed, store *session.Store) error {
-	for ctx.Err() == nil {
-		nctx, cancel := context.WithTimeout(ctx, recordCheck)
-		evs, err := f.Next(nctx)
-		cancel()
-		if err == nil {
-			store.ApplyAll(evs)
-		}
-		if err := f.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // recordCheck is how often a headless command looks at its recording.

@@ -6,10 +6,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vramscope/vramscope/pipeline"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/tui"
 )
+
+// The recording reader is the replay's stream, and it finds its own end.
+var _ tui.ReplayEnder = (*record.PacedReader)(nil)
 
 func newReplayCmd() *cobra.Command {
 	var debug string
@@ -28,7 +30,7 @@ func newReplayCmd() *cobra.Command {
 // runReplay shows a recording, streamed from the file: a long recording
 // costs a window of events in memory, not all of them.
 func runReplay(path, debug string, stderr io.Writer) error {
-	hdr, open, warned, err := pipeline.OpenReplay(path)
+	hdr, open, warned, err := record.OpenReplay(path)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -84,10 +83,7 @@ func loadReport(path, prefix string, stderr io.Writer) (*report.Report, error) {
 		return nil, err
 	}
 	rep := report.Build(store)
-	if raw, ok := hdr.Meta["begins"]; ok {
-		_ = json.Unmarshal(raw, &rep.Begins) // a header that is not a string says nothing
-		rep.Begins = escapeLine(rep.Begins)
-	}
+	rep.Begins = escapeLine(hdr.Begins)
 	return rep, nil
 }
 

@@ -24,6 +24,80 @@ const (
 	PeaksNone    = "none"    // nothing read (mem is null)
 )
 
+// SourceWords is what the views say of a memory source: the words of every
+// view for one device family are in sourceWords below, beside the kinds,
+// so that a new family is one entry there (and a case in the hook's
+// _devices.py).
+type SourceWords struct {
+	// Name names the device in the TUI's header when the hook gives no
+	// name ("AMD GPU"); "" where the header names none (CUDA, CPU).
+	Name string
+	// NameFrom is where the hello gives the device's own name, which the
+	// TUI shows instead of Name: NameFromCUDA (its cuda object),
+	// NameFromSource (mem_source.name) or "" (nowhere).
+	NameFrom string
+	// Label is the report header's device label for a process without a
+	// CUDA device ("Apple MPS"); "" where the report names the kind as it
+	// is.
+	Label string
+	// Tag follows a CUDA device's name in the report's header (" · ROCm").
+	Tag string
+	// What names the figures in words (the report's memory.what).
+	What string
+	// Lacks lists what the source cannot give, in words (the report's
+	// memory.not_available).
+	Lacks []string
+	// Header is what the TUI's header says of the source after the
+	// device's name (alone where Name is ""); "" for CUDA, which the
+	// header does not describe.
+	Header string
+}
+
+// Where a hello names its device (SourceWords.NameFrom).
+const (
+	NameFromCUDA   = "cuda"
+	NameFromSource = "mem_source"
+)
+
+// noDriverView is what a non-NVIDIA GPU's source cannot give: NVML's
+// figures.
+const noDriverView = "a driver-side view (NVML is NVIDIA only): no device total used, no non-PyTorch memory"
+
+// sourceWords are the words of each source this build knows.
+var sourceWords = map[string]SourceWords{
+	SourceCUDA: {What: "CUDA caching allocator (torch.cuda)"},
+	SourceROCm: {Name: "AMD GPU", NameFrom: NameFromCUDA, Tag: " · ROCm", What: "ROCm caching allocator (torch.cuda on a HIP build)",
+		Lacks: []string{noDriverView}, Header: " · ROCm allocator · no NVML (NVIDIA only): no driver view"},
+	SourceXPU: {Name: "Intel XPU", NameFrom: NameFromSource, Label: "Intel XPU", What: "XPU caching allocator (torch.xpu.memory_stats)",
+		Lacks: []string{noDriverView}, Header: " · XPU allocator · no NVML (NVIDIA only): no driver view"},
+	SourceMPS: {Name: "Apple MPS", Label: "Apple MPS", What: "MPS: allocated = torch.mps.current_allocated_memory(), reserved = driver_allocated_memory()",
+		Lacks:  []string{"a peak counter (MPS has none: a peak is the largest read or sample, a lower bound)", noDriverView},
+		Header: " · reserved = driver memory · no peak counter: peaks from reads and samples"},
+	SourceCPU: {Label: "CPU · host memory (RSS)", What: "host memory: the process's resident set size (RSS)",
+		Lacks:  []string{"an allocator split (allocated = reserved = RSS)", "a device-side view (no GPU)"},
+		Header: "CPU run · host memory: RSS (allocated = reserved = RSS) · no GPU"},
+	"": {Label: "CPU (no CUDA device)", What: "none: the hook read no memory",
+		Lacks: []string{"memory figures (an older hook on a CPU run)"}},
+}
+
+// What each peak mode cannot give, where it takes something away.
+const (
+	// LacksPhasePeaks is what PeaksProcess cannot give on a CPU run.
+	LacksPhasePeaks = "phase peaks (the kernel cannot reset the peak RSS here: a peak is the process's lifetime peak)"
+	// LacksFigures is what PeaksNone cannot give.
+	LacksFigures = "memory figures (this system has no stdlib read of the RSS)"
+	// HeaderNoFigures is the TUI header of a CPU run with PeaksNone.
+	HeaderNoFigures = "CPU run · host memory not readable here (no /proc)"
+)
+
+// WordsOf returns the words of source kind (SourceKind's answer: "" is an
+// older hook's CPU run); ok is false for a kind this build does not know,
+// which a view names as it is.
+func WordsOf(kind string) (SourceWords, bool) {
+	w, ok := sourceWords[kind]
+	return w, ok
+}
+
 // MemSource says which memory a process's mem figures read and what its
 // peaks are. Absent in hooks before it: a hello with a cuda object is
 // then CUDA, one without is a run whose mem is null.

@@ -14,7 +14,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"time"
 
@@ -51,17 +50,13 @@ func Poll(ctx context.Context, s probe.Sampler, f *feed.Feed, logf func(string, 
 func Recorder(tool, source string) feed.Opener {
 	return func(path, begins string) (feed.Writer, error) {
 		host, _ := os.Hostname()
-		h := record.Header{
+		return record.Create(path, record.Header{
 			Tool:   tool,
 			Host:   host,
 			Argv:   os.Args,
 			Source: source,
-		}
-		if begins != "" { // meta.begins: docs/format.md
-			b, _ := json.Marshal(begins)
-			h.Meta = map[string]json.RawMessage{"begins": b}
-		}
-		return record.Create(path, h)
+			Begins: begins,
+		})
 	}
 }
 
@@ -83,16 +78,29 @@ func ServeTo(ctx context.Context, srv *ipc.Server, deliver func(ipc.Delivery), l
 	return done
 }
 
+// Consume is a headless command's loop: it applies the feed's events to s
+// until ctx is done, waiting at most every for a batch, and after each
+// wait asks keepOn (when not nil) whether to go on, so that a command can
+// stop on what it watches (a failed recording, a finished demo) without an
+// event to wake it.
+func Consume(ctx context.Context, f *feed.Feed, s *session.Store, every time.Duration, keepOn func() bool) {
+	for ctx.Err() == nil {
+		wait, cancel := context.WithTimeout(ctx, every)
+		evs, err := f.Next(wait)
+		cancel()
+		if err == nil {
+			s.ApplyAll(evs)
+		}
+		if keepOn != nil && !keepOn() {
+			return
+		}
+	}
+}
+
 // Drain applies what is still pending in the feed, waiting at most d for
 // more to arrive.
 func Drain(f *feed.Feed, s *session.Store, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	for {
-		evs, err := f.Next(ctx)
-		if err != nil {
-			return
-		}
-		s.ApplyAll(evs)
-	}
+	Consume(ctx, f, s, d, nil)
 }

@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,13 +56,5 @@ func begins(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	raw, ok := r.Header().Meta["begins"]
-	if !ok {
-		return ""
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return r.Header().Begins
 }

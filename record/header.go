@@ -37,9 +37,50 @@ type Header struct {
 	Argv []string `json:"argv"`
 	// Source says where the events came from: "live", "demo", "replay".
 	Source string `json:"source"`
+	// Begins says what the recording holds when it starts in the middle of
+	// a session: written as meta.begins (docs/format.md), "" when the file
+	// holds the session from its hello. A reader moves a string meta.begins
+	// here; one that is not a string stays in Meta.
+	Begins string `json:"-"`
 	// Meta holds further metadata by name (for example "devices", the NVML
 	// device list). Keys a reader does not know are kept as they are.
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
+}
+
+// metaBegins is Begins's key in the header's meta object.
+const metaBegins = "begins"
+
+// MarshalJSON writes the header with Begins as meta.begins.
+func (h Header) MarshalJSON() ([]byte, error) {
+	type plain Header
+	p := plain(h)
+	if h.Begins != "" {
+		b, err := json.Marshal(h.Begins)
+		if err != nil {
+			return nil, err
+		}
+		p.Meta = make(map[string]json.RawMessage, len(h.Meta)+1)
+		for k, v := range h.Meta {
+			p.Meta[k] = v
+		}
+		p.Meta[metaBegins] = b
+	}
+	return json.Marshal(p)
+}
+
+// UnmarshalJSON reads a header, moving a string meta.begins to Begins.
+func (h *Header) UnmarshalJSON(data []byte) error {
+	type plain Header
+	if err := json.Unmarshal(data, (*plain)(h)); err != nil {
+		return err
+	}
+	if raw, ok := h.Meta[metaBegins]; ok && json.Unmarshal(raw, &h.Begins) == nil {
+		delete(h.Meta, metaBegins)
+		if len(h.Meta) == 0 {
+			h.Meta = nil
+		}
+	}
+	return nil
 }
 
 // Sources of events.

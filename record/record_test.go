@@ -451,3 +451,36 @@ func TestHeaderMetaKeepsUnknownKeys(t *testing.T) {
 		t.Errorf("empty recording: Next = %v, want io.EOF", err)
 	}
 }
+
+// Begins is written as meta.begins beside the other meta keys, and read
+// back from there; a meta.begins that is not a string stays in Meta.
+func TestHeaderBeginsIsMetaBegins(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	h := Header{Format: 1, Version: "1.0", Created: at, Tool: "t", Begins: "step 7 of session s",
+		Meta: map[string]json.RawMessage{"devices": json.RawMessage(`[]`)}}
+	got, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"vramscope_recording":1,"version":"1.0","created":"2026-01-02T03:04:05Z","tool":"t","host":"","argv":null,"source":"","meta":{"begins":"step 7 of session s","devices":[]}}`
+	if string(got) != want {
+		t.Errorf("header\n got %s\nwant %s", got, want)
+	}
+	if len(h.Meta) != 1 {
+		t.Errorf("marshalling changed the caller's Meta: %v", h.Meta)
+	}
+	back, err := parseHeader(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Begins != h.Begins || len(back.Meta) != 1 || string(back.Meta["devices"]) != `[]` {
+		t.Errorf("read back Begins %q, Meta %v", back.Begins, back.Meta)
+	}
+	plain, err := parseHeader([]byte(`{"vramscope_recording":1,"meta":{"begins":7}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Begins != "" || string(plain.Meta["begins"]) != "7" {
+		t.Errorf("non-string begins: Begins %q, Meta %v", plain.Begins, plain.Meta)
+	}
+}

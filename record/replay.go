@@ -10,21 +10,6 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// ReadAll streams a recording's events to each, in order (parsed on every
-// core by Reader.Each), and
-// returns the header and the reader's warnings (torn or bad lines skipped).
-func ReadAll(path string, each func(session.Event)) (Header, []string, error) {
-	r, err := Open(path)
-	if err != nil {
-		return Header{}, nil, err
-	}
-	defer r.Close()
-	if err := r.Each(each); err != nil {
-		return r.Header(), r.Warnings(), fmt.Errorf("read %s: %w", path, err)
-	}
-	return r.Header(), r.Warnings(), nil
-}
-
 // OpenReplay opens a recording for a streamed replay: it checks the header
 // now, and returns a function that reads the events from the first one,
 // paced by the timeline, each time the replay asks (to play, to find the

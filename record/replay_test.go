@@ -12,7 +12,7 @@ import (
 )
 
 // OpenReplay streams a recording, plain, gzip or torn, as the whole-file
-// read paced by PaceByTimeline does, and collects the reader's warnings
+// read paced by one session.Pacer does, and collects the reader's warnings
 // once a read reaches the end.
 func TestOpenReplayStreams(t *testing.T) {
 	dir := filepath.Join("..", "testdata", "recordings")
@@ -40,7 +40,10 @@ func TestOpenReplayStreams(t *testing.T) {
 		if _, _, err := ReadAll(tc.path, func(ev session.Event) { want = append(want, ev) }); err != nil {
 			t.Fatal(err)
 		}
-		session.PaceByTimeline(want)
+		var pacer session.Pacer
+		for i := range want {
+			pacer.Pace(&want[i])
+		}
 		_, open, warned, err := OpenReplay(tc.path)
 		if err != nil {
 			t.Fatal(err)

@@ -175,11 +175,7 @@ func TestReplayGivesTheSameDiagnosis(t *testing.T) {
 	}
 	s.disconnect()
 	live := Build(s.store(t))
-	evs := readAll(t, s) // a fresh read, paced as replay paces it
-	session.PaceByTimeline(evs)
-	replayed := session.New()
-	replayed.ApplyAll(evs)
-	again := Build(replayed)
+	again := Build(replayed(t, s))
 	a, b := live.Processes[0].Diagnosis, again.Processes[0].Diagnosis
 	if strings.Join(a.Lines, "\n") != strings.Join(b.Lines, "\n") {
 		t.Fatalf("live:\n%s\nreplay:\n%s", strings.Join(a.Lines, "\n"), strings.Join(b.Lines, "\n"))

@@ -51,7 +51,7 @@ type Process struct {
 	// Device is the CUDA device, nil on CPU runs.
 	Device *Device `json:"device"`
 	// Hook is how the hook was configured, nil when not reported.
-	Hook *ipc.HookConfig `json:"hook"`
+	Hook *Hook `json:"hook"`
 	// Memory is which memory the figures read and what it cannot give.
 	Memory *Memory `json:"memory"`
 	// NVML says what the driver figures are: "process" (this process's
@@ -89,8 +89,9 @@ type Process struct {
 	Diagnosis   Diagnosis `json:"diagnosis"`
 }
 
-// Job is which job of a launcher or scheduler a process belongs to; a
-// field is "" when the hook did not know it.
+// Job is which job of a launcher or scheduler a process belongs to (the
+// hello's job object, as the report's own type); a field is "" when the
+// hook did not know it.
 type Job struct {
 	ID        string `json:"id"`
 	Source    string `json:"source"`
@@ -98,6 +99,41 @@ type Job struct {
 	Node      string `json:"node"`
 	Pod       string `json:"pod"`
 	Namespace string `json:"namespace"`
+}
+
+// jobOf is the report's copy of a hello's job.
+func jobOf(j *ipc.Job) *Job {
+	if j == nil {
+		return nil
+	}
+	return &Job{ID: j.ID, Source: j.Source, Step: j.Step, Node: j.Node, Pod: j.Pod, Namespace: j.Namespace}
+}
+
+// Hook is how the hook was configured (the hello's hook object). It is
+// the report's own type, so a change to the wire protocol changes
+// vramscope.report/v1 only where this file says so.
+type Hook struct {
+	// Version is the hook's version.
+	Version string `json:"version"`
+	// SampleHz is the rate of the background allocator samples.
+	SampleHz float64 `json:"sample_hz"`
+	// ResetPeaks is retired: hooks send false (docs/report.md).
+	ResetPeaks bool `json:"reset_peaks"`
+	// ActivationsEvery is how many steps apart the hook measures the
+	// saved activations.
+	ActivationsEvery int `json:"activations_every"`
+	// ExactPeaks is true when the hook resets the peak counters after each
+	// phase or mark read, so a phase's peak is exact; omitted when false
+	// (older hooks do not send it).
+	ExactPeaks bool `json:"exact_peaks,omitempty"`
+}
+
+// hookOf is the report's copy of a hello's hook configuration.
+func hookOf(c *ipc.HookConfig) *Hook {
+	if c == nil {
+		return nil
+	}
+	return &Hook{Version: c.Version, SampleHz: c.SampleHz, ResetPeaks: c.ResetPeaks, ActivationsEvery: c.ActivationsEvery, ExactPeaks: c.ExactPeaks}
 }
 
 // Device is the CUDA device a process runs on.
@@ -244,16 +280,14 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	h := &p.Hello
 	out := Process{
 		Session: p.Key, PID: h.PID, Rank: h.Rank, LocalRank: h.LocalRank, WorldSize: h.WorldSize,
-		Host: h.Host, Argv: h.Argv, Hook: h.Hook, NVML: p.GPUSource, Connected: p.End == nil || !p.End.Goodbye, PartialStep: -1,
+		Host: h.Host, Argv: h.Argv, Hook: hookOf(h.Hook), NVML: p.GPUSource, Connected: p.End == nil || !p.End.Goodbye, PartialStep: -1,
 		Lost: p.Lost, Duplicates: p.Duplicates, Dropped: p.Stats.Dropped, Evicted: p.Stats.Evicted,
 		StepsTotal: p.StepCount(), Steps: []Step{},
 	}
 	if h.Torch != "" {
 		out.Torch = &h.Torch
 	}
-	if j := h.Job; j != nil {
-		out.Job = &Job{ID: j.ID, Source: j.Source, Step: j.Step, Node: j.Node, Pod: j.Pod, Namespace: j.Namespace}
-	}
+	out.Job = jobOf(h.Job)
 	out.Memory = memoryOf(h)
 	if c := h.CUDA; c != nil {
 		out.Device = &Device{Index: c.Index, UUID: c.UUID, Name: c.Name, Total: session.Unknown}
@@ -334,37 +368,23 @@ func totals(p *session.Process, partial int) Totals {
 	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
 		t.Steps--
 	}
-	if a, r, ok := p.SessionPeaks(partial); ok {
-		if a.PeakAllocated > t.PeakAllocated {
-			t.PeakAllocated, t.PeakAllocatedStep = a.PeakAllocated, a.Index
-		}
-		if r.PeakReserved > t.PeakReserved {
-			t.PeakReserved, t.PeakReservedStep = r.PeakReserved, r.Index
-		}
+	sp := diagnose.SessionPeakOf(p, partial)
+	if sp.Allocated.PeakAllocated.Known() {
+		t.PeakAllocated, t.PeakAllocatedStep = sp.Allocated.PeakAllocated, sp.Allocated.Index
+	}
+	if sp.Reserved.PeakReserved.Known() {
+		t.PeakReserved, t.PeakReservedStep = sp.Reserved.PeakReserved, sp.Reserved.Index
+	}
+	if c := sp.AllocatedCell; c != nil {
+		t.PeakAllocatedPhase = c.Name
+	}
+	if c := sp.ReservedCell; c != nil {
+		t.PeakReservedPhase = c.Name
 	}
 	if !p.First.IsZero() {
 		t.DurationS = seconds(p.Last.Sub(p.First))
 	}
-	for _, st := range p.Steps() {
-		if st.Index == t.PeakAllocatedStep {
-			t.PeakAllocatedPhase = argmax(st, func(c *session.Cell) session.Bytes { return c.PeakAllocated })
-		}
-		if st.Index == t.PeakReservedStep {
-			t.PeakReservedPhase = argmax(st, func(c *session.Cell) session.Bytes { return c.PeakReserved })
-		}
-	}
 	return t
-}
-
-// argmax names the first automatic phase of st with the largest value.
-func argmax(st *session.Step, v func(*session.Cell) session.Bytes) string {
-	best, name := session.Unknown, ""
-	for i := range st.Phases {
-		if c := &st.Phases[i]; !c.User && v(c) > best {
-			best, name = v(c), c.Name
-		}
-	}
-	return name
 }
 
 // seconds rounds a duration to microseconds, in seconds.

@@ -36,8 +36,11 @@ func generate(t testing.TB, scenario string, steps int) []ipc.Message {
 // storeOf feeds messages (hello first) into a new store, each at its hook
 // time. With nvml, each allocator snapshot is followed by an NVML sample:
 // the process holds reserved plus a 416 MiB context.
-func storeOf(msgs []ipc.Message, nvml bool) *session.Store {
-	s := session.New()
+func storeOf(msgs []ipc.Message, nvml bool) *session.Store { return storeWith(msgs, nvml) }
+
+// storeWith is storeOf with the store's options.
+func storeWith(msgs []ipc.Message, nvml bool, opts ...session.Option) *session.Store {
+	s := session.New(opts...)
 	c := msgs[0].Clock
 	for i := range msgs {
 		m := &msgs[i]

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/vramscope/vramscope/record"
@@ -187,22 +189,32 @@ func lines(p Process) string {
 	return b.String()
 }
 
-// readAll returns the recording's events.
-func readAll(t testing.TB, s *synth) []session.Event {
+// replayed is the store a replay of the synth's recording builds: the file
+// read by record.OpenReplay's paced reader, as vramscope replay reads it.
+func replayed(t testing.TB, s *synth) *session.Store {
 	t.Helper()
-	r, err := record.NewReader("synth", bytes.NewReader(s.buf.Bytes()))
+	path := filepath.Join(t.TempDir(), "synth.jsonl")
+	if err := os.WriteFile(path, s.buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, open, _, err := record.OpenReplay(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []session.Event
+	r, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st := session.New()
 	for {
 		ev, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return evs
+			return st
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs = append(evs, ev)
+		st.Apply(ev)
 	}
 }

@@ -2,30 +2,21 @@ package session
 
 import "time"
 
-// PaceByTimeline re-stamps recorded events for replay: each event's At
-// becomes the time it happened on the session's timeline (a hook message's
-// own clock, an NVML sample's reading time) instead of when the monitor
-// received it, kept non-decreasing so the order is unchanged. A replay then
-// plays a run at the pace it ran, also when the recording was made faster
-// than real time (the demo at full speed) or holds a backlog that a late
-// monitor received in one burst (those events play at once, as they did).
-func PaceByTimeline(evs []Event) {
-	var p Pacer
-	for i := range evs {
-		p.Pace(&evs[i])
-	}
-}
-
-// Pacer is PaceByTimeline one event at a time, for a replay that streams a
-// recording instead of holding it: feed it every event in order from the
-// first. The zero value is ready to use.
+// Pacer re-stamps recorded events for replay, one at a time: each event's
+// At becomes the time it happened on the session's timeline (a hook
+// message's own clock, an NVML sample's reading time) instead of when the
+// monitor received it, kept non-decreasing so the order is unchanged. A
+// replay then plays a run at the pace it ran, also when the recording was
+// made faster than real time (the demo at full speed) or holds a backlog
+// that a late monitor received in one burst (those events play at once,
+// as they did). Feed it every event in order from the first; the zero
+// value is ready to use.
 type Pacer struct {
 	clocks map[uint64]*Process // per connection, the hello in effect
 	last   time.Time
 }
 
-// Pace re-stamps ev.At as PaceByTimeline does for the event that follows
-// those already paced.
+// Pace re-stamps ev.At, the event that follows those already paced.
 func (p *Pacer) Pace(ev *Event) {
 	at := ev.At
 	switch {

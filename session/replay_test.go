@@ -8,9 +8,17 @@ import (
 	"github.com/vramscope/vramscope/probe"
 )
 
+// pace runs evs through one Pacer, in order, as a replay's reader does.
+func pace(evs []Event) {
+	var p Pacer
+	for i := range evs {
+		p.Pace(&evs[i])
+	}
+}
+
 // A backlog received in one burst (its events happened before the monitor
 // saw them) plays at once: time never goes back.
-func TestPaceByTimelineNeverGoesBack(t *testing.T) {
+func TestPacerNeverGoesBack(t *testing.T) {
 	recv := time.Unix(5000, 0)
 	hello := &ipc.Message{Type: ipc.TypeHello, T: 10, Clock: &ipc.Clock{Mono: 10, Wall: 1000}}
 	evs := []Event{
@@ -21,7 +29,7 @@ func TestPaceByTimelineNeverGoesBack(t *testing.T) {
 		{At: recv, Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 15.5}},                // 1005.5
 		{At: recv.Add(time.Second), Conn: 2, Msg: &ipc.Message{Type: ipc.TypeSample, T: 99}}, // no hello: receive time
 	}
-	PaceByTimeline(evs)
+	pace(evs)
 	want := []time.Time{recv, recv, recv, recv, recv, recv.Add(time.Second)}
 	for i := range evs {
 		if !evs[i].At.Equal(want[i]) {
@@ -30,7 +38,7 @@ func TestPaceByTimelineNeverGoesBack(t *testing.T) {
 	}
 }
 
-func TestPaceByTimelineFollowsTheHookClock(t *testing.T) {
+func TestPacerFollowsTheHookClock(t *testing.T) {
 	recv := time.Unix(6000, 0) // all received in one burst, at the hello
 	hello := &ipc.Message{Type: ipc.TypeHello, T: 10, Clock: &ipc.Clock{Mono: 10, Wall: 6000}}
 	evs := []Event{
@@ -39,7 +47,7 @@ func TestPaceByTimelineFollowsTheHookClock(t *testing.T) {
 		{At: recv, GPU: &probe.Sample{At: time.Unix(6003, 0)}},
 		{At: recv, Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 15.5}},
 	}
-	PaceByTimeline(evs)
+	pace(evs)
 	want := []time.Time{time.Unix(6000, 0), time.Unix(6002, 0), time.Unix(6003, 0), time.Unix(6005, 500_000_000)}
 	for i := range evs {
 		if !evs[i].At.Equal(want[i]) {
@@ -48,10 +56,10 @@ func TestPaceByTimelineFollowsTheHookClock(t *testing.T) {
 	}
 }
 
-// A Pacer fed event by event, across any split, stamps what PaceByTimeline
-// stamps over the whole slice: the hello of a connection seen in an earlier
-// part still sets the clock of its later messages.
-func TestPacerMatchesPaceByTimeline(t *testing.T) {
+// A connection's hello sets the clock of its later messages, however many
+// events of other kinds come between; an NVML reading earlier than the
+// last event is clamped.
+func TestPacerKeepsEachConnectionsClock(t *testing.T) {
 	recv := time.Unix(4000, 0)
 	hello := &ipc.Message{Type: ipc.TypeHello, T: 10, Clock: &ipc.Clock{Mono: 10, Wall: 4000}}
 	evs := []Event{
@@ -61,24 +69,11 @@ func TestPacerMatchesPaceByTimeline(t *testing.T) {
 		{At: recv.Add(time.Second), GPU: &probe.Sample{At: time.Unix(3999, 0)}},
 		{At: recv.Add(2 * time.Second), Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, T: 13.25}},
 	}
-	want := append([]Event(nil), evs...)
-	PaceByTimeline(want)
-	for split := 0; split <= len(evs); split++ {
-		got := append([]Event(nil), evs...)
-		var p Pacer
-		for i := range got[:split] {
-			p.Pace(&got[i])
+	pace(evs)
+	want := []time.Time{time.Unix(4000, 0), time.Unix(4000, 5e8), time.Unix(4001, 0), time.Unix(4001, 0), time.Unix(4003, 25e7)}
+	for i := range evs {
+		if !evs[i].At.Equal(want[i]) {
+			t.Errorf("event %d at %v, want %v", i, evs[i].At, want[i])
 		}
-		for i := split; i < len(got); i++ {
-			p.Pace(&got[i])
-		}
-		for i := range got {
-			if !got[i].At.Equal(want[i].At) {
-				t.Errorf("split %d: event %d at %v, want %v", split, i, got[i].At, want[i].At)
-			}
-		}
-	}
-	if !want[4].At.Equal(time.Unix(4003, 25e7)) {
-		t.Errorf("paced on the hello's clock: %v", want[4].At)
 	}
 }

@@ -71,7 +71,7 @@ func TestSkewedHookClockKeepsTheSpanTrue(t *testing.T) {
 		t.Errorf("%d notes say a clock is off, want 2", said)
 	}
 	paced := append([]Event(nil), evs...)
-	PaceByTimeline(paced)
+	pace(paced)
 	if d := paced[len(paced)-1].At.Sub(paced[0].At); d > 3100*time.Millisecond {
 		t.Errorf("replay is paced over %v, want 3 s", d)
 	}

@@ -22,14 +22,10 @@ func hour(b *testing.B) []session.Event {
 	return hourEvents
 }
 
-// benchModel is a 200×60 model over a store built directly from one hour
-// of events.
+// benchModel is a 200×60 model over one hour of events, read through a
+// Source as the live view reads them.
 func benchModel(b *testing.B, keys ...string) Model {
-	st := session.New()
-	st.ApplyAll(hour(b))
-	m := New(WithStore(st), WithClock(fixedClock(hour(b))), WithDevice("simulated", simDevices()))
-	m, _ = update(b, m, tea.WindowSizeMsg{Width: 200, Height: 60})
-	return press(b, m, keys...)
+	return press(b, live(b, hour(b), 200, 60), keys...)
 }
 
 // BenchmarkRender is the cost of one frame (what a frame tick does when

@@ -8,7 +8,6 @@ import (
 
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
-
 	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -201,17 +200,4 @@ func phaseLegend(spans []session.Span) string {
 		}
 	}
 	return styleDim.Render(parts[0]) + " " + strings.Join(parts[1:], "  ")
-}
-
-// fit cuts s to w cells and pads it to exactly w.
-func fit(s string, w int) string {
-	n := width(s)
-	if n > w {
-		s = truncate(s, w)
-		n = width(s)
-	}
-	if n == w {
-		return s
-	}
-	return s + strings.Repeat(" ", max(w-n, 0))
 }

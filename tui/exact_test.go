@@ -9,7 +9,7 @@ import (
 // step column shows step 1's peak marked inferred (=4309), never the lower
 // bound 3393, and the held memory is a line of the diagnosis.
 func TestTheStepColumnMarksAnInferredPeak(t *testing.T) {
-	evs := recordedEvents(t, "../testdata/h100/s001.jsonl.gz")
+	evs := recording(t, "../testdata/h100/s001.jsonl.gz")
 	v := live(t, evs, 200, 60).View()
 	if n := strings.Count(v, "=4309"); n < 3 {
 		t.Errorf("%d steps show =4309, want steps 2–5 (the newest may be cut):\n%s", n, v)

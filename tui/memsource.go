@@ -15,28 +15,21 @@ func sourceText(p *session.Process) (text string, ok bool) {
 		return "", false
 	}
 	s := p.Hello.MemSource
-	switch s.Kind {
-	case ipc.SourceCPU:
-		if s.Peaks == ipc.PeaksNone {
-			return "CPU run · host memory not readable here (no /proc)", true
-		}
-		return "CPU run · host memory: RSS (allocated = reserved = RSS) · no GPU", true
-	case ipc.SourceROCm:
-		name := "AMD GPU"
-		if c := p.Hello.CUDA; c != nil && c.Name != "" {
-			name = textesc.String(c.Name)
-		}
-		return name + " · ROCm allocator · no NVML (NVIDIA only): no driver view", true
-	case ipc.SourceXPU:
-		name := "Intel XPU"
-		if s.Name != "" {
-			name = textesc.String(s.Name)
-		}
-		return name + " · XPU allocator · no NVML (NVIDIA only): no driver view", true
-	case ipc.SourceMPS:
-		return "Apple MPS · reserved = driver memory · no peak counter: peaks from reads and samples", true
-	case ipc.SourceCUDA:
+	w, known := ipc.WordsOf(s.Kind)
+	switch {
+	case !known:
+		return "memory source " + textesc.String(s.Kind), true
+	case w.Header == "":
 		return "", false
+	case s.Kind == ipc.SourceCPU && s.Peaks == ipc.PeaksNone:
+		return ipc.HeaderNoFigures, true
 	}
-	return "memory source " + textesc.String(s.Kind), true
+	name := w.Name
+	switch c := p.Hello.CUDA; {
+	case w.NameFrom == ipc.NameFromCUDA && c != nil && c.Name != "":
+		name = textesc.String(c.Name)
+	case w.NameFrom == ipc.NameFromSource && s.Name != "":
+		name = textesc.String(s.Name)
+	}
+	return name + w.Header, true
 }

@@ -76,8 +76,8 @@ type Model struct {
 	srcDone  bool // the source ended: read no more
 }
 
-// New builds the model. Without WithSource or WithReplay it shows a store
-// that nothing feeds (WithStore), or the waiting screen.
+// New builds the model. Without WithSource or WithReplayStream it shows
+// the waiting screen.
 func New(opts ...Option) Model {
 	cfg := config{fps: 15, clock: time.Now}
 	for _, o := range opts {
@@ -85,21 +85,13 @@ func New(opts ...Option) Model {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := Model{
-		cfg: cfg, store: cfg.store, ctx: ctx, cancel: cancel,
-		keys: newKeyMap(cfg.replaySet, cfg.recorder != nil, cfg.outputLog != ""), help: help.New(),
+		cfg: cfg, store: session.New(), ctx: ctx, cancel: cancel,
+		keys: newKeyMap(cfg.replayOpen != nil, cfg.recorder != nil, cfg.outputLog != ""), help: help.New(),
 		zoom: defaultZoom, chart: newMemChart(), table: newStepsTable(), diag: &diagCache{},
 		exits: newExitLog(), w: 80, h: 24, dirty: true,
 	}
-	if m.store == nil || cfg.replaySet {
-		m.store = session.New()
-	}
-	switch {
-	case cfg.replayOpen != nil:
+	if cfg.replayOpen != nil {
 		m.replay = newStreamClock(cfg.replayOpen, &replayStream{ctx: ctx})
-	case cfg.replaySet:
-		m.replay = newReplayClock(cfg.replay)
-	}
-	if m.replay != nil {
 		m.replay.exits = m.exits
 	}
 	m.follow()

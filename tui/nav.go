@@ -3,8 +3,6 @@ package tui
 import (
 	"strconv"
 	"time"
-
-	"github.com/vramscope/vramscope/session"
 )
 
 // window is the chart's time range.
@@ -68,7 +66,7 @@ func (m *Model) scroll(dir int) {
 		d = zoomLevels[m.zoom] / 4 // the zoom's quarter, not the fitted window's
 	}
 	if m.replay != nil {
-		m.store = m.replay.seek(time.Duration(dir)*max(d, time.Second), m.store, freshStore)
+		m.replay.seek(time.Duration(dir)*max(d, time.Second), m.store)
 		return
 	}
 	now := m.now()
@@ -136,6 +134,3 @@ func durName(d time.Duration) string {
 }
 
 func trimZero(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-
-// freshStore is the empty store a backward seek replays into.
-func freshStore() *session.Store { return session.New() }

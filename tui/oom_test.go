@@ -12,7 +12,7 @@ import (
 // out of memory — the diagnosis cache is refreshed by the end, not only by
 // a new step.
 func TestBannerSaysTheRunRanOutOfMemory(t *testing.T) {
-	evs := recordedEvents(t, "../testdata/h100/oom.jsonl.gz")
+	evs := recording(t, "../testdata/h100/oom.jsonl.gz")
 	m := live(t, evs, 200, 60)
 	if v := m.View(); !strings.Contains(v, "ended abruptly in backward of step 21: likely out of memory") {
 		t.Fatalf("the view does not say it ran out of memory:\n%s", v)

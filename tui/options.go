@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/vramscope/vramscope/probe"
-	"github.com/vramscope/vramscope/session"
 )
 
 // Option configures a Model built by New.
@@ -16,8 +15,6 @@ type config struct {
 	source     Source
 	recorder   Recorder
 	recordPath string
-	replay     []session.Event
-	replaySet  bool
 	replayOpen func() (ReplayStream, error)
 	status     string
 	devices    []probe.Device
@@ -26,7 +23,6 @@ type config struct {
 	clock      func() time.Time
 	fps        int
 	debug      io.Writer
-	store      *session.Store
 
 	trainingDefault string // WithTrainingDefault
 	outputLog       string // WithOutputLog
@@ -41,20 +37,23 @@ func WithRecorder(rec Recorder, defaultPath string) Option {
 	return func(c *config) { c.recorder, c.recordPath = rec, defaultPath }
 }
 
-// WithReplay puts the TUI in replay mode over events (in time order): it
-// owns a virtual clock that can be paused, sped up and sought.
-func WithReplay(events []session.Event) Option {
-	return func(c *config) { c.replay, c.replaySet = events, true }
-}
-
 // WithReplayStream puts the TUI in replay mode over a recording it
 // streams instead of holding: open reads it from the first event, paced
 // for replay. The TUI calls open from goroutines, never in Update: to
 // play, once more to find the recording's end, and again for each seek
 // back (which replays into a fresh store in the background). Memory stays
-// bounded whatever the recording's length.
-func WithReplayStream(open func() (ReplayStream, error)) Option {
-	return func(c *config) { c.replayOpen, c.replaySet = open, true }
+// bounded whatever the recording's length. S is open's own stream type
+// (record.OpenReplay's *record.PacedReader), so a caller hands its opener
+// as it is.
+func WithReplayStream[S ReplayStream](open func() (S, error)) Option {
+	stream := func() (ReplayStream, error) {
+		s, err := open()
+		if err != nil {
+			return nil, err // not a typed nil inside the interface
+		}
+		return s, nil
+	}
+	return func(c *config) { c.replayOpen = stream }
 }
 
 // WithDevice sets what the header says of the GPU: the sampler's status
@@ -97,7 +96,3 @@ func WithFPS(n int) Option {
 // WithDebugLog makes the TUI write a line per notable event (source error,
 // recording toggle, panic) to w, never to stdout or stderr.
 func WithDebugLog(w io.Writer) Option { return func(c *config) { c.debug = w } }
-
-// WithStore shows an existing store instead of a new, empty one (its
-// events are kept; a Source adds to it). Replay mode ignores it.
-func WithStore(s *session.Store) Option { return func(c *config) { c.store = s } }

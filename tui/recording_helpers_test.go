@@ -1,32 +1,19 @@
 package tui
 
 import (
-	"errors"
-	"io"
 	"testing"
 
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
 
-// recording reads every event of a recording file (a fixture under
-// ../testdata).
+// recording is every event of a recording file (a fixture under
+// ../testdata), read as the report reads it (record.ReadAll).
 func recording(tb testing.TB, path string) []session.Event {
 	tb.Helper()
-	r, err := record.Open(path)
-	if err != nil {
+	var evs []session.Event
+	if _, _, err := record.ReadAll(path, func(ev session.Event) { evs = append(evs, ev) }); err != nil {
 		tb.Fatal(err)
 	}
-	defer r.Close()
-	var evs []session.Event
-	for {
-		ev, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return evs
-		}
-		if err != nil {
-			tb.Fatal(err)
-		}
-		evs = append(evs, ev)
-	}
+	return evs
 }

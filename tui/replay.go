@@ -16,8 +16,8 @@ var speedFactors = []float64{1, 4, 16, 0}
 const maxChunk = 50000
 
 // replayClock is the virtual clock of replay mode: events up to now are in
-// the store. It holds either the whole recording (WithReplay) or, when it
-// streams one (WithReplayStream), a window that a reader goroutine refills.
+// the store. It holds a window of the recording (WithReplayStream) that a
+// reader goroutine refills.
 type replayClock struct {
 	events     []session.Event // events[:next] are applied
 	next       int
@@ -28,15 +28,8 @@ type replayClock struct {
 	speed      int
 	paused     bool
 	lastTick   time.Time
-	str        *replayStream // nil: events is the whole recording
+	str        *replayStream // the reader of the window
 	exits      *exitLog      // told of each applied event's goodbyes
-}
-
-func newReplayClock(events []session.Event) *replayClock {
-	r := &replayClock{ended: true}
-	r.push(events)
-	r.end = r.seen
-	return r
 }
 
 // newStreamClock is a clock over a recording read by open, not yet started.
@@ -51,7 +44,7 @@ func (r *replayClock) push(evs []session.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	if r.str != nil && r.next > 0 {
+	if r.next > 0 {
 		n := copy(r.events, r.events[r.next:])
 		clear(r.events[n:]) // the store keeps what it needs; drop the rest
 		r.events, r.next = r.events[:n], 0
@@ -64,7 +57,7 @@ func (r *replayClock) push(evs []session.Event) {
 }
 
 // rebuilding reports whether a seek back is replaying into a fresh store.
-func (r *replayClock) rebuilding() bool { return r.str != nil && r.str.rb != nil }
+func (r *replayClock) rebuilding() bool { return r.str.rb != nil }
 
 // done reports whether every event has been applied.
 func (r *replayClock) done() bool { return r.ended && r.next >= len(r.events) && !r.rebuilding() }
@@ -124,13 +117,12 @@ func (r *replayClock) apply(s *session.Store, evs []session.Event) {
 }
 
 // seek moves the clock by d. Going back rebuilds the store from the first
-// event (the store only grows), which is why it returns the store to use.
-// A streamed replay rebuilds in its reader goroutine and keeps showing s
-// until the rebuilt store arrives (onReplay); events going forward are
-// applied as they arrive.
-func (r *replayClock) seek(d time.Duration, s *session.Store, fresh func() *session.Store) *session.Store {
+// event (the store only grows) in the reader goroutine, and s is shown
+// until the rebuilt store arrives (onReplay); going forward applies the
+// events held up to the new time to s, and the rest as they arrive.
+func (r *replayClock) seek(d time.Duration, s *session.Store) {
 	if r.start.IsZero() {
-		return s
+		return
 	}
 	t := r.now.Add(d)
 	if t.Before(r.start) {
@@ -139,22 +131,13 @@ func (r *replayClock) seek(d time.Duration, s *session.Store, fresh func() *sess
 	if !r.end.IsZero() && t.After(r.end) {
 		t = r.end
 	}
-	if r.str != nil {
-		switch {
-		case r.rebuilding() && r.str.rb.retarget(t):
-		case r.rebuilding() || t.Before(r.now):
-			r.events, r.next, r.ended = nil, 0, false
-			r.str.start(&rebuild{until: t})
-		default:
-			r.applyUntil(s, t)
-		}
-		r.now = t
-		return s
-	}
-	if t.Before(r.now) {
-		s, r.next = fresh(), 0
+	switch {
+	case r.rebuilding() && r.str.rb.retarget(t):
+	case r.rebuilding() || t.Before(r.now):
+		r.events, r.next, r.ended = nil, 0, false
+		r.str.start(&rebuild{until: t})
+	default:
+		r.applyUntil(s, t)
 	}
 	r.now = t
-	r.applyUntil(s, t)
-	return s
 }

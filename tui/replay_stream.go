@@ -210,11 +210,11 @@ func (s *replayStream) scan() tea.Cmd {
 	}
 }
 
-// replayCmd starts the reader of a streamed replay and asks for the next
-// chunk when few events wait; nil for an in-memory replay.
+// replayCmd starts the reader of a replay and asks for the next chunk
+// when few events wait; nil outside replay.
 func (m *Model) replayCmd() tea.Cmd {
 	r := m.replay
-	if r == nil || r.str == nil {
+	if r == nil {
 		return nil
 	}
 	s := r.str
@@ -237,7 +237,7 @@ func (m *Model) replayCmd() tea.Cmd {
 // the one shown, events join the window, those already due are applied.
 func (m *Model) onReplay(msg replayMsg) tea.Cmd {
 	r := m.replay
-	if r == nil || r.str == nil || msg.gen != r.str.gen {
+	if r == nil || msg.gen != r.str.gen {
 		return nil
 	}
 	s := r.str

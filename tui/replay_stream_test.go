@@ -26,15 +26,15 @@ func (s *sliceStream) Next() (session.Event, error) {
 
 func (s *sliceStream) Close() error { return nil }
 
-// streamModel builds a streamed replay of evs at 120×40 and counts the
-// times the recording is opened.
-func streamModel(t *testing.T, evs []session.Event, opens *int) Model {
+// streamModel builds a streamed replay of evs at 120×40 (with opts) and
+// counts the times the recording is opened.
+func streamModel(t *testing.T, evs []session.Event, opens *int, opts ...Option) Model {
 	t.Helper()
 	open := func() (ReplayStream, error) {
 		*opens++
 		return &sliceStream{evs: evs}, nil
 	}
-	m := New(WithReplayStream(open), WithClock(fixedClock(evs)))
+	m := New(append([]Option{WithReplayStream(open), WithClock(fixedClock(evs))}, opts...)...)
 	m.Init()
 	m, _ = update(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
 	return pump(t, m)
@@ -44,7 +44,7 @@ func streamModel(t *testing.T, evs []session.Event, opens *int) Model {
 // one, as the read command does, and checks the window stays bounded.
 func pump(t *testing.T, m Model) Model {
 	t.Helper()
-	for m.replay.str != nil && m.replay.str.reading {
+	for m.replay != nil && m.replay.str.reading {
 		select {
 		case msg, ok := <-m.replay.str.ch:
 			if !ok {
@@ -81,24 +81,37 @@ func stepsView(m Model) string {
 	return m.table.view(m.visibleSteps(m.process()), rowMarks{})
 }
 
-// A streamed replay shows what the in-memory one shows, over a recording
-// many chunks long, while holding only a window of it.
-func TestStreamReplayMatchesInMemory(t *testing.T) {
+// upTo is a live model (120×40) of the events at or before at: what a
+// replay at at must show.
+func upTo(t *testing.T, evs []session.Event, at time.Time) Model {
+	t.Helper()
+	k := 0
+	for k < len(evs) && !evs[k].At.After(at) {
+		k++
+	}
+	return live(t, evs[:k], 120, 40)
+}
+
+// A streamed replay shows what the live view of the same events shows,
+// over a recording many chunks long, while holding only a window of it
+// (pump checks the window), and reads it once to play it once.
+func TestStreamReplayPlaysEveryChunk(t *testing.T) {
 	evs := demoEvents(t, "warmup", 300, 2)
 	if len(evs) < 4*replayChunk {
 		t.Fatalf("only %d events: too few to cross chunks", len(evs))
 	}
 	var opens int
 	sm := playMax(t, streamModel(t, evs, &opens))
-	mm := playMax(t, replayModel(t, evs))
-	for r := range mm.store.Processes() {
-		if got, want := stepsView(sm), stepsView(mm); got != want {
-			t.Fatalf("rank %d: streamed\n%s\nin memory\n%s", r, got, want)
+	lm := live(t, evs, 120, 40)
+	for r := range lm.store.Processes() {
+		if got, want := stepsView(sm), stepsView(lm); got != want {
+			t.Fatalf("rank %d: streamed\n%s\nlive\n%s", r, got, want)
 		}
-		sm, mm = press(t, sm, "tab"), press(t, mm, "tab")
+		sm, lm = press(t, sm, "tab"), press(t, lm, "tab")
 	}
-	if sm.replay.length() != mm.replay.length() || !sm.replay.now.Equal(mm.replay.now) {
-		t.Errorf("streamed at %v of %v, in memory at %v of %v", sm.replay.now, sm.replay.length(), mm.replay.now, mm.replay.length())
+	first, last := evs[0].At, evs[len(evs)-1].At
+	if sm.replay.length() != last.Sub(first) || !sm.replay.now.Equal(last) {
+		t.Errorf("streamed at %v of %v, want the end %v", sm.replay.now.Sub(first), sm.replay.length(), last.Sub(first))
 	}
 	if opens != 1 {
 		t.Errorf("opened %d times to play once", opens)
@@ -107,28 +120,28 @@ func TestStreamReplayMatchesInMemory(t *testing.T) {
 
 // Seeking back replays into a fresh store in the reader goroutine: Update
 // keeps the old store until the new one is handed over, and the result is
-// the in-memory replay's, across chunks and back to the start.
+// the live view of the events up to the target, across chunks and back to
+// the start.
 func TestStreamReplaySeekBack(t *testing.T) {
 	evs := demoEvents(t, "warmup", 300, 2)
 	var opens int
 	sm := streamModel(t, evs, &opens)
-	mm := replayModel(t, evs)
 	same := func(what string) {
 		t.Helper()
-		if !sm.replay.now.Equal(mm.replay.now) {
-			t.Fatalf("%s: streamed at %v, in memory at %v", what, sm.replay.now.Sub(sm.replay.start), mm.replay.now.Sub(mm.replay.start))
-		}
-		if got, want := stepsView(sm), stepsView(mm); got != want {
-			t.Fatalf("%s: streamed\n%s\nin memory\n%s", what, got, want)
+		if got, want := stepsView(sm), stepsView(upTo(t, evs, sm.replay.now)); got != want {
+			t.Fatalf("%s: at %v streamed\n%s\nlive\n%s", what, sm.replay.now.Sub(sm.replay.start), got, want)
 		}
 	}
 	for i := 0; i < 6; i++ { // forward 90 s, well past the first chunks
-		sm, mm = press(t, sm, "right"), press(t, mm, "right")
-		sm = pump(t, sm)
+		sm = pump(t, press(t, sm, "right"))
+	}
+	if sm.replay.now.Sub(sm.replay.start) != 90*time.Second {
+		t.Fatalf("forward six quarters of 1 min: at %v", sm.replay.now.Sub(sm.replay.start))
 	}
 	same("forward")
+	at := sm.replay.now
 	old := sm.store
-	sm, mm = press(t, sm, "left"), press(t, mm, "left")
+	sm = press(t, sm, "left")
 	if !sm.replay.rebuilding() || sm.store != old {
 		t.Fatal("a seek back should rebuild in the background and keep showing the old store")
 	}
@@ -136,21 +149,23 @@ func TestStreamReplaySeekBack(t *testing.T) {
 		t.Errorf("the header does not say it is seeking back:\n%s", firstLines(v, 1))
 	}
 	sm = press(t, sm, "left", "right", "left") // retargets while it rebuilds
-	mm = press(t, mm, "left", "right", "left")
 	sm = pump(t, sm)
 	if sm.replay.rebuilding() || sm.store == old {
 		t.Fatal("the rebuilt store was not handed over")
 	}
+	if back := at.Sub(sm.replay.now); back != 30*time.Second {
+		t.Fatalf("back, back, forward, back by 15 s: %v back, want 30s", back)
+	}
 	same("back")
 	for i := 0; i < 8; i++ {
-		sm, mm = press(t, sm, "left"), press(t, mm, "left")
+		sm = press(t, sm, "left")
 	}
 	sm = pump(t, sm)
 	same("back to the start")
 	if !sm.replay.now.Equal(sm.replay.start) {
 		t.Errorf("at %v, want the start", sm.replay.now.Sub(sm.replay.start))
 	}
-	sm, mm = playMax(t, sm), playMax(t, mm)
+	sm = playMax(t, sm)
 	same("played to the end after seeking")
 }
 

@@ -11,21 +11,21 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// replayModel builds a replay of evs at 120×40.
+// replayModel builds a replay of evs at 120×40, streamed from memory.
 func replayModel(t *testing.T, evs []session.Event) Model {
 	t.Helper()
-	m := New(WithReplay(evs), WithClock(fixedClock(evs)))
-	m, _ = update(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
-	return m
+	var opens int
+	return streamModel(t, evs, &opens)
 }
 
-// frames sends n frame ticks dt apart starting at t0 and returns the time
-// of the last.
+// frames sends n frame ticks dt apart starting at t0, delivering what the
+// replay's reader sends meanwhile, and returns the time of the last.
 func frames(t *testing.T, m Model, t0 time.Time, n int, dt time.Duration) (Model, time.Time) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		t0 = t0.Add(dt)
 		m, _ = update(t, m, frameTick(t0))
+		m = pump(t, m)
 	}
 	return m, t0
 }
@@ -53,14 +53,14 @@ func TestReplayClock(t *testing.T) {
 		t.Fatalf("paused: virtual clock moved to %v", got)
 	}
 	steps := len(m.process().Steps())
-	m = press(t, m, "left") // seek back a quarter of the 1 min window
+	m = pump(t, press(t, m, "left")) // seek back a quarter of the 1 min window
 	if got := m.replay.now.Sub(start); got != 0 {
 		t.Fatalf("seek back from 5 s by 15 s: at %v, want the start", got)
 	}
 	if got := len(m.process().Steps()); got >= steps {
 		t.Errorf("seeking back should rebuild the store: %d steps, had %d", got, steps)
 	}
-	m = press(t, m, "right", "right")
+	m = pump(t, press(t, m, "right", "right"))
 	if got, end := m.replay.now.Sub(start), m.replay.length(); got != end {
 		t.Fatalf("seek forward twice (30 s): at %v, want the end %v", got, end)
 	}
@@ -79,18 +79,7 @@ func TestReplayClock(t *testing.T) {
 func TestReplayMatchesLive(t *testing.T) {
 	evs := demoEvents(t, "warmup", 300, 2)
 	lm := live(t, evs, 160, 48)
-	rm := replayModel(t, evs)
-	rm = press(t, rm, "s", "s", "s")
-	if speedNames[rm.replay.speed] != "max" {
-		t.Fatalf("speed %s, want max", speedNames[rm.replay.speed])
-	}
-	wall := time.Unix(0, 0)
-	for i := 0; i < 100 && !rm.replay.done(); i++ {
-		rm, wall = frames(t, rm, wall, 1, time.Second/15)
-	}
-	if !rm.replay.done() {
-		t.Fatal("max speed did not reach the end in 100 frames")
-	}
+	rm := playMax(t, replayModel(t, evs))
 	rm, _ = update(t, rm, tea.WindowSizeMsg{Width: 160, Height: 48})
 	for r := range lm.store.Processes() {
 		lv, rv := lm.table.view(lm.visibleSteps(lm.process()), rowMarks{}), rm.table.view(rm.visibleSteps(rm.process()), rowMarks{})
@@ -163,9 +152,9 @@ func TestRecordingToggle(t *testing.T) {
 
 func TestRecordKeyOffInReplay(t *testing.T) {
 	rec := &fakeRecorder{}
-	evs := demoEvents(t, "warmup", 3, 1)
-	m := New(WithReplay(evs), WithRecorder(rec, "x.vrec"))
-	if _, cmd := update(t, m, keyMsg("r")); cmd != nil {
-		t.Error("r records in replay mode")
+	var opens int
+	m := streamModel(t, demoEvents(t, "warmup", 3, 1), &opens, WithRecorder(rec, "x.vrec"))
+	if _, cmd := update(t, m, keyMsg("r")); cmd != nil || len(rec.calls) != 0 {
+		t.Errorf("r records in replay mode: calls %v", rec.calls)
 	}
 }

@@ -399,34 +399,30 @@ func TestOneDeviceTotal(t *testing.T) {
 }
 
 // A replay tells exited from disconnected too, also after a seek back
-// rebuilt the store in the reader goroutine (streamed) or in Update (in
-// memory): pid 692's goodbye lies before the seek's target.
+// rebuilt the store in the reader goroutine: pid 692's goodbye lies
+// before the seek's target.
 func TestReplayKeepsExitsAcrossSeekBack(t *testing.T) {
 	evs := recording(t, liveRecording)
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At.Before(evs[j].At) })
 	bye1 := evs[indexWhere(t, evs, 0, isGoodbyeOn(1))].At
 	bye2 := evs[indexWhere(t, evs, 0, isGoodbyeOn(2))].At
 	var opens int
-	for name, m := range map[string]Model{"streamed": streamModel(t, evs, &opens), "in memory": replayModel(t, evs)} {
-		m = playMax(t, m)
-		if h := headerOf(m); !strings.Contains(h, "pid 728 (2/2) · ") || !strings.Contains(h, "■ exited") {
-			t.Errorf("%s: at the end:\n%s", name, h)
-		}
-		// At 1×, back by a quarter of a 5 s window until before pid 728's
-		// goodbye (2.4 s after pid 692's).
-		m = press(t, m, "s", "+", "+", "+")
-		for i := 0; i < 10 && !m.replay.now.Before(bye2); i++ {
-			if m = press(t, m, "left"); m.replay.str != nil {
-				m = pump(t, m)
-			}
-		}
-		if !m.replay.now.After(bye1) || !m.replay.now.Before(bye2) {
-			t.Fatalf("%s: the seek went to %v, not between the goodbyes at %v and %v: the test is moot", name, m.replay.now, bye1, bye2)
-		}
-		m, _ = update(t, m, frameTick(time.Time{}))
-		v := m.View()
-		if !strings.Contains(headerOf(m), "pid 728 (2/2) · ● connected") || !strings.Contains(v, "pid 692 4309 ■ · [pid 728") {
-			t.Errorf("%s: after a seek back:\n%s", name, v)
-		}
+	m := playMax(t, streamModel(t, evs, &opens))
+	if h := headerOf(m); !strings.Contains(h, "pid 728 (2/2) · ") || !strings.Contains(h, "■ exited") {
+		t.Errorf("at the end:\n%s", h)
+	}
+	// At 1×, back by a quarter of a 5 s window until before pid 728's
+	// goodbye (2.4 s after pid 692's).
+	m = press(t, m, "s", "+", "+", "+")
+	for i := 0; i < 10 && !m.replay.now.Before(bye2); i++ {
+		m = pump(t, press(t, m, "left"))
+	}
+	if !m.replay.now.After(bye1) || !m.replay.now.Before(bye2) {
+		t.Fatalf("the seek went to %v, not between the goodbyes at %v and %v: the test is moot", m.replay.now, bye1, bye2)
+	}
+	m, _ = update(t, m, frameTick(time.Time{}))
+	v := m.View()
+	if !strings.Contains(headerOf(m), "pid 728 (2/2) · ● connected") || !strings.Contains(v, "pid 692 4309 ■ · [pid 728") {
+		t.Errorf("after a seek back:\n%s", v)
 	}
 }

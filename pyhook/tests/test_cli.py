@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from test_e2e import vs_bin  # noqa: F401 - the fixture: the real monitor binary
 
 PYHOOK = os.path.join(ROOT, "pyhook")
 

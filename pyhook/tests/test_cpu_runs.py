@@ -17,8 +17,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from test_e2e import (has_goodbye, recorders, report, report_json, start,  # noqa: F401
-                      stop_ok, vs_bin, workdir)
+from test_e2e import has_goodbye, report, report_json, start, stop_ok
 import vramscope
 
 MiB = 1 << 20

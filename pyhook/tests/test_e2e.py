@@ -7,125 +7,14 @@ tests build one with ``go build`` and fail, not skip, when that fails.
 
 import json
 import os
-import shutil
-import signal
 import subprocess
-import tempfile
 import time
 
-import pytest
-
-from conftest import ROOT
+from conftest import ROOT, Recorder
 import vramscope
 
 PHASES = ["zero_grad", "forward", "loss", "backward", "step"]
 SUMMARY = "vramscope: 1 client,"
-
-
-@pytest.fixture(scope="module")
-def vs_bin():
-    path = os.environ.get("VRAMSCOPE_BIN")
-    if path:
-        assert os.access(path, os.X_OK), "VRAMSCOPE_BIN=%s is not executable" % path
-        yield path
-        return
-    out = tempfile.mkdtemp(prefix="vs-bin-")
-    target = os.path.join(out, "vramscope")
-    try:
-        proc = subprocess.run(["go", "build", "-o", target, "."], cwd=ROOT,
-                              capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail("VRAMSCOPE_BIN is unset and go build could not run: %s" % exc)
-    if proc.returncode != 0:
-        pytest.fail("VRAMSCOPE_BIN is unset and go build failed:\n%s" % proc.stderr)
-    yield target
-    shutil.rmtree(out, ignore_errors=True)
-
-
-@pytest.fixture
-def workdir():
-    # Short and private: sun_path is at most 107 bytes, and the monitor
-    # refuses a socket directory that others can read (mkdtemp makes 0700).
-    d = tempfile.mkdtemp(prefix="vs", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-class Recorder:
-    """Recorder runs ``vramscope record -o FILE --socket SOCK`` as a subprocess."""
-
-    def __init__(self, binary, out, sock):
-        self.out, self.sock = out, sock
-        self.stderr_path = out + ".stderr"
-        self._err = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen([binary, "record", "-o", out, "--socket", sock],
-                                     stdout=subprocess.DEVNULL, stderr=self._err)
-        deadline = time.monotonic() + 15
-        while not os.path.exists(sock):
-            if self.proc.poll() is not None:
-                pytest.fail("vramscope record exited %d before listening:\n%s"
-                            % (self.proc.returncode, self.stderr()))
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                pytest.fail("vramscope record did not create %s in 15 s" % sock)
-            time.sleep(0.02)
-
-    def stderr(self):
-        with open(self.stderr_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def messages(self):
-        """Hook messages flushed to the file so far (the writer flushes every second)."""
-        got = []
-        try:
-            with open(self.out, "rb") as f:
-                lines = f.read().split(b"\n")
-        except FileNotFoundError:
-            return got
-        for line in lines[1:]:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue  # empty or torn last line
-            if "msg" in ev:
-                got.append(ev["msg"])
-        return got
-
-    def wait_for(self, pred, what, timeout=15):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if pred(self.messages()):
-                return
-            time.sleep(0.05)
-        pytest.fail("the recording never showed %s" % what)
-
-    def stop(self):
-        """SIGINT, as Ctrl-C; return (exit code, stderr)."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            code = self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            pytest.fail("vramscope record did not stop on SIGINT")
-        self._err.close()
-        return code, self.stderr()
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait(timeout=15)
-        self._err.close()
-
-    def cleanup(self):
-        if self.proc.poll() is None:
-            self.kill()
-
-
-@pytest.fixture
-def recorders():
-    made = []
-    yield made
-    for r in made:
-        r.cleanup()
 
 
 def start(recorders, binary, out, sock):

@@ -6,8 +6,7 @@ model's largest blocks, each with its share (issue 20's "done when")."""
 import os
 
 import vramscope
-from test_e2e import (has_goodbye, recorders, report, report_json, start, stop_ok,  # noqa: F401
-                      the_process, vs_bin, workdir)
+from test_e2e import has_goodbye, report, report_json, start, stop_ok, the_process
 from test_modules import F32, seed001
 
 

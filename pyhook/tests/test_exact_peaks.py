@@ -322,7 +322,7 @@ def test_a_second_session_reads_beneath_the_first_ones_patches(torch_mod):
         sim.uninstall()
 
 
-from test_e2e import recorders, start, stop_ok, vs_bin, workdir  # noqa: E402,F401 (fixtures)
+from test_e2e import start, stop_ok  # noqa: E402
 
 
 def test_the_monitor_takes_the_exact_peaks_stream(vs_bin, workdir, recorders):

@@ -10,7 +10,6 @@ import pytest
 
 import vramscope
 from frameworks import PHASES, Recording, need, need_attr, phase_counts, phase_order
-from test_e2e import recorders, vs_bin, workdir  # noqa: F401
 from loops import param_hash
 
 STEPS, ACCUMULATION = 3, 2

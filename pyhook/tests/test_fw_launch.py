@@ -13,7 +13,6 @@ import sys
 import pytest
 
 from frameworks import PHASES, REQUIRE, need, phase_counts, phase_order
-from test_e2e import vs_bin, workdir  # noqa: F401
 from test_loop_shapes import HERE, run_recorded
 
 import ddp_train

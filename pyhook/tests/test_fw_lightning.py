@@ -11,7 +11,6 @@ import pytest
 
 import vramscope
 from frameworks import PHASES, Recording, need, phase_counts, phase_order
-from test_e2e import recorders, vs_bin, workdir  # noqa: F401
 
 BATCHES = 6
 

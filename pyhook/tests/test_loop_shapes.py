@@ -15,8 +15,7 @@ import pytest
 
 import loops
 import vramscope
-from test_e2e import (has_goodbye, recorders, report_json, start, stop_ok,  # noqa: F401
-                      the_process, vs_bin, workdir)
+from test_e2e import has_goodbye, report_json, start, stop_ok, the_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = ["forward", "loss", "backward", "step"]

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 import vramscope
-from test_e2e import has_goodbye, report, report_json, start, stop_ok, vs_bin, workdir, recorders  # noqa: F401
+from test_e2e import has_goodbye, report, report_json, start, stop_ok
 
 STEPS = 20
 

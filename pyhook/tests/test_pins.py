@@ -14,8 +14,7 @@ import json
 import os
 
 from conftest import ROOT, FakeCuda, checkpoint
-from test_e2e import (has_goodbye, recorders, report_json, start, stop_ok,  # noqa: F401
-                      the_process, vs_bin, workdir)
+from test_e2e import has_goodbye, report_json, start, stop_ok, the_process
 import vramscope
 from vramscope import _api, _client, _oom
 from vramscope._anatomy import FIRST_MEASURED

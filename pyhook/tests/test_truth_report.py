@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from test_e2e import recorders, report, report_json, start, stop_ok, vs_bin, workdir  # noqa: F401 (fixtures)
+from test_e2e import report, report_json, start, stop_ok
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -7,6 +7,7 @@ weights, views and a tensor saved by several ops are not counted twice.
 
 
 import threading
+from weakref import ref as _weakref
 
 _getters = {}  # tensor class -> its storage accessor (found once per class)
 
@@ -148,17 +149,20 @@ class StorageCache:
     identity and checks its ``data_ptr()`` (a C call) instead of asking for
     its storage again (a Python-level accessor, ``nbytes`` and the device:
     most of a measured step's accounting, issue 9). A tensor whose data moved
-    (``p.data = ...``, ``set_``, ``.to()``) is looked up afresh. Each call
-    keeps only the tensors it saw, so a tensor the model or optimizer dropped
-    is released at the next call.
+    (``p.data = ...``, ``set_``, ``.to()``) is looked up afresh. The cache
+    holds weak references only: a tensor the model or optimizer drops (a
+    gradient ``zero_grad(set_to_none=True)`` releases, a cleared optimizer
+    state) is freed at once, as without the hook, and a new tensor that
+    reuses a dead one's id and data pointer is looked up afresh.
     """
 
     def __init__(self):
         self._known = {}
         # The last call's answer and what it was for: the same tensor objects
         # at the same data pointers (weights and optimizer state, step after
-        # step) get it back after two list comprehensions.
+        # step) get it back after two list comprehensions and an identity check.
         self._ids = self._ptrs = None
+        self._refs = ()
         self._total = 0
         self._keys = ()
 
@@ -167,7 +171,8 @@ class StorageCache:
         ``keys``, a set, receives their storage keys."""
         ids = list(map(id, tensors))
         ptrs = [t.data_ptr() for t in tensors]
-        if ids == self._ids and ptrs == self._ptrs:
+        if ids == self._ids and ptrs == self._ptrs and all(
+                r() is t for r, t in zip(self._refs, tensors)):
             if keys is not None:
                 keys.update(self._keys)
             return self._total
@@ -175,9 +180,9 @@ class StorageCache:
         total = 0
         for t, i, ptr in zip(tensors, ids, ptrs):
             e = known.get(i)
-            if e is None or e[0] is not t or e[1] != ptr:
+            if e is None or e[0]() is not t or e[1] != ptr:
                 key, size = storage_of(t)
-                e = (t, ptr, key, size)
+                e = (_weakref(t), ptr, key, size)
             now[i] = e
             key = e[2]
             if key[1] == 0 or key in seen:
@@ -186,9 +191,9 @@ class StorageCache:
             total += e[3]
         if keys is not None:
             keys.update(e[2] for e in now.values())
-        # ``now`` holds every tensor listed, so their ids stay theirs until the next call.
         self._known = now
         self._ids, self._ptrs, self._total = ids, ptrs, total
+        self._refs = [e[0] for e in map(now.__getitem__, ids)]
         self._keys = tuple(e[2] for e in now.values())
         return total
 

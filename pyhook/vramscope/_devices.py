@@ -31,6 +31,15 @@ try:  # not on Windows
 except ImportError:  # pragma: no cover
     _resource = None
 
+# The memory sources, the hello's mem_source.kind: the hook's one list of
+# them (the module docstring says what each reads). The monitor's words
+# for each, and what each cannot give, are in ipc/memsource.go.
+SOURCE_CUDA = "cuda"  # NVIDIA: torch.cuda's caching allocator
+SOURCE_ROCM = "rocm"  # AMD: the same allocator, torch.cuda on a HIP build
+SOURCE_XPU = "xpu"    # Intel: torch.xpu.memory_stats
+SOURCE_MPS = "mps"    # Apple: current and driver allocated memory, no peak counter
+SOURCE_CPU = "cpu"    # the process's resident memory (RSS)
+
 # How each reader's max_allocated / max_reserved figures come about (the
 # hello's mem_source.peaks).
 PEAKS_EXACT = "exact"        # reset after each phase/mark read: exact since the previous one
@@ -76,7 +85,7 @@ class XpuStats(_Seam):
     def __init__(self, torch, device):
         self._stats = torch.xpu.memory_stats
         self.device = device
-        self.source = {"kind": "xpu", "peaks": PEAKS_COUNTER}
+        self.source = {"kind": SOURCE_XPU, "peaks": PEAKS_COUNTER}
         props = getattr(torch.xpu, "get_device_properties", None)
         if callable(props):
             try:
@@ -108,7 +117,7 @@ class MpsStats(_Seam):
         self._current = mps.current_allocated_memory
         self._driver = mps.driver_allocated_memory
         self.device = 0
-        self.source = {"kind": "mps", "peaks": PEAKS_SAMPLES}
+        self.source = {"kind": SOURCE_MPS, "peaks": PEAKS_SAMPLES}
         rec = getattr(mps, "recommended_max_memory", None)  # 2.5+
         if callable(rec):
             try:
@@ -176,7 +185,7 @@ class HostStats(_Seam):
 
     def __init__(self, proc="/proc/self"):
         self.device = "cpu"
-        self.source = {"kind": "cpu", "peaks": PEAKS_PROCESS}
+        self.source = {"kind": SOURCE_CPU, "peaks": PEAKS_PROCESS}
         self._proc = proc
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._statm = None
@@ -296,7 +305,7 @@ def detect(torch, model=None):
         if _available(getattr(torch, "cuda", None)):
             stats = _cuda.detect(torch, model)
             if stats is not None:
-                stats.source = {"kind": "rocm" if rocm(torch) else "cuda",
+                stats.source = {"kind": SOURCE_ROCM if rocm(torch) else SOURCE_CUDA,
                                 "peaks": PEAKS_COUNTER}
                 return stats
         if kind == "cuda":

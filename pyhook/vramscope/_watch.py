@@ -24,11 +24,9 @@ NOISE_BYTES = 2 << 20
 from ._backward_phase import BackwardMixin
 from ._steps import StepsMixin
 
-# Re-exported for callers of the old module layout.
-patch_method = _patch.patch_method
-has_step_hooks = _patch.has_step_hooks
+# Watcher below reads queue_callback_of; tests/test_stacks.py asks
+# _kwargs_pre_hooks through this module.
 queue_callback_of = _patch.queue_callback_of
-_grad_tensors = _patch.grad_tensors
 _kwargs_pre_hooks = _patch.kwargs_pre_hooks
 
 

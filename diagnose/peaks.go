@@ -18,32 +18,60 @@ type peakAt struct {
 	from, to                 time.Time // the phase (or the step) that holds it
 }
 
-// findPeak locates the largest allocated peak of the session: the step from
-// the per-step summaries (kept for every step), the phase from the table.
-// The first of equal peaks wins, so a warmup's peak is placed where it was
-// first reached.
-func findPeak(p *session.Process) peakAt {
-	best := -1
-	for i := range p.StepPeaks() {
-		if v := p.StepPeaks()[i].PeakAllocated; v.Known() && (best < 0 || v > p.StepPeaks()[best].PeakAllocated) {
-			best = i
-		}
+// SessionPeak is where a process's session peaks are: the steps with the
+// highest allocated and the highest reserved peak over the whole session
+// (its running totals, which every step reaches however many summaries
+// the store still keeps), and the automatic phase of each that holds it.
+// The report's totals and the diagnosis's peak both read it.
+type SessionPeak struct {
+	// Allocated and Reserved are the summaries of the two steps; their
+	// peaks are Unknown when no step had one.
+	Allocated, Reserved session.StepPeak
+	// AllocatedCell and ReservedCell are the phases of those steps with
+	// the largest allocated and reserved peak (the first one on a tie);
+	// nil when the step has left the bounded table or has no such phase.
+	AllocatedCell, ReservedCell *session.Cell
+}
+
+// SessionPeakOf finds a process's session peaks, leaving out step
+// exclude when it is the newest (a step the process ended in the middle
+// of); -1 leaves out nothing. The first of equal peaks wins, so a
+// warmup's peak is placed where it was first reached.
+func SessionPeakOf(p *session.Process, exclude int) SessionPeak {
+	a, r, ok := p.SessionPeaks(exclude)
+	if !ok {
+		return SessionPeak{Allocated: session.StepPeak{Index: -1, PeakAllocated: session.Unknown, PeakReserved: session.Unknown},
+			Reserved: session.StepPeak{Index: -1, PeakAllocated: session.Unknown, PeakReserved: session.Unknown}}
 	}
-	if best < 0 {
+	sp := SessionPeak{Allocated: a, Reserved: r}
+	if a.PeakAllocated.Known() {
+		sp.AllocatedCell = peakCell(stepRow(p, a.Index), allocatedPeak)
+	}
+	if r.PeakReserved.Known() {
+		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak)
+	}
+	return sp
+}
+
+// findPeak locates the largest allocated peak of the session, with the
+// phase that holds it when the step is still in the table.
+func findPeak(p *session.Process) peakAt {
+	sp := SessionPeakOf(p, -1)
+	a := sp.Allocated
+	if !a.PeakAllocated.Known() {
 		return peakAt{}
 	}
-	sp := &p.StepPeaks()[best]
 	pk := peakAt{
-		ok: true, step: sp.Index, allocated: sp.PeakAllocated, reserved: sp.PeakReserved, gpu: sp.PeakGPU,
-		from: sp.Start, to: sp.Start.Add(sp.Duration),
+		ok: true, step: a.Index, allocated: a.PeakAllocated, reserved: a.PeakReserved, gpu: a.PeakGPU,
+		from: a.Start, to: a.Start.Add(a.Duration),
 	}
-	if c := peakCell(stepRow(p, sp.Index)); c != nil {
+	if c := sp.AllocatedCell; c != nil {
 		pk.phase, pk.reserved, pk.gpu, pk.exact = c.Name, c.PeakReserved, c.PeakGPU, c.Exact
 		pk.from, pk.to = c.Start, c.End
 	}
 	// The step's peak may be known exactly when no phase's is (a plain
 	// step's one read, or the counter at the step's end).
-	pk.known = knownOf(p.StepPeaks()[best : best+1])
+	pk.known = knownOf([]session.StepPeak{a})
 	pk.exact = pk.exact || pk.known.Is == session.Exact
 	return pk
 }
@@ -59,16 +87,20 @@ func stepRow(p *session.Process, index int) *session.Step {
 	return nil
 }
 
-// peakCell is the automatic phase of a step with the largest allocated
-// peak (the first one on a tie), nil when there is none.
-func peakCell(st *session.Step) *session.Cell {
+// allocatedPeak and reservedPeak are the values peakCell ranks phases by.
+func allocatedPeak(c *session.Cell) session.Bytes { return c.PeakAllocated }
+func reservedPeak(c *session.Cell) session.Bytes  { return c.PeakReserved }
+
+// peakCell is the automatic phase of a step with the largest known v (the
+// first one on a tie), nil when there is none.
+func peakCell(st *session.Step, v func(*session.Cell) session.Bytes) *session.Cell {
 	if st == nil {
 		return nil
 	}
 	var best *session.Cell
 	for i := range st.Phases {
 		c := &st.Phases[i]
-		if !c.User && c.PeakAllocated.Known() && (best == nil || c.PeakAllocated > best.PeakAllocated) {
+		if !c.User && v(c).Known() && (best == nil || v(c) > v(best)) {
 			best = c
 		}
 	}
@@ -77,7 +109,7 @@ func peakCell(st *session.Step) *session.Cell {
 
 // phaseOf names the phase of a step that holds its peak, "" when unknown.
 func phaseOf(p *session.Process, step int) string {
-	if c := peakCell(stepRow(p, step)); c != nil {
+	if c := peakCell(stepRow(p, step), allocatedPeak); c != nil {
 		return c.Name
 	}
 	return ""

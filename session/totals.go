@@ -1,11 +1,5 @@
 package session
 
-// DefaultMaxProcesses bounds the processes a Store keeps (WithMaxProcesses).
-// A process costs a few KB plus its hello (at most one 64 KiB line), so
-// the bound holds the store's per-session memory under about 70 MB however
-// many sessions come and go: 100,000 hellos cost 229 MB before it.
-const DefaultMaxProcesses = 1024
-
 // sessionTotals are figures over every step of a session, kept as steps
 // arrive, so that bounding the per-step summaries (WithMaxStepPeaks) does
 // not bound them: past 11,000 steps the report's totals were wrong. The
@@ -24,14 +18,23 @@ type peakPair struct {
 	seen           bool
 }
 
+// add takes a step's summary. Of equal peaks the earliest step wins, as
+// in a scan of the steps in order, and a step's newer summary replaces
+// its older one (a late update may tell more of how its peak is known).
 func (pp *peakPair) add(sp StepPeak) {
-	if !pp.seen || sp.PeakAllocated > pp.alloc.PeakAllocated {
+	if !pp.seen || wins(sp.PeakAllocated, sp.Index, pp.alloc.PeakAllocated, pp.alloc.Index) {
 		pp.alloc = sp
 	}
-	if !pp.seen || sp.PeakReserved > pp.reserve.PeakReserved {
+	if !pp.seen || wins(sp.PeakReserved, sp.Index, pp.reserve.PeakReserved, pp.reserve.Index) {
 		pp.reserve = sp
 	}
 	pp.seen = true
+}
+
+// wins says whether peak v of step i takes the place of peak best of step
+// at.
+func wins(v Bytes, i int, best Bytes, at int) bool {
+	return v > best || v == best && i <= at
 }
 
 // observe takes a step summary, new (a step not seen before) or updated.
@@ -65,42 +68,3 @@ func (p *Process) SessionPeaks(exclude int) (alloc, reserved StepPeak, ok bool) 
 	}
 	return pp.alloc, pp.reserve, pp.seen
 }
-
-// makeRoom forgets one process when the store holds its limit, before a
-// new one is added: the oldest that is no longer connected and has no
-// steps (a hello and nothing else), else the oldest no longer connected.
-// A process whose connection has since said hello for another session
-// counts as no longer connected. With every process live nothing is
-// forgotten (the socket server bounds live connections).
-func (s *Store) makeRoom() {
-	if len(s.procs) < s.limits.procs {
-		return
-	}
-	victim := -1
-	for i, p := range s.procs {
-		if s.live(p) {
-			continue
-		}
-		if p.StepCount() == 0 {
-			victim = i
-			break
-		}
-		if victim < 0 {
-			victim = i
-		}
-	}
-	if victim < 0 {
-		return
-	}
-	p := s.procs[victim]
-	s.procs = append(s.procs[:victim], s.procs[victim+1:]...)
-	s.procs[len(s.procs):cap(s.procs)][0] = nil // drop the moved-out pointer
-	delete(s.byKey, p.Key)
-	if s.byConn[p.Conn] == p {
-		delete(s.byConn, p.Conn)
-	}
-	s.Forgotten++
-}
-
-// live reports whether p still speaks on its connection.
-func (s *Store) live(p *Process) bool { return p.Connected && s.byConn[p.Conn] == p }

@@ -195,3 +195,18 @@ func (d *Diagnosis) Lines() []string {
 	}
 	return lines
 }
+
+// Where names a phase of a step: "backward of step 1", "optimizer step of
+// step 1" (the phase called step), "step 1" without a phase, "–" without a
+// step.
+func Where(step int, phase string) string {
+	switch {
+	case step < 0:
+		return "–"
+	case phase == "":
+		return fmt.Sprintf("step %d", step)
+	case phase == "step":
+		phase = "optimizer step"
+	}
+	return fmt.Sprintf("%s of step %d", phase, step)
+}

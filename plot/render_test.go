@@ -11,8 +11,6 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// Issue 24 item 9. Each case is a finding of the plot.
-
 // A recording with no memory data drew an empty chart (y axis 0 to
 // 1.2e-09 GiB) and exited 0: it is an error that says so.
 func TestPlotWithoutMemoryDataFails(t *testing.T) {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The GPU checks, run as one script on a lent GPU machine (the device tool):
+# the real allocator's read and reset costs, seed 001 with the user's own
+# stat_cuda prints compared with and without the hook (recorded by the real
+# monitor), a bounded _record_memory_history capture of a leaking loop, a real
+# out-of-memory error with and without the hook, and bench/cost_model.py on
+# the real allocator. Everything lands under $OUT; each step has its own
+# timeout so a slow one cannot starve the rest.
+#
+#   bash bench/gpu/checks.sh SEED001.py    (from the repository root, bin/vramscope built)
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/pyhook
+O=${OUT:-/tmp/vramscope-gpu}; mkdir -p "$O"
+SEED=${1:?usage: checks.sh path/to/seed001.py}
+S=$(mktemp -d /tmp/vsgpu.XXXXXX)
+log() { echo "== $(date +%T) $*"; }
+
+log machine
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
+bin/vramscope version
+bin/vramscope devices 2>&1 | head -12
+
+log "read and reset cost"
+timeout 60 python3 bench/gpu/read_cost.py --n 20000 --json "$O/read_cost.json"
+
+log "seed 001 without the hook"
+timeout 90 python3 "$SEED" --steps 8 --truth "$O/s001_nohook.json" > "$O/s001_nohook.txt" 2>&1
+log "seed 001 with the hook, recorded"
+bin/vramscope record -o "$O/s001_h200.jsonl.gz" --socket "$S/s.sock" > "$O/s001_record.txt" 2>&1 & R=$!
+sleep 1
+VRAMSCOPE_SOCKET="$S/s.sock" timeout 90 python3 "$SEED" --hook --steps 8 --truth "$O/s001_hook.json" > "$O/s001_hook.txt" 2>&1
+sleep 1.5; kill -INT $R; wait $R
+if diff <(grep -- '^--' "$O/s001_nohook.txt") <(grep -- '^--' "$O/s001_hook.txt"); then
+  echo "SEED001: the user's stat_cuda prints are IDENTICAL with and without the hook"
+else
+  echo "SEED001: the prints DIFFER"
+fi
+cat "$O/s001_record.txt"
+bin/vramscope report "$O/s001_h200.jsonl.gz" > "$O/s001_report.txt" 2>&1
+bin/vramscope report --json "$O/s001_h200.jsonl.gz" > "$O/s001_report.json" 2>&1
+head -30 "$O/s001_report.txt"
+
+log "bounded _record_memory_history capture of a leaking loop"
+timeout 90 python3 bench/gpu/snapshot_capture.py -o "$O/leak_snapshot.pickle" --json "$O/leak_snapshot.json"
+
+log "out of memory with the hook, recorded"
+bin/vramscope record -o "$O/oom_h200.jsonl.gz" --socket "$S/o.sock" > "$O/oom_record.txt" 2>&1 & R=$!
+sleep 1
+VRAMSCOPE_SOCKET="$S/o.sock" timeout 120 python3 bench/gpu/oom_capture.py --hook --json "$O/oom_hook.json" 2>&1 | tail -3
+sleep 1.5; kill -INT $R; wait $R; cat "$O/oom_record.txt"
+log "out of memory without the hook, snapshot at the error"
+timeout 120 python3 bench/gpu/oom_capture.py --json "$O/oom_nohook.json" --snapshot "$O/oom_snapshot.pickle" --max-entries 2000 2>&1 | tail -3
+
+log "cost model on the real allocator"
+timeout 200 python3 bench/cost_model.py --device cuda --size h100mlp --blocks 10 --steps 40 --no-profiler 2>&1 | tee "$O/cost_cuda.txt"
+log done
+# The device tool brings back a few files only: everything travels as one archive.
+tar -C "$O" -czf "$O/../gpu-checks.tar.gz" . && rm -rf "$O"/* && mv "$O/../gpu-checks.tar.gz" "$O/"
+ls -la "$O"

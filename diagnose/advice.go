@@ -1,0 +1,81 @@
+package diagnose
+
+import (
+	"fmt"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// advise lists the suggestions the measurements call for, each with the
+// numbers behind it.
+func advise(d *Diagnosis) []Advice {
+	var out []Advice
+	switch d.Pattern {
+	case PatternGrowth:
+		because := fmt.Sprintf("peak grows %s/step from step %d to %d (least-squares fit from the change point)", d.GrowthPerStep.Human(), d.GrowthFrom, d.GrowthTo)
+		switch d.GrowthKind {
+		case GrowthLeak:
+			if d.HeldPerStep.Known() {
+				because += fmt.Sprintf("; memory held between steps grows %s/step", d.HeldPerStep.Human())
+			}
+			out = append(out, Advice{
+				Text:    fmt.Sprintf("look for tensors kept across steps since step %d (e.g. accumulating `loss` instead of `loss.item()`, lists of outputs, caches keyed by step)", d.GrowthFrom),
+				Because: because,
+			})
+		default:
+			if d.HeldFrom.Known() {
+				because += fmt.Sprintf("; memory held between steps %s→%s MiB", d.HeldFrom.MiBString(), d.HeldTo.MiBString())
+			}
+			out = append(out, Advice{
+				Text:    "cap the input size (batch, sequence length) at what fits: the peak follows it; activation checkpointing or gradient accumulation let a larger input fit",
+				Because: because,
+			})
+		}
+	case PatternWarmup:
+		// Only when the first steps peaked above a steady peak that is
+		// known: a warmup that rose to the steady need is that need.
+		if d.PeakAfterKnown.Is.Stated() && d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
+			out = append(out, Advice{
+				Text:    "nothing to fix: the first steps' peak is not a requirement, the steady peak is what matters",
+				Because: fmt.Sprintf("step %d peaked at %s MiB, steady peak %s MiB since step %d", d.WarmupStep, d.WarmupPeak.MiBString(), d.PeakAfter.MiBString(), d.SteadyFrom),
+			})
+		}
+	}
+	pk := &d.Layers.Peak
+	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {
+		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), Where(d.Peak.Step, d.Peak.Phase))
+		switch d.Peak.Dominant {
+		case "activations", TransientName:
+			out = append(out, Advice{Text: "activation checkpointing, or smaller micro-batches with gradient accumulation", Because: because})
+		case "optimizer state":
+			out = append(out, Advice{Text: "lighter optimizer state (8-bit Adam, Adafactor) or shard it (ZeRO, FSDP)", Because: because})
+		}
+	}
+	if o := d.Spike; o.Reported {
+		w := d.Layers.Peak.Weights
+		because := fmt.Sprintf("optimizer.step() peaks %s MiB above its start (step %d)", o.Bytes.MiBString(), o.Step)
+		if w > 0 {
+			because += fmt.Sprintf(" = %.1f× the weights", float64(o.Bytes)/float64(w))
+		}
+		out = append(out, Advice{
+			Text: "the optimizer's foreach implementation (the CUDA default) makes temporaries for the whole model at once: " +
+				"pass fused=True (Adam, AdamW, SGD: one kernel, no whole-model temporaries) or foreach=False (a per-parameter loop: temporaries of one parameter at a time, slower)",
+			Because: because,
+		})
+	}
+	if cache, ok := shareOf(pk.Cache, pk.Reserved); ok && d.AllocRetries > 0 && cache >= CacheShare {
+		out = append(out, Advice{
+			Text:    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to cut fragmentation",
+			Because: fmt.Sprintf("%d allocator retries; cache %s MiB = %.0f%% of reserved at the peak", d.AllocRetries, pk.Cache.MiBString(), 100*cache),
+		})
+	}
+	return out
+}
+
+// shareOf is part/whole; ok is false when either is unknown or whole is 0.
+func shareOf(part, whole session.Bytes) (float64, bool) {
+	if !part.Known() || !whole.Known() || whole == 0 {
+		return 0, false
+	}
+	return float64(part) / float64(whole), true
+}
