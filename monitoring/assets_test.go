@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v2"
 
+	"github.com/vramscope/vramscope/internal/promtest"
 	"github.com/vramscope/vramscope/metrics"
 )
 
@@ -247,7 +248,7 @@ func TestAlertRules(t *testing.T) {
 			t.Errorf("no alert %s", want)
 		}
 	}
-	promtool := toolOrSkip(t, "promtool")
+	promtool := promtest.Tool(t, "promtool")
 	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}, {"test", "rules", "dcgm_join_test.yml"}} {
 		cmd := exec.Command(promtool, args...)
 		cmd.Dir = "prometheus"
@@ -288,7 +289,7 @@ func TestScrapeConfigs(t *testing.T) {
 			}
 		}
 	}
-	promtool := toolOrSkip(t, "promtool")
+	promtool := promtest.Tool(t, "promtool")
 	for _, f := range []string{"prometheus-static.yml", "prometheus-slurm.yml"} {
 		cmd := exec.Command(promtool, "check", "config", f)
 		cmd.Dir = "prometheus"
@@ -297,18 +298,4 @@ func TestScrapeConfigs(t *testing.T) {
 			t.Errorf("promtool check config %s: %v\n%s", f, err, out)
 		}
 	}
-}
-
-// toolOrSkip finds a Prometheus tool; without it the test is skipped,
-// unless VRAMSCOPE_REQUIRE_PROMETHEUS=1 (CI installs Debian's prometheus).
-func toolOrSkip(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("VRAMSCOPE_REQUIRE_PROMETHEUS") == "1" {
-			t.Fatalf("no %s binary (apt-get install prometheus)", name)
-		}
-		t.Skipf("SKIPPED: no %s binary (apt-get install prometheus)", name)
-	}
-	return p
 }

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vramscope/vramscope/demo"
+	"github.com/vramscope/vramscope/internal/promtest"
 	"github.com/vramscope/vramscope/ipc"
 )
 
@@ -69,16 +68,6 @@ func privateDir(t *testing.T) string {
 	return d
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // node is one simulated node: a real `vramscope record --prometheus`
 // monitor and the ranks that train beside it.
 type node struct {
@@ -99,7 +88,7 @@ func (n *node) start(t *testing.T, bin string) {
 	t.Helper()
 	dir := privateDir(t)
 	n.socket = filepath.Join(dir, "s.sock")
-	n.metrics = freePort(t)
+	n.metrics = promtest.FreeAddr(t)
 	n.cmd = exec.Command(bin, "record", "-o", filepath.Join(dir, n.name+".jsonl.gz"), "--socket", n.socket, "--prometheus", n.metrics)
 	log, err := os.Create(filepath.Join(dir, "monitor.log"))
 	if err != nil {
@@ -228,7 +217,7 @@ func expect(t *testing.T, host string, r rankPlan, steps int) expected {
 // messages give; the variables list the job's hosts and ranks; the
 // leaking-rank alert is raised for rank 3 alone.
 func TestClusterInRealPrometheus(t *testing.T) {
-	prom := toolOrSkip(t, "prometheus")
+	promtest.Tool(t, "prometheus")
 	bin := binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -258,16 +247,16 @@ func TestClusterInRealPrometheus(t *testing.T) {
 	for _, n := range nodes {
 		n.waitMetrics(ctx, t, steps-1)
 	}
-	web := startPrometheus(ctx, t, prom, targets)
+	web := startPrometheus(ctx, t, targets)
 	// Every monitor scraped, every rule evaluated once since.
-	waitQuery(ctx, t, web, `count(vramscope_process_info) == 5 and count(ALERTS{alertname="VramscopeRankLeaking"}) == 1`)
+	promtest.Query(ctx, t, web, `count(vramscope_process_info) == 5 and count(ALERTS{alertname="VramscopeRankLeaking"}) == 1`)
 
 	vars := strings.NewReplacer(`$job`, `81234`, `$host`, `.*`, `$rank`, `.*`)
 	d := loadDashboard(t)
 	answered := 0
 	for _, p := range d.Panels {
 		for _, q := range p.Targets {
-			got := waitQuery(ctx, t, web, vars.Replace(q.Expr))
+			got := promtest.Query(ctx, t, web, vars.Replace(q.Expr))
 			checkPanel(t, p.Title, got, want)
 			answered++
 		}
@@ -275,18 +264,18 @@ func TestClusterInRealPrometheus(t *testing.T) {
 	if answered != len(d.Panels) {
 		t.Errorf("%d queries answered, %d panels", answered, len(d.Panels))
 	}
-	hosts := waitQuery(ctx, t, web, `count by (host) (vramscope_process_info{job_id=~"81234"})`)
+	hosts := promtest.Query(ctx, t, web, `count by (host) (vramscope_process_info{job_id=~"81234"})`)
 	if len(hosts) != 2 {
 		t.Errorf("job 81234 runs on %d hosts, want node-0 and node-1: %v", len(hosts), hosts)
 	}
-	alerts := waitQuery(ctx, t, web, `ALERTS{alertname="VramscopeRankLeaking"}`)
+	alerts := promtest.Query(ctx, t, web, `ALERTS{alertname="VramscopeRankLeaking"}`)
 	if len(alerts) != 1 || alerts[0].Metric["rank"] != "3" || alerts[0].Metric["job_id"] != "81234" || alerts[0].Metric["host"] != "node-1" {
 		t.Errorf("leaking-rank alerts %v, want rank 3 of job 81234 on node-1 alone", alerts)
 	}
 }
 
 // checkPanel compares one panel's answer with the ranks' own numbers.
-func checkPanel(t *testing.T, title string, got []sample, want []expected) {
+func checkPanel(t *testing.T, title string, got []promtest.Sample, want []expected) {
 	t.Helper()
 	byRank := map[string]expected{}
 	for _, w := range want {
@@ -310,8 +299,8 @@ func checkPanel(t *testing.T, title string, got []sample, want []expected) {
 		for _, s := range got {
 			w, ok := byRank[s.Metric["rank"]]
 			v, has := f(w)
-			if !ok || !has || s.Metric["host"] != w.host || !near(s.value(t), v) {
-				t.Errorf("%s: rank %s on %s = %v, want %v on %s", title, s.Metric["rank"], s.Metric["host"], s.value(t), v, w.host)
+			if !ok || !has || s.Metric["host"] != w.host || !near(s.Float(t), v) {
+				t.Errorf("%s: rank %s on %s = %v, want %v on %s", title, s.Metric["rank"], s.Metric["host"], s.Float(t), v, w.host)
 			}
 		}
 	}
@@ -327,13 +316,13 @@ func checkPanel(t *testing.T, title string, got []sample, want []expected) {
 	case "Leak rate per rank":
 		perRank(title, func(w expected) (float64, bool) { return float64(demo.LeakPerStep), w.leak })
 	case "Leak onset (step)":
-		if len(got) != 1 || got[0].Metric["rank"] != "3" || got[0].value(t) < 0 || got[0].value(t) > 2 {
+		if len(got) != 1 || got[0].Metric["rank"] != "3" || got[0].Float(t) < 0 || got[0].Float(t) > 2 {
 			t.Errorf("%s: %v, want rank 3's leak from its first steps", title, got)
 		}
 	case "Rank imbalance: largest need / median":
 		sort.Float64s(needs)
 		mid := (needs[len(needs)/2-1] + needs[len(needs)/2]) / 2 // quantile(0.5) of 4 values
-		if len(got) != 1 || !near(got[0].value(t), needs[len(needs)-1]/mid) {
+		if len(got) != 1 || !near(got[0].Float(t), needs[len(needs)-1]/mid) {
 			t.Errorf("%s: %v, want %v", title, got, needs[len(needs)-1]/mid)
 		}
 	case "Phase peaks of the newest step":
@@ -341,8 +330,8 @@ func checkPanel(t *testing.T, title string, got []sample, want []expected) {
 			t.Errorf("%s: %d series, want 5 phases of %d ranks", title, len(got), len(want))
 		}
 		for _, s := range got {
-			if w := byRank[s.Metric["rank"]]; !near(s.value(t), w.phases[s.Metric["phase"]]) {
-				t.Errorf("%s: rank %s %s = %v, want %v", title, s.Metric["rank"], s.Metric["phase"], s.value(t), w.phases[s.Metric["phase"]])
+			if w := byRank[s.Metric["rank"]]; !near(s.Float(t), w.phases[s.Metric["phase"]]) {
+				t.Errorf("%s: rank %s %s = %v, want %v", title, s.Metric["rank"], s.Metric["phase"], s.Float(t), w.phases[s.Metric["phase"]])
 			}
 		}
 	case "Allocated over time":
@@ -353,7 +342,7 @@ func checkPanel(t *testing.T, title string, got []sample, want []expected) {
 			if byRank[s.Metric["rank"]].leak {
 				want = "growth"
 			}
-			if s.Metric["pattern"] != want || s.value(t) != 1 {
+			if s.Metric["pattern"] != want || s.Float(t) != 1 {
 				t.Errorf("%s: rank %s is %s, want %s", title, s.Metric["rank"], s.Metric["pattern"], want)
 			}
 		}
@@ -367,16 +356,14 @@ func checkPanel(t *testing.T, title string, got []sample, want []expected) {
 
 // startPrometheus runs Debian's prometheus on loopback scraping targets
 // every second, with the shipped alerting rules evaluated every second.
-func startPrometheus(ctx context.Context, t *testing.T, bin string, targets []string) string {
+func startPrometheus(ctx context.Context, t *testing.T, targets []string) string {
 	t.Helper()
-	dir := t.TempDir()
 	rules, err := filepath.Abs("prometheus/alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	quoted, _ := json.Marshal(targets)
-	conf := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`global:
+	return promtest.Start(ctx, t, fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files: [%q]
@@ -384,75 +371,5 @@ scrape_configs:
   - job_name: vramscope
     static_configs:
       - targets: %s
-`, rules, quoted)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	web := freePort(t)
-	cmd := exec.CommandContext(ctx, bin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+web, "--log.level=warn")
-	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start prometheus: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
-	return web
-}
-
-type sample struct {
-	Metric map[string]string `json:"metric"`
-	Value  [2]any            `json:"value"`
-}
-
-func (s sample) value(t *testing.T) float64 {
-	t.Helper()
-	str, _ := s.Value[1].(string)
-	v, err := strconv.ParseFloat(str, 64)
-	if err != nil {
-		t.Errorf("value %v: %v", s.Value[1], err)
-	}
-	return v
-}
-
-// waitQuery asks Prometheus's HTTP API an instant query until it answers
-// a non-empty vector (the first scrapes and rule evaluations take seconds).
-func waitQuery(ctx context.Context, t *testing.T, web, query string) []sample {
-	t.Helper()
-	u := "http://" + web + "/api/v1/query?query=" + url.QueryEscape(query)
-	for {
-		var body struct {
-			Status string `json:"status"`
-			Error  string `json:"error"`
-			Data   struct {
-				Result []sample `json:"result"`
-			} `json:"data"`
-		}
-		req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&body)
-			resp.Body.Close()
-			if err == nil && body.Status != "success" {
-				t.Fatalf("%s: %s", query, body.Error)
-			}
-			if err == nil && len(body.Data.Result) > 0 {
-				return body.Data.Result
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: no answer before the deadline (last error %v)", query, err)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+`, rules, quoted))
 }

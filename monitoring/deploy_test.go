@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v2"
+
+	"github.com/vramscope/vramscope/internal/promtest"
 )
 
 // hookEnv is every environment variable the hook reads its job identity
@@ -195,7 +197,7 @@ func TestSlurmMonitorScript(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	port := freePort(t)
+	port := promtest.FreeAddr(t)
 	port = port[strings.LastIndexByte(port, ':')+1:]
 	cmd := exec.Command("bash", "deploy/slurm-monitor.sh")
 	cmd.Env = append(os.Environ(), "VRAMSCOPE="+bin, "SLURM_JOB_ID=81234", "SLURMD_NODENAME=node-3",
