@@ -245,3 +245,26 @@ func TestDiffComparesTwoJobsRankByRank(t *testing.T) {
 		}
 	}
 }
+
+// TestReportNamesTheJob: the single report's process header names the job
+// the hook read, escaped; a pod without a job id is named by its pod.
+func TestReportNamesTheJob(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	writeNode(t, a, "node-1", &ipc.Job{ID: "81234", Source: ipc.JobSlurm, Step: "0", Node: "node-1"}, 2, map[int]string{1: "steady"}, 4)
+	writeNode(t, b, "pod-host", &ipc.Job{Source: ipc.JobKubernetes, Pod: "nb-0", Namespace: "alice\u00e9", Node: "n1"}, 2, map[int]string{0: "steady"}, 4)
+	for path, want := range map[string]string{a: "· job 81234 (slurm, step 0, node node-1) ·", b: "· job – (kubernetes, node n1, pod aliceé/nb-0) ·"} {
+		var out, errOut bytes.Buffer
+		if err := runReport(path, false, &out, &errOut); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("%s: no %q in\n%s", path, want, out.String())
+		}
+		out.Reset()
+		runReport(path, true, &out, &errOut)
+		if !strings.Contains(out.String(), `"job": {`) {
+			t.Errorf("%s: the JSON has no job", path)
+		}
+	}
+}
