@@ -5,11 +5,13 @@ same objects on the monitor's side."""
 
 import json
 import os
+import subprocess
+import sys
 import warnings
 
 import pytest
 
-from conftest import ROOT, FakeCuda, make_config
+from conftest import ROOT, FakeCuda, Recorder, make_config
 from vramscope import _client, _job, _messages
 
 
@@ -72,3 +74,32 @@ def test_the_client_reads_the_job_once_when_it_builds_its_hello(monkeypatch):
         assert len(calls) == 1
     finally:
         c.close("removed", timeout=0.2)
+
+
+def test_the_leak_check_example_is_one_leaking_rank_of_its_job(torch_mod, vs_bin, workdir, recorders):
+    """docs/cluster.md's alert check, end to end on the CPU: the example
+    run with VRAMSCOPE_JOB and Slurm's variables under a real monitor is,
+    in the job report of its recording, one rank of that job, on its node,
+    leaking (about 8 MiB a step on torch 1.13's CPU)."""
+    out, sock = os.path.join(workdir, "r.jsonl"), os.path.join(workdir, "s.sock")
+    rec = Recorder(vs_bin, out, sock)
+    recorders.append(rec)
+    env = dict(os.environ, VRAMSCOPE_SOCKET=sock, VRAMSCOPE_JOB="alert-check", SLURM_JOB_ID="81234",
+               SLURM_STEP_ID="0", SLURMD_NODENAME="node-3", PYTHONPATH=os.path.join(ROOT, "pyhook"))
+    proc = subprocess.run([sys.executable, "-W", "error:::vramscope", os.path.join(ROOT, "monitoring", "examples", "leak_check.py"),
+                           "--minutes", "0.1", "--step-seconds", "0.02"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", "the hook printed: " + proc.stderr
+    code, err = rec.stop()
+    assert code == 0, err
+    report = subprocess.run([vs_bin, "report", "--job", "--json", out], capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    view = json.loads(report.stdout)
+    assert view["jobs"] == ["alert-check"]
+    (rank,) = view["ranks"]
+    assert rank["job"] == {"id": "alert-check", "source": "vramscope", "step": "0", "node": "node-3",
+                           "pod": "", "namespace": ""}
+    assert rank["pattern"] == "growth" and rank["growth"]["kind"] == "leak", rank
+    assert 4 << 20 <= rank["growth"]["held_per_step"] <= 16 << 20, rank["growth"]
+    assert [r["pid"] for r in view["leaking"]] == [rank["pid"]]
