@@ -186,8 +186,9 @@ func TestSystemdUnitAndContainer(t *testing.T) {
 // TestSlurmMonitorScript runs deploy/slurm-monitor.sh as srun would start
 // it on one node of job 81234, with the real binary: it writes the
 // file-based discovery target for the node (the file prometheus-slurm.yml
-// reads), its monitor serves /metrics there, and on SIGTERM (the job's end)
-// the target is removed and the recording is closed whole.
+// reads, readable to Prometheus), its monitor serves /metrics there, and on
+// SIGTERM (the job's end) the target is removed, no temporary file is left,
+// and the recording is closed whole.
 func TestSlurmMonitorScript(t *testing.T) {
 	bin := binary(t)
 	dir := privateDir(t)
@@ -229,6 +230,9 @@ func TestSlurmMonitorScript(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm()&0o044 != 0o044 {
+		t.Errorf("the target file is not readable to Prometheus: %v %v", fi.Mode(), err)
+	}
 	if len(sd) != 1 || len(sd[0].Targets) != 1 || sd[0].Targets[0] != "127.0.0.1:"+port ||
 		sd[0].Labels["slurm_job"] != "81234" || sd[0].Labels["slurm_node"] != "node-3" {
 		t.Fatalf("target file: %+v", sd)
@@ -253,8 +257,8 @@ func TestSlurmMonitorScript(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("the script ended with %v:\n%s", err, out.String())
 	}
-	if _, err := os.Stat(target); !os.IsNotExist(err) {
-		t.Errorf("the target file outlived the monitor: %v", err)
+	if left, _ := os.ReadDir(targets); len(left) != 0 {
+		t.Errorf("the target directory keeps %v after the monitor stopped", left)
 	}
 	if fi, err := os.Stat(filepath.Join(runs, "node-3.jsonl.gz")); err != nil || fi.Size() == 0 {
 		t.Errorf("the node's recording: %v", err)

@@ -17,16 +17,23 @@ target=$VRAMSCOPE_TARGETS/$SLURM_JOB_ID-$node.json
 "$vramscope" record -o "$VRAMSCOPE_RUNS/$node.jsonl.gz" --socket "$VRAMSCOPE_SOCKET" \
 	--prometheus "$bind:$port" &
 pid=$!
+tmp=
 stop() {
-	rm -f "$target" "$target.tmp"
+	rm -f "$target" ${tmp:+"$tmp"}
 	kill -TERM "$pid" 2>/dev/null || true
 	wait "$pid" || true
 }
 trap stop EXIT
 trap 'exit 0' TERM INT
 
-# Written whole, then renamed: Prometheus never reads half a file.
+# Written whole into a new file of a random name (mktemp: never through a
+# link someone left in the shared directory), made readable to
+# Prometheus, then renamed over the target: Prometheus never reads half a
+# file.
+tmp=$(mktemp "$VRAMSCOPE_TARGETS/.vramscope-XXXXXX")
 printf '[{"targets": ["%s:%s"], "labels": {"slurm_job": "%s", "slurm_node": "%s"}}]\n' \
-	"$bind" "$port" "$SLURM_JOB_ID" "$node" >"$target.tmp"
-mv -f "$target.tmp" "$target"
+	"$bind" "$port" "$SLURM_JOB_ID" "$node" >>"$tmp"
+chmod 0644 "$tmp"
+mv -f "$tmp" "$target"
+tmp=
 wait "$pid"
