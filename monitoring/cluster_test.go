@@ -137,16 +137,20 @@ func (n *node) train(ctx context.Context, steps int) error {
 // waitMetrics waits until the node's /metrics shows every rank's last step.
 func (n *node) waitMetrics(ctx context.Context, t *testing.T, lastStep int) {
 	t.Helper()
-	want := fmt.Sprintf("vramscope_processes %d", len(n.ranks))
+	want := fmt.Sprintf("} %d", lastStep)
 	for {
-		body := ""
+		body, finished := "", 0
 		if resp, err := http.Get("http://" + n.metrics + "/metrics"); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			body = string(b)
 		}
-		if strings.Contains(body, want) && strings.Count(body, "\nvramscope_last_step{") == len(n.ranks) &&
-			!strings.Contains(body[strings.Index(body, "\nvramscope_last_step{"):], "} "+strconv.Itoa(lastStep-1)+"\n") {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "vramscope_last_step{") && strings.HasSuffix(line, want) {
+				finished++
+			}
+		}
+		if finished == len(n.ranks) {
 			return
 		}
 		select {
