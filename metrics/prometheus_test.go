@@ -70,4 +70,3 @@ scrape_configs:
 		t.Fatalf("peak share of the device %v, want about 0.053", f)
 	}
 }
-
