@@ -105,18 +105,18 @@ func TestJobReportOfManyRecordings(t *testing.T) {
 			t.Errorf("rank %d: need %s, peak in %q", i, r.NeedKnown, r.PeakPhase)
 		}
 		if i == 13 {
-			if r.Pattern != "growth" || r.Leak == nil || r.Leak.Kind != "leak" || r.Leak.PerStep != session.Bytes(demo.LeakPerStep) ||
+			if r.Pattern != "growth" || r.Growth == nil || r.Growth.Kind != "leak" || r.Growth.PerStep != session.Bytes(demo.LeakPerStep) ||
 				r.SteadyPeak.Known() || r.NeedSteady {
-				t.Errorf("rank 13: %+v %+v", r, r.Leak)
+				t.Errorf("rank 13: %+v %+v", r, r.Growth)
 			}
 			continue
 		}
 		want, held := mib(4329+16*int64(i)), mib(1581+16*int64(i))
-		if r.Pattern != "steady" || r.Need != want || r.SteadyPeak != want || !r.NeedSteady || r.Held != held || r.Leak != nil {
+		if r.Pattern != "steady" || r.Need != want || r.SteadyPeak != want || !r.NeedSteady || r.Held != held || r.Growth != nil {
 			t.Errorf("rank %d: pattern %s, need %d, steady %d, held %d, want %d and %d held", i, r.Pattern, r.Need, r.SteadyPeak, r.Held, want, held)
 		}
 	}
-	if len(v.Leaking) != 1 || *v.Leaking[0].Rank != 13 || v.Leaking[0].Host != "node-3" {
+	if len(v.Leaking) != 1 || *v.Leaking[0].Rank != 13 || v.Leaking[0].Host != "node-3" || v.Leaking[0].Growth.HeldPerStep != session.Bytes(demo.LeakPerStep) {
 		t.Errorf("leaking %+v, want rank 13 on node-3", v.Leaking)
 	}
 	sort.Slice(needs, func(i, j int) bool { return needs[i] < needs[j] })

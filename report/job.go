@@ -31,7 +31,7 @@ type JobView struct {
 	Imbalance *Imbalance `json:"imbalance"`
 	// Leaking are the ranks whose step peaks grow with the memory they
 	// hold between steps (pattern growth, kind leak), largest rate first.
-	Leaking []RankRef `json:"leaking"`
+	Leaking []Leaking `json:"leaking"`
 }
 
 // Rank is one training process of the job.
@@ -56,8 +56,15 @@ type Rank struct {
 	Held session.Bytes `json:"held"`
 	// PeakPhase is the phase of the rank's session peak.
 	PeakPhase string `json:"peak_phase"`
-	// Leak is the growth while the pattern is growth, nil otherwise.
-	Leak *Growth `json:"growth"`
+	// Growth is how the peaks grow while the pattern is growth, nil
+	// otherwise.
+	Growth *Growth `json:"growth"`
+}
+
+// Leaking is a rank that leaks, and how fast.
+type Leaking struct {
+	RankRef
+	Growth Growth `json:"growth"`
 }
 
 // RankRef names a rank: the recording it is in, its host, pid and rank.
@@ -93,7 +100,7 @@ type Imbalance struct {
 // NewJobView returns an empty view; Add each recording's ranks, then
 // Finish.
 func NewJobView() *JobView {
-	return &JobView{Schema: JobSchema, Recordings: []string{}, Jobs: []string{}, Ranks: []Rank{}, Leaking: []RankRef{}}
+	return &JobView{Schema: JobSchema, Recordings: []string{}, Jobs: []string{}, Ranks: []Rank{}, Leaking: []Leaking{}}
 }
 
 // RanksOf is one row per process of one recording's report; name is the
@@ -126,7 +133,7 @@ func rankOf(name string, p *Process) Rank {
 		r.SteadyPeak = d.PeakAfter
 	}
 	if d.Pattern == diagnose.PatternGrowth {
-		r.Leak = &Growth{Kind: d.GrowthKind, PerStep: d.GrowthPerStep, HeldPerStep: d.HeldPerStep, From: d.GrowthFrom}
+		r.Growth = &Growth{Kind: d.GrowthKind, PerStep: d.GrowthPerStep, HeldPerStep: d.HeldPerStep, From: d.GrowthFrom}
 	}
 	return r
 }
@@ -158,14 +165,14 @@ func (v *JobView) Finish() *JobView {
 		if r.Need.Known() && r.NeedKnown.Stated() {
 			stated = append(stated, r)
 		}
-		if r.Leak != nil && r.Leak.Kind == diagnose.GrowthLeak {
+		if r.Growth != nil && r.Growth.Kind == diagnose.GrowthLeak {
 			leaking = append(leaking, r)
 		}
 	}
 	sort.Strings(v.Jobs)
-	sort.SliceStable(leaking, func(i, j int) bool { return leaking[i].Leak.PerStep > leaking[j].Leak.PerStep })
+	sort.SliceStable(leaking, func(i, j int) bool { return leaking[i].Growth.PerStep > leaking[j].Growth.PerStep })
 	for _, r := range leaking {
-		v.Leaking = append(v.Leaking, r.RankRef)
+		v.Leaking = append(v.Leaking, Leaking{RankRef: r.RankRef, Growth: *r.Growth})
 	}
 	v.Imbalance = imbalanceOf(stated)
 	return v

@@ -38,13 +38,9 @@ func (v *JobView) WriteText(w io.Writer) error {
 	if len(v.Leaking) == 0 {
 		bw.WriteString("leaking: none\n")
 	}
-	for _, ref := range v.Leaking {
-		for i := range v.Ranks {
-			if r := &v.Ranks[i]; r.RankRef == ref && r.Leak != nil {
-				fmt.Fprintf(bw, "leaking: %s grows %s MiB a step since step %d (held %s MiB a step)\n",
-					refText(ref), perStep(r.Leak.PerStep), r.Leak.From, perStep(r.Leak.HeldPerStep))
-			}
-		}
+	for _, l := range v.Leaking {
+		fmt.Fprintf(bw, "leaking: %s grows %s MiB a step since step %d (held %s MiB a step)\n",
+			refText(l.RankRef), perStep(l.Growth.PerStep), l.Growth.From, perStep(l.Growth.HeldPerStep))
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write job report: %w", err)
