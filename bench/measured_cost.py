@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The training-thread cost of a measured step (saved-activation accounting,
-issue 20's by-module split included) on a small transformer, against the
+the by-module split included) on a small transformer, against the
 hook of another revision in the same process.
 
 Every step is measured (activations_every=1). Modes run in rotated blocks

@@ -116,8 +116,8 @@ func writeOut(out string, force bool, stdout io.Writer, write func(io.Writer) er
 // createOut creates an output file the way record creates a recording:
 // 0600, as it carries host names and argv, and never over an existing
 // file or through a symlink (O_EXCL does not follow one). export -o and
-// plot -o followed a planted symlink and truncated its target (issue 22,
-// finding 8). With force an existing file or symlink is removed first,
+// plot -o followed a planted symlink and truncated its target. With force an
+// existing file or symlink is removed first,
 // the link itself and not its target; a directory is never removed.
 func createOut(out string, force bool) (*os.File, error) {
 	if force {

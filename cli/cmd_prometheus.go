@@ -13,15 +13,17 @@ import (
 // With no address it does nothing. Wiring: build it, pass feedOptions()
 // to feed.New, then start(ctx) before the sources run.
 type promExport struct {
-	addr string
-	exp  *metrics.Exporter
+	addr  string
+	queue *feed.Feed // the exporter's own feed, fed by the tap
+	exp   *metrics.Exporter
 }
 
 func newPromExport(addr string) *promExport {
 	p := &promExport{addr: addr}
 	if addr != "" {
 		host, _ := os.Hostname()
-		p.exp = metrics.New(metrics.WithMonitorHost(host))
+		p.queue = feed.New(feed.WithLimit(metrics.QueueLimit))
+		p.exp = metrics.New(p.queue, metrics.WithMonitorHost(host))
 	}
 	return p
 }
@@ -31,7 +33,7 @@ func (p *promExport) feedOptions() []feed.Option {
 	if p.exp == nil {
 		return nil
 	}
-	return []feed.Option{feed.WithTap(p.exp.Put)}
+	return []feed.Option{feed.WithTap(p.queue.Put)}
 }
 
 // start listens and serves until ctx is done. A listen error (port taken,

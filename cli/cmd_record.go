@@ -132,14 +132,13 @@ func summary(s *session.Store, path string, events, bad uint64) string {
 	// Clients counts the sessions the store forgot to stay bounded too (it
 	// said "1024 clients" after 2,000); lost is what the hooks sent and the
 	// monitor never got, apart from what its own view skipped when it fell
-	// behind (the recording has those) and the connections it refused
-	// (issue 22, findings 5 and 7).
+	// behind (the recording has those) and the connections it refused.
 	return fmt.Sprintf("vramscope: %s, %s, %s, %d lost, %d dropped by hooks, %s, %d skipped by the view (recorded), %s; wrote %s (%s)",
 		count(len(s.Processes())+s.Forgotten, "client"), count(int(events), "event"), count(steps, "step"), s.Lost(), dropped,
 		count(int(s.Refused), "refused connection"), s.Skipped, count(int(max(bad, uint64(s.Errors))), "bad message"), path, size)
 }
 
-// count is "1 client", "2 clients" (issue 24: summaries said "1 clients").
+// count is "1 client", "2 clients" (summaries said "1 clients").
 func count(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun

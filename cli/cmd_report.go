@@ -49,7 +49,8 @@ both layouts.`,
 // batchGCPercent is report's garbage-collector target: a one-shot batch
 // read trades heap for collector time. On a 1M-step recording (bench/million,
 // 2.5 GB, 2 idle cores) GOGC 100 took 10.4-10.7 s and 78 MB; 200 took 9.3 s
-// and 105 MB, inside issue 22's 10 s and 150 MB (400: 8.3 s but 175 MB).
+// and 105 MB, inside the 10 s and 150 MB a report of a
+// million steps may take (400: 8.3 s but 175 MB).
 const batchGCPercent = 200
 
 // batchGC sets batchGCPercent unless the user chose GOGC.

@@ -10,8 +10,8 @@ import (
 
 // TestOutputFilesFollowRecordsPolicy: export -o and plot -o followed a
 // planted symlink and truncated its target, and created their files 0644
-// under the usual umask though they carry host names and argv (issue 22,
-// finding 8). Like record, they now refuse an existing file or symlink
+// under the usual umask though they carry host names and argv. Like record,
+// they now refuse an existing file or symlink
 // unless --force, and create 0600; --force replaces the link itself,
 // never what it points at.
 func TestOutputFilesFollowRecordsPolicy(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// A typo of a command or a flag gets a "did you mean" (issue 24), on the
+// A typo of a command or a flag gets a "did you mean", on the
 // one line the error is.
 
 // rootArgs is the root command's Args: none, and an unknown command gets

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Issue 24: typos of commands and flags got no "did you mean". The root
+// Typos of commands and flags got no "did you mean". The root
 // command, as main runs it.
 func TestTyposGetADidYouMean(t *testing.T) {
 	for _, tc := range []struct {
@@ -29,7 +29,7 @@ func TestTyposGetADidYouMean(t *testing.T) {
 	}
 }
 
-// Issue 24: summaries said "1 clients".
+// Summaries said "1 clients".
 func TestSummaryCountsInTheSingular(t *testing.T) {
 	for n, want := range map[int]string{0: "0 clients", 1: "1 client", 2: "2 clients"} {
 		if got := count(n, "client"); got != want {

@@ -11,8 +11,8 @@ import (
 
 // TestSummaryNamesEachLoss: record said "163840 lost" for events its own
 // view skipped though the recording had them, and "1024 clients … 0 lost"
-// after 2,000 sessions of which 343 were refused (issue 22, findings 5 and
-// 7). The summary now counts every client, and names the view's skips and
+// after 2,000 sessions of which 343 were refused. The summary now counts
+// every client, and names the view's skips and
 // the refused connections apart from loss.
 func TestSummaryNamesEachLoss(t *testing.T) {
 	s := session.New(session.WithMaxProcesses(2))

@@ -68,7 +68,7 @@ func (d *SimNVML) onExit(rank int) { d.sim.OnExit(rank) }
 // monitor receives them, so each sample is put in the feed (and the
 // recording) right after the hook line it reflects. Driven from the
 // demo's sender, it ran up to 11 s ahead of the lines still in the socket
-// at full speed, and a replay then held the process back (issue 11).
+// at full speed, and a replay then held the process back.
 type NVMLTap struct {
 	nv    *SimNVML
 	mu    sync.Mutex

@@ -202,7 +202,7 @@ func layersAtPeak(s *session.Store, p *session.Process, pk peakAt) Layers {
 			// The figures of the process-list readings in effect during the
 			// peak's phase: each pairs values read at one moment. With no
 			// reading during the phase they come from a stale one and are
-			// left out, as the process figure is (issue 24: "non-PyTorch at
+			// left out, as the process figure is ("non-PyTorch at
 			// peak 480" stood beside "NVML process at peak: stale").
 			l.NonPyTorch = peakInEffect(p.NonPyTorch, pk.from, pk.to)
 			l.OtherProcesses = peakInEffect(p.Others, pk.from, pk.to)

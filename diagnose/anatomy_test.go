@@ -102,7 +102,7 @@ func TestLayersOnACPURunAreUnknown(t *testing.T) {
 // A per-process NVML reading taken during the peak's phase but before the
 // allocator grew (the 1 Hz list lags) is below the reserved bytes at the
 // peak. The driver counts every reserved byte, so such a reading cannot be
-// "at peak": it is marked stale instead (issue 10: NVML at peak 4546 MiB
+// "at peak": it is marked stale instead (NVML at peak 4546 MiB
 // under reserved at peak 4702 MiB on the H100).
 func TestNVMLBelowReservedIsNotAtPeak(t *testing.T) {
 	msgs := demoMessages(t, "warmup", 6)

@@ -197,7 +197,7 @@ func TestAdviceComesWithItsMeasurement(t *testing.T) {
 		want     []string // substrings of the advice texts, in order
 	}{
 		// The demo's warmup rises to its steady peak: that peak is the need,
-		// so "nothing to fix" would be wrong (issue 19).
+		// so "nothing to fix" would be wrong.
 		{"warmup", "warmup", nil, []string{"activation checkpointing"}},
 		{"steady", "steady", nil, []string{"activation checkpointing"}},
 		{"leak", "leak", nil, []string{"tensors kept across steps", "activation checkpointing"}},

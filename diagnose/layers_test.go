@@ -75,7 +75,7 @@ func TestLayersPairFiguresOfOneReading(t *testing.T) {
 	s.Apply(session.Event{GPU: &probe.Sample{At: at.Add(150 * time.Millisecond), Device: uuid, Used: mib(3700)}})
 	l := LayersOf(s, s.Processes()[0])
 	// No list reading during the peak's phase: the process figure is stale,
-	// and so is what is derived from it (issue 24: a stale reading is not a
+	// and so is what is derived from it (a stale reading is not a
 	// value). They used to show the reading in effect (500, 0).
 	if !l.Peak.ProcessUsedStale || l.Peak.OtherProcesses.Known() || l.Peak.NonPyTorch.Known() {
 		t.Errorf("at the peak: process stale %v, other processes %s, non-PyTorch %s; want stale, –, –",

@@ -8,7 +8,7 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// noisyRun generates the class of run issue 19 describes: a GPT-2-like
+// noisyRun generates the class of run that hid a leak: a GPT-2-like
 // model with bf16 autocast and fused AdamW, sequence lengths varying from
 // 256 to 1024, an evaluation forward every 15 steps, and (leak > 0) a
 // leak of leak MiB per step from step leakFrom on.
@@ -25,7 +25,7 @@ import (
 // up to 3 MiB on each peak. The lengths and jitter come from a fixed LCG,
 // so the run is the same every time.
 //
-// exact: the hook resets its counters at each read (issue 19's default):
+// exact: the hook resets its counters at each read (the default):
 // steps 0–2 are read phase by phase, later ones once, with span "step".
 // Without it the hook is 0.1.0: end reads, the counter never reset.
 func noisyRun(steps, leakFrom int, leak int64, exact bool) []ipc.Message {

@@ -108,7 +108,7 @@ type Phase struct {
 //
 // ABound and BBound mark a side that is a lower bound (the largest value
 // seen, not the peak): Change is then null too, since a difference of
-// bounds is no figure (issue 19).
+// bounds is no figure.
 type Delta struct {
 	A      session.Bytes `json:"a"`
 	B      session.Bytes `json:"b"`

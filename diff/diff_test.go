@@ -37,7 +37,7 @@ func TestDiffSameScriptTwice(t *testing.T) {
 	for _, ph := range p.Phases {
 		if ph.Phase == "zero_grad" || ph.Phase == "forward" || ph.Phase == "loss" {
 			// Phase peaks below an earlier high are lower bounds in both
-			// (hook 0.1.0): equal, but no change is stated (issue 19).
+			// (hook 0.1.0): equal, but no change is stated.
 			d := ph.PeakAllocated
 			if c := d.Change; d.A != d.B || c != nil && *c != 0 || c == nil && !(d.ABound && d.BBound) {
 				t.Errorf("%s peak allocated %+v between two identical runs", ph.Phase, d)

@@ -11,7 +11,7 @@ import (
 )
 
 // TestHostileTextIsEscaped: diff printed a hostile recording's control
-// bytes raw (issue 22, finding 1); the fixture is described in
+// bytes raw; the fixture is described in
 // report/hostile_test.go.
 func TestHostileTextIsEscaped(t *testing.T) {
 	s, _, _, err := export.Load("../testdata/recordings/hostile_text.jsonl")

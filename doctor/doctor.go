@@ -104,7 +104,7 @@ func (r Report) Write(w io.Writer) error {
 	if r.Failed() {
 		b.WriteString("\nverdict: ✗ something above stops the hook's messages from reaching a monitor; fix the ✗ lines\n")
 	} else if w := r.deliveryWarnings(); len(w) > 0 {
-		// "✓" right under "! monitor none" read as a contradiction (issue 24).
+		// "✓" right under "! monitor none" read as a contradiction.
 		fmt.Fprintf(&b, "\nverdict: ! nothing above blocks the hook's messages, but see the ! %s line%s: no monitor listens where the hook connects yet\n",
 			strings.Join(w, " and "), map[bool]string{true: "", false: "s"}[len(w) == 1])
 	} else {

@@ -101,7 +101,7 @@ func TestMonitorListeningOnAnotherPath(t *testing.T) {
 		t.Errorf("elsewhere: %+v", f)
 	}
 	var b bytes.Buffer
-	// Issue 24: not "✓" right under "! monitor none": the verdict points at
+	// Not "✓" right under "! monitor none": the verdict points at
 	// the ! lines.
 	if err := r.Write(&b); err != nil || !strings.Contains(b.String(), "verdict: ! nothing above blocks the hook's messages, but see the ! monitor and elsewhere lines") {
 		t.Errorf("Write: %v\n%s", err, b.String())

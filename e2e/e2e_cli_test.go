@@ -211,7 +211,7 @@ func TestBuildWithoutCgoDegrades(t *testing.T) {
 	}
 }
 
-// Issue 24 item 9: a recording with no memory data (a CPU run) drew an
+// A recording with no memory data (a CPU run) drew an
 // empty chart and exited 0. The command fails with one line and writes no
 // file.
 func TestPlotWithoutMemoryDataExitsNonZero(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/vramscope/vramscope/record"
 )
 
-// Issue 11 faults, run as the real binary.
+// Faults (a full disk, floods, damaged files), run as the real binary.
 
 // runExit runs the binary and returns its output and exit code, within 60 s.
 func runExit(t *testing.T, bin string, args ...string) (stdout, stderr string, code int, took time.Duration) {

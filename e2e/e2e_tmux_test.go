@@ -246,7 +246,7 @@ func firstLine(s string) string {
 	return line
 }
 
-// Issue 24 item 5: `vramscope --socket PATH` with nothing set on the
+// `vramscope --socket PATH` with nothing set on the
 // training side: the waiting screen names the line to add there.
 func TestTmuxWaitingScreenNamesTheTrainingSideSocket(t *testing.T) {
 	tm := newTmux(t)
@@ -263,7 +263,7 @@ func TestTmuxWaitingScreenNamesTheTrainingSideSocket(t *testing.T) {
 	tm.run("send-keys", "-t", "main", "q")
 }
 
-// Issue 24 item 4: `vramscope run` hid the script's output in a log that
+// `vramscope run` hid the script's output in a log that
 // nothing on screen named. On a real CPU run (torch), the header names the
 // log and o shows its last lines, the script's last print among them.
 func TestTmuxRunShowsWhereTheOutputGoes(t *testing.T) {
@@ -286,7 +286,7 @@ func TestTmuxRunShowsWhereTheOutputGoes(t *testing.T) {
 	tm.waitFor(30*time.Second, "the command's output is in train.log", "EXIT=")
 }
 
-// Issue 24 item 3: r pressed minutes into the demo gave a recording whose
+// `r` pressed minutes into the demo gave a recording whose
 // replay played those minutes as an empty screen, and whose report gave
 // 153 s for 12 s of data. Here r is pressed 6 s in, for about 2 s: the
 // report spans the recorded stretch and says it started mid-session.

@@ -22,7 +22,7 @@ type bgFailWriter struct {
 
 func (w *bgFailWriter) Err() error { return w.err }
 
-// Issue 11 finding 1: a full disk found by the writer's background flush,
+// A full disk found by the writer's background flush,
 // with no event written since, still stops the recording and is reported.
 func TestBackgroundRecordingFailureIsFound(t *testing.T) {
 	w := &bgFailWriter{}
@@ -43,7 +43,7 @@ func TestBackgroundRecordingFailureIsFound(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 4: the monitor kept 387 MB after a flood. A consumer
+// The monitor kept 387 MB after a flood. A consumer
 // that falls behind costs at most DefaultLimit events, and once it has
 // caught up the flood's events and buffers are collected.
 func TestFloodMemoryIsBoundedAndReturned(t *testing.T) {

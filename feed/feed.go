@@ -25,7 +25,7 @@ type Writer interface {
 
 // Opener creates a Writer for a path. begins says what the recording
 // holds when it starts mid-session ("" when it starts with the session),
-// for the file's header (issue 24: a recording started with r said
+// for the file's header (a recording started with r said
 // nothing of the minutes before it).
 type Opener func(path, begins string) (Writer, error)
 

@@ -15,7 +15,7 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// Issue 24 item 3: `r` pressed 2:22 into a session made a recording whose
+// `r` pressed 2:22 into a session made a recording whose
 // replay started at the hook's hello, 2:22 before its first data, and
 // whose report gave 153 s for 12 s of data. The recording, read back as
 // replay and report read it, starts where its data starts.
@@ -99,7 +99,7 @@ func jsonNum(v float64) string {
 	return string(b)
 }
 
-// Issue 24: "record to X: create recording X: open X: no such file or
+// "record to X: create recording X: open X: no such file or
 // directory" named the path three times. Once now, the cause still
 // matchable.
 func TestRecordingErrorNamesThePathOnce(t *testing.T) {

@@ -90,7 +90,7 @@ func (f *Feed) begins() string {
 // hook's hello with its t moved to the moment recording began. The hello's
 // own t is when the hook started, minutes before; kept, it made the
 // recording's timeline (replay, report) start there and play that time as
-// an empty screen (issue 24). The clock mapping and every other field,
+// an empty screen. The clock mapping and every other field,
 // those this build does not know included, stay as the hook sent them.
 func restated(h *ipc.Message, now time.Time) *ipc.Message {
 	if h.Clock == nil {

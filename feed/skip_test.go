@@ -12,7 +12,7 @@ import (
 
 // TestOwnDropsAreNotLoss: when the feed's queue overflowed, record printed
 // "163840 lost" though the recording was complete (report said lost 0):
-// the store saw the monitor's own drops as seq gaps (issue 22, finding 5).
+// the store saw the monitor's own drops as seq gaps.
 // Now they are counted apart, as skipped, and the hook's session survives
 // the loss of its hello from the queue.
 func TestOwnDropsAreNotLoss(t *testing.T) {
@@ -77,7 +77,7 @@ func TestOwnDropsAreNotLoss(t *testing.T) {
 
 // TestRefusedPeersAreCounted: a connection the server refused is counted
 // by the feed (for the summary) and by the store (for the live view), not
-// forgotten as before (issue 22, finding 7).
+// forgotten as before.
 func TestRefusedPeersAreCounted(t *testing.T) {
 	f := New()
 	f.Deliver(ipc.Delivery{At: time.Unix(1763794800, 0), Kind: ipc.Refused, Err: errors.New("refused a connection: already 256 connections open")})

@@ -4,6 +4,6 @@ import "github.com/vramscope/vramscope/session"
 
 // WithTap hands every event to tap as it is put, in order, like the
 // recorder sees them: for a second consumer such as the Prometheus
-// exporter (metrics.Exporter.Put). tap runs with the feed's lock held, so
+// exporter (the Prometheus exporter's own feed: its queue). tap runs with the feed's lock held, so
 // it must only enqueue; it must not block or call back into the feed.
 func WithTap(tap func(session.Event)) Option { return func(f *Feed) { f.tap = tap } }

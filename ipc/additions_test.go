@@ -42,7 +42,7 @@ func TestDecodeAdditions(t *testing.T) {
 	if got[6].Reason != "error" {
 		t.Errorf("goodbye %+v", got[6])
 	}
-	// Exact peaks (issue 19): the capability, a breakdown edge (no span) and
+	// Exact peaks: the capability, a breakdown edge (no span) and
 	// a plain step's single read with and without same_as, by both paths.
 	if h := got[7].Hook; h == nil || !h.ExactPeaks || h.ResetPeaks {
 		t.Errorf("exact_peaks hello %+v", got[7].Hook)

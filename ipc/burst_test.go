@@ -13,8 +13,8 @@ import (
 // TestBurstOfShortHooksLosesNoSession: 2,000 hooks ran one after another,
 // 8 in flight, each with hello, one step and goodbye; the clients saw
 // success, but 343 sessions never reached the recording, refused as
-// "already 256 connections open" while only a few were (issue 22, finding
-// 7): connections whose peer had gone still held their slots while their
+// "already 256 connections open" while only a few were: connections whose
+// peer had gone still held their slots while their
 // buffered lines waited to be decoded. A connection whose peer has hung up
 // no longer counts against the limit, and a refusal is delivered (Refused)
 // so it can be counted. Here the consumer is slow (2 ms a line) and the

@@ -59,7 +59,7 @@ const maxDraining = 4
 // it may. A connection whose peer has hung up (peerGone) sends nothing
 // more: it holds no slot, though its buffered lines are still read. A
 // burst of short-lived hooks was refused as "already 256 connections open"
-// while few were, and lost its sessions (issue 22, finding 7). When only
+// while few were, and lost its sessions. When only
 // such draining connections fill the server, it waits for one to end (the
 // new hook's lines wait in its socket meanwhile) instead of refusing; when
 // live ones fill it, it evicts a silent one or refuses.

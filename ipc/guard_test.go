@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Issue 11 finding 3: 256 idle connections locked out every new hook.
+// 256 idle connections locked out every new hook.
 // A full server of connections that never said hello makes room for a hook
 // at once (the oldest silent one is closed), and the silent ones are closed
 // after the hello timeout anyway.
@@ -111,7 +111,7 @@ func TestIdleTimeoutAfterHello(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 4: with flooding clients a connected hook hit its 2 s
+// With flooding clients a connected hook hit its 2 s
 // send timeout. Here 255 connections (the server's limit less the hook)
 // write valid lines as fast as they can while a hook sends 500 lines a
 // second with the hook's own 2 s send timeout; deliver takes a lock and
@@ -229,7 +229,7 @@ func TestFloodDoesNotStarveAHook(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 6: 3 MB of bad lines became 140 MB of stderr and a
+// 3 MB of bad lines became 140 MB of stderr and a
 // 262 MB recording, one report per line. Reports are now limited per
 // connection, and every skipped line is still counted.
 func TestBadLinesAreReportedAtALimitedRate(t *testing.T) {
@@ -333,7 +333,7 @@ except (ConnectionResetError, BrokenPipeError):
 	}
 }
 
-// Issue 11 finding 9: a seq of 2^64-1 made every later message a
+// A seq of 2^64-1 made every later message a
 // duplicate. Such a seq is refused, and so is a jump past 2^40 on one
 // connection; the messages after it are kept.
 func TestSeqJumpIsRefused(t *testing.T) {

@@ -46,7 +46,7 @@ func FallbackSocketPath(uid int) string {
 // whatever the umask. A directory that already exists with a looser mode is
 // refused, with a private directory to use instead, rather than changed
 // behind the user's back: it may be shared on purpose (/tmp), and no
-// advice ever suggests changing its mode (issue 24).
+// advice ever suggests changing its mode.
 func prepareDir(dir, base string) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -117,7 +117,7 @@ func clearStale(path string, dialTimeout time.Duration) error {
 }
 
 // unixMode is a mode as chmod writes it, special bits included: a shared
-// /tmp-like directory is 1777, not 0777 (issue 11).
+// /tmp-like directory is 1777, not 0777.
 func unixMode(m fs.FileMode) uint32 {
 	u := uint32(m.Perm())
 	if m&fs.ModeSetuid != 0 {

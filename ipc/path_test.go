@@ -78,7 +78,7 @@ func TestListenRefusesOpenDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Listen(WithSocketPath(filepath.Join(dir, "s.sock")))
-	// Issue 24: never advise changing the directory's mode (it may be /tmp).
+	// Never advise changing the directory's mode (it may be /tmp).
 	private := filepath.Join(dir, "vramscope-"+strconv.Itoa(os.Geteuid()))
 	if err == nil || strings.Contains(err.Error(), "chmod") || !strings.Contains(err.Error(), "mkdir -m 700 "+private) ||
 		!strings.Contains(err.Error(), "VRAMSCOPE_SOCKET="+filepath.Join(private, "s.sock")) {
@@ -89,7 +89,7 @@ func TestListenRefusesOpenDirectory(t *testing.T) {
 	}
 }
 
-// Issue 11: a 1777 directory was reported as "mode 0777".
+// A 1777 directory was reported as "mode 0777".
 func TestListenReportsTheStickyBit(t *testing.T) {
 	dir := shortDir(t)
 	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {

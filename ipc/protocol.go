@@ -200,7 +200,8 @@ func Decode(line []byte) (*Message, error) {
 }
 
 // DecodeBare is Decode for a reader that keeps no copy of the line: Raw
-// stays nil (a recording read for a report, issue 22).
+// stays nil (a recording read for a report holds no
+// line it will not show).
 func DecodeBare(line []byte) (*Message, error) {
 	line = bytes.TrimRight(line, "\r\n")
 	if len(line) >= MaxMessageBytes { // the limit counts the newline

@@ -26,7 +26,7 @@ const lifelineFD = 3
 // the kernel closes it, the child's read sees the end of the pipe, and its
 // sitecustomize says once, on stderr, that training goes on unmonitored.
 // A SIGKILL of `vramscope run` left the child training unmonitored without
-// a word (issue 22, finding 9).
+// a word.
 type Lifeline struct {
 	r, w  *os.File
 	inode uint64

@@ -32,7 +32,7 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestChildLearnsItsMonitorDied: a SIGKILL of `vramscope run` left the
-// child training, unmonitored and without a word (issue 22, finding 9).
+// child training, unmonitored and without a word.
 // The child's sitecustomize watches the lifeline pipe; when the monitor's
 // end closes (the kernel closes it at any death, SIGKILL included; here
 // the test closes it) the child says so once and goes on to the end of
@@ -80,7 +80,7 @@ print("trained")`
 }
 
 // TestStaleRunDirsAreCleaned: a killed run's /tmp/vramscope-run-* with its
-// stale socket stayed for good (issue 22, finding 9). Private directories
+// stale socket stayed for good. Private directories
 // now live under $XDG_RUNTIME_DIR, carry the run's pid, and the next run
 // removes those whose run is gone, and only those.
 func TestStaleRunDirsAreCleaned(t *testing.T) {

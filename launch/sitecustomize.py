@@ -58,7 +58,7 @@ class _VramscopeAfterTorch:
 
 
 def _vramscope_lifeline():
-    """Say once when the monitor that started us dies (issue 22, finding 9).
+    """Say once when the monitor that started us dies.
 
     vramscope run hands us the read end of a pipe whose write end only it
     holds: VRAMSCOPE_LIFELINE is "FD:INODE". When it dies, SIGKILL included,

@@ -10,14 +10,14 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// TestLabelCardinalityIsBounded (issue 22, "also try"): a hook that names
+// TestLabelCardinalityIsBounded: a hook that names
 // a thousand user phases in one step, and hostile names with control
 // bytes, could make a thousand series per process and scrape; 2,000
 // processes, 2,000 label sets each. The phase label takes at most
 // metrics.MaxPhaseLabels values per process, and the exporter keeps at
 // most metrics.MaxProcesses processes.
 func TestLabelCardinalityIsBounded(t *testing.T) {
-	e := metrics.New()
+	q, e := newExporter()
 	at := time.Unix(1763794800, 0)
 	seq := map[uint64]uint64{}
 	put := func(conn uint64, m *ipc.Message) {
@@ -26,7 +26,7 @@ func TestLabelCardinalityIsBounded(t *testing.T) {
 			seq[conn]++
 			m.Seq = seq[conn]
 		}
-		e.Put(session.Event{At: at, Conn: conn, Msg: m})
+		q.Put(session.Event{At: at, Conn: conn, Msg: m})
 		at = at.Add(time.Millisecond)
 	}
 	mem := &ipc.Mem{Allocated: 1, MaxAllocated: 1, Reserved: 2, MaxReserved: 2}

@@ -77,7 +77,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(dProcesses, float64(len(s.Processes())))
 	count(dBad, uint64(s.Errors))
-	count(dExpDrop, e.dropped)
+	count(dExpDrop, e.src.Overflow())
 	for _, p := range shown(s.Processes()) {
 		l := labelsOf(p)
 		collectProcess(p, l, gauge, count)
@@ -102,7 +102,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 // store may hold more: it never forgets a connected one), and
 // MaxPhaseLabels the values of the phase label per process: 2,000
 // processes, or a thousand user phase names in one step, made as many
-// series a scrape (issue 22). vramscope_processes still counts them all.
+// series a scrape. vramscope_processes still counts them all.
 const (
 	MaxProcesses   = 256
 	MaxPhaseLabels = 32
@@ -218,7 +218,7 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 // optimizer step has ended (or its process has gone) with no automatic
 // phase of it still open, else the row before it. It used to be always the
 // row before: after a 100-step run it stayed at 98 while the TUI showed
-// step 99 complete (issue 24).
+// step 99 complete.
 func lastFinished(p *session.Process) *session.Step {
 	st := p.Steps()
 	if len(st) == 0 {

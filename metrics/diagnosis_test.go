@@ -8,19 +8,21 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vramscope/vramscope/demo"
+	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/metrics"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
 
-// putGenerated feeds a generated rank's messages to e at their hook times.
-func putGenerated(e *metrics.Exporter, conn uint64, msgs []ipc.Message) {
+// putGenerated puts a generated rank's messages into the exporter's queue
+// at their hook times.
+func putGenerated(q *feed.Feed, conn uint64, msgs []ipc.Message) {
 	c := msgs[0].Clock
 	for i := range msgs {
 		sec, frac := math.Modf(c.Wall + (msgs[i].T - c.Mono))
 		at := time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
-		e.Put(session.Event{At: at, Conn: conn, Msg: &msgs[i]})
+		q.Put(session.Event{At: at, Conn: conn, Msg: &msgs[i]})
 	}
 }
 
@@ -33,9 +35,9 @@ func TestJobIdentityAndDiagnosisAsMetrics(t *testing.T) {
 	job := &ipc.Job{ID: "81234", Source: ipc.JobSlurm, Step: "0", Node: "gpu-node-1"}
 	steady, _ := demo.Lookup("steady")
 	leak, _ := demo.Lookup("leak")
-	e := metrics.New()
-	putGenerated(e, 1, demo.Generate(steady, demo.Config{Steps: 30, Rank: 2, WorldSize: 8, Host: "gpu-node-1", Job: job}))
-	putGenerated(e, 2, demo.Generate(leak, demo.Config{Steps: 30, Rank: 3, WorldSize: 8, Host: "gpu-node-1", Job: job}))
+	q, e := newExporter()
+	putGenerated(q, 1, demo.Generate(steady, demo.Config{Steps: 30, Rank: 2, WorldSize: 8, Host: "gpu-node-1", Job: job}))
+	putGenerated(q, 2, demo.Generate(leak, demo.Config{Steps: 30, Rank: 3, WorldSize: 8, Host: "gpu-node-1", Job: job}))
 	fams := scrape(t, e.Handler())
 	r2 := map[string]string{"rank": "2", "job_id": "81234", "host": "gpu-node-1"}
 	r3 := map[string]string{"rank": "3", "job_id": "81234"}
@@ -91,12 +93,12 @@ func TestJobIdentityAndDiagnosisAsMetrics(t *testing.T) {
 // and never as vramscope_need_allocated_bytes.
 func TestBoundNeedIsNeverServedAsANeed(t *testing.T) {
 	load := func(name string) *metrics.Exporter {
-		e := metrics.New()
+		q, e := newExporter()
 		r, err := record.Open("../testdata/h100/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		feedRecording(t, e, r, nil)
+		feedRecording(t, q, r, nil)
 		r.Close()
 		return e
 	}
@@ -137,8 +139,8 @@ func TestCatalogNamesEveryServedFamily(t *testing.T) {
 		cat[f.Name] = f.Labels
 	}
 	leak, _ := demo.Lookup("leak")
-	e := metrics.New()
-	putGenerated(e, 1, demo.Generate(leak, demo.Config{Steps: 30, Rank: 1, WorldSize: 2, Job: &ipc.Job{ID: "j"}}))
+	q, e := newExporter()
+	putGenerated(q, 1, demo.Generate(leak, demo.Config{Steps: 30, Rank: 1, WorldSize: 2, Job: &ipc.Job{ID: "j"}}))
 	n := 0
 	for name, f := range scrape(t, e.Handler()) {
 		if len(name) < 10 || name[:10] != "vramscope_" {

@@ -5,9 +5,11 @@
 // peaks of the newest step, NVML device and process memory, and the hook's
 // drops and the monitor's losses. docs/prometheus.md lists every metric.
 //
-// An Exporter keeps a store of its own, fed through Put (a feed.WithTap
-// tap), so it works the same under the live view, record and run: nothing
-// else has to share its store.
+// An Exporter keeps a store of its own, fed from a Source: a feed.Feed of
+// its own that the command's feed taps (feed.WithTap), so it works the
+// same under the live view, record and run, nothing else has to share its
+// store, and its queue is the feed's (bounded, never blocking the tap,
+// counting what it skips).
 package metrics
 
 import (
@@ -26,32 +28,44 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// Exporter turns the events it is given into Prometheus metrics. Put is
-// safe to call from any goroutine; the events are applied to the
-// exporter's own store by its Run goroutine (or by a scrape).
-type Exporter struct {
-	mu      sync.Mutex // guards store and the pending queue
-	pending []session.Event
-	spare   []session.Event
-	dropped uint64 // events not applied because the queue was full
-	store   *session.Store
-	wake    chan struct{}
+// Source is the queue an Exporter reads its events from: a feed.Feed.
+type Source interface {
+	// Next returns every pending event, or ctx's error when none is
+	// pending and ctx is done.
+	Next(ctx context.Context) ([]session.Event, error)
+	// Overflow counts the events skipped because the exporter fell behind.
+	Overflow() uint64
+}
 
-	limit    int
+// QueueLimit is how many events may wait for the exporter (its Source's
+// limit): a second of a fast run, past which the oldest are skipped.
+const QueueLimit = 1 << 18
+
+// Exporter turns the events of its Source into Prometheus metrics. They
+// are applied to the exporter's own store by its Run goroutine and by
+// each scrape, one at a time: the Source has one consumer.
+type Exporter struct {
+	mu    sync.Mutex // guards store and the reads of src
+	src   Source
+	store *session.Store
+	now   context.Context // done: a read of src that does not wait
+
 	interval time.Duration
 	host     string
 	reg      *prometheus.Registry
 }
 
-// New returns an exporter with an empty store.
-func New(opts ...Option) *Exporter {
+// New returns an exporter with an empty store that reads src.
+func New(src Source, opts ...Option) *Exporter {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
 	e := &Exporter{
+		src: src,
 		// Metrics need the newest values and the newest steps only: a
 		// short raw window and small tables keep the second store small.
 		store: session.New(session.WithRawWindow(time.Minute), session.WithMaxSpans(256),
 			session.WithMaxSteps(64), session.WithMaxStepPeaks(64)),
-		wake:     make(chan struct{}, 1),
-		limit:    1 << 18,
+		now:      done,
 		interval: time.Second,
 		reg:      prometheus.NewRegistry(),
 	}
@@ -63,26 +77,6 @@ func New(opts ...Option) *Exporter {
 	return e
 }
 
-// Put queues one event. It never blocks: past the queue's limit (the
-// applier stopped) an event is counted in vramscope_exporter_dropped_total
-// and not applied.
-func (e *Exporter) Put(ev session.Event) {
-	e.mu.Lock()
-	if len(e.pending) >= e.limit {
-		e.dropped++
-	} else {
-		e.pending = append(e.pending, ev)
-	}
-	full := len(e.pending) >= e.limit/2
-	e.mu.Unlock()
-	if full {
-		select {
-		case e.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // Run applies the queued events every interval until ctx is done.
 func (e *Exporter) Run(ctx context.Context) {
 	t := time.NewTicker(e.interval)
@@ -92,7 +86,6 @@ func (e *Exporter) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-e.wake:
 		}
 		e.mu.Lock()
 		e.applyLocked()
@@ -100,12 +93,12 @@ func (e *Exporter) Run(ctx context.Context) {
 	}
 }
 
-// applyLocked feeds the queued events to the store; e.mu is held.
+// applyLocked feeds the queued events to the store; e.mu is held, so the
+// batch is applied before the Source reuses its buffer at the next read.
 func (e *Exporter) applyLocked() {
-	batch := e.pending
-	e.pending, e.spare = e.spare[:0], batch
-	e.store.ApplyAll(batch)
-	clear(batch) // drop references to applied messages
+	if evs, err := e.src.Next(e.now); err == nil {
+		e.store.ApplyAll(evs)
+	}
 }
 
 // Handler serves the metrics in the Prometheus exposition formats.

@@ -6,20 +6,29 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vramscope/vramscope/feed"
 	"github.com/vramscope/vramscope/metrics"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
 
-// feedRecording puts the events of a recording into the exporter, as the
-// feed's tap does live, up to the first one stop accepts (nil: all).
-func feedRecording(t testing.TB, e *metrics.Exporter, r *record.Reader, stop func(session.Event) bool) {
+// newExporter is an exporter with its queue, a feed of its own, as
+// --prometheus wires them.
+func newExporter(opts ...metrics.Option) (*feed.Feed, *metrics.Exporter) {
+	q := feed.New(feed.WithLimit(metrics.QueueLimit))
+	return q, metrics.New(q, opts...)
+}
+
+// feedRecording puts the events of a recording into the exporter's queue,
+// as the feed's tap does live, up to the first one stop accepts (nil: all).
+func feedRecording(t testing.TB, q *feed.Feed, r *record.Reader, stop func(session.Event) bool) {
 	t.Helper()
 	for {
 		ev, err := r.Next()
@@ -29,7 +38,7 @@ func feedRecording(t testing.TB, e *metrics.Exporter, r *record.Reader, stop fun
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.Put(ev)
+		q.Put(ev)
 		if stop != nil && stop(ev) {
 			return
 		}
@@ -79,7 +88,7 @@ next:
 // finished step is step 4 with its five phase peaks, the process is
 // labelled as its hello says, and NVML sees the device and the process.
 func TestExporterServesS001(t *testing.T) {
-	e := metrics.New(metrics.WithMonitorHost("vm"))
+	q, e := newExporter(metrics.WithMonitorHost("vm"))
 	r, err := record.Open("../testdata/h100/s001.jsonl.gz")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +96,7 @@ func TestExporterServesS001(t *testing.T) {
 	defer r.Close()
 	proc := map[string]string{"host": "vm", "pid": "618", "rank": "", "device": "0", "uuid": "GPU-794fb573-dbc6-e71a-521b-d1ed3fe096cd"}
 	// Mid-run, as a live scrape sees it: forward of step 3 has begun.
-	feedRecording(t, e, r, func(ev session.Event) bool {
+	feedRecording(t, q, r, func(ev session.Event) bool {
 		m := ev.Msg
 		return m != nil && m.Type == "phase" && m.Step == 3 && m.Name == "forward" && m.Edge == "begin"
 	})
@@ -106,7 +115,7 @@ func TestExporterServesS001(t *testing.T) {
 	}
 	// The optimizer step of step 3 has ended, step 4 has not begun: step 3
 	// is finished.
-	feedRecording(t, e, r, func(ev session.Event) bool {
+	feedRecording(t, q, r, func(ev session.Event) bool {
 		m := ev.Msg
 		return m != nil && m.Type == "phase" && m.Step == 3 && m.Name == "step" && m.Edge == "end"
 	})
@@ -114,7 +123,7 @@ func TestExporterServesS001(t *testing.T) {
 		t.Errorf("after step 3's optimizer step: last finished step %v, want 3", v)
 	}
 	// At the end of the run.
-	feedRecording(t, e, r, nil)
+	feedRecording(t, q, r, nil)
 	fams = scrape(t, e.Handler())
 	if v := value(t, fams, "vramscope_peak_allocated_bytes", proc); v != 4518008832 {
 		t.Errorf("peak allocated %v, want 4518008832", v)
@@ -123,7 +132,7 @@ func TestExporterServesS001(t *testing.T) {
 		t.Errorf("peak reserved %v, want 4932501504", v)
 	}
 	// All six steps (0-5) finished: it used to say 4, the row before the
-	// newest (issue 24: 98 after a 100-step run).
+	// newest (98 after a 100-step run).
 	if v := value(t, fams, "vramscope_last_step", proc); v != 5 {
 		t.Errorf("last finished step %v, want 5", v)
 	}
@@ -152,22 +161,25 @@ func TestExporterServesS001(t *testing.T) {
 	}
 }
 
-// TestExporterQueueNeverBlocks checks Put past the queue's limit: it
-// returns at once and counts what it could not keep.
+// TestExporterQueueNeverBlocks checks the tap's Put past the queue's
+// limit: it returns at once, and the exporter counts what its queue
+// skipped.
 func TestExporterQueueNeverBlocks(t *testing.T) {
-	e := metrics.New(metrics.WithQueueLimit(4))
+	q := feed.New(feed.WithLimit(4))
+	e := metrics.New(q)
 	for i := 0; i < 10; i++ {
-		e.Put(session.Event{})
+		q.Put(session.Event{At: time.Unix(1_790_000_000, 0), Note: &session.Note{Kind: session.NoteConnect}})
 	}
 	fams := scrape(t, e.Handler())
-	if v := value(t, fams, "vramscope_exporter_dropped_total", nil); v != 6 {
-		t.Fatalf("dropped %v, want 6", v)
+	v := value(t, fams, "vramscope_exporter_dropped_total", nil)
+	if v == 0 || v != float64(q.Overflow()) {
+		t.Fatalf("dropped %v, want the queue's overflow %d (> 0)", v, q.Overflow())
 	}
 }
 
 func TestServeStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	e := metrics.New()
+	_, e := newExporter()
 	addr, done, err := e.Serve(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

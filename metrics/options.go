@@ -15,16 +15,6 @@ func WithInterval(d time.Duration) Option {
 	}
 }
 
-// WithQueueLimit bounds the events queued between applications (default
-// 262,144); past it events are counted as dropped, never blocking Put.
-func WithQueueLimit(n int) Option {
-	return func(e *Exporter) {
-		if n > 1 {
-			e.limit = n
-		}
-	}
-}
-
 // WithMonitorHost sets the host label of the NVML device metrics (the
 // monitor's host name; default none).
 func WithMonitorHost(host string) Option { return func(e *Exporter) { e.host = host } }

@@ -32,12 +32,12 @@ func TestRealPrometheusScrapesAndAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	e := metrics.New(metrics.WithMonitorHost("vm"))
+	q, e := newExporter(metrics.WithMonitorHost("vm"))
 	r, err := record.Open("../testdata/h100/s001.jsonl.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	feedRecording(t, e, r, nil)
+	feedRecording(t, q, r, nil)
 	r.Close()
 	target, done, err := e.Serve(ctx, "127.0.0.1:0")
 	if err != nil {

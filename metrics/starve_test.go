@@ -24,13 +24,13 @@ func openFDs(t *testing.T) int {
 // ReadHeaderTimeout, so idle keep-alive connections stayed open for good;
 // 20,000 of them exhausted the monitor's file descriptors, hooks could not
 // connect and /metrics itself timed out (300 were enough at a 256-fd
-// limit; issue 22, finding 2). Now the server holds at most
+// limit). Now the server holds at most
 // metrics.MaxHTTPConns connections, evicting the oldest idle one for a new
 // scrape, and /metrics answers while 400 idle connections knock.
 func TestIdleConnectionsCannotStarveTheMonitor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e := metrics.New()
+	_, e := newExporter()
 	addr, done, err := e.Serve(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// Issue 24 item 3: a recording started with r says in its header what it
+// A recording started with r says in its header what it
 // holds: mid-session, from which message of which process. One started
 // before any connection says nothing of the kind.
 func TestRecorderHeaderSaysWhatTheRecordingHolds(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // TestAbsurdEventTimeIsSkipped: one line with "t": -1e300 or 1e300 made
 // report --json exit 1 with no output (Time.MarshalJSON: year outside of
 // range) and the text report print the year -290308 and a run of
-// 9223372036 s (issue 22, finding 4). The event's own t is range-checked
+// 9223372036 s. The event's own t is range-checked
 // like the hook's: the line is skipped with a warning, by Next, by Each and
 // by the paced reader's time parser.
 func TestAbsurdEventTimeIsSkipped(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// Issue 11 finding 1: a full disk. On a real 64 KiB filesystem the writer
+// A full disk. On a real 64 KiB filesystem the writer
 // reports ENOSPC from Write within a flush, keeps it (Err), and the file
 // still reads up to what reached the disk.
 func TestFullDiskIsReported(t *testing.T) {
@@ -62,7 +62,7 @@ func TestFullDiskIsReported(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 1, part: the background flush fails with no Write to
+// The background flush fails with no Write to
 // report it; Err tells.
 func TestBackgroundFlushFailureIsKept(t *testing.T) {
 	dir := tinyfs.Mount(t, 16<<10)
@@ -87,7 +87,7 @@ func TestBackgroundFlushFailureIsKept(t *testing.T) {
 	}
 }
 
-// Issue 11, smaller finding: recordings were created 0644 while the socket
+// Recordings were created 0644 while the socket
 // is 0600; they hold argv and host names.
 func TestRecordingIsPrivate(t *testing.T) {
 	old := syscall.Umask(0)
@@ -104,7 +104,7 @@ func TestRecordingIsPrivate(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 10: a header line had no size bound; `report /dev/zero`
+// A header line had no size bound; `report /dev/zero`
 // never returned. The reader gives up after maxHeader bytes.
 func TestHeaderIsBounded(t *testing.T) {
 	src := &countingZeros{}
@@ -131,7 +131,7 @@ func (z *countingZeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Issue 11 finding 8: report salvaged nothing from a damaged gzip. Bytes
+// Report salvaged nothing from a damaged gzip. Bytes
 // overwritten in the middle of the stream: the reader returns the events
 // before the damage, warns once about it, and ends without an error.
 func TestDamagedGzipKeepsWhatPrecedes(t *testing.T) {

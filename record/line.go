@@ -64,7 +64,7 @@ func parseTime(raw []byte) (time.Time, error) {
 // after 1970 is the year 2096. Within [0, maxEventTime] any two times are
 // a time.Duration apart and every one has a year JSON can write; a t of
 // -1e300 made report --json fail and the text report print the year
-// -290308 (issue 22, finding 4).
+// -290308.
 const maxEventTime = 4e9
 
 // checkTime refuses an event time outside [1970, 2096].

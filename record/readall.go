@@ -43,7 +43,7 @@ type lineErr struct {
 // file order, with the same skips and warnings as Next. The lines are
 // parsed on GOMAXPROCS goroutines while each runs, so a report of a
 // million-step recording (10 million lines) takes the time of its slowest
-// stage, not of all of them in turn (issue 22, finding 3). Events carry no
+// stage, not of all of them in turn. Events carry no
 // Raw line. Each must not be mixed with Next on one Reader.
 func (r *Reader) Each(each func(session.Event)) error {
 	workers := max(runtime.GOMAXPROCS(0), 1)

@@ -249,7 +249,7 @@ func (w *Writer) Close() error {
 
 // pathless is err without the *fs.PathError that repeats the path the
 // message already names ("create recording X: open X: ..." said X twice,
-// and a caller's wrap a third time, issue 24). errors.Is still matches
+// and a caller's wrap a third time). errors.Is still matches
 // (fs.ErrPermission, fs.ErrNotExist): the cause is the same errno.
 func pathless(err error) error {
 	var pe *fs.PathError

@@ -170,7 +170,7 @@ func TestH100LiveNVMLIsUsedOnlyWithItsTime(t *testing.T) {
 	}
 }
 
-// Issue 19's done-when: on s001 and on the seed-model sessions of
+// On s001 and on the seed-model sessions of
 // clients.jsonl.gz the need and the steady peak are 4309 MiB, inferred
 // and said so, or marked not exact; 3393 MiB (a lower bound: steps 2–5
 // end every phase at step 1's bytes, s001_stat_cuda.json) is never the

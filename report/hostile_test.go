@@ -12,7 +12,7 @@ import (
 // hostileRecording carries OSC 0 (window title), CSI 2J (clear), OSC 52
 // (clipboard), SGR, \r, \b, a C1 CSI and DEL in every string a hook or a
 // file supplies: host, argv, torch, device name, hook version, user phase
-// names, mark names and note texts (issue 22, finding 1).
+// names, mark names and note texts.
 const hostileRecording = "../testdata/recordings/hostile_text.jsonl"
 
 // TestHostileTextIsEscaped: the text report printed 91 control bytes of

@@ -7,7 +7,7 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// Issue 24: a report of a two-rank run listed rank 1 first (it connected
+// A report of a two-rank run listed rank 1 first (it connected
 // first). Reports (and the CSV, Perfetto, diff and the TUI, all through
 // session.RankLess) list processes by rank, then pid; those
 // without a rank after, by pid.

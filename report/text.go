@@ -195,7 +195,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 				gpu, other := ph.NVMLPeak.MiBString(), ph.NonPyTorch.MiBString()
 				if ph.NVMLStale {
 					// Read before the phase (1 Hz process list): not a figure
-					// of it, nor is what is derived from it (issue 24: 764
+					// of it, nor is what is derived from it (764
 					// beside 3551 reserved, which the driver cannot show).
 					gpu, other = "stale", "stale"
 				}

@@ -13,7 +13,7 @@ func (f *feed) named(model, name string, step int) {
 	f.add(&ipc.Message{Type: ipc.TypePhase, Name: name, Step: step, Edge: ipc.EdgeEnd, Model: model})
 }
 
-// A GAN's two watches (issue 23 item 5): each step is named after the
+// A GAN's two watches: each step is named after the
 // watch whose optimizer stepped, even when another model's phases open it,
 // and the process counts the steps of each name.
 func TestStepsAreNamedByTheWatchThatStepped(t *testing.T) {
@@ -54,7 +54,7 @@ func TestStepsAreNamedByTheWatchThatStepped(t *testing.T) {
 	}
 }
 
-// Without an optimizer (issue 23 item 3) no step has a step phase: the
+// Without an optimizer no step has a step phase: the
 // process says so, and its steps are named by their phases. A hostile name
 // is made printable at ingest.
 func TestNoOptimizerAndPrintableNames(t *testing.T) {

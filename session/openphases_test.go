@@ -11,8 +11,8 @@ import (
 // TestOpenPhasesAreBounded: user phases begun and never ended cost
 // quadratic time and unbounded memory (0.21, 1.38 and 5.33 s for 25k, 50k
 // and 100k; 243 MB after 200k begins): every snapshot visited each open
-// one, and an open span blocked the compaction of all after it (issue 22,
-// finding 6). Now at most 64 are open, the oldest but the 8 outermost are
+// one, and an open span blocked the compaction of all after it. Now at most
+// 64 are open, the oldest but the 8 outermost are
 // closed unended and counted, and an outer phase around the whole run
 // still ends with its true span.
 func TestOpenPhasesAreBounded(t *testing.T) {

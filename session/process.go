@@ -157,7 +157,7 @@ func newProcess(key string, l limits) *Process {
 // it was computed.
 //
 // The mapped time is kept true against recv, when the monitor received
-// the message (issue 22, finding 10): one hook whose hello said +1 h, or
+// the message: one hook whose hello said +1 h, or
 // whose t jumped back 500 s, stretched a 3-second recording into a
 // 4,101-second session that began 8 minutes before the recording. Hook and
 // monitor share the host's clock, and t is a monotonic clock, so:
@@ -433,7 +433,7 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 // maxOpen bounds the phases open at once in one process. Phases nest a
 // few deep; a hook that begins user phases and never ends them made every
 // snapshot visit each open one and blocked the compaction of spans: 100k
-// open phases took 5.3 s, 200k held 243 MB (issue 22, finding 6).
+// open phases took 5.3 s, 200k held 243 MB.
 const maxOpen = 64
 
 // keepOuter is how many of the outermost open phases are never forgotten:

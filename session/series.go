@@ -16,7 +16,7 @@ import (
 // The raw window is bounded by time and by count (DefaultMaxRawPoints), as
 // journald and Prometheus bound theirs by size: at a thousand points a
 // second, ten minutes of raw points were 600,000 per series and a million
-// fast steps took the monitor past 1.3 GB (issue 22).
+// fast steps took the monitor past 1.3 GB.
 type Series struct {
 	raw    []point // recent points, oldest first; raw[head:] is live
 	head   int

@@ -146,7 +146,7 @@ func BenchmarkColumnsWholeHour(b *testing.B) {
 
 // A hook that sends a thousand edges a second (a small model on a fast
 // GPU) filled ten minutes of raw points per series: 600,000 each, and a
-// million steps took the monitor past 1.3 GB (issue 22, finding 3). The raw
+// million steps took the monitor past 1.3 GB. The raw
 // window is bounded by count too, and the buckets keep every peak.
 func TestRawWindowIsBoundedByCount(t *testing.T) {
 	st := New()

@@ -11,7 +11,7 @@ import (
 // TestSkewedHookClockKeepsTheSpanTrue: one hook whose hello says +1 h, or
 // whose t jumps back 500 s, turned a 3-second recording into a
 // 4,101-second session that started 8 minutes before the recording did,
-// and replay was paced for 68 minutes (issue 22, finding 10). Each hook's
+// and replay was paced for 68 minutes. Each hook's
 // clock is now bounded against when its messages arrived, the skew is
 // counted and said once, and the session spans the 3 s it ran.
 func TestSkewedHookClockKeepsTheSpanTrue(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// Issue 11 finding 7: `demo --headless --steps 20000` reported "totals:
+// `demo --headless --steps 20000` reported "totals:
 // 10991 steps": the totals read the bounded summaries. 20,000 steps whose
 // highest peak falls in the middle (dropped from the summaries) count in
 // full, with that peak.

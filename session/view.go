@@ -52,7 +52,7 @@ func (p *Process) OpenSpans() []int { return p.open }
 
 // RankLess orders processes by rank, then pid; those without a rank come
 // after the ranked ones, by pid. Every view and output lists processes in
-// this order (issue 24: a report of a two-rank run listed rank 1 first).
+// this order (a report of a two-rank run listed rank 1 first).
 func RankLess(a, b *Process) bool {
 	ra, rb := a.Rank(), b.Rank()
 	switch {

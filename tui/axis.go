@@ -38,7 +38,7 @@ func (a yAxis) label(_ int, v float64) string {
 		return ""
 	}
 	// Plain numbers: the chart's title says GiB, as the legend does ("6G"
-	// beside a GiB legend and MiB tables read as a third unit, issue 24).
+	// beside a GiB legend and MiB tables read as a third unit).
 	return trimZero(math.Round(k*a.step*1000) / 1000)
 }
 

@@ -35,7 +35,7 @@ type memChart struct {
 // The chart's series, in the legend's order (reversed). They are drawn
 // allocated first: its strokes sweep from each step's low to its peak and
 // fill a block when zoomed out, so the flat counters (max allocated,
-// reserved, NVML) are drawn over it and stay visible (issue 24).
+// reserved, NVML) are drawn over it and stay visible.
 var chartSeries = []struct {
 	label, short string
 	color        lipgloss.Color

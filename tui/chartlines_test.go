@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 24 item 7: at 80×24 and 120×40 the alloc, max and reserved lines
+// At 80×24 and 120×40 the alloc, max and reserved lines
 // merged into one block, the green alloc covering the other two. Each
 // series owns (gives its colour to) cells across the chart's width.
 func TestChartLinesStayDistinguishable(t *testing.T) {

@@ -70,7 +70,7 @@ func TestGoldenCPU80x24(t *testing.T) {
 	goldenEvents(t, recording(t, cpuRecording), "39 ", 80, 24)
 }
 
-// The default view at the three sizes a new user tries (issue 24): no line
+// The default view at the three sizes a new user tries: no line
 // cut, the banner wrapped, the footer's keys whole.
 func TestGoldenWarmup120x40(t *testing.T) { goldenRun(t, 120, 40) }
 func TestGoldenWarmup200x60(t *testing.T) { goldenRun(t, 200, 60) }
@@ -115,7 +115,7 @@ func TestReadmeShowsTheDefaultView(t *testing.T) {
 }
 
 // A real CPU run's anatomy page: the tensors the hook measured, as the
-// report gives them (it said there was nothing to break down, issue 24).
+// report gives them (not that there is nothing to break down).
 func TestGoldenCPUAnatomy80x24(t *testing.T) {
 	goldenEvents(t, recording(t, cpuRecording), "39 ", 80, 24, "a")
 }

@@ -42,7 +42,7 @@ func TestAnatomyPageListsWhoHoldsTheSavedTensors(t *testing.T) {
 	m = press(t, m, "a")
 	v := ansi.Strip(m.View())
 	for _, want := range []string{
-		"CPU run: no GPU memory, no allocator; the tensors the hook measured:", // issue 24: it said there was nothing to break down
+		"CPU run: no GPU memory, no allocator; the tensors the hook measured:", // not "nothing to break down": the tensors are known
 		"Saved for backward, by module",
 		"step 6: 18 MiB = model's forward 14 MiB + loss 5 MiB",
 		"attention                             8 MiB   44% ━━━━━━━━━━━━━━━━━━━ ",

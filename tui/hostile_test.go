@@ -13,8 +13,8 @@ import (
 // TestHostileTextIsEscaped: a recording whose host, argv, torch, device
 // name, hook version, user phase, mark and notes carry OSC 0, CSI 2J, OSC
 // 52, SGR, \r, \b, C1 and DEL (testdata/recordings/hostile_text.jsonl)
-// changed the tmux pane's title and wiped the view in replay (issue 22,
-// finding 1). Every page is drawn with the escapes shown, never sent: past
+// changed the tmux pane's title and wiped the view in replay. Every page is
+// drawn with the escapes shown, never sent: past
 // the view's own SGR colours, no control byte is left.
 func TestHostileTextIsEscaped(t *testing.T) {
 	evs := recording(t, "../testdata/recordings/hostile_text.jsonl")
@@ -49,8 +49,7 @@ func TestHostileTextIsEscaped(t *testing.T) {
 }
 
 // TestOwnDropsAreShown: the events the monitor's view skipped when it fell
-// behind (feed NoteSkip notes) are shown for what they are, not as lost
-// (issue 22, finding 5).
+// behind (feed NoteSkip notes) are shown for what they are, not as lost.
 func TestOwnDropsAreShown(t *testing.T) {
 	evs := recording(t, "../testdata/recordings/small.jsonl")
 	m := stepModel(t, evs, 200, 40)
@@ -63,7 +62,7 @@ func TestOwnDropsAreShown(t *testing.T) {
 }
 
 // TestRefusedPeersAreShown: the live view says how many connections the
-// server refused (issue 22, finding 7).
+// server refused.
 func TestRefusedPeersAreShown(t *testing.T) {
 	evs := recording(t, "../testdata/recordings/small.jsonl")
 	m := stepModel(t, evs, 200, 40)

@@ -112,7 +112,7 @@ func TestTabSwitchesProcess(t *testing.T) {
 
 func TestStepTableFollow(t *testing.T) {
 	// The rows left at 80×24 follow the banner's height, which wraps at 80
-	// columns (issue 24): n is read from the view, the cases follow it.
+	// columns: n is read from the view, the cases follow it.
 	evs := demoEvents(t, "warmup", 60, 1)
 	n := live(t, evs, 80, 24).table.rows()
 	if n < 4 {

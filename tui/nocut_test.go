@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Issue 24 item 6: lines cut with "…" at every width (the warmup banner,
+// Lines cut with "…" at every width (the warmup banner,
 // the footer's keys, the recording's name, the diagnosis lines, the
 // anatomy's activations note). Every screen of the three demos, running,
 // paused and recording, at 80×24, 120×40 and 200×60: no line is cut.

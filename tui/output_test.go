@@ -11,7 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
-// Issue 24 item 4: `vramscope run` sent the script's output to a log that
+// `vramscope run` sent the script's output to a log that
 // nothing on screen named. The header names it from the waiting screen
 // on, and o shows its last lines, escaped, following its end.
 func TestOutputPageShowsTheLogsLastLines(t *testing.T) {

@@ -174,7 +174,7 @@ func (m *Model) anatomyLines(p *session.Process) []string {
 // cpuAnatomy is the anatomy of a CPU run: no allocator or GPU figures, but
 // the tensors the hook measured (weights, gradients, optimizer state,
 // activations), as the report gives them. It used to say there was
-// nothing to break down (issue 24).
+// nothing to break down.
 func cpuAnatomy(l diagnose.Layers, w int) []string {
 	out := []string{rendered(&styleHeading, "Memory anatomy"), "",
 		"CPU run: no GPU memory, no allocator; the tensors the hook measured:", ""}

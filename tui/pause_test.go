@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Issue 24 item 1: space 70 s into a session used to show ⏱ 0:00 and the
+// Space 70 s into a session used to show ⏱ 0:00 and the
 // chart's first minute. The pause keeps the window and the clock that were
 // on screen, and ←/→ scroll from there.
 func TestPauseKeepsWindowAndClock(t *testing.T) {

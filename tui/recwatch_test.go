@@ -19,7 +19,7 @@ type stoppingRecorder struct {
 
 func (s *stoppingRecorder) Err() error { return s.err }
 
-// Issue 11 finding 1: the live view kept showing ● REC on a recording that
+// The live view kept showing ● REC on a recording that
 // had stopped on a full disk. The next batch brings the error instead.
 func TestRecordingStoppedByItselfIsShown(t *testing.T) {
 	rec := &stoppingRecorder{fakeRecorder: fakeRecorder{path: "run.vrec"}}

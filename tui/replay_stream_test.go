@@ -77,7 +77,7 @@ func playMax(t *testing.T, m Model) Model {
 }
 
 func stepsView(m Model) string {
-	m.render() // the table's height follows the banner's (issue 24): size it for this store
+	m.render() // the table's height follows the banner's: size it for this store
 	return m.table.view(m.visibleSteps(m.process()), rowMarks{})
 }
 

@@ -26,7 +26,7 @@ func stripLine(t *testing.T, v string, stepRow bool) string {
 
 // A live run a few steps in. The strip used to cover a few cells of the
 // one-minute window (and before that an open phase ran to the window's
-// end); the window is now fitted to the data (issue 24 item 7), so the
+// end); the window is now fitted to the data, so the
 // strip spans the graph, ends where the data ends, and shows the phases
 // apart rather than a row of b's.
 func TestStripFitsAYoungSession(t *testing.T) {

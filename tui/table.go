@@ -119,7 +119,7 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 		cols = cols[:len(cols)-1]
 	}
 	// A wide terminal gets more of each step (the table stayed about 80
-	// columns wide at 200, issue 24): reserved peak, the memory held
+	// columns wide at 200 without them): reserved peak, the memory held
 	// between steps, the batch.
 	extras := 0
 	for extras < len(extraColumns) && fixed+len(cols)*cellW+(extras+1)*extraW <= t.w {

@@ -41,7 +41,7 @@ func namedSteps(t *testing.T, names []string, stepped bool) []*session.Step {
 }
 
 // A GAN's steps show their watch's name after the step number; one watch
-// shows none (issue 23 item 5).
+// shows none.
 func TestStepsTableNamesTheWatchOfEachStep(t *testing.T) {
 	tb := stepsTable{w: 100, h: 10, follow: true}
 	v := tb.view(namedSteps(t, []string{"D", "G", "D", "G"}, true), rowMarks{peak: -1})
@@ -57,7 +57,7 @@ func TestStepsTableNamesTheWatchOfEachStep(t *testing.T) {
 	}
 }
 
-// Without an optimizer the table says how steps are cut (issue 23 item 3).
+// Without an optimizer the table says how steps are cut.
 func TestStepsTableSaysNoOptimizer(t *testing.T) {
 	tb := stepsTable{w: 100, h: 10, follow: true}
 	v := tb.view(namedSteps(t, []string{"net", "net", "net"}, false), rowMarks{peak: -1})

@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 )
 
-// Issue 24 item 5: `vramscope --socket PATH` with nothing set on the
+// `vramscope --socket PATH` with nothing set on the
 // training side left training silent, and the waiting screen never said
 // VRAMSCOPE_SOCKET. It names the exact line, at every size.
 func TestGoldenWaitingCustomSocket(t *testing.T) {

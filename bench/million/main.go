@@ -1,7 +1,9 @@
 // Command million writes a recording of a fast training loop: N steps of the
 // five phases, each edge 1 ms after the last in hook time and carrying the
-// allocator's figures, as a small model on a fast GPU produces (issue 22,
-// finding 3; -edge 100us makes the steps 1 ms apart). With -live it instead feeds the same messages to a session
+// allocator's figures, as a small model on a fast GPU produces
+// (-edge 100us makes the steps 1 ms apart): the load a report and a
+// replay must take in bounded time and memory. With -live it instead
+// feeds the same messages to a session
 // store, as the live monitor does, and prints the largest heap it saw.
 //
 //	go run ./bench/million -steps 1000000 -o /tmp/million.jsonl

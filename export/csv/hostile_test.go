@@ -12,7 +12,7 @@ import (
 )
 
 // TestHostileTextIsEscaped: the CSV carried a hostile recording's control
-// bytes raw, 180 of them for the probe's file (issue 22, finding 1); the
+// bytes raw, 180 of them for the probe's file; the
 // fixture is described in report/hostile_test.go. Every field is still one
 // CSV field.
 func TestHostileTextIsEscaped(t *testing.T) {

@@ -270,7 +270,7 @@ func (b *builder) spans(p *session.Process, pid int) {
 		// backwards_before: the backward passes already finished in the step
 		// when the phase began (the hook's micro: the micro-step's index
 		// for its forward, the step's count for the optimizer step). It was
-		// named "micro" like the step's count here and the CSV's (issue 24).
+		// named "micro" like the step's count here and the CSV's.
 		args := map[string]any{"step": sp.Step, "backwards_before": sp.Micro, "peak_exact": sp.Exact}
 		if sp.Model != "" {
 			args["model"] = sp.Model

@@ -364,7 +364,7 @@ func checkNesting(t *testing.T, path string, tr *traceFile) {
 	}
 }
 
-// Issue 24: the CSV's micro is a count and the Perfetto phase's "micro" was
+// The CSV's micro is a count and the Perfetto phase's "micro" was
 // an index under the same name. "micro" is a count in both (the step
 // slice's); the phase's is "backwards_before", at most its step's count.
 func TestPerfettoMicroIsACountAsInTheCSV(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package textesc makes text from a hook or a file safe to show: every
 // control character becomes a visible escape, so a hostile host name,
 // argv, phase name or note cannot move the cursor, clear the screen, set
-// the window title or write the clipboard of whoever reads it (issue 22).
+// the window title or write the clipboard of whoever reads it.
 //
 // It escapes the way journalctl and git show what they cannot print: C0
 // controls (U+0000–U+001F), DEL and the C1 controls (U+0080–U+009F) become

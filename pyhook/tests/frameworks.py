@@ -1,4 +1,4 @@
-"""Helpers of the real-framework tests (test_fw_*.py, issue 25): the
+"""Helpers of the real-framework tests (test_fw_*.py): the
 framework itself or a loud skip (a failure under VRAMSCOPE_REQUIRE_FRAMEWORKS=1,
 which `make test-py` sets for its torch 2.x venv run), and a real
 ``vramscope record`` receiving the hook in this process."""

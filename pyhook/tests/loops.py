@@ -1,4 +1,4 @@
-"""Training loops as people write them (issue 23), run on real torch by
+"""Training loops as people write them, run on real torch by
 test_loop_shapes.py: in the test process with an explicit ``watch()``, and as
 a script under ``vramscope run`` (auto-attach, no code change).
 

@@ -176,7 +176,7 @@ def test_gradient_accumulation_reports_the_largest_micro_step(torch_mod):
     assert a["activations"] == (8 * 8 + 8 * 16) * F32
     # The largest micro-step's activations go with the largest input of the step.
     assert a["batch_size"] == 8 and a["activations_batch"] == 8
-    assert a["tokens"] is None, "a float input has no tokens (issue 23 item 7)"
+    assert a["tokens"] is None, "a float input has no tokens"
 
 
 def test_76m_parameters_with_adam(torch_mod):
@@ -200,7 +200,7 @@ def test_76m_parameters_with_adam(torch_mod):
 
 
 def test_cached_figures_follow_moved_added_and_dropped_tensors(torch_mod):
-    # Measured steps look tensors up by identity (issue 9); a cached figure
+    # Measured steps look tensors up by identity; a cached figure
     # must still change when a tensor's data moves, one is added or dropped.
     torch = torch_mod
     model = torch.nn.Linear(64, 32)

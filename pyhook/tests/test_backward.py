@@ -1,4 +1,4 @@
-"""``backward`` begins when the user's backward starts (issue 8, finding 3)."""
+"""``backward`` begins when the user's backward starts."""
 
 import pytest
 
@@ -142,7 +142,7 @@ def test_torch_autograd_grad_still_gives_a_backward_through_the_output_hook(torc
 
 def test_outputs_are_hooked_only_until_backwards_come_through_the_wrapper(torch_mod):
     # The output's grad hook is the fallback for backwards that bypass the
-    # wrapper; a loop that calls loss.backward() stops paying for it (issue 9),
+    # wrapper; a loop that calls loss.backward() stops paying for it,
     # and a step whose forward no wrapped backward followed turns it back on.
     torch = torch_mod
     model = lm(torch)

@@ -1,4 +1,4 @@
-"""CPU runs end to end (issue 21): real training on CPU torch, the real
+"""CPU runs end to end: real training on CPU torch, the real
 ``vramscope record`` receiving it and ``vramscope report`` reading the file.
 
 * A loop that keeps 4 MiB more host memory every step: the report finds the

@@ -1,4 +1,4 @@
-"""The memory sources beyond NVIDIA CUDA (issue 21; docs/hook.md, "Devices").
+"""The memory sources beyond NVIDIA CUDA (docs/hook.md, "Devices").
 
 The host reader (CPU runs) is tested for real: this process's RSS and the
 kernel's resettable peak. ROCm, XPU and MPS are tested against fakes built

@@ -1,7 +1,7 @@
 """End to end, by module: the seed-001 model at scale 0.1 trained on CPU with
 watch(), recorded by the real ``vramscope record`` and read by ``vramscope
 report``: the report names the loss's saved tensors with their size and the
-model's largest blocks, each with its share (issue 20's "done when")."""
+model's largest blocks, each with its share."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""Exact phase peaks by default, the user's own counters intact (issue 19).
+"""Exact phase peaks by default, the user's own counters intact.
 
 On the simulated H100 allocator (bench/fakecuda.py SimAllocator: the
 seed-001 model's figures from testdata/h100/s001_stat_cuda.json) installed
@@ -22,7 +22,7 @@ import fakecuda  # noqa: E402
 PINLOOP = os.path.join(ROOT, "pyhook", "tests", "pinloop.py")
 PHASES = ("zero_grad", "forward", "loss", "backward", "step")
 STEP1_PEAK = 4518008832  # every step from 1 on (shared/recordings/h100/README.md)
-LEAK = 147 << 20  # the leak of issue 19's GPT-2 run, per step
+LEAK = 147 << 20  # the leak of the measured GPT-2 run, per step
 
 
 def interpreters():

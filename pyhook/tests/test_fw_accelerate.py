@@ -1,4 +1,4 @@
-"""Real accelerate and torch.compile (issue 25), in this process with an
+"""Real accelerate and torch.compile, in this process with an
 explicit ``watch()``, against a real ``vramscope record``: a plain accelerate
 loop (``accelerator.backward``, ``accumulate``) and a ``torch.compile``d model
 (the ``aot_eager`` backend: compiled forward and backward graphs, no C++

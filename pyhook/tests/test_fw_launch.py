@@ -1,4 +1,4 @@
-"""Real launchers (issue 25): ``vramscope run -- torchrun --nproc-per-node 2``
+"""Real launchers: ``vramscope run -- torchrun --nproc-per-node 2``
 (DDP over gloo) and ``vramscope run -- accelerate launch`` (2 processes on
 CPU), with no vramscope in the script (ddp_train.py). Both ranks must appear
 with their ranks, each counting its own optimizer steps, and the weights must

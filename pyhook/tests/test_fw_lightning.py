@@ -1,4 +1,4 @@
-"""Real Lightning (issue 25): ``Trainer.fit`` on CPU with the callback and
+"""Real Lightning: ``Trainer.fit`` on CPU with the callback and
 with ``watch()`` in ``configure_optimizers``, against a real ``vramscope
 record`` and ``report --json``. Each fit also runs without the hook: the
 weights must be bit-identical and the output the same."""

@@ -1,4 +1,4 @@
-"""Real transformers (issue 25): ``Trainer.train`` on CPU with the callback,
+"""Real transformers: ``Trainer.train`` on CPU with the callback,
 a tiny GPT-2 built from its config (no download, HF_HUB_OFFLINE=1), gradient
 accumulation and evaluation every N steps, against a real ``vramscope
 record`` and ``report --json``; the same run without the hook must give
@@ -79,7 +79,7 @@ def test_hf_trainer_train_watched_from_a_user_callback(where, torch_mod, vs_bin,
     """The recorded crash (an earlier round's H100): a TrainerCallback calling
     vramscope.watch(model, optimizer) in on_train_begin. Without the
     callback's step ends, the Trainer's model.zero_grad() after the update is
-    placed by where it is called: it ends that step (issue 23)."""
+    placed by where it is called: it ends that step."""
     transformers = need("transformers")
     import vramscope
     rec = Recording(vs_bin, workdir, recorders)

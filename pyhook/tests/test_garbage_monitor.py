@@ -1,4 +1,4 @@
-"""A monitor that writes garbage back to the hook (issue 22, "also try").
+"""A monitor that writes garbage back to the hook.
 
 The hook never reads its socket: whatever a monitor (or something posing as
 one) writes back stays in the kernel's receive buffer, at most its size,

@@ -1,4 +1,5 @@
-"""Activations follow the input size (issue 14; protocol additions 1 and 2), on real torch."""
+"""Activations follow the input size (docs/protocol.md: the batch and tokens
+of forward and anatomy), on real torch."""
 
 import pytest
 
@@ -53,7 +54,7 @@ def test_growing_batch_is_remeasured_once_per_doubling_and_scaled_otherwise(torc
     assert a[4]["activations"] == 12 * per_sample and a[4]["batch_size"] == 12
     assert a[6]["activations_source"] == "scaled" and a[6]["activations"] == 4 * per_sample
     assert a[7]["activations_source"] == "measured" and a[7]["activations"] == 16 * per_sample
-    # A float feature matrix has a batch and no tokens (issue 23 item 7).
+    # A float feature matrix has a batch and no tokens.
     assert inputs(client) == [{"batch": b, "tokens": None} for b in sizes]
 
 
@@ -137,7 +138,7 @@ def test_torch_113s_forward_wrapper_stays_only_for_keyword_calls(torch_mod):
     # Where pre-hooks cannot take kwargs (torch 1.13) a wrapper of the
     # instance's forward reads keyword inputs. A model called positionally has
     # its size from the pre hook: the wrapper is undone at its first training
-    # forward (a frame less at every forward, issue 9); keyword calls keep it.
+    # forward (a frame less at every forward); keyword calls keep it.
     torch = torch_mod
     from vramscope import _patch
     if _patch.kwargs_pre_hooks(mlp(torch)):
@@ -181,7 +182,7 @@ def test_torch_113s_forward_wrapper_stays_only_for_keyword_calls(torch_mod):
 
 
 def test_tokens_only_for_integer_index_inputs(torch_mod):
-    """Issue 23 item 7: an 8x3x64x64 image batch is batch 8 with no tokens, a
+    """An 8x3x64x64 image batch is batch 8 with no tokens, a
     32x64 float feature matrix batch 32 with no tokens; token ids (int64) of
     4x16 are 64 tokens. A bool mask or an int image is not token ids either,
     but an integer 2-d input is taken as ids: docs/hook.md says so."""

@@ -1,4 +1,4 @@
-"""Issue 23, items 1 and 2: loops that zero after ``optimizer.step()`` count
+"""Loops that zero after ``optimizer.step()`` count
 one step per update, with an explicit ``watch()`` and under ``vramscope run``.
 
 Real torch (whichever runs the suite: Debian's 1.13 and the venv's 2.x), the

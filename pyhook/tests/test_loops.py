@@ -1,4 +1,4 @@
-"""Issue 23: the loop shapes people really write, each driven on real torch
+"""The loop shapes people really write, each driven on real torch
 through the real hook into a real ``vramscope record``, and checked in what
 ``vramscope report --json`` shows: the step count, each step's phases, the
 watch names and the ranks (docs/hook.md, "Loop shapes").

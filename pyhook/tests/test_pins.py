@@ -1,4 +1,4 @@
-"""Pins against the H100 recordings (issue 8, findings 3 and 5), end to end:
+"""Pins against the H100 recordings, end to end:
 the real Watcher and client, the real ``vramscope record`` and ``report --json``.
 
 seed001: the real seed-001 model (testdata/h100/seed001.py, scaled down to run

@@ -197,7 +197,7 @@ def test_sampler_reads_nothing_while_edges_read_more_often():
 
 
 def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
-    # Client.end with a begin is edge(end) + edge(begin) in one call (issue 9): the same
+    # Client.end with a begin is edge(end) + edge(begin) in one call: the same
     # messages, one clock; a full queue drops the begin first and leaves a seq gap.
     raw = (1, 2, 3, 4, 0, 0)
     a = _client.Client(make_config(), start=False)
@@ -226,7 +226,7 @@ def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
 
 def test_the_client_reads_through_the_bare_binding_once_cuda_has_answered():
     # Once CUDA is initialised a read is one C call: functools.partial of the
-    # binding, no Python frame of ours (issue 9); before that, the guarded read.
+    # binding, no Python frame of ours; before that, the guarded read.
     import functools
     stats, binding, cuda = counted_cuda()
     cuda.initialized = False

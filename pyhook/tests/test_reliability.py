@@ -288,8 +288,8 @@ def test_sender_deadline_delivers_a_partial_batch(monitor):
 
 
 def test_threads_racing_into_a_full_queue_keep_seq_order_and_count_every_loss(sock_path):
-    # The training thread appends without a lock; the sender numbers the queue
-    # (issue 9). Two threads (training and sampler) race into a queue small
+    # The training thread appends without a lock; the sender numbers the queue.
+    # Two threads (training and sampler) race into a queue small
     # enough to overflow: the monitor must see seqs strictly increasing, each
     # once, and the gaps must add up to what the client counted as dropped.
     mon = FakeMonitor(sock_path).start()

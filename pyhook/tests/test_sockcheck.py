@@ -1,5 +1,5 @@
-"""Issue 11: the hook checks the socket before it connects (findings 2 and
-13) and says once when it cannot reach a monitor (finding 12)."""
+"""The hook checks the socket before it connects (its owner, its mode, a
+symlink) and says once when it cannot reach a monitor."""
 
 import os
 import socket
@@ -154,7 +154,7 @@ def test_an_open_directory_is_refused_with_its_real_mode(sock_path):
         mon.stop()
     assert client.connects == 0 and mon.connections == []
     assert len(warned) == 1 and "has mode 1777" in warned[0], warned
-    # Issue 24: never advise a chmod of the directory (it may be /tmp).
+    # Never advise a chmod of the directory (it may be /tmp).
     assert "chmod" not in warned[0], warned
     private = os.path.join(d, "vramscope-%d" % os.geteuid())
     assert "mkdir -m 700 %s" % private in warned[0], warned
@@ -235,7 +235,7 @@ def test_the_warning_names_the_delay():
 
 
 def test_the_warning_prints_no_source_line(sock_path):
-    """Issue 24: the warning printed the hook's own source line after the
+    """The warning printed the hook's own source line after the
     message (``if not self._reach.allowed():``), which looked like a
     traceback. As Python prints it, it is the message alone."""
     d = os.path.dirname(sock_path)

@@ -1,4 +1,4 @@
-"""The real hook driven through reproductions of real training stacks (issue 8).
+"""The real hook driven through reproductions of real training stacks.
 
 tests/stacks.py reproduces Lightning 2.6.6's automatic optimization, the HF
 Trainer 5.17 inner loop with accelerate 1.15's AcceleratedOptimizer, and a
@@ -490,7 +490,7 @@ def test_hf_trainer_with_watch_in_a_user_callback_no_longer_crashes(torch_mod, m
         assert got == ["forward", "loss", "backward"] * 2 + ["step"], step
     # Without the callback the step ends at the update; the Trainer's
     # model.zero_grad() after it is written after optimizer.step(), so it
-    # ends that step instead of opening one more (issue 23, item 1).
+    # ends that step instead of opening one more.
     assert begins(client, 2) == []
     assert client.step == 2
     assert begins(client, 1)[-1] == "zero_grad"

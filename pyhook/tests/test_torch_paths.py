@@ -1,4 +1,4 @@
-"""The paths the hook picks by feature on the installed torch (issue 25):
+"""The paths the hook picks by feature on the installed torch:
 make test-py runs this file on Debian's torch 1.13 and on the venv's 2.15,
 so each branch runs for real on the torch that has it. Each case trains a
 watched model and an unwatched twin: bit-identical weights, one step per

@@ -1,4 +1,4 @@
-"""Issue 19, end to end: the real hook with its default settings, on the
+"""Exact peaks end to end: the real hook with its default settings, on the
 simulated H100 allocator (bench/fakecuda.py: seed 001's figures), into a
 real ``vramscope record``, then ``vramscope report``: after the warmup no
 figure is a lower bound (no ``≥``), steps the hook read once say "same

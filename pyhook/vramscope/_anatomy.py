@@ -112,7 +112,7 @@ def module_tensors(model):
     once, None entries left out) from one walk over the modules' own
     ``_parameters``, ``_buffers`` and ``_modules`` dicts; None when a module
     lacks them (the caller asks torch then). torch's two generator walks
-    cost a measured step ~10 us on the tiny benchmark MLP (issue 9)."""
+    cost a measured step ~10 us on the tiny benchmark MLP."""
     params, buffers = [], []
     seen_m, seen_t = {id(model)}, set()
     stack = [model]
@@ -148,7 +148,7 @@ class StorageCache:
     one measured step to the next; a measured step looks each one up by
     identity and checks its ``data_ptr()`` (a C call) instead of asking for
     its storage again (a Python-level accessor, ``nbytes`` and the device:
-    most of a measured step's accounting, issue 9). A tensor whose data moved
+    most of a measured step's accounting). A tensor whose data moved
     (``p.data = ...``, ``set_``, ``.to()``) is looked up afresh. The cache
     holds weak references only: a tensor the model or optimizer drops (a
     gradient ``zero_grad(set_to_none=True)`` releases, a cleared optimizer
@@ -438,7 +438,8 @@ def size_ratio(batch, tokens, measured):
 
 class Activations:
     """Activations decides when saved activations are measured and how fresh
-    the figure each anatomy message carries is (issue 14, protocol additions 2).
+    the figure each anatomy message carries is (docs/protocol.md, the anatomy's
+    activations fields).
 
     Steps 0-2 and every ``every``-th step are measured. A step whose first
     training forward is at least twice the input size of the last measurement

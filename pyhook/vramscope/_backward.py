@@ -2,7 +2,8 @@
 
 ``backward`` must begin when the user's backward starts, not when autograd
 reaches the model's output: a loss over a 30,000-word vocabulary spends most
-of its backward before that point (issue 8, seed model). Every path users
+of its backward before that point (the seed model of
+the H100 recordings). Every path users
 take ends in these two functions: ``loss.backward()``,
 ``scaler.scale(loss).backward()`` (a Tensor), ``accelerator.backward(loss)``
 (calls ``loss.backward``; observed in callorders/accelerate.txt) and

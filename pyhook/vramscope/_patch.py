@@ -4,7 +4,7 @@ Everything here looks at the *instance*, never the class or torch's version:
 accelerate's ``AcceleratedOptimizer`` is an ``Optimizer`` subclass whose
 ``Optimizer.__init__`` never ran, so the class has ``register_step_pre_hook``
 while the instance lacks the ``_optimizer_step_pre_hooks`` dict it writes to
-(issue 8, callorders/accelerate.txt).
+(the H100 recordings' callorders/accelerate.txt).
 """
 
 import types

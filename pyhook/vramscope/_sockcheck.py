@@ -8,7 +8,7 @@ shared ``/tmp``, where another local user could create
 the hook checks that the socket's directory is a directory that belongs to
 it with mode 0700 (no group or other access) and that the socket belongs to
 it too, as the monitor's own ``Listen`` makes them. Otherwise it does not
-connect, and warns once (issue 11). Once connected, and before it sends
+connect, and warns once. Once connected, and before it sends
 anything, it checks that the listener runs as its user (``SO_PEERCRED``),
 as the monitor checks the hook.
 
@@ -111,7 +111,7 @@ def unreachable(path, exc, environ=None):
 def _warn(text):
     # The sender thread has no caller of the user's to point at: warn as
     # "vramscope", with no source line after the message (the hook's own
-    # `if not self._reach.allowed():` looked like a traceback, issue 24).
+    # `if not self._reach.allowed():` looked like a traceback).
     try:
         warnings.warn_explicit("vramscope: " + text + "; training continues without monitoring",
                                RuntimeWarning, "vramscope", 0, module="vramscope")
