@@ -155,14 +155,16 @@ func TestKubernetesJobShape(t *testing.T) {
 
 // TestSystemdUnitAndContainer checks the systemd unit and the container
 // recipe run `record --prometheus` on a private socket directory, bound to
-// loopback unless told otherwise.
+// loopback unless told otherwise, and runs the unit's ExecStart as systemd
+// would (its $$ and %% unescaped, its directories moved to a temporary
+// one): it serves /metrics and writes its recording, named for the host.
 func TestSystemdUnitAndContainer(t *testing.T) {
 	unit, err := os.ReadFile("deploy/vramscope-monitor.service")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"ExecStart=/bin/sh -c 'exec /usr/local/bin/vramscope record -o ", "--socket /run/vramscope/vramscope.sock",
-		`--prometheus "$VRAMSCOPE_PROMETHEUS"`, "Environment=VRAMSCOPE_PROMETHEUS=127.0.0.1:9840", "RuntimeDirectoryMode=0700", "StateDirectoryMode=0700", "NoNewPrivileges=yes"} {
+		`--prometheus "$$VRAMSCOPE_PROMETHEUS"`, "Environment=VRAMSCOPE_PROMETHEUS=127.0.0.1:9840", "RuntimeDirectoryMode=0700", "StateDirectoryMode=0700", "NoNewPrivileges=yes"} {
 		if !bytes.Contains(unit, []byte(want)) {
 			t.Errorf("the systemd unit lacks %q", want)
 		}
@@ -172,6 +174,7 @@ func TestSystemdUnitAndContainer(t *testing.T) {
 			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 		}
 	}
+	runExecStart(t, string(unit))
 	cf, err := os.ReadFile("deploy/Containerfile")
 	if err != nil {
 		t.Fatal(err)
@@ -275,4 +278,61 @@ func firstLines(s string, n int) string {
 		b.WriteString(sc.Text() + "\n")
 	}
 	return b.String()
+}
+
+// runExecStart runs the unit's ExecStart line with systemd's escapes
+// undone and /usr/local/bin, /run/vramscope and /var/lib/vramscope moved
+// under a temporary directory, until /metrics answers; then stops it as
+// systemd does (SIGTERM) and checks the recording.
+func runExecStart(t *testing.T, unit string) {
+	t.Helper()
+	var line string
+	for _, l := range strings.Split(unit, "\n") {
+		if strings.HasPrefix(l, "ExecStart=") {
+			line = strings.TrimPrefix(l, "ExecStart=")
+		}
+	}
+	dir := privateDir(t)
+	for _, d := range []string{"run", "lib"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	line = strings.NewReplacer("$$", "$", "%%", "%", "/usr/local/bin/vramscope", binary(t),
+		"/run/vramscope", filepath.Join(dir, "run"), "/var/lib/vramscope", filepath.Join(dir, "lib")).Replace(line)
+	args := strings.SplitN(line, " ", 3) // /bin/sh -c '...'
+	if len(args) != 3 || args[0] != "/bin/sh" || args[1] != "-c" {
+		t.Fatalf("ExecStart %q: want /bin/sh -c '...'", line)
+	}
+	addr := promtest.FreeAddr(t)
+	cmd := exec.Command(args[0], args[1], strings.Trim(args[2], "'"))
+	cmd.Env = append(os.Environ(), "VRAMSCOPE_PROMETHEUS="+addr)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unit's monitor never served %s:\n%s", addr, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the unit's monitor ended with %v:\n%s", err, out.String())
+	}
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	recs, _ := filepath.Glob(filepath.Join(dir, "lib", host+"-*Z.jsonl.gz"))
+	if len(recs) != 1 {
+		t.Errorf("recordings %v, want one named for the host and the time:\n%s", recs, out.String())
+	}
 }
