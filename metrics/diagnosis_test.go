@@ -38,6 +38,8 @@ func TestJobIdentityAndDiagnosisAsMetrics(t *testing.T) {
 	q, e := newExporter()
 	putGenerated(q, 1, demo.Generate(steady, demo.Config{Steps: 30, Rank: 2, WorldSize: 8, Host: "gpu-node-1", Job: job}))
 	putGenerated(q, 2, demo.Generate(leak, demo.Config{Steps: 30, Rank: 3, WorldSize: 8, Host: "gpu-node-1", Job: job}))
+	putGenerated(q, 3, demo.Generate(steady, demo.Config{Steps: 4, Rank: 4, WorldSize: 8, Host: "train-1",
+		Job: &ipc.Job{ID: "pretrain", Source: ipc.JobExplicit, Node: "gke-a3-7", Pod: "train-1", Namespace: "ml"}}))
 	fams := scrape(t, e.Handler())
 	r2 := map[string]string{"rank": "2", "job_id": "81234", "host": "gpu-node-1"}
 	r3 := map[string]string{"rank": "3", "job_id": "81234"}
@@ -46,6 +48,10 @@ func TestJobIdentityAndDiagnosisAsMetrics(t *testing.T) {
 		"node": "gpu-node-1", "UUID": demo.DeviceUUID, "Hostname": "gpu-node-1", "pod": ""}
 	if v := value(t, fams, "vramscope_process_info", info); v != 1 {
 		t.Errorf("process_info = %v", v)
+	}
+	pod := map[string]string{"rank": "4", "pod": "train-1", "namespace": "ml", "node": "gke-a3-7", "Hostname": "gke-a3-7", "host": "train-1", "job_id": "pretrain"}
+	if v := value(t, fams, "vramscope_process_info", pod); v != 1 {
+		t.Errorf("a pod's process_info = %v: Hostname must be its node, as dcgm-exporter's", v)
 	}
 	if v := value(t, fams, "vramscope_peak_allocated_bytes", r2); v <= 0 {
 		t.Errorf("the job_id label is missing from the memory series: %v", v)
