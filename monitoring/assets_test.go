@@ -260,8 +260,8 @@ func TestAlertRules(t *testing.T) {
 }
 
 // TestScrapeConfigs checks the static and Slurm (file-based discovery)
-// configurations with promtool check config, their example target file
-// included. Debian's Prometheus is built without Kubernetes discovery, so
+// configurations with promtool check config; the Slurm one reads the
+// directory the Slurm script writes its targets to by default. Debian's Prometheus is built without Kubernetes discovery, so
 // the Kubernetes one is checked for its shape: pod discovery kept to the
 // sidecar's port named "vramscope", the port kubernetes-job.yaml opens.
 func TestScrapeConfigs(t *testing.T) {
@@ -279,6 +279,15 @@ func TestScrapeConfigs(t *testing.T) {
 		}
 		if !slices.Contains(c.RuleFiles, "alerts.yml") || len(c.ScrapeConfigs) != 1 || c.ScrapeConfigs[0]["job_name"] != "vramscope" {
 			t.Errorf("%s: rule files %v, scrape configs %v (want job vramscope, which VramscopeMonitorDown selects)", f, c.RuleFiles, c.ScrapeConfigs)
+		}
+		if f == "prometheus-slurm.yml" {
+			script, err := os.ReadFile("deploy/slurm-job.sh")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), `"/shared/prometheus/targets/*.json"`) || !strings.Contains(string(script), "VRAMSCOPE_TARGETS:-/shared/prometheus/targets}") {
+				t.Errorf("the Slurm config and script disagree on the targets directory")
+			}
 		}
 		if f == "prometheus-kubernetes.yml" {
 			s := string(b)

@@ -15,8 +15,8 @@ set -uo pipefail
 # sbatch runs a copy of this script: find the monitor script from the
 # directory the job was submitted from.
 monitor=${VRAMSCOPE_MONITOR:-$SLURM_SUBMIT_DIR/monitoring/deploy/slurm-monitor.sh}
-# Prometheus's file-based discovery directory (prometheus-slurm.yml's
-# targets/), and where the recordings go: both on a shared file system.
+# Prometheus's file-based discovery directory (the one prometheus-slurm.yml
+# reads), and where the recordings go: both on a shared file system.
 export VRAMSCOPE_TARGETS=${VRAMSCOPE_TARGETS:-/shared/prometheus/targets}
 export VRAMSCOPE_RUNS=${VRAMSCOPE_RUNS:-$HOME/vramscope/$SLURM_JOB_ID}
 # A socket per job on node-local storage; the monitor makes its directory
