@@ -336,3 +336,51 @@ func runExecStart(t *testing.T, unit string) {
 		t.Errorf("recordings %v, want one named for the host and the time:\n%s", recs, out.String())
 	}
 }
+
+// TestSlurmJobScript runs deploy/slurm-job.sh as sbatch would on one node,
+// with an srun that runs its command once, here: the monitor step starts
+// before the training, which sees VRAMSCOPE_SOCKET and the node's target
+// file; when the training ends the monitor is stopped, its target removed
+// and its recording closed, and the job exits with the training's status.
+func TestSlurmJobScript(t *testing.T) {
+	bin := binary(t)
+	dir := privateDir(t)
+	stubs, targets, runs := filepath.Join(dir, "bin"), filepath.Join(dir, "targets"), filepath.Join(dir, "runs")
+	for _, d := range []string{stubs, targets} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// srun OPTIONS... COMMAND...: the command, in place of srun (signals reach it).
+	srun := "#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in --*) shift ;; *) break ;; esac; done\nexec \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(stubs, "srun"), []byte(srun), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	port := promtest.FreeAddr(t)
+	port = port[strings.LastIndexByte(port, ':')+1:]
+	seen := filepath.Join(dir, "seen")
+	// The training waits (5 s at most) for its node's monitor: the socket
+	// and the target file; it exits 7, or 1 without a socket.
+	training := `for i in $(seq 50); do [ -S "$VRAMSCOPE_SOCKET" ] && ls "$VRAMSCOPE_TARGETS"/*.json >/dev/null 2>&1 && break; sleep 0.1; done
+ls "$VRAMSCOPE_TARGETS" > ` + seen + `; [ -S "$VRAMSCOPE_SOCKET" ] && exit 7; exit 1`
+	cmd := exec.Command("bash", "deploy/slurm-job.sh", "sh", "-c", training)
+	cmd.Env = append(os.Environ(), "PATH="+stubs+":"+os.Getenv("PATH"), "VRAMSCOPE="+bin,
+		"SLURM_JOB_ID=81234", "SLURMD_NODENAME=node-0", "SLURM_SUBMIT_DIR="+filepath.Dir(wd),
+		"VRAMSCOPE_BIND=127.0.0.1", "VRAMSCOPE_PORT="+port, "VRAMSCOPE_TARGETS="+targets, "VRAMSCOPE_RUNS="+runs)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+		t.Fatalf("the job ended with %v, want the training's status 7:\n%s", err, out.String())
+	}
+	if b, err := os.ReadFile(seen); err != nil || strings.TrimSpace(string(b)) != "81234-node-0.json" {
+		t.Errorf("the training saw targets %q (%v), want its node's:\n%s", b, err, out.String())
+	}
+	if left, _ := os.ReadDir(targets); len(left) != 0 {
+		t.Errorf("targets left after the job: %v", left)
+	}
+	if fi, err := os.Stat(filepath.Join(runs, "node-0.jsonl.gz")); err != nil || fi.Size() == 0 || !strings.Contains(out.String(), "wrote ") {
+		t.Errorf("the node's recording: %v\n%s", err, out.String())
+	}
+}
