@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -154,7 +152,7 @@ func runDemoHeadless(ctx context.Context, sc demo.Scenario, o demoFlags, stdout,
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, tui.QuitSignals...)
 	defer stop()
 	logf := stderrLog(stderr)
 	f, done, cleanup, err := demoSource(ctx, sc, o, logf)

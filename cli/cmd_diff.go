@@ -9,6 +9,7 @@ import (
 
 	"github.com/vramscope/vramscope/diff"
 	"github.com/vramscope/vramscope/export"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -80,7 +81,7 @@ func loadSide(path string, stderr io.Writer) (*session.Store, error) {
 	}
 	store, warnings, err := export.LoadMany(paths)
 	for _, w := range warnings {
-		fmt.Fprintf(stderr, "vramscope: warning: %s\n", escapeLine(w))
+		fmt.Fprintf(stderr, "vramscope: warning: %s\n", textesc.String(w))
 	}
 	return store, err
 }

@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vramscope/vramscope/export"
 	"github.com/vramscope/vramscope/export/csv"
 	"github.com/vramscope/vramscope/export/perfetto"
+	"github.com/vramscope/vramscope/internal/safefs"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -127,7 +127,7 @@ func createOut(out string, force bool) (*os.File, error) {
 			}
 		}
 	}
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := safefs.OpenFile(out, safefs.Exclusive, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create %s: the file (or a symlink) exists; choose another name, remove it, or pass --force", out)
 	}

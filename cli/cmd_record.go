@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +15,7 @@ import (
 	"github.com/vramscope/vramscope/pipeline"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
+	"github.com/vramscope/vramscope/tui"
 )
 
 type recordFlags struct {
@@ -53,7 +53,7 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, tui.QuitSignals...)
 	defer stop()
 	if o.duration > 0 {
 		var cancel context.CancelFunc

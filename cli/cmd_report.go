@@ -5,10 +5,10 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/report"
 	"github.com/vramscope/vramscope/session"
@@ -84,13 +84,6 @@ func loadReport(path, prefix string, stderr io.Writer) (*report.Report, error) {
 		return nil, err
 	}
 	rep := report.Build(store)
-	rep.Begins = escapeLine(hdr.Begins)
+	rep.Begins = textesc.String(hdr.Begins) // a file's text: no byte of it reaches the terminal raw
 	return rep, nil
-}
-
-// escapeLine shows control bytes of a file's text escaped: a header is
-// read from a file, and no byte of a file reaches the terminal as it is.
-func escapeLine(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/report"
 )
 
@@ -59,7 +60,7 @@ func runJobReport(paths []string, asJSON bool, stdout, stderr io.Writer) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				rep, err := loadReport(paths[i], escapeLine(paths[i])+": ", warn)
+				rep, err := loadReport(paths[i], textesc.String(paths[i])+": ", warn)
 				if err != nil {
 					errs[i] = err
 					continue

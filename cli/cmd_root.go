@@ -2,10 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vramscope/vramscope/internal/safefs"
 )
 
 func newRootCmd() *cobra.Command {
@@ -37,7 +38,7 @@ Or, with no code change: vramscope run -- python train.py`,
 		if cpuProfile == "" {
 			return nil
 		}
-		f, err := os.Create(cpuProfile)
+		f, err := safefs.OpenFile(cpuProfile, safefs.Truncate, 0o600)
 		if err != nil {
 			return fmt.Errorf("cpu profile: %w", err)
 		}

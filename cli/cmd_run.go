@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramscope/vramscope/internal/safefs"
 	"github.com/vramscope/vramscope/launch"
 )
 
@@ -77,12 +78,13 @@ func runRun(ctx context.Context, o runFlags, argv []string, stderr io.Writer) er
 	if err := launch.Check(argv); err != nil {
 		return err
 	}
-	// 0700, under $XDG_RUNTIME_DIR; what a killed run left is removed here.
-	dir, err := launch.PrivateDir()
+	// 0700, under $XDG_RUNTIME_DIR, for the socket; what a killed run left
+	// is removed here.
+	dir, removeDir, err := launch.PrivateDir()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer removeDir()
 	// The child learns from this pipe when this process dies, even by
 	// SIGKILL, and says so once (docs/run.md).
 	life, err := launch.NewLifeline()
@@ -94,15 +96,14 @@ func runRun(ctx context.Context, o runFlags, argv []string, stderr io.Writer) er
 	if socket == "" {
 		socket = filepath.Join(dir, "vramscope.sock")
 	}
-	py := filepath.Join(dir, "py")
-	if err := os.Mkdir(py, 0o700); err != nil {
-		return fmt.Errorf("make the startup directory: %w", err)
-	}
 	hook, err := launch.SubFS(hookTree, "pyhook/vramscope")
 	if err != nil {
 		return err
 	}
-	if err := launch.WriteStartup(py, hook); err != nil {
+	// Never removed, and no other user can create or write it: a process
+	// the command leaves behind keeps this PYTHONPATH (docs/run.md).
+	py, err := launch.StartupDir(hook)
+	if err != nil {
 		return err
 	}
 	spec := launch.Spec{Argv: argv, Env: append(launch.ChildEnv(os.Environ(), socket, py, !o.noAttach), life.Env()),
@@ -157,9 +158,9 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 	if logPath == "" {
 		logPath = "vramscope-run-" + time.Now().Format("20060102-150405") + ".log"
 	}
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	out, err := openRunLog(logPath)
 	if err != nil {
-		return fmt.Errorf("open the command's log: %w", err)
+		return err
 	}
 	defer out.Close()
 	spec.Stdout, spec.Stderr = out, out // stdin: /dev/null, the view reads the keyboard
@@ -219,6 +220,18 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 		return liveErr // a signal ends the view with an error of its own: the command's code says more
 	}
 	return child.Wait()
+}
+
+// openRunLog opens the file for the command's output: 0600, as it may
+// carry what the command prints of hosts and paths, emptied when it is a
+// file of the user's, never through a symlink (the default name is
+// predictable to the second).
+func openRunLog(path string) (*os.File, error) {
+	f, err := safefs.OpenFile(path, safefs.Truncate, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the command's log: %w", err)
+	}
+	return f, nil
 }
 
 // stopSignal returns the first stop signal already passed on, or nil.

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
 	"sync"
+
+	"github.com/vramscope/vramscope/internal/safefs"
 )
 
 // debugLog returns where the program logs: a file behind --debug, else
@@ -14,7 +15,7 @@ func debugLog(path string) (logf func(string, ...any), closer func(), err error)
 	if path == "" {
 		return func(string, ...any) {}, func() {}, nil
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := safefs.OpenFile(path, safefs.Append, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open debug log: %w", err)
 	}

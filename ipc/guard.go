@@ -18,8 +18,9 @@ const (
 	// silent. The hook sends stats every second while connected.
 	DefaultIdleTimeout = 60 * time.Second
 
-	// rejectBurst bad lines of one connection are reported (logged and
-	// delivered), then one every rejectEvery with the count skipped since.
+	// rejectBurst bad lines are reported (logged and delivered), then one
+	// every rejectEvery with the count skipped since: for all connections
+	// together.
 	rejectBurst = 10
 	rejectEvery = time.Second
 	// logBurst server-wide log lines (refused peers, timeouts), then one
@@ -52,8 +53,11 @@ const evictGrace = 250 * time.Millisecond
 
 // maxDraining bounds, as a multiple of the connection limit, the
 // connections whose peer has gone while their last lines wait to be
-// decoded: they do not count against the limit, but each holds a file.
-const maxDraining = 4
+// decoded: they do not count against the limit, but each holds a file and
+// a read buffer of MaxMessageBytes. At 4 a flood of short-lived hooks with
+// 60 KB hellos held 1,280 buffers, 80 MB, and the live view peaked at
+// 210 MB; past the bound a new connection waits for one to end (room).
+const maxDraining = 1
 
 // room says whether a new connection may be served, and takes s.mu when
 // it may. A connection whose peer has hung up (peerGone) sends nothing
@@ -213,9 +217,12 @@ func (l *limiter) allow(now time.Time) (bool, uint64) {
 	return true, n
 }
 
-// suppressed is how many events were held back and not yet reported.
-func (l *limiter) suppressed() uint64 {
+// take returns how many events were held back and not yet reported, and
+// counts them as reported.
+func (l *limiter) take() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.held
+	n := l.held
+	l.held = 0
+	return n
 }

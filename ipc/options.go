@@ -79,3 +79,15 @@ func WithIdleTimeout(d time.Duration) Option {
 func WithPeerUID(uid int) Option {
 	return func(s *Server) { s.uid = uid }
 }
+
+// WithRejectReports sets how many bad lines, of all connections together,
+// are reported (logged and delivered) before reports come one every
+// second, each with the count held back since (default 10). Every bad line
+// is counted either way.
+func WithRejectReports(burst int) Option {
+	return func(s *Server) {
+		if burst > 0 {
+			s.rejectLim = newLimiter(burst, rejectEvery)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/vramscope/vramscope/internal/safefs"
 )
 
 // maxSocketPath is the longest path a Unix socket address can carry
@@ -42,35 +44,34 @@ func FallbackSocketPath(uid int) string {
 }
 
 // prepareDir makes sure the socket's directory exists, is a directory, is
-// ours and is closed to group and others. A directory it creates gets 0700
-// whatever the umask. A directory that already exists with a looser mode is
-// refused, with a private directory to use instead, rather than changed
-// behind the user's back: it may be shared on purpose (/tmp), and no
-// advice ever suggests changing its mode.
+// ours and is closed to group and others. It creates the directory (0700
+// whatever the umask), then checks the directory it opened, without
+// following a symlink, by its descriptor: a symlink planted between a
+// check of the path and a chmod of it had its target's mode changed. A
+// directory that already exists with a looser mode is refused, with a
+// private directory to use instead, rather than changed behind the user's
+// back: it may be shared on purpose (/tmp), and no advice ever suggests
+// changing its mode.
 func prepareDir(dir, base string) error {
-	fi, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("create socket directory %s: %w", dir, err)
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := os.MkdirAll(parent, 0o700); err != nil {
+			return fmt.Errorf("create socket directory %s: %w", parent, err)
 		}
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("set mode 0700 on socket directory %s: %w", dir, err)
-		}
-		fi, err = os.Stat(dir)
 	}
-	if err != nil {
-		return fmt.Errorf("socket directory %s: %w", dir, err)
+	_, err := safefs.PrivateDir(dir, 0)
+	var owner *safefs.OwnerError
+	var mode *safefs.ModeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &owner):
+		return fmt.Errorf("socket directory %s is owned by uid %d, not by you (uid %d); use another path (--socket or VRAMSCOPE_SOCKET)", dir, owner.UID, os.Geteuid())
+	case errors.As(err, &mode):
+		return fmt.Errorf("socket directory %s has mode %04o: others can open it, and the socket needs a directory only you can open; %s", dir, mode.Mode, PrivateDirAdvice(dir, base, os.Geteuid()))
+	case errors.Is(err, safefs.ErrNotDir):
+		return fmt.Errorf("socket directory %s is not a directory (a symlink there is not followed)", dir)
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("socket directory %s is not a directory", dir)
-	}
-	if uid, ok := ownerOf(fi); ok && uid != os.Geteuid() {
-		return fmt.Errorf("socket directory %s is owned by uid %d, not by you (uid %d); use another path (--socket or VRAMSCOPE_SOCKET)", dir, uid, os.Geteuid())
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("socket directory %s has mode %04o: others can open it, and the socket needs a directory only you can open; %s", dir, unixMode(fi.Mode()), PrivateDirAdvice(dir, base, os.Geteuid()))
-	}
-	return nil
+	return fmt.Errorf("socket directory %s: %w", dir, err)
 }
 
 // PrivateDirAdvice is what to do about a socket directory that others can
@@ -114,22 +115,6 @@ func clearStale(path string, dialTimeout time.Duration) error {
 		return fmt.Errorf("remove stale socket %s: %w", path, err)
 	}
 	return nil
-}
-
-// unixMode is a mode as chmod writes it, special bits included: a shared
-// /tmp-like directory is 1777, not 0777.
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= 0o1000
-	}
-	return u
 }
 
 // dirOf returns the directory that holds path.

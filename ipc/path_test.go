@@ -212,3 +212,67 @@ func TestCloseRemovesOnlyOwnSocket(t *testing.T) {
 		t.Errorf("Close removed a file that was not its own: %q %v", b, err)
 	}
 }
+
+// A symlink at the socket directory's name is refused, not followed: the
+// directory is checked by the descriptor that opened it, never by a path
+// that can be swapped in between.
+func TestListenRefusesASymlinkedDirectory(t *testing.T) {
+	base := shortDir(t)
+	target := filepath.Join(base, "elsewhere")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "sockdir")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Listen(WithSocketPath(filepath.Join(link, "s.sock")))
+	if err == nil {
+		s.Close()
+		t.Fatal("Listen went through a symlinked socket directory")
+	}
+	if _, err := os.Lstat(filepath.Join(target, "s.sock")); err == nil {
+		t.Error("a socket was made in the symlink's target")
+	}
+}
+
+// The socket directory was created by Stat, MkdirAll, then Chmod of the
+// path: a symlink planted between the first two had its target's mode set
+// to 0700. A neighbour flips the name between nothing and a symlink to a
+// 0755 directory while the monitor prepares it; the target keeps its mode.
+func TestListenNeverChmodsAPlantedTarget(t *testing.T) {
+	base := shortDir(t)
+	target := filepath.Join(base, "victim")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(target, 0o755)
+	dir := filepath.Join(base, "sockdir")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.Symlink(target, dir)
+			os.Remove(dir)
+		}
+	}()
+	for i := 0; i < 3000; i++ {
+		if s, err := Listen(WithSocketPath(filepath.Join(dir, "s.sock"))); err == nil {
+			s.Close()
+		}
+		os.Remove(dir) // a real directory the monitor made, to race again
+		if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o755 {
+			close(stop)
+			<-done
+			t.Fatalf("after %d tries the planted target's mode is %v", i+1, fi.Mode().Perm())
+		}
+	}
+	close(stop)
+	<-done
+}

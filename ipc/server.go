@@ -20,6 +20,10 @@ import (
 // Listen wraps it: "another vramscope is listening on PATH".
 var ErrInUse = errors.New("another vramscope is listening")
 
+// errMidLine ends a connection whose peer closed it in the middle of a
+// line: a hook whose send timed out does.
+var errMidLine = errors.New("closed mid-line")
+
 // errBeforeHello rejects a message that arrives before its connection's hello.
 var errBeforeHello = errors.New("message before hello")
 
@@ -86,6 +90,9 @@ type Server struct {
 
 	turns  chan struct{} // fair share of decoding: see takeTurn
 	logLim *limiter      // server-wide log lines (refusals, timeouts)
+	// rejectLim is the reports of bad lines, for all connections together:
+	// a budget per connection let 3,000 short ones make 30,000 reports.
+	rejectLim *limiter
 
 	ln *net.UnixListener
 	fi fs.FileInfo // the socket file we created, to remove only our own
@@ -118,6 +125,7 @@ func Listen(opts ...Option) (*Server, error) {
 		conns:       make(map[uint64]*conn),
 		freed:       make(chan struct{}, 1),
 		logLim:      newLimiter(logBurst, logEvery),
+		rejectLim:   newLimiter(rejectBurst, rejectEvery),
 	}
 	for _, o := range opts {
 		o(s)
@@ -182,10 +190,36 @@ func (s *Server) Serve(ctx context.Context, deliver func(Delivery)) error {
 		}
 	}()
 
+	go s.reportHeldRejects(stop, deliver)
 	err := s.acceptLoop(deliver)
 	s.Close()
 	s.wg.Wait()
+	s.flushRejects(deliver) // every bad line is counted, to the last
 	return err
+}
+
+// reportHeldRejects reports, once every rejectEvery until stop closes, the
+// bad lines held back since the last report, so the count is whole soon
+// after a flood ends, whichever connection it came from.
+func (s *Server) reportHeldRejects(stop <-chan struct{}, deliver func(Delivery)) {
+	t := time.NewTicker(rejectEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			s.flushRejects(deliver)
+		}
+	}
+}
+
+// flushRejects delivers one report for the bad lines held back, if any.
+func (s *Server) flushRejects(deliver func(Delivery)) {
+	if n := s.rejectLim.take(); n > 0 {
+		deliver(Delivery{At: s.now(), Kind: Rejected, Skipped: n - 1,
+			Err: fmt.Errorf("%d more bad lines skipped without a report of their own (reports are limited to %d, then one every %v, for all connections together)", n, rejectBurst, rejectEvery)})
+	}
 }
 
 func (s *Server) acceptLoop(deliver func(Delivery)) error {
@@ -257,7 +291,6 @@ func (s *Server) isClosed() bool {
 func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 	id := cn.id
 	var endErr error
-	lim := newLimiter(rejectBurst, rejectEvery)
 	defer func() {
 		cn.c.Close()
 		s.mu.Lock()
@@ -267,10 +300,6 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 		select {
 		case s.freed <- struct{}{}:
 		default:
-		}
-		if n := lim.suppressed(); n > 0 && !closed {
-			deliver(Delivery{Conn: id, At: s.now(), Kind: Rejected, Skipped: n - 1,
-				Err: fmt.Errorf("%d more bad lines skipped without a report of their own (reports are limited to %d, then one every %v)", n, rejectBurst, rejectEvery)})
 		}
 		switch {
 		case closed:
@@ -299,7 +328,7 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 				line, err = r.ReadSlice('\n')
 				n += len(line)
 			}
-			s.reject(id, deliver, lim, fmt.Errorf("%w (%d bytes skipped)", ErrTooLong, n))
+			s.reject(id, deliver, fmt.Errorf("%w (%d bytes skipped)", ErrTooLong, n))
 			if err != nil {
 				endErr = s.readEnd(err, cn)
 				return
@@ -307,10 +336,12 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 			continue
 		}
 		if err != nil {
-			if len(line) > 0 && !s.isClosed() {
-				s.reject(id, deliver, lim, fmt.Errorf("connection closed mid-line (%d bytes without newline skipped)", len(line)))
-			}
 			endErr = s.readEnd(err, cn)
+			if len(line) > 0 && endErr == nil && !s.isClosed() {
+				// A send cut short (the hook's timed out while this monitor
+				// was stopped): not a bad message, the end of a connection.
+				endErr = fmt.Errorf("%w (%d bytes without newline skipped)", errMidLine, len(line))
+			}
 			return
 		}
 		dl.touch(time.Now())
@@ -322,9 +353,9 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 		hello := cn.hello.Load()
 		switch {
 		case derr != nil:
-			s.reject(id, deliver, lim, derr)
+			s.reject(id, deliver, derr)
 		case !hello && m.Type != TypeHello:
-			s.reject(id, deliver, lim, fmt.Errorf("%w (type %q, seq %d)", errBeforeHello, m.Type, m.Seq))
+			s.reject(id, deliver, fmt.Errorf("%w (type %q, seq %d)", errBeforeHello, m.Type, m.Seq))
 		default:
 			if m.Type == TypeHello && !hello {
 				cn.hello.Store(true)
@@ -350,12 +381,13 @@ func (s *Server) readEnd(err error, cn *conn) error {
 	return fmt.Errorf("read: %w", err)
 }
 
-// reject reports a bad line: logged and delivered while the connection's
-// report budget lasts (rejectBurst, then one every rejectEvery, each with
-// the count of those skipped since), only counted beyond it, so a flood of
-// bad lines cannot become a flood of log lines and recorded notes.
-func (s *Server) reject(id uint64, deliver func(Delivery), lim *limiter, err error) {
-	ok, skipped := lim.allow(time.Now())
+// reject reports a bad line: logged and delivered while the server's report
+// budget lasts (rejectBurst, then one every rejectEvery, each with the count
+// of those skipped since, on any connection), only counted beyond it, so a
+// flood of bad lines, on one connection or many, cannot become a flood of
+// log lines and recorded notes.
+func (s *Server) reject(id uint64, deliver func(Delivery), err error) {
+	ok, skipped := s.rejectLim.allow(time.Now())
 	if !ok {
 		return
 	}

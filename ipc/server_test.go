@@ -135,7 +135,7 @@ func byConn(ds []Delivery) (map[uint64][]Delivery, map[string]uint64) {
 }
 
 func TestServerBadInputMatrix(t *testing.T) {
-	s, col := serve(t)
+	s, col := serve(t, WithRejectReports(100)) // a report for each case's line
 	type badCase struct {
 		name  string
 		input string // sent after the hello unless before is set
@@ -220,23 +220,23 @@ func TestServerBadInputMatrix(t *testing.T) {
 			checkBad(t, per[id], logs, id, bc.want, bc.name == "before hello")
 		})
 	}
+	// A line cut short by the end of its connection is what a hook's send
+	// that timed out leaves (a monitor stopped for a while): the end of the
+	// connection says so, and it is no bad message of the peer's.
 	t.Run("disconnect mid-line", func(t *testing.T) {
 		id := names["midline"]
 		d := per[id]
-		kinds := []Kind{Connected, Received, Rejected, Disconnected}
+		kinds := []Kind{Connected, Received, Disconnected}
 		if len(d) != len(kinds) {
-			t.Fatalf("got %d deliveries, want %d", len(d), len(kinds))
+			t.Fatalf("got %d deliveries (%v), want %v", len(d), d, kinds)
 		}
 		for i, k := range kinds {
 			if d[i].Kind != k {
 				t.Errorf("delivery %d is %v, want %v", i, d[i].Kind, k)
 			}
 		}
-		if !strings.Contains(d[2].Err.Error(), "connection closed mid-line") {
-			t.Errorf("error %q", d[2].Err)
-		}
-		if d[3].Err != nil {
-			t.Errorf("clean close reported as %v", d[3].Err)
+		if d[2].Err == nil || !strings.Contains(d[2].Err.Error(), "mid-line") {
+			t.Errorf("the connection's end says %v, want the line cut short", d[2].Err)
 		}
 	})
 }

@@ -5,11 +5,15 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/vramscope/vramscope/internal/safefs"
 )
 
 // EnvLifeline names the pipe a child under `vramscope run` watches for its
@@ -68,28 +72,47 @@ func (l *Lifeline) Close() {
 // run`; the pid of the run that made it follows.
 const runDirPrefix = "vramscope-run-"
 
-// PrivateDir makes `vramscope run`'s private directory (0700: the socket
-// and the startup files) under $XDG_RUNTIME_DIR, which the system reaps
-// at logout and reboot, else under the temporary directory. Its name
-// carries this process's pid, so that the next run can remove what a
-// killed run left behind (CleanStale); a SIGKILLed run left its directory
-// and stale socket in /tmp for good.
-func PrivateDir() (string, error) {
+// liveLock is the file in a run's directory that the run holds an flock on
+// while it lives. The kernel drops the lock when the run dies, SIGKILL
+// included, and the lock is seen from every PID namespace that shares the
+// directory, where kill(pid, 0) asks about some other process or none: a
+// run inside `unshare --pid` had its live directory removed.
+const liveLock = "live.lock"
+
+// PrivateDir makes `vramscope run`'s private directory (0700: the socket)
+// under $XDG_RUNTIME_DIR, which the system reaps at logout and reboot,
+// else under the temporary directory, and holds its live lock until
+// remove is called, which removes the directory. What killed runs left
+// behind is removed first (CleanStale).
+func PrivateDir() (dir string, remove func(), err error) {
 	base := os.Getenv("XDG_RUNTIME_DIR")
 	if fi, err := os.Stat(base); base == "" || err != nil || !fi.IsDir() || !ownedBy(fi, os.Getuid()) {
 		base = os.TempDir()
 	}
 	CleanStale(base)
-	dir, err := os.MkdirTemp(base, runDirPrefix+strconv.Itoa(os.Getpid())+"-")
+	dir, err = os.MkdirTemp(base, runDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		return "", fmt.Errorf("make the run's directory: %w", err)
+		return "", nil, fmt.Errorf("make the run's directory: %w", err)
 	}
-	return dir, nil
+	lock, err := safefs.OpenFile(filepath.Join(dir, liveLock), safefs.Exclusive, 0o600)
+	if err == nil {
+		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("lock the run's directory: %w", err)
+	}
+	return dir, func() {
+		os.RemoveAll(dir)
+		lock.Close()
+	}, nil
 }
 
-// CleanStale removes, under base, the private directories of runs whose
-// process is gone: ours (same uid) only, named by PrivateDir, and never
-// one whose process still lives. It returns how many it removed.
+// CleanStale removes, under base, the private directories of runs that are
+// gone: ours (same uid) only, named by PrivateDir, and never one whose
+// live lock is held. A directory without the lock file is left alone for
+// an hour (a run between making it and locking it). It returns how many
+// it removed.
 func CleanStale(base string) int {
 	ents, err := os.ReadDir(base)
 	if err != nil {
@@ -101,27 +124,33 @@ func CleanStale(base string) int {
 		if !e.IsDir() || !strings.HasPrefix(name, runDirPrefix) {
 			continue
 		}
-		pidText, _, ok := strings.Cut(strings.TrimPrefix(name, runDirPrefix), "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || alive(pid) {
-			continue
-		}
 		path := filepath.Join(base, name)
 		fi, err := os.Lstat(path)
 		if err != nil || !fi.IsDir() || !ownedBy(fi, os.Getuid()) {
 			continue
 		}
-		if os.RemoveAll(path) == nil {
+		if removeIfGone(path, fi) {
 			n++
 		}
 	}
 	return n
 }
 
-// alive says whether a process with this pid exists.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+// removeIfGone removes a run's directory when no live run holds its lock,
+// holding the lock itself meanwhile so no run can take it over.
+func removeIfGone(path string, fi os.FileInfo) bool {
+	fd, err := syscall.Open(filepath.Join(path, liveLock), syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) || time.Since(fi.ModTime()) < time.Hour {
+			return false
+		}
+		return os.RemoveAll(path) == nil
+	}
+	defer syscall.Close(fd)
+	if syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return false // a live run holds it, in whatever PID namespace
+	}
+	return os.RemoveAll(path) == nil
 }
 
 func ownedBy(fi os.FileInfo, uid int) bool {

@@ -2,7 +2,10 @@
 
 package launch
 
-import "os"
+import (
+	"os"
+	"path/filepath"
+)
 
 // EnvLifeline: see lifeline.go; no lifeline on this system.
 const EnvLifeline = "VRAMSCOPE_LIFELINE"
@@ -23,7 +26,20 @@ func (l *Lifeline) ChildEnd() *os.File { return nil }
 func (l *Lifeline) Close() {}
 
 // PrivateDir makes a private directory in the temporary directory.
-func PrivateDir() (string, error) { return os.MkdirTemp("", "vramscope-run-") }
+func PrivateDir() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "vramscope-run-")
+	return dir, func() { os.RemoveAll(dir) }, err
+}
+
+// StartupRoot is the user's cache directory for the startup files.
+func StartupRoot() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(base, "vramscope")
+	return root, os.MkdirAll(root, 0o700)
+}
 
 // CleanStale does nothing here.
 func CleanStale(string) int { return 0 }

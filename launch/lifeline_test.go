@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -93,19 +94,22 @@ func TestStaleRunDirsAreCleaned(t *testing.T) {
 	deadPid := dead.ProcessState.Pid()
 	mk := func(name string) string {
 		p := filepath.Join(base, name)
-		if err := os.MkdirAll(filepath.Join(p, "py"), 0o700); err != nil {
+		if err := os.MkdirAll(p, 0o700); err != nil {
 			t.Fatal(err)
 		}
 		os.WriteFile(filepath.Join(p, "vramscope.sock"), nil, 0o600)
+		os.WriteFile(filepath.Join(p, liveLock), nil, 0o600) // nobody holds it
 		return p
 	}
 	stale := mk("vramscope-run-" + strconv.Itoa(deadPid) + "-123")
-	live := mk("vramscope-run-1-456") // pid 1 lives
 	other := mk("vramscope-runner")
-	dir, err := PrivateDir()
+	live := filepath.Join(base, "vramscope-run-1-456") // locking still
+	os.Mkdir(live, 0o700)
+	dir, remove, err := PrivateDir()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer remove()
 	if filepath.Dir(dir) != base || !strings.HasPrefix(filepath.Base(dir), "vramscope-run-"+strconv.Itoa(os.Getpid())+"-") {
 		t.Errorf("private dir %s, want vramscope-run-%d-* under $XDG_RUNTIME_DIR", dir, os.Getpid())
 	}
@@ -122,5 +126,36 @@ func TestStaleRunDirsAreCleaned(t *testing.T) {
 	}
 	if n := CleanStale(base); n != 0 {
 		t.Errorf("a second clean removed %d, among them our own live directory?", n)
+	}
+}
+
+// TestALiveRunInAnotherPIDNamespaceKeepsItsDirectory: the cleanup asked
+// kill(pid, 0) about the pid in a directory's name, in its own PID
+// namespace, and removed the live directory of a run inside `unshare
+// --pid` that shared /tmp. A live run is now the holder of the flock on
+// its directory's lock file, seen from any namespace: here the test holds
+// it under a pid that is nobody's in this namespace.
+func TestALiveRunInAnotherPIDNamespaceKeepsItsDirectory(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "vramscope-run-4194304999-1")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "live.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if n := CleanStale(base); n != 0 {
+		t.Fatalf("CleanStale removed %d: a live run's directory went", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "live.lock")); err != nil {
+		t.Fatalf("the live run's directory is gone: %v", err)
+	}
+	lock.Close() // the run ends without cleaning up, as SIGKILL leaves it
+	if n := CleanStale(base); n != 1 {
+		t.Errorf("once its lock was released, CleanStale removed %d, want 1", n)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -76,6 +77,7 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 	t0, t1 := window(p)
 	x := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
 	txt := func(s string) string {
+		s = textesc.String(s) // a raw C0 byte is not XML, and the SVG would not open
 		if o.png {
 			// The PNG renderer kerns "A A" to "AA" ("NVIDIAA100"): a
 			// no-break space has no kerning pairs.

@@ -117,3 +117,30 @@ func TestPlotUnknownFormat(t *testing.T) {
 		t.Fatalf("err = %v, want a one-line error naming the formats", err)
 	}
 }
+
+// TestPlotSVGOfHostileTextIsXML: plot -o x.svg wrote the raw C0 bytes of a
+// host, argv or device name into the SVG, which XML does not allow (no
+// viewer opens it), and exited 0. Every text goes through textesc now.
+func TestPlotSVGOfHostileTextIsXML(t *testing.T) {
+	s, _, _, err := export.Load("../testdata/recordings/hostile_text.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := plot.Write(&buf, "svg", s, s.Processes()[0], plot.Options{Source: "a\x1b]0;t\x07.jsonl"}); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(buf.Bytes()))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not XML: %v", err)
+		}
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(`dev\x1b]0;pwned`)) {
+		t.Error("the device name is not shown escaped")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/safefs"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -90,11 +91,11 @@ func Create(path string, h Header, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode recording header: %w", err)
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	how := safefs.Exclusive
 	if w.overwrite {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		how = safefs.Truncate
 	}
-	f, err := os.OpenFile(path, flags, 0o600) // like the socket: argv and host are private
+	f, err := safefs.OpenFile(path, how, 0o600) // like the socket: argv and host are private
 	if errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create recording %s: the file exists; choose another name or remove it", path)
 	}

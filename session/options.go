@@ -68,6 +68,17 @@ func WithMaxSpans(n int) Option {
 	}
 }
 
+// WithMaxGoneBytes bounds, in bytes, what the store keeps of processes
+// that are gone (default DefaultMaxGoneBytes); past it the oldest are
+// forgotten, stepless ones first, and counted in Store.Forgotten.
+func WithMaxGoneBytes(n int) Option {
+	return func(s *Store) {
+		if n >= 0 {
+			s.limits.goneBytes = n
+		}
+	}
+}
+
 // WithMaxProcesses bounds the processes kept (default DefaultMaxProcesses);
 // past it the oldest disconnected ones are forgotten and counted in
 // Store.Forgotten.

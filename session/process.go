@@ -135,6 +135,7 @@ type limits struct {
 	window, width                         time.Duration
 	raw                                   int // raw points per series
 	procs                                 int // processes a Store keeps
+	goneBytes                             int // bytes a Store keeps of gone ones
 }
 
 func newProcess(key string, l limits) *Process {

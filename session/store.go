@@ -73,7 +73,7 @@ func New(opts ...Option) *Store {
 		byKey:  map[string]*Process{},
 		byConn: map[uint64]*Process{},
 		limits: limits{
-			spans: 20000, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256, procs: DefaultMaxProcesses,
+			spans: 20000, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256, procs: DefaultMaxProcesses, goneBytes: DefaultMaxGoneBytes,
 			window: 10 * time.Minute, width: time.Second, raw: DefaultMaxRawPoints,
 		},
 	}
@@ -201,6 +201,7 @@ func (s *Store) message(ev Event) {
 		}
 		p.Connected = false
 		p.finish(at, true, m.Reason)
+		s.forgetGone()
 	}
 }
 
@@ -209,6 +210,7 @@ func (s *Store) hello(ev Event) {
 	p := s.byKey[m.Session]
 	if p == nil {
 		s.makeRoom()
+		s.forgetGone()
 		p = newProcess(m.Session, s.limits)
 		s.byKey[m.Session] = p
 		s.procs = append(s.procs, p)
@@ -242,6 +244,7 @@ func (s *Store) note(ev Event) {
 			p.finish(p.Last, false, "")
 		}
 		delete(s.byConn, ev.Conn)
+		s.forgetGone()
 	case NoteError:
 		s.fail(n.Text)
 	case NoteResume:

@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/vramscope/vramscope/internal/safefs"
 )
 
 const (
@@ -90,7 +92,7 @@ func main() {
 func writeNode(c config, n int) error {
 	host := fmt.Sprintf("node-%04d", n)
 	path := filepath.Join(c.dir, host+".jsonl.gz")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := safefs.OpenFile(path, safefs.Exclusive, 0o600)
 	if err != nil {
 		return err
 	}

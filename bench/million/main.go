@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/safefs"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
@@ -51,7 +52,7 @@ func main() {
 	flag.DurationVar(&edgeGap, "edge", time.Millisecond, "hook time between two edges")
 	flag.Parse()
 	if *prof != "" {
-		f, err := os.Create(*prof)
+		f, err := safefs.OpenFile(*prof, safefs.Truncate, 0o600)
 		if err == nil {
 			pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()
@@ -65,7 +66,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "million: -o FILE or -live")
 		os.Exit(2)
 	}
-	f, err := os.Create(*out)
+	f, err := safefs.OpenFile(*out, safefs.Truncate, 0o600)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "million:", err)
 		os.Exit(1)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vramscope/vramscope/internal/textesc"
@@ -29,8 +30,8 @@ var Columns = []string{
 // Write writes the header and one row per step and phase of every process,
 // in the order the phases began. Times are seconds from the session's
 // start; an unknown value (no CUDA, no NVML, no rank) is an empty field.
-// Text from the hook (session, host, phase) is escaped by textesc, so no
-// control byte reaches whoever cats the file.
+// Text from the hook (session, host, model, phase) goes through text: no
+// control byte reaches whoever cats the file, and no cell is a formula.
 // model is the step's watch name (docs/hook.md, "Several models"), empty
 // from hooks that name none.
 func Write(w io.Writer, s *session.Store) error {
@@ -52,8 +53,8 @@ func Write(w io.Writer, s *session.Store) error {
 		for _, st := range p.Steps() {
 			for i := range st.Phases {
 				c := &st.Phases[i]
-				row = append(row[:0], textesc.String(p.Key), textesc.String(h.Host), strconv.Itoa(h.PID), rank, device,
-					strconv.Itoa(st.Index), textesc.String(st.Model), textesc.String(c.Name), strconv.FormatBool(c.User), strconv.Itoa(c.Count), strconv.Itoa(st.Micro),
+				row = append(row[:0], text(p.Key), text(h.Host), strconv.Itoa(h.PID), rank, device,
+					strconv.Itoa(st.Index), text(st.Model), text(c.Name), strconv.FormatBool(c.User), strconv.Itoa(c.Count), strconv.Itoa(st.Micro),
 					seconds(c.Start.Sub(t0)), seconds(c.End.Sub(t0)), seconds(c.End.Sub(c.Start)),
 					bytes(c.AllocatedEnd), bytes(c.MaxAllocatedEnd), bytes(c.ReservedEnd),
 					bytes(c.PeakAllocated), bytes(c.PeakReserved), strconv.FormatBool(c.Exact),
@@ -82,4 +83,14 @@ func bytes(b session.Bytes) string {
 		return ""
 	}
 	return strconv.FormatInt(int64(b), 10)
+}
+
+// text is a cell of the hook's text: escaped by textesc, and with a single
+// quote before a first character that makes a spreadsheet read a formula
+// (=, +, -, @, a tab or a carriage return), as OWASP recommends for CSV.
+func text(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		s = "'" + s
+	}
+	return textesc.String(s)
 }

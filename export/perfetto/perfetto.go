@@ -19,6 +19,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -161,7 +162,17 @@ func origin(s *session.Store) time.Time {
 	return t0
 }
 
-func (b *builder) add(e Event) { b.tr.TraceEvents = append(b.tr.TraceEvents, e) }
+// add appends e with its name and text arguments escaped by textesc: they
+// are what Perfetto's UI shows, and a hook's text may carry controls.
+func (b *builder) add(e Event) {
+	e.Name = textesc.String(e.Name)
+	for k, v := range e.Args {
+		if s, ok := v.(string); ok {
+			e.Args[k] = textesc.String(s)
+		}
+	}
+	b.tr.TraceEvents = append(b.tr.TraceEvents, e)
+}
 
 // us is a time as microseconds from the trace's start, to the nanosecond.
 func (b *builder) us(t time.Time) float64 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vramscope/vramscope/export"
 	"github.com/vramscope/vramscope/export/perfetto"
+	"github.com/vramscope/vramscope/internal/textesc"
 )
 
 // traceFile is the Trace Event Format's "JSON Object Format": an object
@@ -390,5 +391,59 @@ func TestPerfettoMicroIsACountAsInTheCSV(t *testing.T) {
 	}
 	if len(count) != 6 || len(phases) != 30 {
 		t.Fatalf("%d steps, %d phases", len(count), len(phases))
+	}
+}
+
+// TestPerfettoShowsHostileTextEscaped: the trace's names and text
+// arguments are what Perfetto's UI shows, and a hostile recording's bidi
+// controls and C0 bytes reached it raw (a name that reads as another).
+// They are escaped by textesc, the escaper of every other view.
+func TestPerfettoShowsHostileTextEscaped(t *testing.T) {
+	s, _, _, err := export.Load("../../testdata/recordings/hostile_text.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := perfetto.Write(&b, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	var tr traceFile
+	if err := json.Unmarshal(b.Bytes(), &tr); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			texts = append(texts, v)
+		case map[string]any:
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	for _, e := range tr.TraceEvents {
+		for _, raw := range e {
+			var v any
+			json.Unmarshal(raw, &v)
+			walk(v)
+		}
+	}
+	escaped := 0
+	for _, s := range texts {
+		if !textesc.Safe(s) {
+			t.Errorf("shown raw: %q", s)
+		}
+		if strings.Contains(s, `\u202e`) {
+			escaped++
+		}
+	}
+	if escaped == 0 {
+		t.Error("no text shows the bidi override escaped")
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/vramscope/vramscope/internal/safefs"
 )
 
 // Tool finds a Prometheus binary (prometheus, promtool). Without it the
@@ -51,13 +53,13 @@ func Start(ctx context.Context, t *testing.T, config string) string {
 	bin := Tool(t, "prometheus")
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
+	if err := safefs.WriteFile(conf, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	web := FreeAddr(t)
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+web, "--log.level=warn")
-	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	logf, err := safefs.OpenFile(filepath.Join(dir, "prometheus.log"), safefs.Exclusive, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

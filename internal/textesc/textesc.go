@@ -7,9 +7,12 @@
 // controls (U+0000–U+001F), DEL and the C1 controls (U+0080–U+009F) become
 // \n, \r, \t or \xNN (\u0085 for a C1 rune), and a byte that is not valid
 // UTF-8 becomes \xNN, since a terminal in a legacy encoding reads a lone
-// 0x9b as CSI. Everything else, other scripts and symbols included, is
-// kept. Text meant for JSON keeps its original bytes: the format escapes
-// them.
+// 0x9b as CSI. The bidi controls (embeddings and overrides U+202A–202E,
+// isolates U+2066–2069, the marks U+200E, U+200F and U+061C) reorder what
+// follows them, so a name could show text it does not hold, and U+2028
+// and U+2029 break lines: they become \uNNNN. Everything else, other
+// scripts and symbols included, is kept. Text meant for JSON data keeps
+// its original bytes: the format escapes them.
 package textesc
 
 import (
@@ -55,9 +58,11 @@ func String(s string) string {
 			b.WriteString(`\x`)
 			b.WriteByte(hex[c>>4])
 			b.WriteByte(hex[c&15])
-		case r >= 0x80 && r <= 0x9f:
-			b.WriteString(`\u00`)
-			b.WriteByte(hex[r>>4])
+		case r >= 0x80 && r <= 0x9f || bidiOrSeparator(r):
+			b.WriteString(`\u`)
+			b.WriteByte(hex[r>>12&15])
+			b.WriteByte(hex[r>>8&15])
+			b.WriteByte(hex[r>>4&15])
 			b.WriteByte(hex[r&15])
 		default:
 			b.WriteString(s[i : i+size])
@@ -91,10 +96,20 @@ func firstUnsafe(s string) int {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r >= 0x80 && r <= 0x9f {
+		if r == utf8.RuneError && size == 1 || r >= 0x80 && r <= 0x9f || bidiOrSeparator(r) {
 			return i
 		}
 		i += size
 	}
 	return -1
+}
+
+// bidiOrSeparator says whether r is a bidi control or a line or paragraph
+// separator: a rune that changes how the text around it is shown.
+func bidiOrSeparator(r rune) bool {
+	switch {
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return r == 0x200e || r == 0x200f || r == 0x061c || r == 0x2028 || r == 0x2029
 }

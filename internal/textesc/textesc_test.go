@@ -1,6 +1,9 @@
 package textesc
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestString(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
@@ -34,5 +37,26 @@ func TestString(t *testing.T) {
 func TestPlainStringIsNotCopied(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = String("forward") }); n != 0 {
 		t.Errorf("%v allocations for a plain string", n)
+	}
+}
+
+// TestBidiControlsAreEscaped: bidi embeddings, overrides and isolates
+// (U+202A–202E, U+2066–2069, and the marks U+200E, U+200F, U+061C) reorder
+// what follows them on screen, so a name can show text it does not hold
+// ("Trojan Source"); U+2028 and U+2029 break lines. They reached the TUI,
+// report, CSV and Perfetto raw.
+func TestBidiControlsAreEscaped(t *testing.T) {
+	for _, r := range []rune{0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069, 0x200e, 0x200f, 0x061c, 0x2028, 0x2029} {
+		s := "a" + string(r) + "b"
+		want := fmt.Sprintf(`a\u%04xb`, r)
+		if got := String(s); got != want {
+			t.Errorf("String(%q) = %q, want %q", s, got, want)
+		}
+		if Safe(s) {
+			t.Errorf("Safe(%q) = true", s)
+		}
+	}
+	if got := String("naïve Ω ✓ 日本"); got != "naïve Ω ✓ 日本" {
+		t.Errorf("other scripts changed: %q", got)
 	}
 }

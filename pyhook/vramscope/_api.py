@@ -11,7 +11,7 @@ import threading
 import warnings
 import weakref
 
-from . import _client, _config, _cuda, _devices, _dist, _messages, _oom, _patch, _safe, _watch
+from . import _backward, _client, _config, _cuda, _devices, _dist, _messages, _oom, _patch, _safe, _watch
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -322,8 +322,11 @@ def _at_exit():
 def _after_fork_in_child():
     global _current, _refs, _lock
     _lock = threading.Lock()
+    for handle in _live_handles():
+        handle.watcher.after_fork_in_child()
     del _handles[:]
     _safe._lock = threading.Lock()
+    _backward._lock = threading.Lock()
     client, _current, _refs = _current, None, 0
     if client is not None:
         client.after_fork_in_child()

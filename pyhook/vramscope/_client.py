@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 
-from . import _cuda, _messages, _safe, _sockcheck
+from . import _cuda, _messages, _owned, _safe, _sockcheck
 
 QUEUE_SIZE = 8192
 RING_SIZE = 4096
@@ -88,6 +88,7 @@ class Client:
         self._poll = poll_interval
         self._batch = max(1, int(batch))
         self._sock = None
+        self._sock_id = None  # what the socket is (_owned), to tell it from a reused number
         self._closed = False
         # Exact peaks (docs/hook.md, "Exact peaks and your counters"): every
         # read through self.reader resets the peak counters after it, the
@@ -543,14 +544,23 @@ class Client:
             sock.close()
             return
         self._sock = sock
+        self._sock_id = _owned.identity(sock.fileno())
         self.connects += 1
+        # What was kept before the first connect is encoded once, here, and
+        # kept encoded: a later reconnect sends lines and encodes nothing.
+        self._first = self._encoded(self._first)
+        self._ring = collections.deque(self._encoded(self._ring), maxlen=self._ring.maxlen)
         backlog = sorted(self._first + list(self._ring), key=lambda item: item[0])
-        lines = [self._hello_line]
-        for _, kept in backlog:
-            line = kept if type(kept) is bytes else self._encode(kept)
-            if line is not None:
-                lines.append(line)
-        self._send(b"".join(lines))
+        self._send(b"".join([self._hello_line] + [line for _, line in backlog]))
+
+    def _encoded(self, kept):
+        """``kept``'s (seq, message or line) pairs as (seq, line), without
+        the messages that cannot be encoded."""
+        if all(type(k) is bytes for _, k in kept):
+            return list(kept)
+        encode = self._encode
+        pairs = [(seq, k if type(k) is bytes else encode(k)) for seq, k in kept]
+        return [pair for pair in pairs if pair[1] is not None]
 
     def _check_dist(self, send):
         """Ask torch.distributed for the rank; once it answers, stop asking and,
@@ -611,10 +621,13 @@ class Client:
                 self._next_seq += lost
                 return
             items = self._number(n, lost)
-            if self._sock is None:
-                # Nobody listens: keep the messages as they are and encode
-                # them only if a monitor connects (most never are); a read
-                # is kept as its six values, not torch's whole dict.
+            if self._sock is None and not self.connects:
+                # No monitor yet: keep the messages as they are and encode
+                # them only if one connects (most never are); a read is
+                # kept as its six values, not torch's whole dict. Once a
+                # monitor was reached, messages are encoded here as they
+                # come, connected or not, so that a reconnect (to a monitor
+                # stopped for a while, say) only sends lines.
                 self._keep_all(items, [_compacted(msg) for _, msg in items])
                 continue
             try:
@@ -623,6 +636,8 @@ class Client:
                 encode = self._encode
                 lines = [encode(msg) for _, msg in items]
             self._keep_all(items, lines)
+            if self._sock is None:
+                continue
             data = b"".join([line for line in lines if line is not None])
             if data:
                 self._send(data)
@@ -664,19 +679,30 @@ class Client:
         ring.extend(pairs)
 
     def _send(self, data):
+        sock = self._sock
+        if _owned.identity(sock.fileno()) != self._sock_id:
+            # The process closed our socket and its number is one of its own
+            # files now: never write there (_disconnect never closes it).
+            self.send_errors += 1
+            self._disconnect()
+            return
         try:
-            self._sock.sendall(data)
+            sock.sendall(data)
         except OSError:
             self.send_errors += 1
             self._disconnect()
 
     def _disconnect(self):
         sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
+        if sock is None:
+            return
+        if _owned.identity(sock.fileno()) != self._sock_id:
+            sock.detach()  # the number is the process's own file now
+            return
+        try:
+            sock.close()
+        except OSError:
+            pass
 
 
 def _mem_source(cuda, exact):

@@ -8,7 +8,8 @@ raises ValueError at ``watch()`` time, before any hook is installed.
 
 import math
 import os
-import warnings
+
+from . import _safe
 
 DEFAULT_SAMPLE_HZ = 50.0
 DEFAULT_ACTIVATIONS_EVERY = 100
@@ -64,8 +65,7 @@ class Config:
 
 
 def _env_warn(name, raw, default):
-    warnings.warn("vramscope: %s=%r is not valid; using %r" % (name, raw, default),
-                  RuntimeWarning, stacklevel=4)
+    _safe.warn("vramscope: %s=%r is not valid; using %r" % (name, raw, default), stacklevel=4)
 
 
 def _env_float(env, name, default):
@@ -121,9 +121,9 @@ def resolve(socket=None, sample_hz=None, reset_peaks=None,
             raise ValueError("vramscope: sample_hz must be between 0 and %g, got %r"
                              % (MAX_SAMPLE_HZ, sample_hz))
     if reset_peaks is not None or env.get("VRAMSCOPE_RESET_PEAKS", "").strip():
-        warnings.warn("vramscope: reset_peaks is retired and ignored: phase peaks are exact "
-                      "by default, and your own torch.cuda peak counters keep their meaning",
-                      FutureWarning, stacklevel=3)
+        _safe.warn("vramscope: reset_peaks is retired and ignored: phase peaks are exact "
+                   "by default, and your own torch.cuda peak counters keep their meaning",
+                   FutureWarning, stacklevel=3)
     if activations_every is None:
         activations_every = _env_int(env, "VRAMSCOPE_ACTIVATIONS_EVERY",
                                      DEFAULT_ACTIVATIONS_EVERY)

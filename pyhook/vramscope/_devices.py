@@ -24,7 +24,7 @@ import collections
 import os
 import threading
 
-from . import _cuda
+from . import _cuda, _owned
 
 try:  # not on Windows
     import resource as _resource
@@ -192,22 +192,12 @@ class HostStats(_Seam):
         self._status = None
         self._clear = None
         self._peak = None
-        try:
-            self._statm = os.open(proc + "/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            self._status = os.open(proc + "/status", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            self._close()
+        if not self._open_files():
             self.read_raw = _none
             self.source["peaks"] = PEAKS_NONE
             return
-        try:
-            self._clear = os.open(proc + "/clear_refs", os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
-            os.write(self._clear, b"5")
+        if self._clear is not None:
             self.source["peaks"] = PEAKS_EXACT
-        except OSError:
-            if self._clear is not None:
-                os.close(self._clear)
-            self._clear = None
         self._peak = self._status_peak
         if _resource is not None:
             hwm = self._status_peak()
@@ -215,6 +205,45 @@ class HostStats(_Seam):
             if hwm is not None and ru <= hwm + (1 << 20):
                 self._peak = self._rusage_peak
         self.read_raw = self._read
+
+    def _open_files(self):
+        """Open statm, status and (where it takes "5") clear_refs; remember
+        what each is, so that a number the process closed and reused for a
+        file of its own is never read or written as ours (_owned)."""
+        flags = getattr(os, "O_CLOEXEC", 0)
+        try:
+            self._statm = os.open(self._proc + "/statm", os.O_RDONLY | flags)
+            self._status = os.open(self._proc + "/status", os.O_RDONLY | flags)
+        except OSError:
+            self._close()
+            return False
+        try:
+            self._clear = os.open(self._proc + "/clear_refs", os.O_WRONLY | flags)
+            os.write(self._clear, b"5")
+        except OSError:
+            if self._clear is not None:
+                os.close(self._clear)
+            self._clear = None
+        self._ids = (_owned.identity(self._statm), _owned.identity(self._status),
+                     _owned.identity(self._clear) if self._clear is not None else None)
+        return True
+
+    def _ours(self):
+        """True while the three descriptors are still the files this opened;
+        else they are reopened (the old numbers are the process's now, never
+        closed by us) and False is returned when that fails."""
+        ids = self._ids
+        if _owned.identity(self._statm) == ids[0] and _owned.identity(self._status) == ids[1] \
+                and (self._clear is None or _owned.identity(self._clear) == ids[2]):
+            return True
+        had_clear = self._clear is not None
+        self._statm = self._status = self._clear = None
+        if not self._open_files() or had_clear and self._clear is None:
+            self._statm = self._status = self._clear = None
+            self._ids = (None, None, None)
+            self.read_raw = _none
+            return False
+        return True
 
     def _close(self):
         for fd in (self._statm, self._status, self._clear):
@@ -234,6 +263,8 @@ class HostStats(_Seam):
         return _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024
 
     def _read(self):
+        if not self._ours():
+            return None
         rss = int(os.pread(self._statm, 128, 0).split()[1]) * self._page
         peak = self._peak()
         if peak is None or peak < rss:
@@ -241,7 +272,8 @@ class HostStats(_Seam):
         return (rss, peak, rss, peak, None, None)
 
     def _reset(self):
-        os.write(self._clear, b"5")
+        if self._clear is not None and self._ours():
+            os.write(self._clear, b"5")
 
     def start_exact(self):
         """Exact phase peaks where the kernel resets the peak RSS."""

@@ -51,18 +51,27 @@ def _observer(*args):
 
 
 def _excepthook(kind, value, tb):
-    _state["error"] = True
-    if _is_oom(kind, value) and not _state["sent"]:
-        _safe.call(_send, None, None, None)
-    previous = getattr(_excepthook, "previous", None) or sys.__excepthook__
-    previous(kind, value, tb)
+    # The user's own hook (or Python's) runs whatever this one meets: an
+    # exception whose __str__ raises skipped it.
+    try:
+        _state["error"] = True
+        if _safe.call(_is_oom, kind, value) and not _state["sent"]:
+            _safe.call(_send, None, None, None)
+    finally:
+        previous = getattr(_excepthook, "previous", None) or sys.__excepthook__
+        previous(kind, value, tb)
 
 
 def _is_oom(kind, value):
     """torch.cuda.OutOfMemoryError, or torch 1.x's RuntimeError saying so."""
     if any(c.__name__ == "OutOfMemoryError" for c in getattr(kind, "__mro__", ())):
         return True
-    return issubclass(kind, RuntimeError) and "out of memory" in str(value)
+    if not issubclass(kind, RuntimeError):
+        return False
+    try:
+        return "out of memory" in str(value)
+    except Exception:  # noqa: BLE001 - a user's exception whose __str__ raises
+        return False
 
 
 def _send(requested, device_free, device_total):

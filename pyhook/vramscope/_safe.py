@@ -26,15 +26,27 @@ def report(exc):
         first = not _warned
         _warned = True
     if first:
-        try:
-            warnings.warn(
-                "vramscope: internal error (%s: %s); training continues, "
-                "further errors are only counted" % (type(exc).__name__, exc),
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        except Exception:  # a warnings filter set to "error" must not escape
-            pass
+        warn("vramscope: internal error (%s: %s); training continues, further errors "
+             "are only counted" % (type(exc).__name__, _text(exc)), stacklevel=3)
+
+
+def _text(exc):
+    """``str(exc)``, or its type's name when its ``__str__`` raises."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - a user's exception may do anything
+        return "<%s with no text>" % type(exc).__name__
+
+
+def warn(text, category=RuntimeWarning, stacklevel=2):
+    """Give ``text`` as a warning, pointing ``stacklevel`` frames above the
+    caller. A warning is advice: under ``python -W error`` (or pytest's
+    ``filterwarnings = error``) it becomes an exception, which never
+    escapes into training."""
+    try:
+        warnings.warn(text, category, stacklevel=stacklevel + 1)
+    except Exception:  # noqa: BLE001 - a warnings filter set to "error"
+        pass
 
 
 def call(fn, *args, **kwargs):

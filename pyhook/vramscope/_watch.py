@@ -218,6 +218,13 @@ class Watcher(BackwardMixin, StepsMixin):
         """True between steps: nothing of the next step has happened yet."""
         return self._idle
 
+    def after_fork_in_child(self):
+        """Go inert in a forked child: its hooks stay installed but return at
+        once, and the lock is new (a thread of the parent may have held the
+        old one at the fork, and that thread does not exist here)."""
+        self._lock = threading.RLock()
+        self._active = False
+
     def remove(self):
         """Undo every hook and patch and close the open phase; idempotent."""
         with self._lock:
