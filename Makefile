@@ -30,7 +30,7 @@ test-go: build
 # missing test stack a failure; the second never skips.
 test-py: build
 	@if $(PYTHON) -c 'import pytest' 2>/dev/null; then \
-		cd pyhook && VRAMSCOPE_BIN=$(BIN) PYTHONPATH=$(CURDIR)/pyhook $(PYTHON) -m pytest -q -p no:cacheprovider tests; \
+		cd pyhook && VRAMSCOPE_BIN=$(BIN) PYTHONPATH=$(CURDIR)/pyhook $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests; \
 	elif [ "$$VRAMSCOPE_REQUIRE_TORCH" = 1 ]; then \
 		echo "FAIL: $(PYTHON) has no pytest (apt-get install python3-pytest python3-torch)"; exit 1; \
 	else \
@@ -38,7 +38,7 @@ test-py: build
 	fi
 	$(MAKE) --no-print-directory venv-torch2
 	cd pyhook && VRAMSCOPE_BIN=$(BIN) VRAMSCOPE_REQUIRE_TORCH=1 VRAMSCOPE_REQUIRE_FRAMEWORKS=1 HF_HUB_OFFLINE=1 \
-		PYTHONPATH=$(CURDIR)/pyhook $(T2_PY) -m pytest -q -p no:cacheprovider tests
+		PYTHONPATH=$(CURDIR)/pyhook $(T2_PY) -m pytest -q -rs -p no:cacheprovider tests
 
 # The torch 2.x stack: a venv built from the pinned requirements, cached on
 # the machine keyed by the hash of that file and of the base Python, built
@@ -150,7 +150,7 @@ QEMU_ARM64  ?= qemu-aarch64-static -L /usr/aarch64-linux-gnu
 check-wheels:
 	rm -rf $(WHEEL_VENV) $(WHEEL_PICKS)
 	$(PYTHON) packaging/wheelcheck.py $(WHEEL_DIR) --expect $(WHEEL_PLATFORMS) --picks $(WHEEL_PICKS)
-	cd packaging && WHEEL_DIR=$(WHEEL_DIR) $(PYTHON) -m pytest -q -p no:cacheprovider test_wheelcheck.py
+	cd packaging && WHEEL_DIR=$(WHEEL_DIR) $(PYTHON) -m pytest -q -rs -p no:cacheprovider test_wheelcheck.py
 	cd $(RELEASE_DIR) && sha256sum -c --quiet SHA256SUMS
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	# as a user would: pip picks this machine's wheel (here the cgo x86_64 one) from all of them

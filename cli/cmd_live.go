@@ -23,9 +23,10 @@ type liveFlags struct {
 	procEvery time.Duration
 	// title replaces the header's first words (`vramscope run` names its
 	// command there); listening, when set, gets the socket path once the
-	// server listens. Neither is a flag.
+	// server listens and returns the command it started (nil: none).
+	// Neither is a flag.
 	title     string
-	listening func(string)
+	listening func(string) tui.Command
 	outputLog string // run: where the command's output goes (the o page)
 }
 
@@ -97,7 +98,9 @@ func runLive(ctx context.Context, l liveFlags) error {
 		opts = append(opts, tui.WithOutputLog(l.outputLog))
 	}
 	if l.listening != nil {
-		l.listening(srv.Path())
+		if c := l.listening(srv.Path()); c != nil {
+			opts = append(opts, tui.WithCommand(c))
+		}
 	} else {
 		// Nothing starts the training for us: the waiting screen names
 		// VRAMSCOPE_SOCKET when the hook's default path is not ours.

@@ -34,7 +34,7 @@ func writeNode(t *testing.T, path, host string, job *ipc.Job, world int, ranks m
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs := demo.Generate(sc, demo.Config{Steps: steps, Rank: r, WorldSize: world, Host: host, Job: job})
+		msgs := demo.Generate(sc, demo.Config{Steps: steps, Rank: r, WorldSize: world, HostName: host, Job: job})
 		c := msgs[0].Clock
 		for i := range msgs {
 			sec, frac := math.Modf(c.Wall + (msgs[i].T - c.Mono))

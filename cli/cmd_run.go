@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/vramscope/vramscope/internal/safefs"
 	"github.com/vramscope/vramscope/launch"
+	"github.com/vramscope/vramscope/tui"
 )
 
 // hookTree is the hook package, carried in the binary so `vramscope run`
@@ -174,10 +176,12 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 		title: "run: " + launch.Describe(spec.Argv), outputLog: logPath,
 		// Called by runLive on this goroutine once the server listens,
 		// before the view starts.
-		listening: func(string) {
-			if child, startErr = launch.Start(spec); startErr == nil {
-				stop = child.Relay(nil, relayed) // the view's raw terminal sends no signals
+		listening: func(string) tui.Command {
+			if child, startErr = launch.Start(spec); startErr != nil {
+				return nil
 			}
+			stop = child.Relay(nil, relayed) // the view's raw terminal sends no signals
+			return runCommand{child, spec.Argv}
 		}}
 	liveErr := runLive(ctx, lf)
 	defer func() { stop() }()
@@ -220,6 +224,28 @@ func runWithTUI(ctx context.Context, o runFlags, socket string, spec launch.Spec
 		return liveErr // a signal ends the view with an error of its own: the command's code says more
 	}
 	return child.Wait()
+}
+
+// runCommand is the started command as the live view sees it
+// (tui.Command).
+type runCommand struct {
+	child *launch.Child
+	argv  []string
+}
+
+func (r runCommand) Done() <-chan struct{} { return r.child.Done() }
+
+// Ended says how the command ended: "python train.py exited with status
+// 1", "… was killed by killed".
+func (r runCommand) Ended() string {
+	var ee *launch.ExitError
+	switch err := r.child.Wait(); {
+	case errors.As(err, &ee):
+		return ee.Desc
+	case err != nil:
+		return err.Error()
+	}
+	return launch.Describe(r.argv) + " exited with status 0"
 }
 
 // openRunLog opens the file for the command's output: 0600, as it may

@@ -14,6 +14,10 @@ const (
 	statsPeriod      = time.Second
 	hookVersion      = "0.1.0"
 	activationsEvery = 100
+	// noiseBytes is the hook's smallest noise (pyhook's NOISE_BYTES): a
+	// plain step within max(noiseBytes, 1 % of the peak) of the last
+	// breakdown step is the same.
+	noiseBytes int64 = 2 << 20
 	batchSize        = 32
 	// monoStart is the virtual time.monotonic() at the hello, in µs.
 	monoStart int64 = 1000 * 1e6
@@ -37,14 +41,23 @@ type Config struct {
 	// Wall is the wall-clock time of the hello (the start of the virtual
 	// clock); the zero time means DefaultWall.
 	Wall time.Time
-	// Host is the hello's host name; "" means DefaultHost.
-	Host string
+	// HostName is the hello's host name; "" means DefaultHostName.
+	HostName string
 	// Job is the hello's job identity; nil sends none.
 	Job *ipc.Job
+	// EveryPhase reads every phase end of every step, zero_grad's
+	// included, and sends no plain steps: what the hook does on a CPU run
+	// (docs/protocol.md, "Memory sources"). False reads as on CUDA.
+	EveryPhase bool
+	// Host makes the rank a CPU run as today's hook sends it: mem_source
+	// cpu with exact peaks, no CUDA device, allocated = reserved (the RSS),
+	// every phase read (EveryPhase), no samples, the anatomy on cpu.
+	Host bool
 }
 
-// DefaultHost is the host name of a generated rank unless Config.Host says.
-const DefaultHost = "trainbox-demo"
+// DefaultHostName is the host name of a generated rank unless
+// Config.HostName says.
+const DefaultHostName = "trainbox-demo"
 
 func (c Config) normalized() Config {
 	if c.Rank < 0 {
@@ -56,9 +69,10 @@ func (c Config) normalized() Config {
 	if c.Wall.IsZero() {
 		c.Wall = DefaultWall
 	}
-	if c.Host == "" {
-		c.Host = DefaultHost
+	if c.HostName == "" {
+		c.HostName = DefaultHostName
 	}
+	c.EveryPhase = c.EveryPhase || c.Host
 	return c
 }
 
@@ -89,7 +103,16 @@ type Generator struct {
 	nextSample time.Duration
 	nextStats  time.Duration
 	step       int
-	mem        ipc.Mem
+	mem        ipc.Mem // the allocator now; its max_* are the peaks since the last reset
+
+	// The exact-peaks hook's plan (docs/protocol.md, "Exact peaks"):
+	// whether this step reads its phases (a breakdown step) or only where
+	// it closes (a plain step), and the last breakdown step's number, peak
+	// and held memory that plain steps are compared with.
+	breakdown        bool
+	refStep          int
+	refPeak, refHeld int64
+	haveRef, moved   bool
 }
 
 // NewGenerator returns a generator for one rank of sc. The zero Scenario is
@@ -102,6 +125,7 @@ func NewGenerator(sc Scenario, cfg Config) *Generator {
 	g.nextStats = statsPeriod
 	a, r := sc.initAlloc+g.offset, sc.initReserved+g.offset
 	g.mem = ipc.Mem{Allocated: a, MaxAllocated: a, Reserved: r, MaxReserved: r}
+	g.breakdown = true
 	return g
 }
 
@@ -120,7 +144,7 @@ func (g *Generator) Start(dst []ipc.Message) []ipc.Message {
 	m.Session = fmt.Sprintf("demo-%s-r%d-%d", g.sc.Name, g.cfg.Rank, g.cfg.Wall.Unix())
 	m.PID = pid
 	m.NSpid = []int{pid}
-	m.Host = g.cfg.Host
+	m.Host = g.cfg.HostName
 	m.Job = g.cfg.Job
 	m.Argv = []string{"train_seq2seq.py", "--demo"}
 	if g.cfg.WorldSize > 1 {
@@ -129,13 +153,27 @@ func (g *Generator) Start(dst []ipc.Message) []ipc.Message {
 	}
 	m.Torch = "2.3.1+cu121"
 	m.CUDA = &ipc.CUDADevice{Index: 0, UUID: DeviceUUID, Name: DeviceName, Total: DeviceTotal}
+	if g.cfg.Host {
+		m.CUDA = nil
+	}
 	m.Clock = &ipc.Clock{Mono: m.T, Wall: unixSeconds(g.cfg.Wall)}
-	m.Hook = &ipc.HookConfig{Version: hookVersion, SampleHz: SampleHz, ActivationsEvery: activationsEvery}
+	m.MemSource = &ipc.MemSource{Kind: ipc.SourceCUDA, Peaks: ipc.PeaksExact}
+	if g.cfg.Host {
+		m.MemSource.Kind = ipc.SourceCPU
+	}
+	m.Hook = &ipc.HookConfig{Version: hookVersion, SampleHz: SampleHz, ActivationsEvery: activationsEvery, ExactPeaks: true}
 	return append(dst, m)
 }
 
 // Next appends the messages of the next step to dst (the hello first, on the
-// first call) and returns it.
+// first call) and returns it. It reads as today's hook does with exact
+// peaks: a breakdown step (steps 0–2, every activationsEvery-th, and the
+// step after a plain step that moved beyond the noise) reads at every
+// phase end but zero_grad's after step 2, and its loss and backward begins
+// repeat the end read just before them; a plain step reads once, at its
+// step end, with span "step" and same_as when its peak and held memory are
+// those of the last breakdown step within the noise. Every read resets the
+// peak counters.
 func (g *Generator) Next(dst []ipc.Message) []ipc.Message {
 	dst = g.Start(dst)
 	p := g.sc.steps(g.step)
@@ -143,11 +181,26 @@ func (g *Generator) Next(dst []ipc.Message) []ipc.Message {
 
 	dst = g.advance(dst, segment{t1: g.now + inputGap, a0: g.mem.Allocated, a1: g.mem.Allocated,
 		r0: g.mem.Reserved, r1: g.mem.Reserved, t0: g.now})
-	var zeroGradEnd, lossEnd int64
+	var zeroGradEnd, lossEnd, peak, held int64
+	var last *ipc.Mem // the read the next begin edge repeats, nil when none
 	for i, spec := range p {
-		dst = append(dst, g.edge(phaseNames[i], step, ipc.EdgeBegin))
+		begin := g.edge(phaseNames[i], step, ipc.EdgeBegin)
+		if g.breakdown && (phaseNames[i] == "loss" || phaseNames[i] == "backward") {
+			begin.Mem = last
+		}
+		dst = append(dst, begin)
 		dst = g.advance(dst, g.segment(spec, phaseDurs[i], phasePeakAt[i]))
-		dst = append(dst, g.edge(phaseNames[i], step, ipc.EdgeEnd))
+		end := g.edge(phaseNames[i], step, ipc.EdgeEnd)
+		last = nil
+		if (g.breakdown && (i > 0 || step <= 2 || g.cfg.EveryPhase)) || i == len(p)-1 {
+			last = g.read()
+			end.Mem = last
+			peak, held = max(peak, last.MaxAllocated), last.Allocated
+		}
+		if i == len(p)-1 && !g.breakdown {
+			end.Span, end.SameAs = ipc.SpanStep, g.compare(peak, held)
+		}
+		dst = append(dst, end)
 		switch i {
 		case 0:
 			zeroGradEnd = g.mem.Allocated
@@ -155,11 +208,48 @@ func (g *Generator) Next(dst []ipc.Message) []ipc.Message {
 			lossEnd = g.mem.Allocated
 		}
 	}
+	if g.breakdown {
+		g.refStep, g.refPeak, g.refHeld, g.haveRef, g.moved = step, peak, held, true, false
+	}
 	if step <= 2 || step%activationsEvery == 0 {
 		dst = append(dst, g.anatomy(step, lossEnd-zeroGradEnd))
 	}
 	g.step++
+	next := g.step
+	g.breakdown = next <= 2 || next%activationsEvery == 0 || g.moved || g.cfg.EveryPhase
 	return dst
+}
+
+// snapshot is the memory as the hook reads it now: the allocator, or on a
+// CPU run the RSS (allocated = reserved, one peak).
+func (g *Generator) snapshot() ipc.Mem {
+	m := g.mem
+	if g.cfg.Host {
+		m.Reserved, m.MaxReserved = m.Allocated, m.MaxAllocated
+	}
+	return m
+}
+
+// read is one read of the allocator for a phase edge: the snapshot now,
+// after which the peak counters are reset to the current values.
+func (g *Generator) read() *ipc.Mem {
+	mem := g.snapshot()
+	g.mem.MaxAllocated, g.mem.MaxReserved = g.mem.Allocated, g.mem.Reserved
+	return &mem
+}
+
+// compare is the hook's check of a plain step against the last breakdown
+// step: its same_as when the step's peak and held memory are both within
+// the noise of that step's, nil (and the next step reads its phases) when
+// either moved beyond it.
+func (g *Generator) compare(peak, held int64) *int {
+	noise := max(noiseBytes, g.refPeak/100)
+	g.moved = !g.haveRef || peak-g.refPeak > noise || g.refPeak-peak > noise || held-g.refHeld > noise || g.refHeld-held > noise
+	if g.moved {
+		return nil
+	}
+	k := g.refStep
+	return &k
 }
 
 // Goodbye returns the goodbye that ends the run now.
@@ -204,8 +294,6 @@ func mono(d time.Duration) float64 {
 func (g *Generator) edge(name string, step int, edge string) ipc.Message {
 	m := g.msg(ipc.TypePhase)
 	m.Name, m.Step, m.Edge = name, step, edge
-	mem := g.mem
-	m.Mem = &mem
 	return m
 }
 
@@ -220,6 +308,9 @@ func (g *Generator) anatomy(step int, activations int64) ipc.Message {
 	m.BatchSize = &bs
 	m.Params = g.sc.weights / 4
 	m.Device = "cuda"
+	if g.cfg.Host {
+		m.Device = "cpu"
+	}
 	return m
 }
 
@@ -230,10 +321,12 @@ func (g *Generator) advance(dst []ipc.Message, seg segment) []ipc.Message {
 		if g.nextSample < seg.t1 && g.nextSample <= g.nextStats {
 			g.now = g.nextSample
 			g.set(seg.at(g.now))
-			m := g.msg(ipc.TypeSample)
-			mem := g.mem
-			m.Mem = &mem
-			dst = append(dst, m)
+			if !g.cfg.Host { // a CPU run's hook sends no samples
+				m := g.msg(ipc.TypeSample)
+				mem := g.snapshot()
+				m.Mem = &mem
+				dst = append(dst, m)
+			}
 			g.nextSample += samplePeriod
 			continue
 		}

@@ -20,7 +20,9 @@ func checkInvariants(t *testing.T, msgs []ipc.Message, steps int) {
 	var (
 		prevT, lastSample float64
 		prevMem           *ipc.Mem
+		prevRead          bool // prevMem was a phase read: the counters were reset after it
 		lastEnd           *ipc.Mem
+		breakdown         = true // the step reads its phases
 		open              string // phase begun and not ended
 		next              = 0    // index into phaseNames of the next phase
 		step              = 0
@@ -42,13 +44,24 @@ func checkInvariants(t *testing.T, msgs []ipc.Message, steps int) {
 			if mem.MaxAllocated < mem.Allocated || mem.MaxReserved < mem.Reserved || mem.Reserved < mem.Allocated {
 				t.Fatalf("seq %d: inconsistent snapshot %s", m.Seq, fmtMem(*mem))
 			}
-			if p := prevMem; p != nil && (mem.MaxAllocated < p.MaxAllocated || mem.MaxReserved < p.MaxReserved) {
-				t.Fatalf("seq %d: a peak counter fell: %s after %s", m.Seq, fmtMem(*mem), fmtMem(*p))
+			// Each phase read resets the counters to the current values;
+			// a begin edge that repeats the end read before it is that read.
+			repeat := m.Type == ipc.TypePhase && m.Edge == ipc.EdgeBegin
+			if p := prevMem; p != nil && !repeat {
+				floorA, floorR := p.MaxAllocated, p.MaxReserved
+				if prevRead {
+					floorA, floorR = p.Allocated, p.Reserved
+				}
+				if mem.MaxAllocated < floorA || mem.MaxReserved < floorR {
+					t.Fatalf("seq %d: a peak counter fell without a reset: %s after %s", m.Seq, fmtMem(*mem), fmtMem(*p))
+				}
+				if mem.MaxAllocated > max(floorA, mem.Allocated) || mem.MaxReserved > max(floorR, mem.Reserved) {
+					t.Fatalf("seq %d: a peak counter rose where no snapshot shows it: %s after %s", m.Seq, fmtMem(*mem), fmtMem(*p))
+				}
 			}
-			if p := prevMem; p != nil && (mem.MaxAllocated > max(p.MaxAllocated, mem.Allocated) || mem.MaxReserved > max(p.MaxReserved, mem.Reserved)) {
-				t.Fatalf("seq %d: a peak counter rose where no snapshot shows it: %s after %s", m.Seq, fmtMem(*mem), fmtMem(*p))
+			if !repeat {
+				prevMem, prevRead = mem, m.Type == ipc.TypePhase
 			}
-			prevMem = mem
 		}
 		switch m.Type {
 		case ipc.TypeHello:
@@ -56,15 +69,15 @@ func checkInvariants(t *testing.T, msgs []ipc.Message, steps int) {
 				t.Fatalf("seq %d: hello after the start", m.Seq)
 			}
 		case ipc.TypePhase:
-			if m.Mem == nil {
-				t.Fatalf("seq %d: edge without mem", m.Seq)
-			}
 			if m.Edge == ipc.EdgeBegin {
 				if open != "" || m.Name != phaseNames[next] || m.Step != step {
 					t.Fatalf("seq %d: begin %s of step %d, want %s of step %d (open %q)", m.Seq, m.Name, m.Step, phaseNames[next], step, open)
 				}
-				if lastEnd != nil && *lastEnd != *m.Mem {
-					t.Fatalf("seq %d: begin snapshot %s differs from the last end %s", m.Seq, fmtMem(*m.Mem), fmtMem(*lastEnd))
+				// Only loss and backward begins of a breakdown step
+				// repeat the end read just before them.
+				if repeats := breakdown && (m.Name == "loss" || m.Name == "backward"); repeats != (m.Mem != nil) ||
+					repeats && (lastEnd == nil || *lastEnd != *m.Mem) {
+					t.Fatalf("seq %d: %s begin of step %d (breakdown %v) carries %v, the end before it %v", m.Seq, m.Name, step, breakdown, m.Mem, lastEnd)
 				}
 				open = m.Name
 				continue
@@ -72,9 +85,18 @@ func checkInvariants(t *testing.T, msgs []ipc.Message, steps int) {
 			if open != m.Name || m.Step != step {
 				t.Fatalf("seq %d: end %s of step %d while %q is open in step %d", m.Seq, m.Name, m.Step, open, step)
 			}
+			closing := m.Name == "step"
+			if read := closing || breakdown && (m.Name != "zero_grad" || step <= 2); read != (m.Mem != nil) {
+				t.Fatalf("seq %d: %s end of step %d (breakdown %v) carries %v", m.Seq, m.Name, step, breakdown, m.Mem)
+			}
+			if plain := closing && !breakdown; plain != (m.Span == ipc.SpanStep) {
+				t.Fatalf("seq %d: %s end of step %d (breakdown %v) has span %q", m.Seq, m.Name, step, breakdown, m.Span)
+			}
 			open, lastEnd = "", m.Mem
 			if next++; next == len(phaseNames) {
+				moved := m.Span == ipc.SpanStep && m.SameAs == nil
 				next, step = 0, step+1
+				breakdown = step <= 2 || step%100 == 0 || moved
 			}
 		case ipc.TypeSample:
 			if lastSample != 0 && math.Abs(m.T-lastSample-1.0/SampleHz) > 1e-9 {
@@ -181,8 +203,12 @@ func TestHello(t *testing.T) {
 	if c := single.Clock; c == nil || c.Mono != single.T || c.Wall != 1741064767.25 {
 		t.Errorf("clock = %+v, want mono = t and wall = %v", single.Clock, wall)
 	}
-	if h := single.Hook; h == nil || h.SampleHz != 50 {
-		t.Errorf("hook = %+v", single.Hook)
+	// Today's hook on CUDA: exact peaks, and the memory source it reads.
+	if h := single.Hook; h == nil || h.SampleHz != 50 || !h.ExactPeaks || h.ResetPeaks {
+		t.Errorf("hook = %+v, want exact peaks at 50 Hz", single.Hook)
+	}
+	if s := single.MemSource; s == nil || s.Kind != ipc.SourceCUDA || s.Peaks != ipc.PeaksExact {
+		t.Errorf("mem_source = %+v, want cuda with exact peaks", single.MemSource)
 	}
 	seen := map[string]bool{single.Session: true}
 	for r := 0; r < 3; r++ {
@@ -218,7 +244,7 @@ func TestRankOffset(t *testing.T) {
 
 func TestAnatomyMatchesTheNumbers(t *testing.T) {
 	msgs := Generate(mustLookup(t, "warmup"), Config{Steps: 2})
-	ends := endEdges(t, msgs)
+	ends := endEdges(msgs)
 	for _, m := range msgs {
 		if m.Type != ipc.TypeAnatomy {
 			continue
@@ -271,5 +297,38 @@ func BenchmarkGeneratorStep(b *testing.B) {
 	var buf []ipc.Message
 	for b.Loop() {
 		buf = g.Next(buf[:0])
+	}
+}
+
+// A Host rank is a CPU run as today's hook sends it: mem_source cpu, no
+// CUDA device, no samples, every phase end read, allocated = reserved.
+func TestHostRankIsACPURun(t *testing.T) {
+	msgs := Generate(mustLookup(t, "warmup"), Config{Steps: 5, Host: true})
+	h := msgs[0]
+	if h.CUDA != nil || h.MemSource == nil || h.MemSource.Kind != ipc.SourceCPU || h.MemSource.Peaks != ipc.PeaksExact {
+		t.Fatalf("hello cuda %v mem_source %+v", h.CUDA, h.MemSource)
+	}
+	ends := 0
+	for _, m := range msgs {
+		if err := m.Validate(); err != nil {
+			t.Fatalf("seq %d: %v", m.Seq, err)
+		}
+		switch {
+		case m.Type == ipc.TypeSample:
+			t.Fatalf("seq %d: a sample on a CPU run", m.Seq)
+		case m.Type == ipc.TypePhase && m.Edge == ipc.EdgeEnd:
+			ends++
+			if m.Mem == nil || m.Span != "" || m.Mem.Reserved != m.Mem.Allocated || m.Mem.MaxReserved != m.Mem.MaxAllocated {
+				t.Fatalf("seq %d: %s end of step %d: %+v span %q", m.Seq, m.Name, m.Step, m.Mem, m.Span)
+			}
+		case m.Type == ipc.TypeAnatomy && m.Device != "cpu":
+			t.Fatalf("anatomy on %q", m.Device)
+		}
+	}
+	if ends != 5*5 {
+		t.Errorf("%d phase ends read, want 25", ends)
+	}
+	if p := stepPeaks(msgs); p[1] != 4329*MiB || p[4] != 4329*MiB {
+		t.Errorf("step peaks %v: the transient tops are still read", p)
 	}
 }

@@ -61,7 +61,7 @@ func Run(ctx context.Context, socketPath string, sc Scenario, opts ...Option) er
 		p := &player{
 			path: socketPath, rank: r, s: &s, start: start, mu: &mu,
 			gen: NewGenerator(sc, Config{Rank: s.firstRank + r, WorldSize: max(s.worldSize, s.firstRank+s.ranks),
-				Wall: s.wall, Host: s.host, Job: s.job}),
+				Wall: s.wall, HostName: s.host, Job: s.job}),
 		}
 		wg.Add(1)
 		go func() {

@@ -165,9 +165,10 @@ func TestRunSendsTheGeneratedLines(t *testing.T) {
 			t.Fatalf("OnMem %d: %s, want %s", i, fmtMem(mems[i]), fmtMem(wantMems[i]))
 		}
 	}
-	// The first snapshot is zero_grad's begin, 9 ms into the run.
-	if d := ats[0].Sub(wall); d != inputGap {
-		t.Errorf("first OnMem at hello + %s, want + %s", d, inputGap)
+	// The first snapshot is zero_grad's end read (its begin carries none),
+	// 13 ms into the run.
+	if d := ats[0].Sub(wall); d != inputGap+durZeroGrad {
+		t.Errorf("first OnMem at hello + %s, want + %s", d, inputGap+durZeroGrad)
 	}
 	if len(exited) != 1 || exited[0] != 0 {
 		t.Errorf("OnExit calls %v, want [0]", exited)

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"time"
 
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -64,6 +65,9 @@ type Layers struct {
 	// another input size and nothing says how to scale it: Activations and
 	// Other are then Unknown and Transient holds their sum.
 	ActivationsStale bool `json:"activations_stale"`
+	// Host is true on a CPU run: the figures are the process's RSS, with
+	// no allocator cache or driver view (List leaves those out).
+	Host bool `json:"-"`
 	// Transient is activations + other/temporaries: allocated − weights −
 	// gradients − optimizer state, never below 0; Unknown without them.
 	Transient session.Bytes `json:"activations_and_temporaries"`
@@ -78,12 +82,24 @@ type Layer struct {
 // List returns the layers in display order: the allocated parts, then the
 // cache, the process's non-PyTorch memory and the other processes.
 func (l *Layers) List() []Layer {
+	if l.Host {
+		// Host memory has no allocator cache and no driver view: those
+		// layers are left out, not shown as unknown; the rest of the RSS
+		// is the interpreter, libraries and every other object.
+		return []Layer{
+			{"weights", l.Weights}, {"gradients", l.Gradients}, {"optimizer state", l.Optimizer},
+			{"activations", l.Activations}, {hostWords.Rest, l.Other},
+		}
+	}
 	return []Layer{
 		{"weights", l.Weights}, {"gradients", l.Gradients}, {"optimizer state", l.Optimizer},
 		{"activations", l.Activations}, {"other/temporaries", l.Other},
 		{"allocator cache", l.Cache}, {"non-PyTorch", l.NonPyTorch}, {"other processes", l.OtherProcesses},
 	}
 }
+
+// hostWords are the words of a CPU run's memory (ipc.SourceWords).
+var hostWords, _ = ipc.WordsOf(ipc.SourceCPU)
 
 // Largest returns the largest of the allocated parts (weights, gradients,
 // optimizer state, activations, other), the one that dominates Allocated.
@@ -116,7 +132,7 @@ type Breakdown struct {
 // peak (the phase with the largest allocated peak; the first one on a tie).
 func LayersOf(s *session.Store, p *session.Process) Breakdown {
 	b := Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, findPeak(p))}
-	if hostSource(p) {
+	if p.HostRSS() {
 		hostLayers(&b.Now)
 		hostLayers(&b.Peak)
 	}

@@ -56,8 +56,8 @@ func TestLayersNow(t *testing.T) {
 		acts       session.Bytes
 		nonPyTorch session.Bytes
 	}{
-		{"mid-backward of step 3", func(m *ipc.Message) bool {
-			return m.Step == 3 && m.Name == "backward" && m.Edge == ipc.EdgeBegin
+		{"mid-backward of step 2", func(m *ipc.Message) bool {
+			return m.Step == 2 && m.Name == "backward" && m.Edge == ipc.EdgeBegin
 		}, true, "backward", mibs(3413), mibs(3413 - 1581), testContext},
 		{"after the run", nil, false, "step", mibs(1581), 0, session.Unknown},
 	}

@@ -267,7 +267,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 		}
 	}
 	d.Advice = advise(&d)
-	if hostSource(p) {
+	if p.HostRSS() {
 		d.Source = ipc.SourceCPU
 		hostOnly(&d)
 	}

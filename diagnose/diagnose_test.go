@@ -154,12 +154,25 @@ func TestOptimizerSpike(t *testing.T) {
 	}
 	for _, c := range cases {
 		var msgs []ipc.Message
-		for _, m := range demoMessages(t, "steady", 6) {
+		var last *ipc.Mem // the newest read
+		top := int64(0)   // the injected high inside the open step phase
+		for _, m := range demoEveryPhase(t, "steady", 6) {
+			if m.Type == ipc.TypePhase && m.Name == "step" && m.Edge == ipc.EdgeEnd && top > 0 {
+				// An exact-peaks read covers the high since the read before.
+				mem := *m.Mem
+				mem.MaxAllocated, top = max(mem.MaxAllocated, top), 0
+				m.Mem = &mem
+			}
 			msgs = append(msgs, m)
+			if m.Mem != nil {
+				last = m.Mem
+			}
 			if c.extra > 0 && m.Type == ipc.TypePhase && m.Name == "step" && m.Edge == ipc.EdgeBegin {
-				top := *m.Mem
-				top.Allocated += c.extra
-				msgs = append(msgs, ipc.Message{V: 1, Type: ipc.TypeSample, T: m.T, Mem: &top})
+				s := *last
+				s.Allocated += c.extra
+				s.MaxAllocated = max(s.MaxAllocated, s.Allocated)
+				top = s.Allocated
+				msgs = append(msgs, ipc.Message{V: 1, Type: ipc.TypeSample, T: m.T, Mem: &s})
 			}
 		}
 		s, p := storeOf(t, renumber(msgs), false)

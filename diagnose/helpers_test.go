@@ -29,6 +29,17 @@ func demoMessages(t testing.TB, scenario string, steps int) []ipc.Message {
 	return demo.Generate(sc, demo.Config{Steps: steps})
 }
 
+// demoEveryPhase is demoMessages from a hook that reads every phase of
+// every step (as on CPU): for checks of a phase's figures in any step.
+func demoEveryPhase(t testing.TB, scenario string, steps int) []ipc.Message {
+	t.Helper()
+	sc, err := demo.Lookup(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return demo.Generate(sc, demo.Config{Steps: steps, EveryPhase: true})
+}
+
 // wallOf maps a hook time to wall time through the hello's clock.
 func wallOf(hello *ipc.Message, t float64) time.Time {
 	s := hello.Clock.Wall + (t - hello.Clock.Mono)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -64,15 +63,11 @@ func (d *Diagnosis) hostLines() []string {
 	return lines
 }
 
-// hostSource is true for a process whose figures are host memory.
-func hostSource(p *session.Process) bool {
-	return ipc.SourceKind(&p.Hello) == ipc.SourceCPU
-}
-
 // hostLayers leaves unknown what a host run cannot split: no allocator
 // cache (allocated = reserved = RSS), no driver view. The tensor layers stay
 // as measured; Other is the rest of the process (RSS − tensors).
 func hostLayers(l *Layers) {
+	l.Host = true
 	l.Cache, l.NonPyTorch, l.OtherProcesses = session.Unknown, session.Unknown, session.Unknown
 	l.ProcessUsed, l.DeviceUsed = session.Unknown, session.Unknown
 }

@@ -59,12 +59,19 @@ func (d *Diagnosis) pattern() string {
 		if !k.Is.Stated() {
 			grew = d.PeakBefore.MiBString() + " MiB→" + k.MiB(d.PeakAfter)
 		}
-		if d.Rise != nil {
+		if r := d.Rise; r != nil {
+			// The figures beside the rise are the two steps it compares,
+			// so "+N MiB" is their difference.
+			rose := r.FromPeak.MiBString() + "→" + r.StepPeak.MiBString() + " MiB"
 			return fmt.Sprintf("warmup: %s; steady since step %d%s%s",
-				d.Rise.line(" ("+grew+", "+site+")"), d.SteadyFrom, d.spreadNote(), note)
+				r.line(" ("+rose+", "+site+")"), d.SteadyFrom, d.spreadNote(), note)
 		}
-		return fmt.Sprintf("warmup: peak grew %s over steps %d–%d (%s); steady since step %d%s%s",
-			grew, d.FirstStep, d.SteadyFrom-1, site, d.SteadyFrom, d.spreadNote(), note)
+		over := fmt.Sprintf("over steps %d–%d", d.FirstStep, d.SteadyFrom-1)
+		if d.SteadyFrom-1 <= d.FirstStep {
+			over = fmt.Sprintf("after step %d", d.FirstStep)
+		}
+		return fmt.Sprintf("warmup: peak grew %s %s (%s); steady since step %d%s%s",
+			grew, over, site, d.SteadyFrom, d.spreadNote(), note)
 	}
 	if d.Reason == "" {
 		return "unknown"

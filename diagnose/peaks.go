@@ -43,12 +43,26 @@ func SessionPeakOf(p *session.Process, exclude int) SessionPeak {
 		return SessionPeak{Allocated: session.StepPeak{Index: -1, PeakAllocated: session.Unknown, PeakReserved: session.Unknown},
 			Reserved: session.StepPeak{Index: -1, PeakAllocated: session.Unknown, PeakReserved: session.Unknown}}
 	}
+	tie := PeakTie(p)
+	if tie > 0 && a.PeakAllocated.Known() {
+		// The first step that came within tie of the peak reached it; the
+		// figure stays the peak itself.
+		for _, s := range p.StepPeaks() {
+			if s.Index != exclude && s.PeakAllocated.Known() && s.PeakAllocated+tie >= a.PeakAllocated {
+				if s.Index != a.Index {
+					s.PeakAllocated = a.PeakAllocated
+					a = s
+				}
+				break
+			}
+		}
+	}
 	sp := SessionPeak{Allocated: a, Reserved: r}
 	if a.PeakAllocated.Known() {
-		sp.AllocatedCell = peakCell(stepRow(p, a.Index), allocatedPeak)
+		sp.AllocatedCell = peakCell(stepRow(p, a.Index), allocatedPeak, tie)
 	}
 	if r.PeakReserved.Known() {
-		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak)
+		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak, tie)
 	}
 	return sp
 }
@@ -91,25 +105,47 @@ func stepRow(p *session.Process, index int) *session.Step {
 func allocatedPeak(c *session.Cell) session.Bytes { return c.PeakAllocated }
 func reservedPeak(c *session.Cell) session.Bytes  { return c.PeakReserved }
 
-// peakCell is the automatic phase of a step with the largest known v (the
-// first one on a tie), nil when there is none.
-func peakCell(st *session.Step, v func(*session.Cell) session.Bytes) *session.Cell {
+// HostPeakTie is how close a later phase's peak RSS must come to an
+// earlier one's to count as the same high. The host keeps the pages a
+// phase touched (the C allocator does not give them back), so the phases
+// after the high start at it and add a few pages: their peak is a tie,
+// reached first by the phase that made it (the backward, not the
+// optimizer step after it).
+const HostPeakTie = session.MiB
+
+// PeakTie is the closeness within which two peaks tie (the first to come
+// within it reached the peak): the allocator's figures are exact to the
+// byte; host RSS ties within HostPeakTie.
+func PeakTie(p *session.Process) session.Bytes {
+	if p.HostRSS() {
+		return HostPeakTie
+	}
+	return 0
+}
+
+// peakCell is the automatic phase of a step with the largest known v,
+// the first to come within tie of it on a tie; nil when there is none.
+func peakCell(st *session.Step, v func(*session.Cell) session.Bytes, tie session.Bytes) *session.Cell {
 	if st == nil {
 		return nil
 	}
-	var best *session.Cell
+	top := session.Unknown
 	for i := range st.Phases {
-		c := &st.Phases[i]
-		if !c.User && v(c).Known() && (best == nil || v(c) > v(best)) {
-			best = c
+		if c := &st.Phases[i]; !c.User && v(c).Known() {
+			top = top.Max(v(c))
 		}
 	}
-	return best
+	for i := range st.Phases {
+		if c := &st.Phases[i]; !c.User && v(c).Known() && v(c)+tie >= top {
+			return c
+		}
+	}
+	return nil
 }
 
 // phaseOf names the phase of a step that holds its peak, "" when unknown.
 func phaseOf(p *session.Process, step int) string {
-	if c := peakCell(stepRow(p, step), allocatedPeak); c != nil {
+	if c := peakCell(stepRow(p, step), allocatedPeak, PeakTie(p)); c != nil {
 		return c.Name
 	}
 	return ""

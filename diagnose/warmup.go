@@ -14,8 +14,11 @@ type WarmupRise struct {
 	// Step peaks Rise above From (the step before it).
 	Step int `json:"step"`
 	From int `json:"from"`
-	// Rise is the difference of the two steps' allocated peaks.
-	Rise session.Bytes `json:"rise"`
+	// Rise is the difference of the two steps' allocated peaks, FromPeak
+	// and StepPeak.
+	Rise     session.Bytes `json:"rise"`
+	FromPeak session.Bytes `json:"from_peak"`
+	StepPeak session.Bytes `json:"step_peak"`
 	// Optimizer is the state From's optimizer step created (allocated
 	// across its step phase), alive during Step; OptimizerAnatomy the
 	// optimizer state the hook counted.
@@ -49,6 +52,7 @@ func warmupRise(p *session.Process, d *Diagnosis, pk []session.StepPeak) *Warmup
 		return nil // a rise measured from a lower bound is no figure to split
 	}
 	w := &WarmupRise{Step: cur.Index, From: prev.Index, Rise: cur.PeakAllocated - prev.PeakAllocated,
+		FromPeak: prev.PeakAllocated, StepPeak: cur.PeakAllocated,
 		Optimizer: 0, OptimizerAnatomy: session.Unknown, Gradients: 0,
 		Cache: session.Unknown, NonPyTorch: session.Unknown}
 	before, after := stepRow(p, prev.Index), stepRow(p, cur.Index)

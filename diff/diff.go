@@ -7,7 +7,12 @@
 package diff
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -47,6 +52,14 @@ type Side struct {
 	// when the hook named none; NoOptimizer: no step had a step phase.
 	Models      []session.ModelSteps `json:"models"`
 	NoOptimizer bool                 `json:"no_optimizer"`
+	// Model is the watch name of its steps (the model's class name unless
+	// watch(name=...) said otherwise; several joined with "+"), "" when
+	// the hook named none; Params the parameter elements the hook counted,
+	// 0 without an anatomy; Memory the memory source's kind (cuda, cpu,
+	// ...; "" from older hooks' CPU runs).
+	Model  string `json:"model"`
+	Params int64  `json:"params"`
+	Memory string `json:"memory"`
 }
 
 // Pair is the comparison of one process of A with one of B. Deltas are
@@ -77,6 +90,11 @@ type Pair struct {
 	ModulesMoved []string `json:"modules_moved"`
 	// Cells are every aligned step × phase cell.
 	Cells []Cell `json:"cells"`
+	// Differs says what differs between the two runs' setups, one item
+	// each ("model Sequential → GPT2LMHeadModel", "parameters 0.3 M →
+	// 124.4 M", "memory cuda → cpu"); empty when nothing does. Different
+	// models make the per-phase deltas a comparison of different work.
+	Differs []string `json:"differs"`
 }
 
 // ModuleMovedShare is the share of the larger side's saved bytes a module
@@ -197,14 +215,49 @@ func side(p *session.Process, d *diagnose.Diagnosis) Side {
 	if models == nil {
 		models = []session.ModelSteps{}
 	}
-	return Side{Label: p.Label(), Session: p.Key, PID: p.Hello.PID, Rank: p.Hello.Rank,
-		Steps: len(p.StepPeaks()), Pattern: d.Pattern, Models: models, NoOptimizer: p.NoOptimizer()}
+	s := Side{Label: p.Label(), Session: p.Key, PID: p.Hello.PID, Rank: p.Hello.Rank,
+		Steps: len(p.StepPeaks()), Pattern: d.Pattern, Models: models, NoOptimizer: p.NoOptimizer(),
+		Memory: ipc.SourceKind(&p.Hello)}
+	names := make([]string, 0, len(models))
+	for _, m := range models {
+		names = append(names, m.Model)
+	}
+	s.Model = strings.Join(names, "+")
+	if a := p.Anatomy; a != nil {
+		s.Params = a.Params
+	}
+	return s
+}
+
+// differs lists what differs between the setups of two sides.
+func differs(a, b *Side) []string {
+	out := []string{}
+	if a.Model != "" && b.Model != "" && a.Model != b.Model {
+		out = append(out, "model "+textesc.String(a.Model)+" → "+textesc.String(b.Model))
+	}
+	if a.Params > 0 && b.Params > 0 && a.Params != b.Params {
+		out = append(out, "parameters "+millions(a.Params)+" → "+millions(b.Params))
+	}
+	if a.Memory != b.Memory {
+		out = append(out, "memory "+orNone(a.Memory)+" → "+orNone(b.Memory))
+	}
+	return out
+}
+
+func millions(n int64) string { return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + " M" }
+
+func orNone(kind string) string {
+	if kind == "" {
+		return "none"
+	}
+	return textesc.String(kind)
 }
 
 // ComparePair compares process pa of store a with pb of store b.
 func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *session.Process) Pair {
 	da, db := diagnose.Diagnose(a, pa), diagnose.Diagnose(b, pb)
 	pr := Pair{A: side(pa, &da), B: side(pb, &db), Phases: []Phase{}, Moved: []string{}, Cells: []Cell{}}
+	pr.Differs = differs(&pr.A, &pr.B)
 	pr.Steady = Steady{
 		SteadyA: da.Need.Steady, SteadyB: db.Need.Steady,
 		Allocated: boundDelta(da.Need.Allocated, db.Need.Allocated, !da.Need.AllocatedKnown.Is.Stated(), !db.Need.AllocatedKnown.Is.Stated()),
@@ -365,7 +418,7 @@ func (a *phaseAcc) add(step int, ca, cb *session.Cell, change *int64) {
 		a.bound[i] = a.bound[i] || c.PeakAllocated.Known() && !c.Exact && !c.Inferred
 		a.res[i] = a.res[i].Max(c.PeakReserved)
 		a.gpu[i] = a.gpu[i].Max(c.PeakGPU)
-		a.dur[i] += c.End.Sub(c.Start).Seconds()
+		a.dur[i] += c.Busy.Seconds()
 		a.n[i]++
 	}
 	if change != nil && (a.worst == nil || abs(*change) > abs(*a.worst)) {

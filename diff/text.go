@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -60,7 +62,13 @@ func (s *Side) text() string {
 
 func (p *Pair) writeText(w *bufio.Writer) {
 	fmt.Fprintf(w, "\nA %s  →  B %s · %d common steps\n", p.A.text(), p.B.text(), p.CommonSteps)
-	if len(p.Phases) > 0 {
+	if len(p.Differs) > 0 {
+		fmt.Fprintf(w, "  ⚠ the runs differ: %s; the deltas below compare different setups\n", strings.Join(p.Differs, ", "))
+	}
+	figure := p.figure()
+	if figure != "" {
+		p.writeOneFigurePhases(w, figure)
+	} else if len(p.Phases) > 0 {
 		fmt.Fprintf(w, "\n  %-12s %28s   %28s   %s\n", "", "peak allocated (MiB)", "peak reserved (MiB)", "most changed")
 		fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", "phase", "A", "B", "Δ", "A", "B", "Δ", "step")
 		for _, ph := range p.Phases {
@@ -78,9 +86,14 @@ func (p *Pair) writeText(w *bufio.Writer) {
 	if !s.SteadyA || !s.SteadyB {
 		kind = "highest step peak (no steady state on both sides)"
 	}
-	fmt.Fprintf(w, "\n  %s: allocated %s → %s (%s), reserved %s → %s (%s)\n", kind,
-		boundHuman(s.Allocated.A, s.Allocated.ABound), boundHuman(s.Allocated.B, s.Allocated.BBound), signedHuman(s.Allocated.Change),
-		s.Reserved.A.Human(), s.Reserved.B.Human(), signedHuman(s.Reserved.Change))
+	if figure != "" { // allocated and reserved are the one figure
+		fmt.Fprintf(w, "\n  %s: %s %s → %s (%s)\n", kind, figure,
+			boundHuman(s.Allocated.A, s.Allocated.ABound), boundHuman(s.Allocated.B, s.Allocated.BBound), signedHuman(s.Allocated.Change))
+	} else {
+		fmt.Fprintf(w, "\n  %s: allocated %s → %s (%s), reserved %s → %s (%s)\n", kind,
+			boundHuman(s.Allocated.A, s.Allocated.ABound), boundHuman(s.Allocated.B, s.Allocated.BBound), signedHuman(s.Allocated.Change),
+			s.Reserved.A.Human(), s.Reserved.B.Human(), signedHuman(s.Reserved.Change))
+	}
 	var inferred []string
 	for _, k := range []struct {
 		side string
@@ -93,7 +106,11 @@ func (p *Pair) writeText(w *bufio.Writer) {
 	if len(inferred) > 0 {
 		fmt.Fprintf(w, "    (allocated: %s)\n", strings.Join(inferred, "; "))
 	}
-	fmt.Fprintf(w, "  session peak allocated: %s → %s (%s)\n", boundHuman(s.Peak.A, s.Peak.ABound), boundHuman(s.Peak.B, s.Peak.BBound), signedHuman(s.Peak.Change))
+	what := "allocated"
+	if figure != "" {
+		what = figure
+	}
+	fmt.Fprintf(w, "  session peak %s: %s → %s (%s)\n", what, boundHuman(s.Peak.A, s.Peak.ABound), boundHuman(s.Peak.B, s.Peak.BBound), signedHuman(s.Peak.Change))
 	defer writeModules(w, p)
 	if len(p.Moved) == 0 {
 		fmt.Fprintf(w, "  anatomy at the peak: no layer moved (by %s and %.0f%% of the peak or more)\n", session.Bytes(MovedFloor).Human(), MovedShare*100)
@@ -108,6 +125,56 @@ func (p *Pair) writeText(w *bufio.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "  anatomy at the peak, layers that moved:\n    %s\n", strings.Join(moved, "\n    "))
+}
+
+// figure names the one figure of two runs whose allocated and reserved
+// are the same (a CPU run's RSS: ipc.SourceWords), "" otherwise.
+func (p *Pair) figure() string {
+	if p.A.Memory != p.B.Memory {
+		return ""
+	}
+	w, _ := ipc.WordsOf(p.A.Memory)
+	return w.Figure
+}
+
+// writeOneFigurePhases is the per-phase table of two runs with one
+// figure (CPU runs: the RSS): its peak (the host keeps what a phase
+// touched, so the phases after a high show it again) and each phase's
+// mean time per step, which is where CPU runs differ most.
+func (p *Pair) writeOneFigurePhases(w *bufio.Writer, figure string) {
+	if len(p.Phases) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n  %-12s %28s   %28s   %s\n", "", "peak "+figure+" (MiB)", "mean time per step (ms)", "most changed")
+	fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", "phase", "A", "B", "Δ", "A", "B", "Δ", "step")
+	for _, ph := range p.Phases {
+		worst := "–"
+		if ph.WorstChange != nil && *ph.WorstChange != 0 {
+			worst = fmt.Sprintf("%d (%s)", ph.WorstStep, signedMiB(ph.WorstChange))
+		}
+		ms := func(s float64) string { return strconv.FormatFloat(s*1000, 'f', 1, 64) }
+		fmt.Fprintf(w, "  %-12s %9s %9s %8s   %9s %9s %8s   %s\n", textesc.String(ph.Phase),
+			boundMiB(ph.PeakAllocated.A, ph.PeakAllocated.ABound), boundMiB(ph.PeakAllocated.B, ph.PeakAllocated.BBound), signedMiB(ph.PeakAllocated.Change),
+			ms(ph.DurationA), ms(ph.DurationB), signedMS(ph.DurationB-ph.DurationA), worst)
+	}
+}
+
+func signedMS(d float64) string {
+	s := strconv.FormatFloat(abs64(d)*1000, 'f', 1, 64)
+	switch {
+	case s == "0.0":
+		return "0"
+	case d > 0:
+		return "+" + s
+	}
+	return "−" + s
+}
+
+func abs64(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
 }
 
 func signedMiB(c *int64) string {

@@ -140,11 +140,15 @@ func checkPython(ctx context.Context, o Options, monitorPath string) Section {
 	sec.add(OK, "torch", t.Version+", "+build, "")
 	switch {
 	case t.CUDAError != "":
-		sec.add(Warn, "cuda", "torch.cuda failed: "+t.CUDAError, "the hook reports phases without GPU memory numbers")
+		sec.add(Warn, "cuda", "torch.cuda failed: "+t.CUDAError, hostMemoryHint)
 	case !t.CUDAAvailable:
-		sec.add(Warn, "cuda", "torch.cuda.is_available() is False", "the hook reports phases without GPU memory numbers (no GPU, no driver, or a CPU build)")
+		sec.add(Warn, "cuda", "torch.cuda.is_available() is False (no GPU, no driver, or a CPU build)", hostMemoryHint)
 	default:
 		sec.add(OK, "cuda", fmt.Sprintf("%d device(s): %s", len(t.Devices), strings.Join(t.Devices, ", ")), "")
 	}
 	return sec
 }
+
+// hostMemoryHint says what a run without CUDA still shows: a model on the
+// CPU is read through the process's host memory (docs/hook.md, "Devices").
+const hostMemoryHint = "CPU runs still work: the hook reads the process's host memory (RSS per phase, exact phase peaks on Linux) and the phases' times; a model on Apple MPS or Intel XPU is read through torch"

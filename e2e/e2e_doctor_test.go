@@ -77,6 +77,10 @@ func TestDoctorOnAWorkingSetup(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// Without a GPU it says what a CPU run will still show.
+	if strings.Contains(out, "is_available() is False") && !strings.Contains(out, "CPU runs still work: the hook reads the process's host memory (RSS") {
+		t.Errorf("doctor on a machine without CUDA does not say CPU runs show host RSS:\n%s", out)
+	}
 }
 
 func TestDoctorOnABrokenSetup(t *testing.T) {

@@ -13,7 +13,8 @@ import (
 // `vramscope run` with the live view, in a real terminal (tmux): the
 // command's output goes to --log, the view shows its steps, the view stays
 // after the command ends, and quitting the view while the command runs
-// interrupts it and passes its exit code on.
+// (q asks once, a second q confirms) interrupts it and passes its exit
+// code on.
 func TestTmuxRun(t *testing.T) {
 	bin, py, script := binary(t), torchPython(t), trainScript(t)
 	tests := []struct {
@@ -47,6 +48,13 @@ func TestTmuxRun(t *testing.T) {
 				time.Sleep(2 * time.Second)
 			}
 			tm.run("send-keys", "-t", "main", "q")
+			if tc.ended == "" { // still training: the first q asks
+				tm.waitFor(10*time.Second, "q again ends the training")
+				if scr := tm.screen(); strings.Contains(scr, "EXIT=") {
+					t.Fatalf("the first q ended the training:\n%s", scr)
+				}
+				tm.run("send-keys", "-t", "main", "q")
+			}
 			scr := tm.waitFor(30*time.Second, tc.exit)
 			if !strings.Contains(scr, "the command's output is in "+log) {
 				t.Errorf("no word on where the output went:\n%s", scr)

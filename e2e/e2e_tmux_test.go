@@ -281,15 +281,17 @@ func TestTmuxRunShowsWhereTheOutputGoes(t *testing.T) {
 	tm.run("send-keys", "-t", "main", "o")
 	tm.waitFor(10*time.Second, "trained 6 steps in pid")
 	tm.run("send-keys", "-t", "main", "o")
-	tm.waitFor(5*time.Second, "host memory (RSS)") // the CPU run's main view (its RSS diagnosis)
+	tm.waitFor(5*time.Second, "Memory (", "host memory (RSS)") // the CPU run's main view: its chart and RSS diagnosis
 	tm.run("send-keys", "-t", "main", "q")
 	tm.waitFor(30*time.Second, "the command's output is in train.log", "EXIT=")
 }
 
-// `r` pressed minutes into the demo gave a recording whose
-// replay played those minutes as an empty screen, and whose report gave
-// 153 s for 12 s of data. Here r is pressed 6 s in, for about 2 s: the
-// report spans the recorded stretch and says it started mid-session.
+// r pressed minutes into the demo gave a recording whose replay played
+// those minutes as an empty screen, then one that held only
+// the seconds after the key, without the warmup or an anatomy. Here r is
+// pressed 6 s in, for about 2 s: the recording opens with the history the
+// monitor holds, so its report spans the session from its start, has the
+// warmup and the anatomy, and says it started mid-session.
 func TestTmuxRecordingStartedWithRStartsWithItsData(t *testing.T) {
 	tm := newTmux(t)
 	bin := binary(t)
@@ -322,7 +324,12 @@ func TestTmuxRecordingStartedWithRStartsWithItsData(t *testing.T) {
 	} else if _, err := fmt.Sscanf(first[0][i+len(" · "):], "%f s", &secs); err != nil {
 		t.Fatalf("report's first line %q: %v", first[0], err)
 	}
-	if secs > 5 {
-		t.Errorf("the report spans %.2f s for about 2 s recorded (the session before r counted)", secs)
+	if secs < 6 || secs > 20 {
+		t.Errorf("the report spans %.2f s, want the session from its start to about 2 s after r", secs)
+	}
+	for _, want := range []string{"step 1 +847 MiB over step 0", "measured at step 2", "lost 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report of the recording lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -54,6 +54,7 @@ type Feed struct {
 	now      func() time.Time
 	hellos   map[uint64]*ipc.Message // the hello of every open connection
 	lastSeq  map[uint64]uint64       // and the newest seq it sent
+	hist     history                 // what a recording started later writes first
 	open     Opener
 	rec      Writer
 	recPath  string
@@ -81,6 +82,7 @@ func (f *Feed) Put(ev session.Event) {
 	f.mu.Lock()
 	f.track(ev)
 	f.record(ev)
+	f.hist.keep(ev)
 	if f.tap != nil {
 		f.tap(ev)
 	}

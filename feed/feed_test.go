@@ -102,7 +102,7 @@ func TestDeliverAndSamplesBecomeEvents(t *testing.T) {
 func TestRecordingTeesEventsAndStopsOnError(t *testing.T) {
 	w := &memWriter{}
 	f := New(WithOpener(func(string, string) (Writer, error) { return w, nil }))
-	f.Put(session.Event{Conn: 1}) // before recording: not written
+	f.Put(session.Event{Conn: 1}) // before recording: written first, as history
 	if err := f.Start("run.jsonl"); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestRecordingTeesEventsAndStopsOnError(t *testing.T) {
 	}
 	f.Put(session.Event{Conn: 2})
 	f.Put(session.Event{Conn: 3})
-	if len(w.evs) != 2 || f.Recorded() != 2 {
+	if len(w.evs) != 3 || f.Recorded() != 3 {
 		t.Fatalf("recorded %d", len(w.evs))
 	}
 	w.fail = errors.New("disk full")
@@ -159,8 +159,9 @@ func TestLimitDiscardsOldestAndCounts(t *testing.T) {
 	}
 }
 
-// A recording started mid-session opens with the hellos of the open
-// connections and where their messages resume, so it stands on its own.
+// A recording started mid-session opens with the history the monitor
+// holds, hellos included, so it stands on its own; a gap on the wire (41
+// after the hello) stays a gap, counted as lost.
 func TestRecordingStartedMidSessionCarriesHellos(t *testing.T) {
 	w := &memWriter{}
 	f := New(WithOpener(func(string, string) (Writer, error) { return w, nil }))
@@ -173,11 +174,11 @@ func TestRecordingStartedMidSessionCarriesHellos(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Put(session.Event{Conn: 1, Msg: &ipc.Message{Type: ipc.TypeSample, Seq: 42}})
-	if len(w.evs) != 3 {
-		t.Fatalf("recorded %d events, want hello, resume note, sample", len(w.evs))
+	if len(w.evs) != 5 {
+		t.Fatalf("recorded %d events, want hello a, sample 41, hello b, b's disconnect, sample 42", len(w.evs))
 	}
-	if w.evs[0].Msg != hello || w.evs[1].Note == nil || w.evs[1].Note.Kind != session.NoteResume || w.evs[1].Note.Seq != 41 || w.evs[2].Msg.Seq != 42 {
-		t.Fatalf("recording opens with %+v, %+v, %+v", w.evs[0], w.evs[1].Note, w.evs[2])
+	if w.evs[0].Msg != hello || w.evs[1].Msg.Seq != 41 || w.evs[2].Msg.Session != "b" || w.evs[3].Note == nil || w.evs[4].Msg.Seq != 42 {
+		t.Fatalf("recording opens with %+v, %+v, %+v", w.evs[0], w.evs[1], w.evs[2])
 	}
 }
 

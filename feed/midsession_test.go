@@ -10,15 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramscope/vramscope/demo"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
 
-// `r` pressed 2:22 into a session made a recording whose
-// replay started at the hook's hello, 2:22 before its first data, and
-// whose report gave 153 s for 12 s of data. The recording, read back as
-// replay and report read it, starts where its data starts.
+// `r` pressed 2:22 into a session made a recording whose replay started
+// at the hook's hello, 2:22 before its first data, then one
+// that held only the 12 s after the key. It now opens with the history
+// the monitor holds: the hello as the hook sent it and the 142 s before
+// the key, so its data runs from the hello without a stretch of nothing,
+// and nothing is counted lost.
 func TestRecordingStartedMidSessionStartsWithItsData(t *testing.T) {
 	base := time.Unix(1_790_000_000, 0)
 	now := base
@@ -74,23 +77,72 @@ func TestRecordingStartedMidSessionStartsWithItsData(t *testing.T) {
 		evs = append(evs, ev)
 	}
 	if !strings.Contains(string(evs[0].Msg.Raw), `"from_a_newer_hook":true`) {
-		t.Errorf("the restated hello lost a field this build does not know: %s", evs[0].Msg.Raw)
+		t.Errorf("the hello lost a field this build does not know: %s", evs[0].Msg.Raw)
 	}
 	var pacer session.Pacer // as replay plays it
 	for i := range evs {
 		pacer.Pace(&evs[i])
 	}
-	if d := evs[0].At.Sub(recStart); d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("the replay starts %v from where recording began, want 0", d)
+	if d := evs[0].At.Sub(base); d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("the replay starts %v from the hello, want 0", d)
+	}
+	for i := 1; i < len(evs); i++ {
+		if d := evs[i].At.Sub(evs[i-1].At); d > 1100*time.Millisecond {
+			t.Errorf("%v without data at %v", d, evs[i-1].At.Sub(base))
+		}
 	}
 	st := session.New()
 	st.ApplyAll(evs)
 	p := st.Processes()[0]
-	if d := p.Last.Sub(p.First); d < 11*time.Second || d > 13*time.Second {
-		t.Errorf("the process spans %v in the recording, want the 12 s recorded", d)
+	if d := p.Last.Sub(p.First); d < 153*time.Second || d > 155*time.Second || p.Lost != 0 {
+		t.Errorf("the process spans %v in the recording with %d lost, want the 154 s the monitor saw, none lost", d, p.Lost)
 	}
-	if d := st.Last().Sub(st.Start()); d > 13*time.Second {
-		t.Errorf("the recording spans %v, want the 12 s recorded", d)
+}
+
+// A long run's recording started late holds what the monitor kept: the
+// first steps (the warmup, their anatomies) and the newest steps, with a
+// resume note where the messages between were let go, so they are not
+// counted lost.
+func TestLateRecordingHoldsTheFirstAndNewestSteps(t *testing.T) {
+	sc, err := demo.Lookup("warmup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := demo.Generate(sc, demo.Config{Steps: 300})
+	msgs = msgs[:len(msgs)-1] // still running
+	w := &memWriter{}
+	f := New(WithOpener(func(string, string) (Writer, error) { return w, nil }))
+	c := msgs[0].Clock
+	at := func(m *ipc.Message) time.Time {
+		return time.Unix(0, int64((c.Wall+(m.T-c.Mono))*1e9))
+	}
+	for i := range msgs {
+		f.Put(session.Event{At: at(&msgs[i]), Conn: 1, Msg: &msgs[i]})
+	}
+	if err := f.Start("late.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	st := session.New()
+	st.ApplyAll(w.evs)
+	p := st.Processes()[0]
+	pk := p.StepPeaks()
+	if len(pk) == 0 || pk[0].Index != 0 || pk[2].Index != 2 || pk[len(pk)-1].Index != 299 || len(pk) >= 300 {
+		t.Fatalf("steps %d: first %d, last %d; want 0-2 and the newest, not all 300", len(pk), pk[0].Index, pk[len(pk)-1].Index)
+	}
+	if p.Anatomy == nil || len(p.Anatomies) < 3 {
+		t.Errorf("the recording has %d anatomies, want the first steps'", len(p.Anatomies))
+	}
+	if p.Lost != 0 {
+		t.Errorf("%d messages counted lost; the ones let go are only not in the file", p.Lost)
+	}
+	resumes := 0
+	for _, ev := range w.evs {
+		if ev.Note != nil && ev.Note.Kind == session.NoteResume {
+			resumes++
+		}
+	}
+	if resumes != 1 {
+		t.Errorf("%d resume notes, want 1 at the gap", resumes)
 	}
 }
 

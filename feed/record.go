@@ -43,23 +43,9 @@ func (f *Feed) Start(path string) error {
 		return fmt.Errorf("already recording to %s", f.recPath)
 	}
 	f.rec, f.recPath, f.recErr, f.recCount = w, path, nil, 0
-	// A recording started mid-session opens with what it needs to stand on
-	// its own: each open connection's hello, and where its messages resume.
-	now := f.now()
-	conns := make([]uint64, 0, len(f.hellos))
-	for c := range f.hellos {
-		conns = append(conns, c)
-	}
-	slices.Sort(conns)
-	for _, c := range conns {
-		f.record(session.Event{At: now, Conn: c, Msg: restated(f.hellos[c], now)})
-		if seq := f.lastSeq[c]; seq > 0 {
-			f.record(session.Event{At: now, Conn: c, Note: &session.Note{
-				Kind: session.NoteResume, Seq: seq,
-				Text: fmt.Sprintf("recording started after message %d of connection %d", seq, c),
-			}})
-		}
-	}
+	// A recording started mid-session opens with the history the monitor
+	// holds (history.go), so it stands on its own.
+	f.writeHistory()
 	return nil
 }
 
@@ -83,7 +69,7 @@ func (f *Feed) begins() string {
 		parts = append(parts, fmt.Sprintf("pid %d from its message %d", h.PID, f.lastSeq[c]+1))
 	}
 	return "mid-session: started at " + f.now().UTC().Format(time.RFC3339) + ", joining " + strings.Join(parts, ", ") +
-		"; what came before is not in this file"
+		"; it opens with what the monitor held of before: each connection's first steps and its newest events (a resume note marks what it had let go)"
 }
 
 // restated is the hello a recording started mid-session opens with: the

@@ -51,6 +51,15 @@ type SourceWords struct {
 	// device's name (alone where Name is ""); "" for CUDA, which the
 	// header does not describe.
 	Header string
+	// Figure and Peak name the one figure of a source whose allocated and
+	// reserved are the same ("RSS", "peak RSS"): the chart, the plot and
+	// diff draw and name it once; "" where allocated and reserved differ.
+	Figure, Peak string
+	// Rest names the anatomy's remainder where it is not the allocator's
+	// temporaries ("rest of process": the interpreter, libraries and every
+	// other object); such a source has no allocator cache or driver view,
+	// and the anatomy leaves those layers out. "" for allocators.
+	Rest string
 }
 
 // Where a hello names its device (SourceWords.NameFrom).
@@ -75,7 +84,8 @@ var sourceWords = map[string]SourceWords{
 		Header: " · reserved = driver memory · no peak counter: peaks from reads and samples"},
 	SourceCPU: {Label: "CPU · host memory (RSS)", What: "host memory: the process's resident set size (RSS)",
 		Lacks:  []string{"an allocator split (allocated = reserved = RSS)", "a device-side view (no GPU)"},
-		Header: "CPU run · host memory: RSS (allocated = reserved = RSS) · no GPU"},
+		Header: "CPU run · host memory: RSS (allocated = reserved = RSS) · no GPU",
+		Figure: "RSS", Peak: "peak RSS", Rest: "rest of process"},
 	"": {Label: "CPU (no CUDA device)", What: "none: the hook read no memory",
 		Lacks: []string{"memory figures (an older hook on a CPU run)"}},
 }

@@ -6,15 +6,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
 // procLabels label every per-process metric: where the process runs and
 // which hook session it is (a process that calls watch() again starts a
-// new session). rank and device are "" when unknown (no torch.distributed;
-// a CPU run); device is the CUDA index, uuid the device's UUID as NVML and
-// dcgm-exporter spell it; job_id the job the hello names (hello.job.id,
-// "" when none), so a job's ranks on many monitors are one selector.
+// new session). rank is "" without torch.distributed; device is the CUDA
+// index, else the memory source's kind (cpu, mps, xpu; "" from a hook that
+// names none), uuid the device's UUID as NVML and dcgm-exporter spell it;
+// job_id the job the hello names (hello.job.id, "" when none), so a job's
+// ranks on many monitors are one selector.
 var procLabels = []string{"host", "pid", "rank", "device", "uuid", "session", "job_id"}
 
 // gpuLabels label the NVML metrics: the monitor's host and the device.
@@ -29,9 +31,9 @@ func desc(name, help string, labels []string, extra ...string) *prometheus.Desc 
 
 // The metrics. docs/prometheus.md has the same list.
 var (
-	dAllocated    = desc("allocated_bytes", "PyTorch caching allocator: memory allocated to tensors now (torch.cuda.memory_allocated).", procLabels)
-	dReserved     = desc("reserved_bytes", "PyTorch caching allocator: memory reserved from the driver now (torch.cuda.memory_reserved).", procLabels)
-	dMaxAllocated = desc("max_allocated_bytes", "The allocator's peak counter (torch.cuda.max_memory_allocated) as last read; reset per phase when the hook resets peaks.", procLabels)
+	dAllocated    = desc("allocated_bytes", "Memory allocated to tensors now: the device's caching allocator (CUDA: torch.cuda.memory_allocated), MPS's current allocation, or a CPU run's resident set size (RSS).", procLabels)
+	dReserved     = desc("reserved_bytes", "Memory reserved now: the caching allocator's from the driver (CUDA: torch.cuda.memory_reserved), MPS's driver allocation, or a CPU run's RSS (equal to allocated).", procLabels)
+	dMaxAllocated = desc("max_allocated_bytes", "The peak counter as last read (CUDA: torch.cuda.max_memory_allocated; a CPU run: the peak RSS); reset per phase when the hook resets peaks.", procLabels)
 	dPeakAlloc    = desc("peak_allocated_bytes", "Session peak of allocated memory: the highest max_allocated read so far.", procLabels)
 	dPeakRes      = desc("peak_reserved_bytes", "Session peak of reserved memory.", procLabels)
 	dStep         = desc("step", "The optimizer step in progress (the newest phase's step index).", procLabels)
@@ -142,6 +144,8 @@ func labelsOf(p *session.Process) []string {
 	}
 	if h.CUDA != nil {
 		device, uuid = strconv.Itoa(h.CUDA.Index), h.CUDA.UUID
+	} else {
+		device = ipc.SourceKind(h) // cpu, mps, xpu: the memory read, "" from older hooks
 	}
 	job := ""
 	if h.Job != nil {

@@ -36,9 +36,9 @@ func TestJobIdentityAndDiagnosisAsMetrics(t *testing.T) {
 	steady, _ := demo.Lookup("steady")
 	leak, _ := demo.Lookup("leak")
 	q, e := newExporter()
-	putGenerated(q, 1, demo.Generate(steady, demo.Config{Steps: 30, Rank: 2, WorldSize: 8, Host: "gpu-node-1", Job: job}))
-	putGenerated(q, 2, demo.Generate(leak, demo.Config{Steps: 30, Rank: 3, WorldSize: 8, Host: "gpu-node-1", Job: job}))
-	putGenerated(q, 3, demo.Generate(steady, demo.Config{Steps: 4, Rank: 4, WorldSize: 8, Host: "train-1",
+	putGenerated(q, 1, demo.Generate(steady, demo.Config{Steps: 30, Rank: 2, WorldSize: 8, HostName: "gpu-node-1", Job: job}))
+	putGenerated(q, 2, demo.Generate(leak, demo.Config{Steps: 30, Rank: 3, WorldSize: 8, HostName: "gpu-node-1", Job: job}))
+	putGenerated(q, 3, demo.Generate(steady, demo.Config{Steps: 4, Rank: 4, WorldSize: 8, HostName: "train-1",
 		Job: &ipc.Job{ID: "pretrain", Source: ipc.JobExplicit, Node: "gke-a3-7", Pod: "train-1", Namespace: "ml"}}))
 	fams := scrape(t, e.Handler())
 	r2 := map[string]string{"rank": "2", "job_id": "81234", "host": "gpu-node-1"}

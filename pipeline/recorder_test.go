@@ -42,7 +42,7 @@ func TestRecorderHeaderSaysWhatTheRecordingHolds(t *testing.T) {
 		t.Errorf("a recording from the start says %q", b)
 	}
 	b := begins(t, mid)
-	for _, want := range []string{"mid-session", "pid 4242 from its message 3618", "what came before is not in this file"} {
+	for _, want := range []string{"mid-session", "pid 4242 from its message 3618", "it opens with what the monitor held of before"} {
 		if !strings.Contains(b, want) {
 			t.Errorf("meta.begins %q lacks %q", b, want)
 		}

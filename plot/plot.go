@@ -21,6 +21,7 @@ import (
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -65,8 +66,20 @@ var (
 	peakColor     = color.NRGBA{R: 0xd0, G: 0x10, B: 0x10, A: 0xff}
 )
 
-// gib is the y unit.
-const gib = float64(1 << 30)
+// gib and mib are the y units: GiB, or MiB for a process whose curves
+// top under 1 GiB (a small CPU run's axis read 0.1, 0.2 GiB).
+const (
+	gib = float64(1 << 30)
+	mib = float64(1 << 20)
+)
+
+// yUnit is the unit of a plot whose curves top at top bytes, and its name.
+func yUnit(top int64) (float64, string) {
+	if top > 0 && float64(top) < gib {
+		return mib, "MiB"
+	}
+	return gib, "GiB"
+}
 
 // Build draws process p of store s.
 func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error) {
@@ -93,7 +106,8 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 	}
 	pl.Title.Text = txt(pl.Title.Text)
 	pl.X.Label.Text = "seconds"
-	pl.Y.Label.Text = "GiB"
+	unit, unitName := yUnit(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max(), p.Allocated.Max()))
+	pl.Y.Label.Text = unitName
 	pl.Y.Min = 0
 	pl.Legend.Top, pl.Legend.Left = true, true
 	pl.Legend.TextStyle.Font.Size = vg.Points(9)
@@ -109,14 +123,14 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 	if height <= 0 {
 		height = 5 * vg.Inch
 	}
-	dataMax := float64(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max(), p.Allocated.Max(), 1)) / gib
+	dataMax := float64(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max(), p.Allocated.Max(), 1)) / unit
 	rows := 3 + len(phaseNames(p))
 	area := float64(height.Points()) - 60 // less the title and the x axis
 	legendH := float64(rows)*11.5 + 10
 	frac := min(max((area-legendH-2*row)/area, 0.3), 0.9)
 	top := dataMax / frac
 	pl.Y.Max = top
-	rowY := row / area * top // one label row in GiB
+	rowY := row / area * top // one label row in the y unit
 	if err := shadePhases(pl, p, x, dataMax+0.5*rowY, txt); err != nil {
 		return nil, err
 	}
@@ -132,8 +146,12 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 		{p.Reserved, "reserved", reservedColor},
 		{p.Allocated, "allocated", allocColor},
 	}
+	if w, _ := ipc.WordsOf(ipc.SourceKind(&p.Hello)); w.Figure != "" { // allocated = reserved: drawn once
+		curves = curves[1:]
+		curves[0].name = w.Figure
+	}
 	for _, c := range curves {
-		xys := steps(c.s, x, x(t1))
+		xys := steps(c.s, x, x(t1), unit)
 		if len(xys) == 0 {
 			continue
 		}
@@ -148,7 +166,7 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 	// NVML's process figure is read about once a second: each reading is
 	// a point at its moment. Held as a line until the next one, it drew a
 	// flat line below reserved while the allocator grew.
-	if xys := points(p.GPU, x); len(xys) > 0 {
+	if xys := points(p.GPU, x, unit); len(xys) > 0 {
 		sc, err := plotter.NewScatter(xys)
 		if err != nil {
 			return nil, fmt.Errorf("plot NVML: %w", err)
@@ -157,7 +175,7 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 		pl.Add(sc)
 		pl.Legend.Add(txt(nvmlName(p)+" (readings)"), sc)
 	}
-	if err := annotatePeak(pl, p, &d, x, right, dataMax+rowY, txt); err != nil {
+	if err := annotatePeak(pl, p, &d, x, unit, right, dataMax+rowY, txt); err != nil {
 		return nil, err
 	}
 	return pl, nil
@@ -182,9 +200,9 @@ func phaseNames(p *session.Process) []string {
 }
 
 // points are a series' readings as points.
-func points(s *session.Series, x func(time.Time) float64) plotter.XYs {
+func points(s *session.Series, x func(time.Time) float64, unit float64) plotter.XYs {
 	var xys plotter.XYs
-	s.Points(func(at time.Time, v int64) { xys = append(xys, plotter.XY{X: x(at), Y: float64(v) / gib}) })
+	s.Points(func(at time.Time, v int64) { xys = append(xys, plotter.XY{X: x(at), Y: float64(v) / unit}) })
 	return xys
 }
 
@@ -262,10 +280,10 @@ func nvmlName(p *session.Process) string {
 
 // steps turns a series into a step line: a value holds until the next,
 // and the last one until end (the reading in effect when the run ended).
-func steps(s *session.Series, x func(time.Time) float64, end float64) plotter.XYs {
+func steps(s *session.Series, x func(time.Time) float64, end, unit float64) plotter.XYs {
 	var xys plotter.XYs
 	s.Points(func(at time.Time, v int64) {
-		px, py := x(at), float64(v)/gib
+		px, py := x(at), float64(v)/unit
 		if n := len(xys); n > 0 {
 			xys = append(xys, plotter.XY{X: px, Y: xys[n-1].Y})
 		}
@@ -346,23 +364,25 @@ func markWarmup(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x fun
 
 // annotatePeak marks the session's allocated peak: the moment the
 // allocator's max_allocated counter first reached its highest value (the
-// counter rises exactly when the peak happens), labelled with the size and
-// where the diagnosis places it.
-func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, right, labelY float64, txt func(string) string) error {
+// counter rises exactly when the peak happens; on the host, first came
+// within diagnose.PeakTie of it, as the diagnosis places it), labelled
+// with the size and where the diagnosis places it.
+func annotatePeak(pl *gplot.Plot, p *session.Process, d *diagnose.Diagnosis, x func(time.Time) float64, unit, right, labelY float64, txt func(string) string) error {
 	if !d.Peak.Allocated.Known() {
 		return nil
 	}
 	top := p.MaxAllocated.Max()
+	tie := int64(diagnose.PeakTie(p))
 	var at time.Time
 	p.MaxAllocated.Points(func(t time.Time, v int64) {
-		if v == top && at.IsZero() {
+		if v+tie >= top && at.IsZero() {
 			at = t
 		}
 	})
 	if at.IsZero() {
 		return nil
 	}
-	y := float64(top) / gib
+	y := float64(top) / unit
 	dot, err := plotter.NewScatter(plotter.XYs{{X: x(at), Y: y}})
 	if err != nil {
 		return fmt.Errorf("peak marker: %w", err)

@@ -83,3 +83,25 @@ func TestNVMLReadingsArePoints(t *testing.T) {
 		t.Error("the legend does not say the NVML figure is readings")
 	}
 }
+
+// A CPU run's allocated and reserved are both its RSS: the plot draws it
+// once, named RSS, on a MiB axis for its 0.25 GiB
+// (testdata/recordings/cpu_accum4.py, a real run).
+func TestPlotOfACPURunDrawsTheRSSOnceInMiB(t *testing.T) {
+	s, _, _, err := export.Load("../testdata/recordings/cpu_accum4.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", s, s.Processes()[0], Options{}); err != nil {
+		t.Fatal(err)
+	}
+	svg := buf.String()
+	if !strings.Contains(svg, ">RSS<") || strings.Contains(svg, ">reserved<") || strings.Contains(svg, ">allocated<") {
+		t.Errorf("the legend of a CPU run's plot is not RSS alone")
+	}
+	// A 248 MiB process: its axis is in MiB (it read 0.2 and 0.4 GiB).
+	if !strings.Contains(svg, ">MiB<") || strings.Contains(svg, ">GiB<") {
+		t.Errorf("the y axis of a 0.25 GiB process is not in MiB")
+	}
+}

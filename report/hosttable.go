@@ -13,7 +13,11 @@ import (
 // phase's end, the phase's peak RSS and its time.
 func (p *Process) writeHostTable(w *bufio.Writer) {
 	named, width, stepW := p.tableWidths()
-	fmt.Fprintf(w, "\n  %*s  %-*s  %9s  %9s  %9s   (MiB of host RSS; ≥ lower bound; = inferred)\n", stepW, "step", width, "phase", "rss end", "peak rss", "ms")
+	legend := "MiB of host RSS; ≥ lower bound; = inferred"
+	if p.accumulates() {
+		legend += "; N× ms: N micro-steps, their times summed"
+	}
+	fmt.Fprintf(w, "\n  %*s  %-*s  %9s  %9s  %12s   (%s)\n", stepW, "step", width, "phase", "rss end", "peak rss", "ms", legend)
 	row := func(st *Step) {
 		for i, ph := range st.Phases {
 			step := ""
@@ -30,8 +34,11 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 			case !ph.PeakExact && ph.PeakAllocated.Known():
 				peak = "≥" + peak
 			}
-			ms := strconv.FormatFloat((ph.EndS-ph.StartS)*1000, 'f', 2, 64)
-			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %9s\n", stepW+len(step)-utf8.RuneCountInString(step), step, width,
+			ms := strconv.FormatFloat(ph.DurationS*1000, 'f', 2, 64)
+			if ph.Count > 1 {
+				ms = fmt.Sprintf("%d× %s", ph.Count, ms)
+			}
+			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %12s\n", stepW+len(step)-utf8.RuneCountInString(step), step, width,
 				textesc.String(ph.Phase), ph.AllocatedEnd.MiBString(), peak, ms)
 		}
 	}
@@ -54,14 +61,15 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 	}
 }
 
-// hostLayerName is an anatomy row's name on a CPU run, "" for a row that
-// has no meaning there (the allocator cache, the driver's views).
-func hostLayerName(name string) string {
-	switch name {
-	case "other/temporaries":
-		return "rest of process"
-	case "allocator cache", "non-PyTorch", "other processes":
-		return ""
+// accumulates reports whether a phase of some step ran more than once
+// (gradient accumulation, or a model called several times per step).
+func (p *Process) accumulates() bool {
+	for i := range p.Steps {
+		for _, ph := range p.Steps[i].Phases {
+			if ph.Count > 1 {
+				return true
+			}
+		}
 	}
-	return name
+	return false
 }

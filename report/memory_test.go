@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/demo"
 	"github.com/vramscope/vramscope/ipc"
 )
 
@@ -40,7 +41,8 @@ func withSource(msgs []ipc.Message, src ipc.MemSource) []ipc.Message {
 // figure in every cell, a host-memory diagnosis with the leak's rate, and
 // no allocator-only rows.
 func TestHostLeakGolden(t *testing.T) {
-	msgs := withSource(generate(t, "leak", 12), ipc.MemSource{Kind: ipc.SourceCPU, Peaks: ipc.PeaksExact})
+	msgs := withSource(demo.Generate(mustScenario(t, "leak"), demo.Config{Steps: 12, Wall: wall, EveryPhase: true}),
+		ipc.MemSource{Kind: ipc.SourceCPU, Peaks: ipc.PeaksExact})
 	r := Build(storeOf(msgs, false))
 	var b bytes.Buffer
 	if err := r.WriteText(&b); err != nil {

@@ -179,6 +179,9 @@ type Phase struct {
 	Count  int     `json:"count"`
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
+	// DurationS is the time spent in the phase: its merged spans' own
+	// durations summed (Count micro-steps), not EndS − StartS.
+	DurationS float64 `json:"duration_s"`
 	// AllocatedEnd, MaxAllocatedEnd and ReservedEnd are the allocator's
 	// allocated, max_allocated and reserved at the phase's end.
 	AllocatedEnd    session.Bytes `json:"allocated_end"`
@@ -307,7 +310,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		for i := range st.Phases {
 			c := &st.Phases[i]
 			ph := Phase{
-				Phase: c.Name, User: c.User, Count: c.Count, StartS: since(c.Start), EndS: since(c.End),
+				Phase: c.Name, User: c.User, Count: c.Count, StartS: since(c.Start), EndS: since(c.End), DurationS: seconds(c.Busy),
 				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
 				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact, PeakInferred: c.Inferred,
 				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,

@@ -232,11 +232,6 @@ func (p *Process) writeAnatomy(w *bufio.Writer) {
 	now, peak := a.Now.List(), a.Peak.List()
 	for i := range now {
 		name := now[i].Name
-		if p.host() {
-			if name = hostLayerName(name); name == "" {
-				continue
-			}
-		}
 		atPeak := peak[i].Bytes.MiBString()
 		if a.Peak.ProcessUsedStale && !peak[i].Bytes.Known() && (now[i].Name == "non-PyTorch" || now[i].Name == "other processes") {
 			atPeak = "stale" // derived from an NVML process reading not taken during the peak's phase

@@ -86,6 +86,13 @@ func (p *Process) settle(st *Step) {
 	case st.allExact() && !(exactHook && st.gap):
 		st.Peak = Exact
 		return
+	case exactHook && !st.gap && st.closedByRead():
+		// Each read's peak covers the time since the read before it, so
+		// reads up to the step's last phase end cover the whole step, a
+		// phase without a read of its own (zero_grad after step 2 on a
+		// breakdown step) included.
+		st.Peak = Exact
+		return
 	}
 	// Without resets the counter never falls: at the step's end it bounds
 	// the step's peak from above. Seen = counter: the peak is exact.
@@ -137,6 +144,18 @@ func (st *Step) allExact() bool {
 		n++
 	}
 	return n > 0
+}
+
+// closedByRead reports whether the step's last automatic phase to end
+// carried a read at its end.
+func (st *Step) closedByRead() bool {
+	var last *Cell
+	for i := range st.Phases {
+		if c := &st.Phases[i]; !c.User && (last == nil || !c.End.Before(last.End)) {
+			last = c
+		}
+	}
+	return last != nil && last.AllocatedEnd.Known()
 }
 
 // counterAtEnd is max_allocated at the step's last automatic read,

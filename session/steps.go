@@ -105,6 +105,10 @@ type Cell struct {
 	Start time.Time
 	End   time.Time
 	Count int // spans merged: micro-steps, or repeated forwards
+	// Busy is the sum of the merged spans' own durations: with gradient
+	// accumulation the phase's time, where End − Start would also hold the
+	// other phases run between its micro-steps.
+	Busy time.Duration
 	// Values at the end of the cell's last span.
 	AllocatedEnd, MaxAllocatedEnd, ReservedEnd Bytes
 	// Peaks over the cell's spans.
@@ -187,9 +191,15 @@ func (st *Step) add(sp *Span) {
 	if sp.End.After(st.End) {
 		st.End = sp.End
 	}
-	if sp.Name != "step" && !sp.User {
+	switch {
+	case sp.User || sp.Name == "step":
 		// The step phase carries the number of backward passes done, not
 		// a micro-step of its own.
+	case sp.Name == "zero_grad":
+		// Neither does zero_grad: 0 at a step's start, the step's count
+		// after its update (the HF Trainer's model.zero_grad()).
+		st.Micro = max(st.Micro, sp.Micro)
+	default:
 		st.Micro = max(st.Micro, sp.Micro+1)
 	}
 	if !sp.User {
@@ -213,6 +223,9 @@ func (st *Step) add(sp *Span) {
 	}
 	c.Count++
 	c.End = sp.End
+	if sp.End.After(sp.Start) {
+		c.Busy += sp.End.Sub(sp.Start)
+	}
 	if m := sp.Last; m != nil {
 		c.AllocatedEnd, c.MaxAllocatedEnd, c.ReservedEnd = Bytes(m.Allocated), Bytes(m.MaxAllocated), Bytes(m.Reserved)
 	}

@@ -47,6 +47,10 @@ func (p *Process) Rank() int {
 // has timings only.
 func (p *Process) OnCPU() bool { return p.Hello.CUDA == nil && p.Mem == nil }
 
+// HostRSS reports whether the process's figures are its host memory (a
+// CPU run's mem_source): allocated = reserved = the RSS, max_* its peak.
+func (p *Process) HostRSS() bool { return ipc.SourceKind(&p.Hello) == ipc.SourceCPU }
+
 // OpenSpans returns the indices into Spans of the phases still open.
 func (p *Process) OpenSpans() []int { return p.open }
 

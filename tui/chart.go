@@ -9,6 +9,7 @@ import (
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -46,8 +47,21 @@ var chartSeries = []struct {
 	{"allocated", "alloc", colAllocated},
 }
 
-// allocSeries is the allocated curve's index in chartSeries.
-const allocSeries = 3
+// chartCurves are the curves drawn, in chartSeries order: nil where a
+// series is not drawn (a CPU run's reserved is its RSS again).
+func chartCurves(p *session.Process) []*session.Series {
+	if p.HostRSS() {
+		return []*session.Series{p.GPU, nil, p.MaxAllocated, p.Allocated}
+	}
+	return []*session.Series{p.GPU, p.Reserved, p.MaxAllocated, p.Allocated}
+}
+
+// allocSeries and maxSeries are the allocated and max allocated curves'
+// indexes in chartSeries.
+const (
+	allocSeries = 3
+	maxSeries   = 2
+)
 
 func newMemChart() *memChart {
 	c := &memChart{lc: linechart.New(10, 5, 0, 1, 0, 1)}
@@ -79,15 +93,11 @@ func (c *memChart) resize(w, h int) {
 // start the time labels count from. It returns exactly c.h lines of c.w
 // cells.
 func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) string {
-	series := []*session.Series{p.GPU, p.Reserved, p.MaxAllocated, p.Allocated}
-	top := int64(0)
-	for _, s := range series {
-		if v, ok := s.MaxBetween(from, to); ok {
-			top = max(top, v)
-		}
-	}
+	series := chartCurves(p)
+	top := chartTop(p, from, to)
+	u := unitFor(top)
 	plot, stepRow := c.layout()
-	ticks := yTicks(float64(top)/gib, plot-2)
+	ticks := yTicks(float64(top)/u.bytes, plot-2)
 	c.lc.YLabelFormatter = ticks.label
 	c.lc.SetYRange(0, ticks.top)
 	c.lc.SetViewYRange(0, ticks.top)
@@ -100,9 +110,9 @@ func (c *memChart) render(p *session.Process, from, to, now, origin time.Time) s
 	c.lc.DrawXYAxisAndLabel()
 	c.clearPlot()
 	for k := len(series) - 1; k >= 0; k-- {
-		if s := series[k]; s.Len() > 0 {
+		if s := series[k]; s != nil && s.Len() > 0 {
 			c.cols = s.Columns(c.cols, from, to, 2*gw) // one column per braille dot
-			c.plotSeries(c.cols, ticks.top*gib, int8(k))
+			c.plotSeries(c.cols, ticks.top*u.bytes, int8(k))
 		}
 	}
 
@@ -127,12 +137,58 @@ var brailleBits = [2][4]uint8{{0x01, 0x02, 0x04, 0x40}, {0x08, 0x10, 0x20, 0x80}
 
 const gib = float64(1 << 30)
 
+// chartUnit is the unit of the chart's axis and legend: GiB, or MiB for
+// a window whose top is under 1 GiB (a 0.4 GiB CPU run read 0.1, 0.2 …).
+type chartUnit struct {
+	name  string
+	bytes float64
+}
+
+var (
+	unitGiB = chartUnit{"GiB", gib}
+	unitMiB = chartUnit{"MiB", float64(session.MiB)}
+)
+
+// unitFor is the unit for a window whose curves top at top bytes.
+func unitFor(top int64) chartUnit {
+	if top > 0 && float64(top) < gib {
+		return unitMiB
+	}
+	return unitGiB
+}
+
+// chartTop is the largest value of the drawn curves in [from, to).
+func chartTop(p *session.Process, from, to time.Time) int64 {
+	top := int64(0)
+	for _, s := range chartCurves(p) {
+		if s == nil {
+			continue
+		}
+		if v, ok := s.MaxBetween(from, to); ok {
+			top = max(top, v)
+		}
+	}
+	return top
+}
+
+// unitText is a legend figure in unit u, without the unit (the title
+// says it): "4.4" GiB, "412" MiB.
+func unitText(b session.Bytes, u chartUnit) string {
+	if u == unitMiB {
+		return b.MiBString()
+	}
+	return strings.TrimSuffix(gibText(b), " GiB")
+}
+
 // seriesLegend names each series with its newest value, in w cells or
 // fewer (short names when the long ones do not fit).
-func seriesLegend(p *session.Process, w int) string {
+func seriesLegend(p *session.Process, u chartUnit, w int) string {
 	var items, short []string
-	series := []*session.Series{p.GPU, p.Reserved, p.MaxAllocated, p.Allocated}
+	series := chartCurves(p)
 	for k := len(series) - 1; k >= 0; k-- {
+		if series[k] == nil {
+			continue
+		}
 		_, v, ok := series[k].Last()
 		if !ok {
 			continue
@@ -141,9 +197,13 @@ func seriesLegend(p *session.Process, w int) string {
 		if k == 0 && p.GPUSource != "" {
 			label = "NVML " + p.GPUSource
 		}
+		if w, _ := ipc.WordsOf(ipc.SourceKind(&p.Hello)); w.Figure != "" { // allocated = reserved: one figure and its peak
+			label = map[int]string{maxSeries: w.Peak, allocSeries: w.Figure}[k]
+			abbr = label
+		}
 		mark := rendered(&seriesStyles[k], "━")
-		// The title says GiB, once for the axis and the legend.
-		val := rendered(&styleBold, strings.TrimSuffix(gibText(session.Bytes(v)), " GiB"))
+		// The title says the unit, once for the axis and the legend.
+		val := rendered(&styleBold, unitText(session.Bytes(v), u))
 		items = append(items, mark+" "+label+" "+val)
 		short = append(short, mark+" "+abbr+" "+val)
 	}

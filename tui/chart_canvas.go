@@ -58,8 +58,10 @@ func (c *memChart) plotSeries(cols []session.Column, top float64, k int8) {
 		// Two flat counters in one cell (max allocated 4.2 and reserved
 		// 4.4 GiB share a row at 80×24) take turns by column, so both
 		// colours show along the line; allocated, drawn first, is
-		// always drawn over.
-		if o := c.owner[cell]; o >= 0 && o != allocSeries && o != k && (cell%gw)%2 == 1 {
+		// drawn over, except by max allocated: with exact peaks that is
+		// the peak since the last read, equal to allocated wherever
+		// allocated rises, so the two take turns as well.
+		if o := c.owner[cell]; o >= 0 && (o != allocSeries || k == maxSeries) && o != k && (cell%gw)%2 == 1 {
 			return
 		}
 		c.owner[cell] = k

@@ -28,9 +28,16 @@ func goldenRun(t *testing.T, w, h int, keys ...string) {
 // screen before typing keys.
 func goldenEvents(t *testing.T, evs []session.Event, wait string, w, h int, keys ...string) {
 	t.Helper()
+	goldenWith(t, evs, wait, w, h, nil, keys...)
+}
+
+// goldenWith is goldenEvents with the model's options added to the
+// goldens' own.
+func goldenWith(t *testing.T, evs []session.Event, wait string, w, h int, opts []Option, keys ...string) {
+	t.Helper()
 	src := &fakeSource{batches: [][]session.Event{evs}} // one batch: the final frame cannot race the feed
-	m := New(WithSource(src), WithClock(fixedClock(evs)), WithDevice("simulated", simDevices()),
-		WithSocket("/tmp/vramscope-1000/vramscope.sock"))
+	m := New(append([]Option{WithSource(src), WithClock(fixedClock(evs)), WithDevice("simulated", simDevices()),
+		WithSocket("/tmp/vramscope-1000/vramscope.sock")}, opts...)...)
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
 	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(wait)) },
 		teatest.WithDuration(5*time.Second))
@@ -87,11 +94,14 @@ func goldenScenario(t *testing.T, scenario string, w, h int) {
 }
 
 // The README's screenshot: `vramscope demo` in its default view after 10 s
-// (no key pressed), 120×36. README.md shows this file.
+// (no key pressed), 120×36, with the title and the recorder the demo
+// command gives its view (cli/cmd_demo.go). README.md shows this file; the
+// e2e test TestTmuxReadmeScreenshotIsTheDemo compares it with the real
+// demo's screen.
 func TestGoldenReadme120x36(t *testing.T) {
 	evs := demoEvents(t, "warmup", 25, 1) // 25 steps of ~0.4 s: 10 s
 	evs = evs[:len(evs)-1]
-	goldenEvents(t, evs, "24 ", 120, 36)
+	goldenWith(t, evs, "24 ", 120, 36, []Option{WithTitle("demo: warmup"), WithRecorder(&fakeRecorder{}, "vramscope.jsonl.gz")})
 }
 
 // The README shows TestGoldenReadme120x36's screen (trailing blanks

@@ -50,8 +50,9 @@ func (m *Model) headerView(p *session.Process) string {
 
 // fitTop is the first header line in the terminal's width: the device,
 // last, is said more briefly until the line fits, then left out; the
-// recording's directory goes next. Only a line that still does not fit
-// is cut.
+// recording's directory goes next; then the title (`vramscope run`'s
+// command line) is cut, so the connection state and the clock after it
+// stay. Only a line that still does not fit is cut at its end.
 func (m *Model) fitTop(top []string, p *session.Process, sep string) string {
 	for level := 0; level <= devTerse; level++ {
 		parts := top[:len(top):len(top)]
@@ -70,8 +71,16 @@ func (m *Model) fitTop(top []string, p *session.Process, sep string) string {
 			}
 		}
 	}
+	if over := width(strings.Join(top, sep)) - m.w; over > 0 && len(top) > 1 {
+		if room := width(top[0]) - over; room >= minTitle {
+			top[0] = truncate(top[0], room)
+		}
+	}
 	return fitKept(strings.Join(top, sep), m.w)
 }
+
+// minTitle is the fewest cells a cut title keeps ("run: pyth…").
+const minTitle = 10
 
 // fitProcess is the second header line in the terminal's width: the
 // process first, parts from the end left out until it fits.
@@ -227,6 +236,9 @@ func (m *Model) connText(p *session.Process) string {
 		return styleInfo.Render("replay "+state) + fmt.Sprintf(" %s/%s", elapsed(r.now.Sub(r.start), false), elapsed(r.length(), false))
 	}
 	if p == nil {
+		if m.cmdEnded != "" {
+			return styleBad.Render("■ command exited")
+		}
 		return rendered(&styleWarn, "◌ waiting for a training process")
 	}
 	return m.stateWord(p)

@@ -43,3 +43,20 @@ func firstLines(s string, n int) string {
 	lines := strings.SplitN(s, "\n", n+1)
 	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
+
+// `vramscope run`'s title is its command line: at 80×24 a long one is cut,
+// not the connection state and the clock after it.
+func TestLongRunTitleKeepsTheStateAndClock(t *testing.T) {
+	evs := demoEvents(t, "warmup", 3, 1)
+	evs = evs[:len(evs)-1] // still connected
+	title := "run: python examples/train_language_model.py --model gpt2 --batch-size 8 --epochs 3"
+	top := firstLines(live(t, evs, 80, 24, WithTitle(title), WithOutputLog("vramscope-run-20261125-233000.log")).View(), 1)
+	for _, want := range []string{"run: python", "● connected", "⏱ 0:01"} {
+		if !strings.Contains(top, want) {
+			t.Errorf("the header lacks %q:\n%s", want, top)
+		}
+	}
+	if w := width(top); w > 80 {
+		t.Errorf("the header is %d cells wide", w)
+	}
+}

@@ -84,3 +84,15 @@ func (k keyMap) FullHelp() [][]key.Binding {
 		{k.Up, k.Down, k.PgUp, k.PgDown, k.Home, k.End},
 	}
 }
+
+// outputNotice answers o outside `vramscope run`, where there is no
+// command output to show.
+const outputNotice = "o shows a command's output under `vramscope run -- COMMAND` only"
+
+// tabNotice answers tab when there is no other process to show.
+func tabNotice(processes int) string {
+	if processes == 0 {
+		return "tab: no training process yet"
+	}
+	return "tab: one training process, no other to show"
+}

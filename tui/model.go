@@ -60,6 +60,10 @@ type Model struct {
 
 	recPath, recErr, srcErr string
 
+	cmdEnded  string // how the command (WithCommand) ended, escaped; "" while it runs
+	quitAsked bool   // q was pressed once while the command runs
+	notice    string // why the last key did nothing, in the footer until the next key
+
 	outLines []string // the output page's lines, escaped
 	outErr   string   // why the output log could not be read
 	outFresh bool     // the page just opened: show the end
@@ -114,6 +118,9 @@ func (m Model) Init() tea.Cmd {
 	if m.cfg.source != nil && m.replay == nil {
 		cmds = append(cmds, waitBatch(m.ctx, m.cfg.source))
 	}
+	if m.cfg.command != nil {
+		cmds = append(cmds, waitCommand(m.cfg.command))
+	}
 	if m.replay != nil {
 		cmds = append(cmds, tea.Tick(time.Second/time.Duration(m.cfg.fps), func(t time.Time) tea.Msg { return frameTick(t) }))
 		cmds = append(cmds, m.replayCmd()) // a streamed replay starts its reader
@@ -160,6 +167,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.armFrame()
 	case clockTick:
 		return m, m.onClock()
+	case commandDoneMsg:
+		cmd := m.onCommandDone(msg)
+		return m, cmd
 	case outputMsg:
 		cmd := m.onOutput(msg)
 		m.render()
@@ -176,7 +186,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	k := m.keys
 	var cmd tea.Cmd
+	asked := m.quitAsked
+	m.quitAsked, m.notice = false, "" // any other key goes on
 	switch {
+	case msg.String() == "q" && m.commandRunning() && !asked:
+		m.quitAsked = true // ending the view ends the training: ask once
 	case key.Matches(msg, k.Quit):
 		m.cancel()
 		return m, tea.Quit
@@ -207,13 +221,20 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Tab):
 		if m.focus.pick(m.store) {
 			m.refocus()
+		} else {
+			m.notice = tabNotice(len(m.store.Processes()))
 		}
+	case msg.String() == "o" && !k.Output.Enabled():
+		m.notice = outputNotice
 	case key.Matches(msg, k.Speed):
 		if m.replay != nil {
 			m.replay.speed = (m.replay.speed + 1) % len(speedNames)
 		}
 	case key.Matches(msg, k.Record):
 		cmd = toggleRecording(m.cfg.recorder, m.recPath != "", m.cfg.recordPath)
+	case m.page == pageMain && key.Matches(msg, k.End):
+		m.anchor = time.Time{} // the chart follows again, with the table
+		m.table = m.table.update(msg, k, m.visibleSteps(m.process()))
 	case m.page != pageMain:
 		p := m.process()
 		m.pg = m.pg.update(msg, k, len(m.pageLines(p, m.diagnosis(p))), m.layout().bodyH)
@@ -232,6 +253,7 @@ func (m *Model) togglePause() {
 	}
 	if m.paused {
 		m.paused = false
+		m.anchor = time.Time{} // resume follows the live edge, scrolled back or not
 		return
 	}
 	// Read the clock and the edge before pausing: now() and elapsed() answer

@@ -24,8 +24,9 @@ type config struct {
 	fps        int
 	debug      io.Writer
 
-	trainingDefault string // WithTrainingDefault
-	outputLog       string // WithOutputLog
+	trainingDefault string  // WithTrainingDefault
+	outputLog       string  // WithOutputLog
+	command         Command // WithCommand
 }
 
 // WithSource makes the TUI live: it applies the batches src hands over.
@@ -65,6 +66,11 @@ func WithDevice(status string, devs []probe.Device) Option {
 
 // WithTitle replaces "vramscope" at the left of the header.
 func WithTitle(title string) Option { return func(c *config) { c.title = title } }
+
+// WithCommand gives the view the training command `vramscope run`
+// started: q asks once before ending it, and a command that exits before
+// training says so on the waiting screen.
+func WithCommand(c Command) Option { return func(cfg *config) { cfg.command = c } }
 
 // WithSocket names the socket the monitor listens on, for the waiting
 // message shown before any process connects.

@@ -236,8 +236,8 @@ func wrapHanging(prefix, s string, w, indent int) []string {
 // term starts a group.
 var glossary = [][2]string{
 	{"", "Chart"},
-	{"alloc", "allocated: memory held by live tensors (torch.cuda.memory_allocated)"},
-	{"max", "max allocated: the allocator's peak counter"},
+	{"alloc", "allocated: memory held by live tensors (CUDA: torch.cuda.memory_allocated; a CPU run: the process's RSS)"},
+	{"max", "max allocated: the allocator's peak counter (a CPU run: the peak RSS)"},
 	{"res", "reserved: what PyTorch's caching allocator holds from the driver"},
 	{"nvml", "what the driver (NVML, as nvidia-smi shows it) charges the process"},
 	{"z f l b s", "phases: zero_grad, forward, loss, backward, optimizer step; a capital letter is a phase you named (vramscope.phase); ┊N marks where step N starts"},

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -64,12 +65,18 @@ func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 		lines = append(lines, rendered(&layerStyles[i], layerLooks[i].letter)+fmt.Sprintf(" %-17s%9s%9s",
 			clip(l.Name, 17), mib(l.Bytes), atPeak))
 	}
-	lines = append(lines, "",
-		fmt.Sprintf("%-19s%9s%9s", "allocated", mib(b.Now.Allocated), mib(b.Peak.Allocated)),
-		fmt.Sprintf("%-19s%9s%9s", "reserved", mib(b.Now.Reserved), mib(b.Peak.Reserved)),
-		fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), nvmlAtPeak(b.Peak)),
-		"")
-	lines = append(lines, styleDim.Render("MiB · – unknown (no source yet)"))
+	if b.Now.Host { // host memory: one figure, no allocator or driver view
+		hw, _ := ipc.WordsOf(ipc.SourceCPU)
+		lines = append(lines, "",
+			fmt.Sprintf("%-19s%9s%9s", "= "+hw.Figure, mib(b.Now.Allocated), mib(b.Peak.Allocated)),
+			"", styleDim.Render("MiB of host "+hw.Figure+" · – not measured"))
+	} else {
+		lines = append(lines, "",
+			fmt.Sprintf("%-19s%9s%9s", "allocated", mib(b.Now.Allocated), mib(b.Peak.Allocated)),
+			fmt.Sprintf("%-19s%9s%9s", "reserved", mib(b.Now.Reserved), mib(b.Peak.Reserved)),
+			fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), nvmlAtPeak(b.Peak)),
+			"", styleDim.Render("MiB · – unknown (no source yet)"))
+	}
 	if n := diagnose.ActivationsBrief(b); n != "" { // how fresh the activations are
 		rows := []string{n}
 		if width(n) > w {

@@ -61,3 +61,23 @@ func TestPauseKeepsWindowAndClock(t *testing.T) {
 		t.Errorf("resume should follow the newest data: window ends %v", to.Sub(start))
 	}
 }
+
+// Unpausing after scrolling back returns the chart to the live edge; G
+// (end) makes both the chart and the table follow again.
+func TestResumeAndEndFollowAgain(t *testing.T) {
+	evs := demoEvents(t, "warmup", 400, 1)
+	m := live(t, evs[:len(evs)-1], 120, 40)
+	_, live0 := m.window()
+	m = press(t, m, "space", "left", "left", "space")
+	if !m.anchor.IsZero() {
+		t.Errorf("resume left the chart scrolled back to %v", live0.Sub(m.anchor))
+	}
+	m = press(t, m, "left", "left", "up", "up")
+	if m.anchor.IsZero() || m.table.follow {
+		t.Fatalf("the chart or the table still follows after ← and ↑")
+	}
+	m = press(t, m, "G")
+	if !m.anchor.IsZero() || !m.table.follow {
+		t.Errorf("G: chart anchored %v, table following %v; want both following", !m.anchor.IsZero(), m.table.follow)
+	}
+}

@@ -151,7 +151,7 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	for i := len(shown); i < t.rows(); i++ {
 		b.WriteString("\n" + strings.Repeat(" ", max(t.w, 0)))
 	}
-	hint := rendered(&styleDim, "▲ session peak · w warmup · ≥ lower bound (peak not exact)")
+	hint := rendered(&styleDim, tableLegend(shown))
 	if noOpt {
 		hint = rendered(&styleDim, "no optimizer watched: a step ends at the next training forward after a backward")
 	}
@@ -160,6 +160,26 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	}
 	b.WriteString("\n" + fitKept(hint, t.w))
 	return b.String()
+}
+
+// tableLegend explains the marks of the steps shown: `"` (a step read
+// once, its phases those of an earlier step read in full) only where one
+// shows.
+func tableLegend(shown []*session.Step) string {
+	same := -1
+	for _, st := range shown {
+		if !st.Plain() || st.SameAs < 0 {
+			continue
+		}
+		if same >= 0 && st.SameAs != same {
+			return `▲ session peak · w warmup · " read once, as the last full read · ≥ lower bound`
+		}
+		same = st.SameAs
+	}
+	if same < 0 {
+		return "▲ session peak · w warmup · ≥ lower bound (peak not exact)"
+	}
+	return fmt.Sprintf(`▲ session peak · w warmup · " read once: same phases as step %d · ≥ lower bound`, same)
 }
 
 // stepNames returns the width of the name column (0 unless the steps shown

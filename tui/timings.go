@@ -49,7 +49,11 @@ func (t stepsTable) timingsView(steps []*session.Step) string {
 				padLeft(&r, "·", cellW)
 				continue
 			}
-			padLeft(&r, msText(c.End.Sub(c.Start)), cellW)
+			ms := msText(c.Busy)
+			if c.Count > 1 {
+				ms = strconv.Itoa(c.Count) + "× " + ms // micro-steps, their times summed
+			}
+			padLeft(&r, ms, cellW)
 		}
 		padLeft(&r, durText(st), 9)
 		b.WriteString("\n" + fitKept(r.String(), t.w))

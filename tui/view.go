@@ -102,11 +102,12 @@ func (m *Model) render() {
 // anatomy panel on the right when the terminal is wide enough.
 func (m *Model) bodyView(p *session.Process, d *diagnose.Diagnosis, l layout) string {
 	from, to := m.window()
-	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " (GiB) · "+m.zoomName())
+	u := unitFor(chartTop(p, from, to))
+	title := rendered(&styleBold, "Memory") + rendered(&styleDim, " ("+u.name+") · "+m.zoomName())
 	if !m.anchor.IsZero() && m.replay == nil {
 		title += styleWarn.Render(" · ◀ " + elapsed(m.now().Sub(to), false) + " back")
 	}
-	title += "  " + seriesLegend(p, l.leftW-width(title)-2)
+	title += "  " + seriesLegend(p, u, l.leftW-width(title)-2)
 	left := []string{fitKept(title, l.leftW), m.chart.render(p, from, to, m.now(), m.store.Start())}
 	if l.diagH > 0 {
 		var lines []string
@@ -192,9 +193,14 @@ func (m *Model) bannerLines(d *diagnose.Diagnosis) []string {
 // emptyView is the screen before any process has connected.
 func (m *Model) emptyView(h int) string {
 	var msg string
-	if m.replay != nil {
+	switch {
+	case m.replay != nil:
 		msg = styleBold.Render("This recording holds no training process yet.")
-	} else {
+	case m.cfg.command != nil && m.cmdEnded != "":
+		msg = strings.Join(m.endedLines(max(h-10, 3)), "\n")
+	case m.cfg.command != nil:
+		msg = strings.Join(m.waitingRunLines(), "\n")
+	default:
 		msg = strings.Join([]string{
 			styleBold.Render("Waiting for a training process on " + m.socketName()),
 			"",
@@ -224,6 +230,10 @@ func (m *Model) emptyView(h int) string {
 func (m *Model) footerView() string {
 	var state []string
 	switch {
+	case m.quitAsked:
+		state = append(state, styleWarn.Render(quitNotice))
+	case m.notice != "":
+		state = append(state, styleWarn.Render(m.notice))
 	case m.replay != nil && m.replay.paused:
 		state = append(state, styleWarn.Render("⏸ PAUSED"))
 	case m.paused:

@@ -52,6 +52,25 @@ sleep 1.5; kill -INT $R; wait $R; cat "$O/oom_record.txt"
 log "out of memory without the hook, snapshot at the error"
 timeout 120 python3 bench/gpu/oom_capture.py --json "$O/oom_nohook.json" --snapshot "$O/oom_snapshot.pickle" --max-entries 2000 2>&1 | tail -3
 
+log "a leaking loop watched by the hook, recorded: census and capture on suspicion"
+mkdir -p "$O/leak"
+bin/vramscope record -o "$O/leak/leak_h200.jsonl.gz" --socket "$S/l.sock" > "$O/leak_record.txt" 2>&1 & R=$!
+sleep 1
+VRAMSCOPE_SOCKET="$S/l.sock" timeout 120 python3 bench/gpu/leak_run.py > "$O/leak_hook.txt" 2>&1
+sleep 2; kill -INT $R; wait $R; cat "$O/leak_record.txt"
+timeout 120 python3 bench/gpu/leak_run.py --no-hook > "$O/leak_nohook.txt" 2>&1
+if diff <(grep -v '^vramscope' "$O/leak_nohook.txt") <(grep -v '^vramscope' "$O/leak_hook.txt"); then
+  echo "LEAK RUN: the user's counters and weights are IDENTICAL with and without the hook"
+else
+  echo "LEAK RUN: the counters or weights DIFFER"
+fi
+ls -la "$O/leak"
+bin/vramscope report "$O/leak/leak_h200.jsonl.gz" > "$O/leak_report.txt" 2>&1; head -12 "$O/leak_report.txt"
+bin/vramscope report --json "$O/leak/leak_h200.jsonl.gz" > "$O/leak_report.json" 2>&1
+for f in "$O"/leak/*.pickle; do
+  [ -e "$f" ] && python3 -c 'import pickle, sys, torch.cuda._memory_viz as v; s = pickle.load(open(sys.argv[1], "rb")); print("memory_viz read", sys.argv[1], len(s["segments"]), "segments,", len(v.trace_plot(s)), "bytes of trace_plot")' "$f"
+done
+
 log "cost model on the real allocator"
 timeout 200 python3 bench/cost_model.py --device cuda --size h100mlp --blocks 10 --steps 40 --no-profiler 2>&1 | tee "$O/cost_cuda.txt"
 log done

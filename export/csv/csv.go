@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -49,13 +50,15 @@ func Write(w io.Writer, s *session.Store) error {
 		}
 		if h.CUDA != nil {
 			device = "cuda:" + strconv.Itoa(h.CUDA.Index)
+		} else {
+			device = text(ipc.SourceKind(h)) // cpu, mps, xpu; "" from older hooks
 		}
 		for _, st := range p.Steps() {
 			for i := range st.Phases {
 				c := &st.Phases[i]
 				row = append(row[:0], text(p.Key), text(h.Host), strconv.Itoa(h.PID), rank, device,
 					strconv.Itoa(st.Index), text(st.Model), text(c.Name), strconv.FormatBool(c.User), strconv.Itoa(c.Count), strconv.Itoa(st.Micro),
-					seconds(c.Start.Sub(t0)), seconds(c.End.Sub(t0)), seconds(c.End.Sub(c.Start)),
+					seconds(c.Start.Sub(t0)), seconds(c.End.Sub(t0)), seconds(c.Busy),
 					bytes(c.AllocatedEnd), bytes(c.MaxAllocatedEnd), bytes(c.ReservedEnd),
 					bytes(c.PeakAllocated), bytes(c.PeakReserved), strconv.FormatBool(c.Exact),
 					bytes(c.PeakGPU), bytes(c.PeakNonPyTorch))

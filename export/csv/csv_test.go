@@ -141,3 +141,48 @@ func joinCols() string {
 	}
 	return b.String()
 }
+
+// TestCSVDurationIsTheMicroStepsSum: a phase's duration_s with gradient
+// accumulation (testdata/recordings/cpu_accum4.py, four micro-steps) is
+// its spans' own durations summed: a step's phases add up to no more than
+// the step, where end_s − start_s of forward, loss and backward overlap.
+func TestCSVDurationIsTheMicroStepsSum(t *testing.T) {
+	rows, err := stdcsv.NewReader(bytes.NewReader(writeCSV(t, "../../testdata/recordings/cpu_accum4.jsonl.gz"))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, c := range rows[0] {
+		col[c] = i
+	}
+	num := func(r []string, c string) float64 {
+		v, err := strconv.ParseFloat(r[col[c]], 64)
+		if err != nil {
+			t.Fatalf("%s %q: %v", c, r[col[c]], err)
+		}
+		return v
+	}
+	sum, first, last := map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, r := range rows[1:] {
+		st := r[col["step"]]
+		if _, ok := first[st]; !ok {
+			first[st] = num(r, "start_s")
+		}
+		last[st] = max(last[st], num(r, "end_s"))
+		sum[st] += num(r, "duration_s")
+		if r[col["device"]] != "cpu" {
+			t.Fatalf("device %q on a CPU run, want cpu", r[col["device"]])
+		}
+		if r[col["phase"]] == "forward" && (r[col["count"]] != "4" || num(r, "duration_s") >= num(r, "end_s")-num(r, "start_s")) {
+			t.Errorf("step %s forward: count %s, duration %s of a span %s–%s", st, r[col["count"]], r[col["duration_s"]], r[col["start_s"]], r[col["end_s"]])
+		}
+	}
+	if len(sum) != 6 {
+		t.Fatalf("%d steps, want 6", len(sum))
+	}
+	for st, s := range sum {
+		if step := last[st] - first[st]; s > step+2e-6 {
+			t.Errorf("step %s: phases %.6f s, more than the step's %.6f s", st, s, step)
+		}
+	}
+}

@@ -262,3 +262,54 @@ def test_host_source_matches_the_shared_fixture():
     assert got in (want["cpu"], want["cpu without clear_refs"])
     assert _client._mem_source(host, False) == want["cpu without clear_refs"]
     assert _client._mem_source(object(), True) is None, "a seam without a source: none sent"
+
+
+@linux_proc
+def test_host_forward_end_is_read_before_the_loop_lets_go_of_the_last_output(torch_mod):
+    """A forward end above the user's own read after ``out = model(x)`` (a
+    language model's step 1: by its logits' size): the hook reads at the
+    forward's end, before the assignment rebinds ``out``, so the previous
+    step's output is still resident; the user's read after it no longer
+    holds that. The hook's figure is the RSS at that instant, exact: it
+    matches a read at the forward's end."""
+    torch = torch_mod
+    from vramscope import _watch
+    host = _devices.HostStats()
+    client = _client.Client(make_config(), cuda=host, start=False)
+    vocab = 1 << 15  # 64 × 32768 floats = 8 MiB of logits a step
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(16, vocab)
+            self.at_end = []
+
+        def forward(self, x):
+            y = self.head(x)
+            self.at_end.append(host.read_raw()[0])  # the RSS at the forward's end
+            return y
+
+    model = LM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    after = []
+    out = None
+    try:
+        for _ in range(4):
+            opt.zero_grad()
+            out = model(torch.randn(64, 16))
+            after.append(host.read_raw()[0])  # the user's own read, once out is rebound
+            out.logsumexp(1).mean().backward()
+            opt.step()
+    finally:
+        watcher.remove()
+    fwd = [item[6][0] for item in client._queue
+           if type(item) is tuple and item[1] == "forward" and item[4] == "end"]
+    assert len(fwd) == 4
+    for step, (hook, inside) in enumerate(zip(fwd, model.at_end)):
+        assert abs(hook - inside) < MiB, (step, hook, inside)
+    # Where the previous output was released at the assignment, the user's
+    # read is lower than the forward end by about its size.
+    logits = 64 * vocab * 4
+    assert any(inside - a > logits // 2 for inside, a in zip(model.at_end[1:], after[1:])), \
+        (model.at_end, after)

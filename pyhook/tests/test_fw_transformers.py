@@ -12,7 +12,7 @@ import pytest
 
 from frameworks import PHASES, Recording, need, phase_counts, phase_order
 
-STEPS, ACCUMULATION, EVAL_EVERY = 4, 2, 2
+STEPS, ACCUMULATION, EVAL_EVERY = 4, 4, 2
 
 
 def weights_hash(model):
@@ -71,6 +71,10 @@ def test_hf_trainer_train_with_the_callback(torch_mod, vs_bin, workdir, recorder
         assert sorted(counts) == sorted(PHASES), (s["step"], phase_order(s))
         assert counts["forward"] == counts["backward"] == ACCUMULATION, counts
         assert counts["step"] == 1, counts
+        # The Trainer's model.zero_grad() after the update stays in the step
+        # but is no micro-step of its own: micro is the backward passes, as
+        # under `vramscope run`.
+        assert s["micro"] == ACCUMULATION, (s["step"], s["micro"], phase_order(s))
 
 
 @pytest.mark.parametrize("where", ["watch"])

@@ -2,6 +2,7 @@
 symlink) and says once when it cannot reach a monitor."""
 
 import os
+import sys
 import socket
 import tempfile
 import shutil
@@ -234,10 +235,12 @@ def test_the_warning_names_the_delay():
     assert len(got) == 1 and "after 5 s" in got[0], got
 
 
-def test_the_warning_prints_no_source_line(sock_path):
-    """The warning printed the hook's own source line after the
-    message (``if not self._reach.allowed():``), which looked like a
-    traceback. As Python prints it, it is the message alone."""
+def test_the_warning_prints_no_source_line(sock_path, monkeypatch):
+    """The warning printed the hook's own source line after the message
+    (``if not self._reach.allowed():``), which looked like a traceback. As
+    Python prints it, it is the message alone when no watch() said where it
+    was called; with one, the next test."""
+    monkeypatch.setattr(_sockcheck, "origin", ("vramscope", 0))
     d = os.path.dirname(sock_path)
     os.chmod(d, 0o755)
     with warnings.catch_warnings(record=True) as caught:
@@ -251,3 +254,26 @@ def test_the_warning_prints_no_source_line(sock_path):
     text = warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
     assert text.count("\n") == 1 and "allowed()" not in text, text
     assert text.startswith("vramscope:0: RuntimeWarning: vramscope: "), text
+
+
+def test_the_warning_points_at_the_users_watch_line(sock_path, torch_mod, monkeypatch):
+    """It read "vramscope:0: RuntimeWarning: vramscope: ...". After
+    watch(), the sender thread's warnings point at the line that called it,
+    as any Python warning points at its caller."""
+    import vramscope
+    monkeypatch.setattr(_sockcheck, "origin", _sockcheck.origin)  # restored after
+    d = os.path.dirname(sock_path)
+    os.chmod(d, 0o755)
+    model = torch_mod.nn.Linear(2, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        h = vramscope.watch(model, socket=sock_path)
+        time.sleep(0.3)
+        h.remove()
+    mine = [w for w in caught if "not connecting" in str(w.message)]
+    assert mine, [str(w.message) for w in caught]
+    w = mine[0]
+    assert (w.filename, w.lineno) == (__file__, line), (w.filename, w.lineno)
+    text = warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+    assert not text.startswith("vramscope:0:"), text

@@ -7,11 +7,12 @@ Handle is removed, and with reason ``exit`` at interpreter exit.
 
 import atexit
 import os
+import sys
 import threading
 import warnings
 import weakref
 
-from . import _backward, _client, _config, _cuda, _devices, _dist, _messages, _oom, _patch, _safe, _watch
+from . import _backward, _client, _config, _cuda, _devices, _dist, _messages, _oom, _patch, _safe, _sockcheck, _watch
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -220,6 +221,7 @@ def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=Non
     global _refs
     check_args(model, optimizer)
     check_name(name)
+    _sockcheck.origin = _safe.call(user_frame) or _sockcheck.origin
     config = _config.resolve(socket=socket, sample_hz=sample_hz, reset_peaks=reset_peaks,
                              activations_every=activations_every, batch_size=batch_size)
     if config.disabled:
@@ -229,6 +231,25 @@ def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=Non
     except Exception as exc:  # noqa: BLE001 - watch() must never stop training
         _safe.report(exc)
         return Handle()
+
+
+# Modules whose frames are not the user's line: the hook itself, the
+# startup file `vramscope run` adds, and the frameworks that call watch()
+# or the model for the user.
+_NOT_USER = ("vramscope", "sitecustomize", "torch", "lightning", "pytorch_lightning",
+             "transformers", "accelerate", "importlib", "runpy")
+
+
+def user_frame():
+    """``(filename, lineno)`` of the innermost caller outside the hook and
+    the frameworks: where the warnings of the sender thread point."""
+    f = sys._getframe(1)
+    while f is not None:
+        mod = f.f_globals.get("__name__") or ""
+        if mod.split(".", 1)[0] not in _NOT_USER:
+            return f.f_code.co_filename, f.f_lineno
+        f = f.f_back
+    return None
 
 
 def _watch_now(model, optimizer, config, name=None):

@@ -108,13 +108,22 @@ def unreachable(path, exc, environ=None):
     return "%s; %s" % (exc, same)
 
 
+# Where the warnings of the sender thread point: the user's line that
+# started the watch (set by watch(); _api.user_frame), so Python prints
+# "train.py:12: RuntimeWarning: vramscope: ..." and that line, as for any
+# warning. Before a watch, or where no user frame was found, "vramscope"
+# with no line.
+origin = ("vramscope", 0)
+
+
 def _warn(text):
-    # The sender thread has no caller of the user's to point at: warn as
-    # "vramscope", with no source line after the message (the hook's own
-    # `if not self._reach.allowed():` looked like a traceback).
+    # The sender thread has no caller of the user's: the warning points at
+    # origin, never at the hook's own source (its `if not
+    # self._reach.allowed():` looked like a traceback).
+    filename, lineno = origin
     try:
         warnings.warn_explicit("vramscope: " + text + "; training continues without monitoring",
-                               RuntimeWarning, "vramscope", 0, module="vramscope")
+                               RuntimeWarning, filename, lineno, module="vramscope")
     except Exception:  # noqa: BLE001 - a warnings filter set to "error" must not escape
         pass
 

@@ -1,0 +1,69 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// withTop replaces allocated figures of `from` bytes by `to` in the
+// messages of one step (its phase edges and the samples between them),
+// as a run whose transient top in that step was different.
+func withTop(msgs []ipc.Message, step int, from, to int64) []ipc.Message {
+	cur := -1
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Type == ipc.TypePhase {
+			cur = m.Step
+		}
+		if m.Mem == nil || cur != step {
+			continue
+		}
+		mem := *m.Mem
+		if mem.Allocated == from {
+			mem.Allocated = to
+		}
+		if mem.MaxAllocated == from {
+			mem.MaxAllocated = to
+		}
+		m.Mem = &mem
+	}
+	return msgs
+}
+
+// The banner's figures add up: "+N MiB over step k" stands beside the two
+// steps it compares, not beside the first step's and the steady peaks.
+func TestWarmupRiseShowsTheStepsItCompares(t *testing.T) {
+	msgs := withTop(demoEveryPhase(t, "warmup", 8), 1, 4329*session.MiB, 4200*session.MiB)
+	for _, host := range []bool{false, true} {
+		m := msgs
+		if host {
+			m = hostRun(msgs)
+		}
+		s, p := storeOf(t, m, false)
+		d := Diagnose(s, p)
+		h := d.Headline()
+		// Step 1 tops at 4200 MiB, step 2 on at 4329: the rise into the
+		// level is step 2's, 129 MiB over step 1 (the banner said
+		// "(3482→4329 MiB" beside it: the first step's and the level's).
+		if d.Pattern != PatternWarmup || d.Rise == nil || d.Rise.Step != 2 {
+			t.Fatalf("host %v: %s", host, h)
+		}
+		if !strings.Contains(h, "step 2 +129 MiB over step 1") || !strings.Contains(h, "(4200→4329 MiB,") {
+			t.Errorf("host %v: the rise and its figures do not add up: %s", host, h)
+		}
+	}
+}
+
+// A warmup of step 0 alone (a young, noisy run once said "peak grew
+// 343→419 MiB over steps 0–0") grew after step 0.
+func TestWarmupOfTheFirstStepAlone(t *testing.T) {
+	d := Diagnosis{Pattern: PatternWarmup, FirstStep: 0, SteadyFrom: 1, WarmupStep: 0, WarmupPhase: "backward",
+		PeakBefore: mibs(343), PeakAfter: mibs(419), WarmupPeak: mibs(343), PeakAfterKnown: Known{Is: session.Exact, SameAs: -1}}
+	h := d.Headline()
+	if strings.Contains(h, "0–0") || !strings.Contains(h, "343→419 MiB after step 0") {
+		t.Errorf("headline %q", h)
+	}
+}
