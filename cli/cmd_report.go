@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramscope/vramscope/export"
 	"github.com/vramscope/vramscope/internal/textesc"
 	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/report"
@@ -75,7 +76,7 @@ func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 // of a single report and of each recording of a job's. Warnings go to
 // stderr, after prefix.
 func loadReport(path, prefix string, stderr io.Writer) (*report.Report, error) {
-	store := session.New()
+	store := session.New(export.EveryProcess()...)
 	hdr, warnings, err := record.ReadAll(path, store.Apply)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "vramscope: warning: %s%s\n", prefix, w)

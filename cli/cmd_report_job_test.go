@@ -268,3 +268,36 @@ func TestReportNamesTheJob(t *testing.T) {
 		}
 	}
 }
+
+// TestReportKeepsEveryRankOfABigRecording: a recording read after the
+// fact holds processes that are all gone; the live store's bound on gone
+// processes (session.DefaultMaxGoneBytes) once dropped the first ranks of
+// a node's recording from the report, silently. Eight ranks of 600 steps
+// are all reported, and all compared by diff.
+func TestReportKeepsEveryRankOfABigRecording(t *testing.T) {
+	dir := t.TempDir()
+	ranks := map[int]string{}
+	for r := 0; r < 8; r++ {
+		ranks[r] = "steady"
+	}
+	p := filepath.Join(dir, "node-0.jsonl")
+	writeNode(t, p, "node-0", &ipc.Job{ID: "81234"}, 8, ranks, 600)
+	var out, errOut bytes.Buffer
+	if err := runJobReport([]string{p}, true, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	var v report.JobView
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Ranks) != 8 {
+		t.Fatalf("%d ranks reported, want 8", len(v.Ranks))
+	}
+	out.Reset()
+	if err := runDiff(p, p, "", "", true, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), `"common_steps"`); n != 8 {
+		t.Errorf("diff paired %d ranks, want 8", n)
+	}
+}
