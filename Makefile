@@ -7,7 +7,7 @@ export CGO_ENABLED := 1
 # go-nvml's C headers warn about deprecated declarations; they are harmless.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build test test-go test-race test-py venv-torch2 check-pkg wheel wheels release-binaries check-wheels check-auditwheel check-tag check-install bench vet demo
+.PHONY: all build truth test test-go test-race test-py venv-torch2 check-pkg wheel wheels release-binaries check-wheels check-auditwheel check-tag check-install bench vet demo
 
 all: build
 
@@ -217,3 +217,9 @@ bench: build
 
 demo: build
 	$(BIN) demo
+
+# The truth corpus's scorecard (bench/truth): kinds of realistic runs through
+# the real hook on the simulated allocator, judged against the allocator's
+# own figures. pyhook/tests/test_truth_corpus.py runs the same in make test.
+truth: build
+	$(PYTHON) bench/truth/scorecard.py --bin $(BIN)

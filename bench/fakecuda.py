@@ -293,6 +293,10 @@ class SimAllocator:
         self.leak_from, self.leak = leak_from, leak
         self.reads = self.resets = 0
         self._blocks = []  # sizes of live allocations, oldest first
+        self._live, self._handle = {}, 0  # malloc()'s blocks by handle
+        self.limit = None  # reserved bytes past which malloc() runs out of memory
+        self._observers, self._oom_error = [], RuntimeError
+        self.truth, self._truth_key = {}, None  # truth_at()'s ledger
         self._saved = []
         self._alloc(self.start[0])
         self._reserve(self.start[1])
@@ -319,6 +323,7 @@ class SimAllocator:
         for stat in ("allocation", "active"):
             self._move(stat, pool, 1)
         self._blocks.append(n)
+        self._truth_note()
 
     def _free_to(self, target):
         """Free the newest blocks, the last one in part (split), down to ``target``."""
@@ -384,11 +389,107 @@ class SimAllocator:
             while ns() < t_end:
                 pass
 
+    # ---- tensors by handle, the device's limit and the allocator's own truth ----------
+
+    def malloc(self, n):
+        """Allocate ``n`` bytes as one block (a tensor); return its handle.
+
+        Raises ``torch.cuda.OutOfMemoryError`` (after calling the
+        out-of-memory observer, as CUDACachingAllocator does before it
+        throws) when reserved memory would pass ``limit``."""
+        n = int(n)
+        if n <= 0:
+            return None
+        reserved = self.stats["reserved_bytes"]["all"]["current"]
+        free_cached = reserved - self.allocated
+        need = -(-max(0, n - free_cached) // SEGMENT) * SEGMENT
+        if self.limit is not None and reserved + need > self.limit:
+            self.stats["num_ooms"] += 1
+            for fn in self._observers:
+                fn(0, n, self.limit, self.limit - reserved)
+            raise self._oom_error("CUDA out of memory. Tried to allocate %d bytes (simulated)" % n)
+        if need:
+            self._reserve(reserved + need)
+        pool = "large_pool" if n >= LARGE else "small_pool"
+        for stat in ("allocated_bytes", "active_bytes", "requested_bytes"):
+            self._move(stat, pool, n)
+        for stat in ("allocation", "active"):
+            self._move(stat, pool, 1)
+        self._handle += 1
+        self._live[self._handle] = n
+        self._truth_note()
+        return self._handle
+
+    def free(self, handle):
+        """Free a block malloc() returned (None is a no-op)."""
+        n = self._live.pop(handle, None)
+        if n is None:
+            return
+        pool = "large_pool" if n >= LARGE else "small_pool"
+        for stat in ("allocated_bytes", "active_bytes", "requested_bytes"):
+            self._move(stat, pool, -n)
+        for stat in ("allocation", "active"):
+            self._move(stat, pool, -1)
+
+    def spike(self, n):
+        """A temporary of ``n`` bytes: allocated, then freed."""
+        self.free(self.malloc(n))
+
+    def empty_cache(self):
+        """``torch._C._cuda_emptyCache``: reserved falls to what is allocated
+        (rounded up to whole segments)."""
+        target = -(-self.allocated // SEGMENT) * SEGMENT
+        drop = self.stats["reserved_bytes"]["all"]["current"] - target
+        if drop > 0:
+            self._move("reserved_bytes", "large_pool", -drop)
+
+    def truth_at(self, step, phase):
+        """Start a new interval of the allocator's own ledger: from here until
+        the next call, the highest allocated figure is ``(step, phase)``'s.
+        Never reset by anyone (the hook's and the user's resets touch the
+        counters torch shows, not this)."""
+        self._truth_key = (step, phase)
+        self.truth.setdefault(self._truth_key, self.allocated)
+        self._truth_note()
+
+    def _truth_note(self):
+        k = self._truth_key
+        if k is not None and self.allocated > self.truth[k]:
+            self.truth[k] = self.allocated
+
+    def _attach_observer(self, fn):
+        self._observers.append(fn)
+
     def install(self, torch):
         """Make torch report one initialised CUDA device whose allocator is this."""
         self._saved = install_bindings(torch, self, self.reset_peaks)
+        self._oom_error = getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
+        for name, fn in (("_cuda_emptyCache", self.empty_cache),
+                         ("_cuda_attach_out_of_memory_observer", self._attach_observer)):
+            self._saved.append((torch._C, name, getattr(torch._C, name, _MISSING)))
+            setattr(torch._C, name, fn)
         return self
 
     def uninstall(self):
         uninstall_bindings(self._saved)
         self._saved = []
+
+
+def on_backward(torch):
+    """A ``torch.autograd.Function`` class whose ``apply(x, fn)`` returns x
+    and calls ``fn()`` inside autograd's backward, where it reaches x: a
+    simulated allocator moves as backward does (pyhook/tests/pinloop.py,
+    bench/truth/drive.py)."""
+
+    class OnBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, fn):
+            ctx.fn = fn
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            ctx.fn()
+            return grad, None
+
+    return OnBackward

@@ -41,12 +41,21 @@ func advise(d *Diagnosis) []Advice {
 			})
 		}
 	}
+	if n := d.Need; n.PhaseName == session.EvalPhase && n.PhasePeak.Known() {
+		out = append(out, Advice{
+			Text: "the evaluation needs more than training: keep fewer of its outputs (reduce each batch's to what the metric needs), " +
+				"run it under torch.inference_mode() or no_grad, and move what you keep to the CPU (.cpu()) as you go",
+			Because: fmt.Sprintf("eval peaks at %s MiB, %s MiB above the training need of %s MiB", n.PhasePeak.MiBString(), (n.PhasePeak - n.Allocated).MiBString(), n.Allocated.MiBString()),
+		})
+	}
 	pk := &d.Layers.Peak
 	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {
-		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), Where(d.Peak.Step, d.Peak.Phase))
+		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), d.Peak.Where())
 		switch d.Peak.Dominant {
 		case "activations", TransientName:
-			out = append(out, Advice{Text: "activation checkpointing, or smaller micro-batches with gradient accumulation", Because: because})
+			if activationsLive(d.Peak.Phase) { // no activations exist in an evaluation
+				out = append(out, Advice{Text: "activation checkpointing, or smaller micro-batches with gradient accumulation", Because: because})
+			}
 		case "optimizer state":
 			out = append(out, Advice{Text: "lighter optimizer state (8-bit Adam, Adafactor) or shard it (ZeRO, FSDP)", Because: because})
 		}

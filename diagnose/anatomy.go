@@ -252,9 +252,10 @@ func (l *Layers) fill(a *session.Anatomy) {
 }
 
 // activationsLive reports whether a phase runs while the tensors saved for
-// backward exist. Unknown and user phases count as live: the figure is kept.
+// backward exist. Unknown and user phases count as live (the figure is
+// kept), but evaluation: under no_grad nothing is saved for backward.
 func activationsLive(phase string) bool {
-	return phase != "zero_grad" && phase != "step"
+	return phase != "zero_grad" && phase != "step" && phase != session.EvalPhase
 }
 
 // gap is a − b, never below 0, Unknown when either side is.

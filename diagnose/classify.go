@@ -63,36 +63,57 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	d.Spread = session.Bytes(math.Round(sigma))
 	// A leak is read from the memory held between steps first: noise
 	// within steps (lengths, evaluation, autocast) does not move it.
-	if g := d.heldGrowing(pk); g != nil {
-		return g
+	hp := heldAsPeaks(pk) // the held series, read by the leak rule and the level changes
+	// Level changes after steady stretches, when each level is flat,
+	// explain a rise that the growth rules would fit a line through.
+	levels := levelChanges(p, pk, hp, band)
+	stairs := levelsExplain(pk, hp, levels, band)
+	if !stairs {
+		if g := d.heldGrowing(pk, hp); g != nil {
+			return g
+		}
+		// Growth is tested on every step first: a leak that starts at once
+		// looks like a warmup to the rule below.
+		if g := d.growing(p, pk, band); g != nil {
+			return g
+		}
 	}
-	// Growth is tested on every step first: a leak that starts at once
-	// looks like a warmup to the rule below.
-	if g := d.growing(p, pk, band); g != nil {
-		return g
+	// The warmup is read against the first level, not the newest.
+	d.Levels = levels
+	first := level
+	if len(d.Levels) > 0 {
+		first = d.Levels[0].PeakFrom
 	}
 	// The warmup: the first steps (at most WarmupMaxSteps) that lie outside
 	// the level's band, or rose into it from the step before.
 	k := 0
 	for i := 0; i < min(WarmupMaxSteps, n-SteadyMinSteps); i++ {
 		y := pk[i].PeakAllocated
-		if absDiff(y, level) > band || i > 0 && y > pk[i-1].PeakAllocated+band {
+		if absDiff(y, first) > band || i > 0 && y > pk[i-1].PeakAllocated+band {
 			k = i + 1
 		}
 	}
 	body := pk[k:]
-	if g := d.growing(p, body, band); g != nil {
+	if g := d.growing(p, body, band); !stairs && g != nil {
 		return g
 	}
-	// A new high at the very end has not been told from growth yet.
+	// A new high at the very end has not been told from growth yet; a high
+	// the run reached before is noise, not new.
 	for i := n - 1; i >= max(k, n-SteadyMinSteps); i-- {
-		if pk[i].PeakAllocated > level+band && i > k {
+		if earlier, _, _ := maxOf(pk[k:max(k, n-SteadyMinSteps)]); pk[i].PeakAllocated > level+band && i > k &&
+			(n-SteadyMinSteps <= k || pk[i].PeakAllocated > earlier) {
 			d.Reason = fmt.Sprintf("peak rose in step %d; need %d steps without a new high", pk[i].Index, SteadyMinSteps)
 			return pk
 		}
 	}
-	d.SteadyFrom = body[0].Index
+	d.SteadyFrom, d.WarmupEnd = body[0].Index, body[0].Index
 	d.PeakAfter, _, _ = maxOf(body)
+	if len(d.Levels) > 0 {
+		// Steady at the newest level: the need is its peak.
+		d.SteadyFrom = d.Levels[len(d.Levels)-1].Settled
+		body = body[indexOf(body, d.SteadyFrom):]
+		d.PeakAfter, _, _ = maxOf(body)
+	}
 	if k == 0 {
 		d.Pattern = PatternSteady
 		return body

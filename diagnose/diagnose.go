@@ -69,8 +69,11 @@ type Diagnosis struct {
 	FirstStep int `json:"first_step"`
 	LastStep  int `json:"last_step"`
 	// SteadyFrom is the first step of the steady state (steady, warmup),
-	// -1 otherwise.
+	// the newest level's after a level change; -1 otherwise. WarmupEnd is
+	// the first step after the warmup (steady, warmup; -1 otherwise): the
+	// warmup is steps FirstStep to WarmupEnd−1, before any level change.
 	SteadyFrom int `json:"steady_from"`
+	WarmupEnd  int `json:"warmup_end"`
 	// PeakBefore is the first step's allocated peak (warmup), PeakAfter the
 	// steady peak (steady, warmup) or the newest high (growth, unknown).
 	PeakBefore session.Bytes `json:"peak_before"`
@@ -113,7 +116,15 @@ type Diagnosis struct {
 	// Rise explains the warmup's high against the step before it (nil
 	// outside a warmup that rises); FirstStep is the first step phase by
 	// phase.
-	Rise           *WarmupRise      `json:"warmup_rise"`
+	Rise *WarmupRise `json:"warmup_rise"`
+	// Levels are the rises to a new level after a steady stretch, oldest
+	// first (levels.go); empty when none.
+	Levels []LevelChange `json:"level_changes"`
+	// InputFrom and InputTo are the input sizes (in InputUnit) at the start
+	// and the end of a host-memory growth that follows the input
+	// (GrowthHostInput); 0 otherwise.
+	InputFrom      int64            `json:"input_from"`
+	InputTo        int64            `json:"input_to"`
 	FirstStepPhase []FirstStepPhase `json:"first_step_phases"`
 
 	Peak   PeakSite       `json:"peak"`
@@ -140,8 +151,13 @@ type Diagnosis struct {
 // PeakSite is where the session's allocated peak happened and what
 // dominates it.
 type PeakSite struct {
-	Step  int    `json:"step"` // -1 when no step has allocator data
-	Phase string `json:"phase"`
+	Step int `json:"step"` // -1 when no step has allocator data
+	// Phase holds the peak; "" when not known (a step read once that
+	// repeats no breakdown step in the table). PhaseAs is the step whose
+	// phase it takes (the step read once repeats its phases), -1 when the
+	// phase is the step's own.
+	Phase   string `json:"phase"`
+	PhaseAs int    `json:"phase_as"`
 	// Allocated and Reserved are the phase's peaks.
 	Allocated session.Bytes `json:"allocated"`
 	Reserved  session.Bytes `json:"reserved"`
@@ -232,7 +248,7 @@ type Advice struct {
 // It is cheap enough to call every frame.
 func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d := Diagnosis{
-		Pattern: PatternUnknown, FirstStep: -1, LastStep: -1, SteadyFrom: -1,
+		Pattern: PatternUnknown, FirstStep: -1, LastStep: -1, SteadyFrom: -1, WarmupEnd: -1,
 		PeakBefore: session.Unknown, PeakAfter: session.Unknown, WarmupStep: -1, WarmupPeak: session.Unknown,
 		GrowthPerStep: session.Unknown, GrowthFrom: -1, GrowthTo: -1,
 		HeldFrom: session.Unknown, HeldTo: session.Unknown, HeldPerStep: session.Unknown, PerInput: session.Unknown, Spread: session.Unknown,
@@ -246,9 +262,9 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.Held = heldOf(pk)
 	pa := findPeak(p)
 	d.Layers = Breakdown{Now: layersNow(s, p), Peak: layersAtPeak(s, p, pa)}
-	d.Peak = PeakSite{Step: -1, Allocated: session.Unknown, Reserved: session.Unknown, DominantBytes: session.Unknown, Known: unknownKnown}
+	d.Peak = PeakSite{Step: -1, PhaseAs: -1, Allocated: session.Unknown, Reserved: session.Unknown, DominantBytes: session.Unknown, Known: unknownKnown}
 	if pa.ok {
-		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, Known: pa.known, DominantBytes: session.Unknown}
+		d.Peak = PeakSite{Step: pa.step, Phase: pa.phase, PhaseAs: pa.phaseAs, Allocated: pa.allocated, Reserved: pa.reserved, Exact: pa.exact, Known: pa.known, DominantBytes: session.Unknown}
 		if l, ok := d.Layers.Peak.Largest(); ok {
 			d.Peak.Dominant, d.Peak.DominantBytes = l.Name, l.Bytes
 		}
@@ -260,6 +276,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.FirstStepPhase = firstStepPhases(p)
 	d.Spike = spike(p, d.LastStep)
 	d.Need = need(s, p, &d, tail)
+	d.End.inputCause(p, d.Need.Allocated)
 	d.Need.PhasePeak = session.Unknown
 	for _, u := range d.Phases {
 		if u.Peak > d.Need.Allocated && u.Peak > d.Need.PhasePeak && d.Need.Allocated.Known() {
@@ -269,7 +286,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.Advice = advise(&d)
 	if p.HostRSS() {
 		d.Source = ipc.SourceCPU
-		hostOnly(&d)
+		hostOnly(&d, tail)
 	}
 	// What holds tensors comes from the hook's tensor walk: true on every device.
 	d.Advice = append(d.Advice, HoldersOf(p.Anatomy).Advice()...)

@@ -62,6 +62,53 @@ type Ending struct {
 	// Expandable is true when fragmentation is large enough for
 	// expandable_segments to matter.
 	Expandable bool `json:"expandable_segments"`
+	// InputRatio is the dying step's input (tokens, else batch, as the
+	// hook reported it) over the largest of the finished steps', 0 when
+	// not larger or not known; Input and SteadyInput are the two, in
+	// InputUnit. Bound is the least the dying step needed (the most it
+	// held plus the allocation that failed), a lower bound; SteadyNeed the
+	// need of the finished steps, beside it.
+	InputRatio  float64       `json:"input_ratio"`
+	Input       int64         `json:"input"`
+	SteadyInput int64         `json:"steady_input"`
+	InputUnit   string        `json:"input_unit"`
+	Bound       session.Bytes `json:"bound"`
+	SteadyNeed  session.Bytes `json:"steady_need"`
+}
+
+// inputCause names a larger input as the cause of an out-of-memory end:
+// the dying step's input against the finished steps' largest, and what
+// each needed side by side (the need, and the dying step's lower bound).
+func (e *Ending) inputCause(p *session.Process, need session.Bytes) {
+	if e == nil || !e.Abrupt || !e.LikelyOOM || e.Step < 0 {
+		return
+	}
+	var dying *session.StepPeak
+	var steadyTok, steadyBatch int64 = -1, -1
+	for i := range p.StepPeaks() {
+		sp := &p.StepPeaks()[i]
+		if sp.Index == e.Step {
+			dying = sp
+			continue
+		}
+		steadyTok, steadyBatch = max(steadyTok, sp.Tokens), max(steadyBatch, sp.Batch)
+	}
+	if dying == nil {
+		return
+	}
+	in, steady, unit := dying.Tokens, steadyTok, "tokens"
+	if in <= 0 || steady <= 0 {
+		in, steady, unit = dying.Batch, steadyBatch, "samples"
+	}
+	if in <= 0 || steady <= 0 || in <= steady {
+		return
+	}
+	e.InputRatio, e.Input, e.SteadyInput, e.InputUnit = float64(in)/float64(steady), in, steady, unit
+	e.SteadyNeed = need
+	e.Bound = dying.Bound.Max(e.AllocatedPeak)
+	if e.Requested.Known() && e.Allocated.Known() {
+		e.Bound = e.Bound.Max(e.Allocated + e.Requested)
+	}
 }
 
 // ending reads how the process ended. nil while it runs without an oom.
@@ -71,7 +118,8 @@ func ending(s *session.Store, p *session.Process) *Ending {
 		return nil
 	}
 	out := &Ending{Step: -1, OOMStep: -1, AllocatedBefore: session.Unknown, AllocatedPeak: session.Unknown, Allocated: session.Unknown,
-		Reserved: session.Unknown, Fragmentation: session.Unknown, Requested: session.Unknown, DeviceTotal: session.Unknown, Evidence: []string{}, Grew: []string{}}
+		Reserved: session.Unknown, Fragmentation: session.Unknown, Requested: session.Unknown, DeviceTotal: session.Unknown, Evidence: []string{}, Grew: []string{},
+		Bound: session.Unknown, SteadyNeed: session.Unknown}
 	end := p.Last
 	if e != nil {
 		out.Goodbye, out.Reason, out.Abrupt, out.Step, out.Phase = e.Goodbye, e.Reason, e.Abrupt, e.Step, e.Phase
@@ -237,6 +285,10 @@ func (e *Ending) Lines() []string {
 	}
 	if len(e.Evidence) > 0 {
 		lines = append(lines, "  because "+strings.Join(e.Evidence, "; "))
+	}
+	if e.InputRatio > 0 {
+		lines = append(lines, fmt.Sprintf("  cause: step %d's input is %.1f× the finished steps' (%d %s against %d): it needed ≥ %s MiB (not exact), the finished steps %s MiB",
+			e.Step, e.InputRatio, e.Input, e.InputUnit, e.SteadyInput, e.Bound.MiBString(), e.SteadyNeed.MiBString()))
 	}
 	if e.AllocatedBefore.Known() && e.AllocatedPeak.Known() {
 		lines = append(lines, fmt.Sprintf("  last %.1f s: allocated %s → %s MiB", e.WindowS, e.AllocatedBefore.MiBString(), e.AllocatedPeak.MiBString()))

@@ -72,10 +72,9 @@ func heldAsPeaks(pk []session.StepPeak) []session.StepPeak {
 // GrowthMinT, a rise beyond the held memory's own band, a recent half that
 // still sets new highs, and a peak that rises with it (held growth at
 // least HeldShare of the peak's over the same steps; otherwise what grows
-// is the input, read by the peak rule). It returns the growing segment of
-// pk, nil when held memory does not grow.
-func (d *Diagnosis) heldGrowing(pk []session.StepPeak) []session.StepPeak {
-	hp := heldAsPeaks(pk)
+// is the input, read by the peak rule). hp is heldAsPeaks(pk). It returns
+// the growing segment of pk, nil when held memory does not grow.
+func (d *Diagnosis) heldGrowing(pk, hp []session.StepPeak) []session.StepPeak {
 	if len(hp) < MinSteps || len(hp) < len(pk)*3/4 {
 		return nil
 	}

@@ -110,3 +110,25 @@ func storeOf(t testing.TB, msgs []ipc.Message, nvml bool) (*session.Store, *sess
 }
 
 func mibs(v int64) session.Bytes { return session.Bytes(v * session.MiB) }
+
+// h100Run collects a generated run's messages, numbered and 10 ms apart,
+// after the hello of a 0.2.0 hook on an H100 (exact: with exact peaks).
+type h100Run struct {
+	msgs []ipc.Message
+	t    float64
+}
+
+func newH100Run(session string, pid int, exact bool) *h100Run {
+	r := &h100Run{t: 100}
+	r.add(ipc.Message{Type: ipc.TypeHello, Session: session, PID: pid, Torch: "2.11.0+cu130",
+		Clock: &ipc.Clock{Mono: 100, Wall: 1_763_794_800},
+		CUDA:  &ipc.CUDADevice{Index: 0, Name: "NVIDIA H100 80GB HBM3", Total: 85520809984},
+		Hook:  &ipc.HookConfig{Version: "0.2.0", SampleHz: 50, ExactPeaks: exact}})
+	return r
+}
+
+func (r *h100Run) add(m ipc.Message) {
+	m.V, m.T, m.Seq = 1, r.t, uint64(len(r.msgs))
+	r.t += 0.01
+	r.msgs = append(r.msgs, m)
+}

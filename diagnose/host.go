@@ -14,9 +14,46 @@ import (
 // (the anatomy's parts, the allocator cache, the optimizer's first step,
 // the batch estimate, device headroom) has no meaning there and is left out.
 
+// Host growth kinds: on a CPU run the resident memory does not fall back
+// when torch's CPU allocator (or malloc) keeps what was freed, so held RSS
+// rises with a growing input as it does with a leak. The word leak needs
+// host memory's own evidence: input sizes that stay the same while held
+// RSS rises.
+const (
+	// GrowthHostInput: host memory grows while the input grows.
+	GrowthHostInput = "host-input"
+	// GrowthHostUnknown: host memory grows and the hook reported no input
+	// size to tell a growing input from a leak.
+	GrowthHostUnknown = "host-unknown"
+)
+
+// hostGrowth re-reads a leak of host memory against the input sizes of
+// its growing segment seg: a leak only when they are known and the same.
+func hostGrowth(d *Diagnosis, seg []session.StepPeak) {
+	if d.Pattern != PatternGrowth || d.GrowthKind != GrowthLeak || len(seg) == 0 {
+		return
+	}
+	for _, tokens := range []bool{true, false} {
+		from, to := medianInput(seg[:max(1, len(seg)/4)], tokens), medianInput(seg[len(seg)-max(1, len(seg)/4):], tokens)
+		if from <= 0 || to <= 0 {
+			continue
+		}
+		if float64(to) > 1.1*float64(from) {
+			d.GrowthKind, d.InputFrom, d.InputTo = GrowthHostInput, from, to
+			d.InputUnit = "samples"
+			if tokens {
+				d.InputUnit = "tokens"
+			}
+		}
+		return // sizes known: flat means a leak
+	}
+	d.GrowthKind = GrowthHostUnknown
+}
+
 // hostOnly keeps what holds for host memory (the pattern, the growth and
 // its rate, the peak's site, the ending, user phases) and drops the rest.
-func hostOnly(d *Diagnosis) {
+func hostOnly(d *Diagnosis, seg []session.StepPeak) {
+	hostGrowth(d, seg)
 	hostLayers(&d.Layers.Now)
 	hostLayers(&d.Layers.Peak)
 	d.Peak.Dominant, d.Peak.DominantBytes = "", session.Unknown
@@ -48,7 +85,7 @@ func (d *Diagnosis) hostLines() []string {
 		if !pk.Exact {
 			bound = " (at least)"
 		}
-		lines = append(lines, fmt.Sprintf("session peak RSS %s MiB%s, in %s (the whole process: interpreter, libraries, tensors)", pk.Allocated.MiBString(), bound, Where(pk.Step, pk.Phase)))
+		lines = append(lines, fmt.Sprintf("session peak RSS %s MiB%s, in %s (the whole process: interpreter, libraries, tensors)", pk.Allocated.MiBString(), bound, pk.Where()))
 	}
 	if n := d.Need; n.Allocated.Known() {
 		kind := "highest"

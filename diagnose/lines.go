@@ -17,6 +17,9 @@ import (
 //	growth: peak +12 MiB/step over steps 0–39 — possible leak
 func (d *Diagnosis) Headline() string {
 	h := d.pattern()
+	if n := len(d.Levels); n > 0 && d.Pattern != PatternGrowth {
+		h = d.Levels[n-1].Line() + " · " + h // the newest change that matters
+	}
 	if d.Source == ipc.SourceCPU {
 		h = "host memory (RSS): " + h
 	}
@@ -59,6 +62,9 @@ func (d *Diagnosis) pattern() string {
 		if !k.Is.Stated() {
 			grew = d.PeakBefore.MiBString() + " MiB→" + k.MiB(d.PeakAfter)
 		}
+		if len(d.Levels) > 0 { // the warmup rose to the first level, not the newest
+			grew = d.PeakBefore.MiBString() + "→" + d.Levels[0].PeakFrom.MiBString() + " MiB"
+		}
 		if r := d.Rise; r != nil {
 			// The figures beside the rise are the two steps it compares,
 			// so "+N MiB" is their difference.
@@ -66,8 +72,8 @@ func (d *Diagnosis) pattern() string {
 			return fmt.Sprintf("warmup: %s; steady since step %d%s%s",
 				r.line(" ("+rose+", "+site+")"), d.SteadyFrom, d.spreadNote(), note)
 		}
-		over := fmt.Sprintf("over steps %d–%d", d.FirstStep, d.SteadyFrom-1)
-		if d.SteadyFrom-1 <= d.FirstStep {
+		over := fmt.Sprintf("over steps %d–%d", d.FirstStep, d.WarmupEnd-1)
+		if d.WarmupEnd-1 <= d.FirstStep {
 			over = fmt.Sprintf("after step %d", d.FirstStep)
 		}
 		return fmt.Sprintf("warmup: peak grew %s %s (%s); steady since step %d%s%s",
@@ -91,6 +97,10 @@ func (d *Diagnosis) growthLine() string {
 		return fmt.Sprintf("growth: peak grows with %s size: %s per %s (%s) — not a leak", inputNoun(d.InputUnit), perHuman(d.PerInput), d.InputUnit, over)
 	case GrowthTransient:
 		return fmt.Sprintf("growth: peak %s in memory freed every step (%s): it follows the input size (batch, sequence length) or the work per step, not a leak", over, held)
+	case GrowthHostInput:
+		return fmt.Sprintf("growth: peak %s follows the input (%d→%d %s); the process keeps memory it freed, so RSS does not fall back — not a leak", over, d.InputFrom, d.InputTo, d.InputUnit)
+	case GrowthHostUnknown:
+		return fmt.Sprintf("growth: peak %s; the hook reported no input size, so a growing input cannot be told from a leak (the process keeps memory it freed: RSS does not fall back) — not called a leak", over)
 	}
 	if held != "" {
 		return fmt.Sprintf("growth: peak %s — possible leak: %s (+%s/step)", over, held, d.HeldPerStep.Human())
@@ -123,6 +133,11 @@ func (d *Diagnosis) Lines() []string {
 	}
 	lines := make([]string, 0, 8+len(d.Advice))
 	lines = append(lines, d.pattern())
+	if d.Pattern != PatternGrowth {
+		for i := len(d.Levels) - 1; i >= 0; i-- {
+			lines = append(lines, d.Levels[i].Line())
+		}
+	}
 	if e := d.End; e != nil {
 		lines = append(lines, e.Lines()...)
 	}
@@ -134,7 +149,7 @@ func (d *Diagnosis) Lines() []string {
 		if !pk.Exact {
 			alloc = "≥ " + alloc + " (not exact)"
 		}
-		line := fmt.Sprintf("session peak %s allocated, %s MiB reserved, in %s", alloc, pk.Reserved.MiBString(), Where(pk.Step, pk.Phase))
+		line := fmt.Sprintf("session peak %s allocated, %s MiB reserved, in %s", alloc, pk.Reserved.MiBString(), pk.Where())
 		if share, ok := shareOf(pk.DominantBytes, pk.Allocated); ok {
 			line += fmt.Sprintf("; largest part: %s %s MiB (%.0f%%)", pk.Dominant, pk.DominantBytes.MiBString(), 100*share)
 		}
@@ -201,6 +216,22 @@ func (d *Diagnosis) Lines() []string {
 		lines = append(lines, "→ "+a.Text+" — because "+a.Because)
 	}
 	return lines
+}
+
+// Where says where the session peak happened: its phase, one taken from
+// the breakdown step a step read once repeats, or that it is not known.
+func (pk PeakSite) Where() string { return PeakWhere(pk.Step, pk.Phase, pk.PhaseAs) }
+
+// PeakWhere says where a peak happened: the phase of step, one taken from
+// the step phaseAs it repeats (-1: its own), or that the phase is not known.
+func PeakWhere(step int, phase string, phaseAs int) string {
+	switch {
+	case step >= 0 && phase == "":
+		return fmt.Sprintf("step %d (its phase is not known)", step)
+	case phaseAs >= 0:
+		return fmt.Sprintf("%s (read once: the phases of step %d, which it repeats)", Where(step, phase), phaseAs)
+	}
+	return Where(step, phase)
 }
 
 // Where names a phase of a step: "backward of step 1", "optimizer step of

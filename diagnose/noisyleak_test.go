@@ -43,17 +43,8 @@ func noisyRun(steps, leakFrom int, leak int64, exact bool) []ipc.Message {
 		return int64(seed>>33) % n
 	}
 	mib := func(v int64) int64 { return v * session.MiB }
-	var msgs []ipc.Message
-	t := 100.0
-	add := func(m ipc.Message) {
-		m.V, m.T, m.Seq = 1, t, uint64(len(msgs))
-		t += 0.01
-		msgs = append(msgs, m)
-	}
-	add(ipc.Message{Type: ipc.TypeHello, Session: "noisy", PID: 77, Torch: "2.11.0+cu130",
-		Clock: &ipc.Clock{Mono: 100, Wall: 1_763_794_800},
-		CUDA:  &ipc.CUDADevice{Index: 0, Name: "NVIDIA H100 80GB HBM3", Total: 85520809984},
-		Hook:  &ipc.HookConfig{Version: "0.2.0", SampleHz: 50, ExactPeaks: exact}})
+	run := newH100Run("noisy", 77, exact)
+	add := run.add
 	counter := int64(0) // the allocator's max_allocated as the hook reads it
 	read := func(alloc, peak int64) *ipc.Mem {
 		if exact {
@@ -103,7 +94,7 @@ func noisyRun(steps, leakFrom int, leak int64, exact bool) []ipc.Message {
 		}
 	}
 	add(ipc.Message{Type: ipc.TypeGoodbye, Reason: "exit"})
-	return msgs
+	return run.msgs
 }
 
 func TestALateLeakIsFoundInANoisyRun(t *testing.T) {

@@ -11,7 +11,8 @@ import (
 type peakAt struct {
 	ok                       bool
 	step                     int
-	phase                    string // "" when the step left the bounded table
+	phase                    string // "" when not known (see phaseAs)
+	phaseAs                  int    // the step whose phase is taken (the step repeats it), -1 its own
 	allocated, reserved, gpu session.Bytes
 	exact                    bool
 	known                    Known
@@ -30,7 +31,11 @@ type SessionPeak struct {
 	// AllocatedCell and ReservedCell are the phases of those steps with
 	// the largest allocated and reserved peak (the first one on a tie);
 	// nil when the step has left the bounded table or has no such phase.
+	// AllocatedCell holds the step's peak: a step read once has none of
+	// its own and takes the phase of the breakdown step it repeats, whose
+	// index is AllocatedAs (-1: its own phase).
 	AllocatedCell, ReservedCell *session.Cell
+	AllocatedAs                 int
 }
 
 // SessionPeakOf finds a process's session peaks, leaving out step
@@ -57,9 +62,18 @@ func SessionPeakOf(p *session.Process, exclude int) SessionPeak {
 			}
 		}
 	}
-	sp := SessionPeak{Allocated: a, Reserved: r}
+	sp := SessionPeak{Allocated: a, Reserved: r, AllocatedAs: -1}
 	if a.PeakAllocated.Known() {
-		sp.AllocatedCell = peakCell(stepRow(p, a.Index), allocatedPeak, tie)
+		c := peakCell(stepRow(p, a.Index), allocatedPeak, tie)
+		if c != nil && c.PeakAllocated+tie < a.PeakAllocated {
+			c = nil // no phase read holds the step's peak: never guess one
+		}
+		if ref := stepRow(p, a.SameAs); c == nil && ref != nil && a.SameAs >= 0 {
+			if rc := peakCell(ref, allocatedPeak, tie); rc != nil && rc.PeakAllocated == ref.PeakAllocated {
+				c, sp.AllocatedAs = rc, ref.Index
+			}
+		}
+		sp.AllocatedCell = c
 	}
 	if r.PeakReserved.Known() {
 		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak, tie)
@@ -68,18 +82,26 @@ func SessionPeakOf(p *session.Process, exclude int) SessionPeak {
 }
 
 // findPeak locates the largest allocated peak of the session, with the
-// phase that holds it when the step is still in the table.
+// phase that holds it when the step is still in the table: the read phase
+// that holds the step's peak. A step read once has none: it takes the
+// phase of the breakdown step it repeats (the hook's same_as), said so;
+// else the phase is not known (""), never guessed. A step the process died
+// in is partial and left out; an evaluation or user phase that peaked
+// higher is the session peak (userPeak).
 func findPeak(p *session.Process) peakAt {
-	sp := SessionPeakOf(p, -1)
+	dead := partialStep(p)
+	sp := SessionPeakOf(p, dead)
 	a := sp.Allocated
 	if !a.PeakAllocated.Known() {
 		return peakAt{}
 	}
 	pk := peakAt{
-		ok: true, step: a.Index, allocated: a.PeakAllocated, reserved: a.PeakReserved, gpu: a.PeakGPU,
+		ok: true, step: a.Index, phaseAs: -1, allocated: a.PeakAllocated, reserved: a.PeakReserved, gpu: a.PeakGPU,
 		from: a.Start, to: a.Start.Add(a.Duration),
 	}
-	if c := sp.AllocatedCell; c != nil {
+	if c := sp.AllocatedCell; c != nil && sp.AllocatedAs >= 0 {
+		pk.phase, pk.phaseAs = c.Name, sp.AllocatedAs
+	} else if c != nil {
 		pk.phase, pk.reserved, pk.gpu, pk.exact = c.Name, c.PeakReserved, c.PeakGPU, c.Exact
 		pk.from, pk.to = c.Start, c.End
 	}
@@ -87,7 +109,38 @@ func findPeak(p *session.Process) peakAt {
 	// step's one read, or the counter at the step's end).
 	pk.known = knownOf([]session.StepPeak{a})
 	pk.exact = pk.exact || pk.known.Is == session.Exact
+	userPeak(p, &pk, dead)
 	return pk
+}
+
+// userPeak moves the session peak to an evaluation or other user phase
+// that peaked above every training step (its own reads: a user phase is
+// read at both edges), first of equals; only a stated peak is compared.
+func userPeak(p *session.Process, pk *peakAt, dead int) {
+	for _, st := range p.Steps() {
+		if st.Index == dead {
+			continue
+		}
+		for i := range st.Phases {
+			c := &st.Phases[i]
+			if !c.User || !c.Read || !c.Exact || c.PeakAllocated <= pk.allocated {
+				continue
+			}
+			*pk = peakAt{
+				ok: true, step: st.Index, phase: c.Name, phaseAs: -1, allocated: c.PeakAllocated, reserved: c.PeakReserved,
+				gpu: c.PeakGPU, exact: true, known: Known{Is: session.Exact, SameAs: -1}, from: c.Start, to: c.End,
+			}
+		}
+	}
+}
+
+// partialStep is the step the process ended in the middle of (its end
+// names it), -1 when none.
+func partialStep(p *session.Process) int {
+	if p.End != nil && p.End.Step >= 0 && !p.Connected {
+		return p.End.Step
+	}
+	return -1
 }
 
 // stepRow returns the table row of a step, nil when it is not (or no

@@ -200,14 +200,15 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 		if st.PeakReserved.Known() {
 			gauge(dStepPeakRes, float64(st.PeakReserved), l...)
 		}
+		row, repeats := phaseRow(p, st)
 		seen := map[string]bool{}
-		for i := range st.Phases {
-			c := &st.Phases[i]
+		for i := range row.Phases {
+			c := &row.Phases[i]
 			if c.PeakAllocated.Known() && !seen[c.Name] && len(seen) < MaxPhaseLabels {
 				seen[c.Name] = true
 				how := session.Exact
 				switch {
-				case c.Inferred:
+				case c.Inferred || repeats:
 					how = session.Inferred
 				case !c.Exact:
 					how = session.Bound
@@ -216,6 +217,28 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 			}
 		}
 	}
+}
+
+// phaseRow is the row whose phases are st's: st itself, or, when st's
+// phases carry no peak of their own (a plain step: the hook read it once)
+// and it repeats step SameAs, that step's row, as the report shows "same
+// phases as step k"; repeats says which. A row the store no longer keeps
+// leaves st's own.
+func phaseRow(p *session.Process, st *session.Step) (*session.Step, bool) {
+	if st.SameAs < 0 {
+		return st, false
+	}
+	for i := range st.Phases {
+		if st.Phases[i].PeakAllocated.Known() {
+			return st, false
+		}
+	}
+	for _, r := range p.Steps() {
+		if r.Index == st.SameAs {
+			return r, true
+		}
+	}
+	return st, false
 }
 
 // lastFinished is the newest finished step: the newest row once its

@@ -75,6 +75,21 @@ func TestJobIdentityAndDiagnosisAsMetrics(t *testing.T) {
 	if f := fams["vramscope_growth_bytes_per_step"]; len(f.Metric) != 1 {
 		t.Errorf("%d growth series, want rank 3's only", len(f.Metric))
 	}
+	// Rank 2's newest step was read once and repeats step 2: its phases
+	// are step 2's, labelled inferred, as the report's "same phases as
+	// step 2".
+	phases := 0
+	for _, m := range fams["vramscope_phase_peak_allocated_bytes"].GetMetric() {
+		if labelOf(m, "rank") == "2" {
+			phases++
+			if labelOf(m, "peak") != "inferred" || labelOf(m, "phase") == "backward" && m.GetGauge().GetValue() != 4572839936 {
+				t.Errorf("rank 2 %s: %v %s", labelOf(m, "phase"), m.GetGauge().GetValue(), labelOf(m, "peak"))
+			}
+		}
+	}
+	if phases != 5 {
+		t.Errorf("rank 2's newest step has %d phase peaks, want step 2's five", phases)
+	}
 	if v := value(t, fams, "vramscope_device_total_bytes", r3); v != float64(demo.DeviceTotal) {
 		t.Errorf("device total %v", v)
 	}

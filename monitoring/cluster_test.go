@@ -321,11 +321,15 @@ func checkPanel(t *testing.T, title string, got []promtest.Sample, want []expect
 	case "Phase peaks of the newest step":
 		// Every rank's backward peaks at its newest step's peak (the
 		// demo's backward holds the step's peak); its other phases below.
+		// A plain step's phases are those of the step it repeats.
 		backward := map[string]bool{}
 		for _, s := range got {
 			w, ph, v := byRank[s.Metric["rank"]], s.Metric["phase"], s.Float(t)
 			switch {
-			case ph == "backward" && near(v, w.stepPeak):
+			case ph == "backward" && (near(v, w.stepPeak) || w.leak && math.Abs(v-w.stepPeak) <= 0.01*w.stepPeak):
+				// A leaking rank's newest step may repeat an earlier
+				// one within the hook's noise (1 % of the peak): its
+				// phases are that step's, labelled inferred.
 				backward[s.Metric["rank"]] = true
 			case ph == "backward", v <= 0, v > w.stepPeak:
 				t.Errorf("%s: rank %s %s = %v, newest step's peak %v", title, s.Metric["rank"], ph, v, w.stepPeak)

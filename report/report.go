@@ -71,8 +71,9 @@ type Process struct {
 	Duplicates uint64 `json:"duplicates"`
 	Dropped    uint64 `json:"dropped"`
 	Evicted    uint64 `json:"evicted"`
-	// StepsTotal is the number of steps in the session; Steps holds those
-	// the store kept (its first and most recent ones).
+	// StepsTotal is the number of steps the session finished (a partial
+	// step is left out); Steps holds those the store kept (its first and
+	// most recent ones, the partial step included).
 	StepsTotal int    `json:"steps_total"`
 	Steps      []Step `json:"steps"`
 	// Models counts the steps of each watch name (watch(name=...)), in the
@@ -169,6 +170,13 @@ type Step struct {
 	// Plain is true when the hook read the step once (span "step"): its
 	// phases carry no reads of their own.
 	Plain bool `json:"plain"`
+	// Moved is true for a plain step the hook found beyond noise of its
+	// last breakdown step (no same_as sent): the next step is read by phase.
+	Moved bool `json:"moved"`
+	// Skipped is true for a finished step of a process with an optimizer
+	// whose optimizer step did not run (a GradScaler that found inf
+	// gradients skips it).
+	Skipped bool `json:"skipped"`
 }
 
 // Phase is one cell of the step × phase table. Byte values are Unknown
@@ -195,6 +203,10 @@ type Phase struct {
 	// PeakInferred is true when PeakAllocated is the same phase's exact
 	// peak in the step this step repeats (steps[].same_as).
 	PeakInferred bool `json:"peak_inferred"`
+	// Read is false for a phase the hook did not read by design (zero_grad
+	// after the first steps, the phases of a plain step): its peaks are
+	// null, neither a bound nor a zero; the step's peak covers it.
+	Read bool `json:"read"`
 	// NVMLPeak is the largest driver figure in the phase; NonPyTorch is
 	// NVMLPeak − PeakReserved (only when NVML is "process").
 	NVMLPeak   session.Bytes `json:"nvml_peak"`
@@ -210,11 +222,14 @@ type Totals struct {
 	PeakAllocated      session.Bytes `json:"peak_allocated"`
 	PeakAllocatedStep  int           `json:"peak_allocated_step"`
 	PeakAllocatedPhase string        `json:"peak_allocated_phase"`
-	PeakReserved       session.Bytes `json:"peak_reserved"`
-	PeakReservedStep   int           `json:"peak_reserved_step"`
-	PeakReservedPhase  string        `json:"peak_reserved_phase"`
-	Steps              int           `json:"steps"`
-	DurationS          float64       `json:"duration_s"`
+	// PeakAllocatedPhaseAs is the step whose phases a peak step read once
+	// repeats, its phase taken from there; -1 when the phase is its own.
+	PeakAllocatedPhaseAs int           `json:"peak_allocated_phase_as"`
+	PeakReserved         session.Bytes `json:"peak_reserved"`
+	PeakReservedStep     int           `json:"peak_reserved_step"`
+	PeakReservedPhase    string        `json:"peak_reserved_phase"`
+	Steps                int           `json:"steps"`
+	DurationS            float64       `json:"duration_s"`
 }
 
 // Anatomy is the hook's newest tensor accounting and the derived layers.
@@ -301,9 +316,14 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 	}
 	since := func(t time.Time) float64 { return seconds(t.Sub(start)) }
+	noOpt, partial := p.NoOptimizer(), -1
+	if e := p.End; e != nil && e.Step >= 0 {
+		partial = e.Step
+	}
 	for _, st := range p.Steps() {
 		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Model: st.Model, Phases: []Phase{},
-			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain()}
+			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain(), Moved: st.Moved(),
+			Skipped: !st.Stepped && !noOpt && st.Index != partial}
 		if st.SameAs >= 0 {
 			row.Within = st.Within
 		}
@@ -313,7 +333,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 				Phase: c.Name, User: c.User, Count: c.Count, StartS: since(c.Start), EndS: since(c.End), DurationS: seconds(c.Busy),
 				AllocatedEnd: c.AllocatedEnd, MaxAllocatedEnd: c.MaxAllocatedEnd, ReservedEnd: c.ReservedEnd,
 				PeakAllocated: c.PeakAllocated, PeakReserved: c.PeakReserved, PeakExact: c.Exact, PeakInferred: c.Inferred,
-				NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
+				Read: c.Read, NVMLPeak: c.PeakGPU, NonPyTorch: session.Unknown,
 				NVMLStale: c.PeakGPU.Known() && !c.GPUDuring,
 			}
 			if p.GPUSource == "process" {
@@ -323,15 +343,14 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Steps = append(out.Steps, row)
 	}
-	if e := p.End; e != nil && e.Step >= 0 {
-		out.PartialStep = e.Step
-	}
+	out.PartialStep = partial
 	out.Models, out.ModelsCut = p.ModelSteps()
 	if out.Models == nil {
 		out.Models = []session.ModelSteps{}
 	}
-	out.NoOptimizer = p.NoOptimizer()
+	out.NoOptimizer = noOpt
 	out.Totals = totals(p, out.PartialStep)
+	out.StepsTotal = out.Totals.Steps // the step it died in is the ending, not a step run
 	b := diagnose.LayersOf(s, p)
 	out.Anatomy = Anatomy{Now: b.Now, Peak: b.Peak}
 	if a := p.Anatomy; a != nil {
@@ -366,7 +385,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 // Steps and peaks come from the session's running totals, not from the
 // per-step summaries, which are bounded.
 func totals(p *session.Process, partial int) Totals {
-	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1}
+	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1, PeakAllocatedPhaseAs: -1}
 	t.Steps = p.StepCount()
 	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
 		t.Steps--
@@ -378,6 +397,7 @@ func totals(p *session.Process, partial int) Totals {
 	if sp.Reserved.PeakReserved.Known() {
 		t.PeakReserved, t.PeakReservedStep = sp.Reserved.PeakReserved, sp.Reserved.Index
 	}
+	t.PeakAllocatedPhaseAs = sp.AllocatedAs
 	if c := sp.AllocatedCell; c != nil {
 		t.PeakAllocatedPhase = c.Name
 	}

@@ -62,11 +62,11 @@ func (p *Process) writeText(w *bufio.Writer) {
 	t := &p.Totals
 	if p.host() {
 		fmt.Fprintf(w, "\n  totals: %s%s in %.2f s · peak RSS %s%s\n", plural(t.Steps, "step", "steps"), p.modelCounts(), t.DurationS,
-			mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase))
+			mib(t.PeakAllocated), peakSite(t.PeakAllocatedStep, t.PeakAllocatedPhase, t.PeakAllocatedPhaseAs))
 	} else {
 		fmt.Fprintf(w, "\n  totals: %s%s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
 			plural(t.Steps, "step", "steps"), p.modelCounts(), t.DurationS,
-			mib(t.PeakAllocated), site(t.PeakAllocatedStep, t.PeakAllocatedPhase),
+			mib(t.PeakAllocated), peakSite(t.PeakAllocatedStep, t.PeakAllocatedPhase, t.PeakAllocatedPhaseAs),
 			mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
 	}
 	if p.NoOptimizer {
@@ -278,6 +278,19 @@ func site(step int, phase string) string {
 	return " (" + textesc.String(diagnose.Where(step, phase)) + ")"
 }
 
+// peakSite is site for the allocated peak, whose phase may be taken from
+// the step it repeats.
+func peakSite(step int, phase string, phaseAs int) string {
+	if step < 0 {
+		return ""
+	}
+	if phaseAs >= 0 && phase != "" {
+		return fmt.Sprintf(" (%s; read once: the phases of step %d, which it repeats)",
+			textesc.String(diagnose.Where(step, phase)), phaseAs)
+	}
+	return " (" + textesc.String(diagnose.PeakWhere(step, phase, phaseAs)) + ")"
+}
+
 // mib is "4329 MiB", or "–" when unknown.
 func mib(b session.Bytes) string {
 	if !b.Known() {
@@ -350,8 +363,10 @@ func (st *Step) summary() string {
 		switch {
 		case st.Plain && st.SameAs >= 0:
 			how = fmt.Sprintf("same phases as step %d (%s): %s", st.SameAs, within(st.Within), how)
-		case st.Plain:
+		case st.Moved:
 			how = "read once, moved beyond noise (the next step is read by phase): " + how
+		case st.Plain:
+			how = "read once: " + how
 		}
 	case session.Inferred:
 		how = fmt.Sprintf("step peak %s MiB (inferred: same as step %d, every phase ended at the same bytes)", st.PeakAllocated.MiBString(), st.SameAs)
@@ -360,6 +375,9 @@ func (st *Step) summary() string {
 	}
 	if st.Held.Known() {
 		how += " · held " + st.Held.MiBString() + " MiB"
+	}
+	if st.Skipped {
+		how += " · optimizer step skipped"
 	}
 	return how
 }

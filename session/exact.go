@@ -1,6 +1,9 @@
 package session
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // How a step's peak is known (docs/diagnosis.md, "Exact and inferred
 // peaks").
@@ -83,7 +86,7 @@ func (p *Process) settle(st *Step) {
 		return
 	case !st.Bound.Known():
 		return
-	case st.allExact() && !(exactHook && st.gap):
+	case st.readsExact(exactHook) && !(exactHook && st.gap):
 		st.Peak = Exact
 		return
 	case exactHook && !st.gap && st.closedByRead():
@@ -122,6 +125,12 @@ func (p *Process) settle(st *Step) {
 // "step"): its peak and held memory are exact, its phases were not read.
 func (st *Step) Plain() bool { return st.plain.Known() }
 
+// Moved reports whether a plain step moved beyond noise from the hook's
+// last breakdown step (the hook sent no same_as), so the hook reads the
+// next step by phase. A plain step the hook found the same is not moved,
+// also when the step it names has left the table (SameAs is then -1).
+func (st *Step) Moved() bool { return st.plain.Known() && st.hookSame < 0 }
+
 // exactPeaks reports whether the hook resets the peak counters at each
 // read (hello.hook.exact_peaks, or the older reset_peaks).
 func (p *Process) exactPeaks() bool {
@@ -129,21 +138,41 @@ func (p *Process) exactPeaks() bool {
 	return h != nil && (h.ExactPeaks || h.ResetPeaks)
 }
 
-// allExact reports whether every automatic phase of the step has an exact
-// peak (and there is one).
-func (st *Step) allExact() bool {
+// readsExact reports whether the step's reads give its whole peak: every
+// automatic phase that was read has an exact peak (and one was), and each
+// phase left unread is covered. A zero_grad only frees memory, so its peak
+// is the figure before it; with an exact-peaks hook any other unread phase
+// is inside the interval of a later read of the step (each read's
+// max_allocated is the peak since the one before).
+func (st *Step) readsExact(exactHook bool) bool {
 	n := 0
+	var last time.Time
 	for i := range st.Phases {
 		c := &st.Phases[i]
-		if c.User {
+		if c.User || !c.Read {
 			continue
 		}
 		if !c.Exact || !c.PeakAllocated.Known() {
 			return false
 		}
 		n++
+		if c.End.After(last) {
+			last = c.End
+		}
 	}
-	return n > 0
+	if n == 0 {
+		return false
+	}
+	for i := range st.Phases {
+		c := &st.Phases[i]
+		if c.User || c.Read || c.Name == "zero_grad" {
+			continue
+		}
+		if !exactHook || c.End.After(last) {
+			return false
+		}
+	}
+	return true
 }
 
 // closedByRead reports whether the step's last automatic phase to end

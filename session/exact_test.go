@@ -158,3 +158,52 @@ func TestAMarkInsideAPhaseKeepsItsPeak(t *testing.T) {
 		}
 	}
 }
+
+// A measured step from step 3 on: the hook reads every phase but
+// zero_grad (it only frees). Its reads cover the whole step, so its peak
+// is exact; zero_grad is "not read" (no peak, not a bound), and the plain
+// step after it keeps its same_as. An unread phase other than zero_grad
+// after the step's last read is not covered: the step stays a bound.
+func TestAMeasuredStepWithZeroGradUnreadIsExact(t *testing.T) {
+	f := newFeed(1, "exact", exactHook)
+	breakdown := func(i int, zeroRead bool) {
+		var zm *ipc.Mem
+		if zeroRead {
+			zm = mem(1370, 1651, 4704)
+		}
+		f.phase("zero_grad", i, 0, 0.01, nil, zm)
+		f.phase("forward", i, 0, 0.01, nil, mem(2935, 2935, 4704))
+		f.phase("loss", i, 0, 0.01, nil, mem(3393, 3393, 4704))
+		f.phase("backward", i, 0, 0.01, nil, mem(1650, 4309, 4704))
+		f.phase("step", i, 0, 0.01, nil, mem(1650, 1650, 4704))
+	}
+	for i := range 3 {
+		breakdown(i, true)
+	}
+	breakdown(3, false) // a measured step
+	k := 3
+	plainStep(f, 4, mem(1650, 4309, 4704), &k)
+	f.phase("zero_grad", 5, 0, 0.01, nil, nil)
+	f.phase("forward", 5, 0, 0.01, nil, mem(2935, 2935, 4704))
+	f.phase("loss", 5, 0, 0.01, nil, nil) // unread, and no read after it covers it
+	s := New()
+	s.ApplyAll(f.evs)
+	s.Apply(Event{At: s.Last(), Conn: 1, Msg: &ipc.Message{V: 1, Type: ipc.TypePhase, Seq: f.seq + 1, T: f.t, Name: "zero_grad", Step: 6, Edge: ipc.EdgeBegin}})
+	p := s.Processes()[0]
+	pk := p.StepPeaks()
+	if pk[3].Peak != Exact || pk[3].PeakAllocated != Bytes(mib(4309)) {
+		t.Errorf("measured step 3: %d MiB %s, want 4309 MiB exact", pk[3].PeakAllocated/MiB, pk[3].Peak)
+	}
+	if c := p.Steps()[3].Cell("zero_grad"); c.Read || c.Exact || c.PeakAllocated.Known() {
+		t.Errorf("zero_grad of step 3: %+v, want not read: no peak, not exact", c)
+	}
+	if c := p.Steps()[3].Cell("backward"); !c.Read || !c.Exact || c.PeakAllocated != Bytes(mib(4309)) {
+		t.Errorf("backward of step 3: %+v, want read, exact 4309 MiB", c)
+	}
+	if pk[4].Peak != Exact || pk[4].SameAs != 3 || pk[4].Within != 0 {
+		t.Errorf("plain step 4: %s same as %d within %d, want exact, same as step 3 to the byte", pk[4].Peak, pk[4].SameAs, pk[4].Within)
+	}
+	if pk[5].Peak != Bound {
+		t.Errorf("step 5 ends in an unread loss: %s, want a bound", pk[5].Peak)
+	}
+}

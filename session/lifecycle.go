@@ -84,9 +84,10 @@ func (p *Process) finish(at time.Time, goodbye bool, reason string) {
 			break
 		}
 	}
-	if e.Step < 0 && !goodbye {
-		// Gone between phases: unless the last phase was the optimizer
-		// step, the step it belongs to did not finish.
+	if e.Step < 0 && (!goodbye || reason == "error") {
+		// Gone between phases, or an uncaught exception there (a phase
+		// that raised is closed on the way out): unless the last phase was
+		// the optimizer step, the step it belongs to did not finish.
 		for k := len(p.spans) - 1; k >= 0; k-- {
 			if sp := &p.spans[k]; !sp.User {
 				if sp.Name != "step" {
@@ -95,6 +96,12 @@ func (p *Process) finish(at time.Time, goodbye bool, reason string) {
 				break
 			}
 		}
+	}
+	if e.Step < 0 && reason == "error" && p.OOM != nil && p.OOM.Step >= 0 {
+		// The error was the out-of-memory one: its step did not finish,
+		// though a phase closed on the way out (remove() at exit ends the
+		// optimizer step that raised).
+		e.Step = p.OOM.Step
 	}
 	e.Abrupt = !goodbye || reason == "error" || e.Step >= 0
 	p.End = e

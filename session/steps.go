@@ -54,6 +54,10 @@ type Span struct {
 	Model string
 }
 
+// read reports whether the span's end carried a read of its own (not a
+// plain step's read, which is the whole step's).
+func (sp *Span) read() bool { return sp.Last != nil && sp.StepRead == nil }
+
 // Open reports whether the phase has not ended yet.
 func (sp *Span) Open() bool { return sp.End.IsZero() }
 
@@ -111,9 +115,16 @@ type Cell struct {
 	Busy time.Duration
 	// Values at the end of the cell's last span.
 	AllocatedEnd, MaxAllocatedEnd, ReservedEnd Bytes
-	// Peaks over the cell's spans.
+	// Peaks over the cell's spans that were read; PeakAllocated and
+	// PeakReserved stay Unknown when none was (Read).
 	PeakAllocated, PeakReserved, PeakGPU, PeakNonPyTorch Bytes
-	Exact                                                bool // every merged span had an exact peak
+	Exact                                                bool // read, and every read span had an exact peak
+	// Read is true when a span of the cell carried a read of its own at
+	// its end. The hook leaves some phases unread by design (zero_grad
+	// after step 2, every phase of a plain step but the step read, which
+	// is the whole step's): such a cell is "not read", neither a bound nor
+	// a zero; a later read's interval covers it (exact.go).
+	Read bool
 	// Inferred is true when the cell's peak was a lower bound and its step
 	// repeats an exact step (Step.Peak Inferred) whose cell of the same
 	// phase is exact: PeakAllocated is then that cell's peak.
@@ -215,7 +226,7 @@ func (st *Step) add(sp *Span) {
 	c := st.Cell(sp.Name)
 	if c == nil {
 		st.Phases = append(st.Phases, Cell{
-			Name: sp.Name, User: sp.User, Start: sp.Start, Exact: true,
+			Name: sp.Name, User: sp.User, Start: sp.Start,
 			AllocatedEnd: Unknown, MaxAllocatedEnd: Unknown, ReservedEnd: Unknown,
 			PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, PeakNonPyTorch: Unknown,
 		})
@@ -229,12 +240,15 @@ func (st *Step) add(sp *Span) {
 	if m := sp.Last; m != nil {
 		c.AllocatedEnd, c.MaxAllocatedEnd, c.ReservedEnd = Bytes(m.Allocated), Bytes(m.MaxAllocated), Bytes(m.Reserved)
 	}
-	c.PeakAllocated = c.PeakAllocated.Max(sp.PeakAllocated)
-	c.PeakReserved = c.PeakReserved.Max(sp.PeakReserved)
+	if sp.read() {
+		c.PeakAllocated = c.PeakAllocated.Max(sp.PeakAllocated)
+		c.PeakReserved = c.PeakReserved.Max(sp.PeakReserved)
+		c.Exact = sp.Exact && (c.Exact || !c.Read)
+		c.Read = true
+	}
 	c.PeakGPU = c.PeakGPU.Max(sp.PeakGPU)
 	c.GPUDuring = c.GPUDuring || sp.GPUDuring
 	c.PeakNonPyTorch = c.PeakNonPyTorch.Max(sp.PeakNonPyTorch)
-	c.Exact = c.Exact && sp.Exact
 	st.Batch, st.Tokens = max(st.Batch, sp.Batch), max(st.Tokens, sp.Tokens)
 	if sp.User {
 		return // user phases (eval, checkpoint) do not set the training step's peak

@@ -105,7 +105,7 @@ func bannerText(d *diagnose.Diagnosis) string {
 func marksOf(d *diagnose.Diagnosis) rowMarks {
 	r := rowMarks{peak: d.Peak.Step}
 	if d.Pattern == diagnose.PatternWarmup {
-		r.warmupFrom, r.warmupTo = d.FirstStep, d.SteadyFrom
+		r.warmupFrom, r.warmupTo = d.FirstStep, d.WarmupEnd
 	}
 	return r
 }

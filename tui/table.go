@@ -151,7 +151,7 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 	for i := len(shown); i < t.rows(); i++ {
 		b.WriteString("\n" + strings.Repeat(" ", max(t.w, 0)))
 	}
-	hint := rendered(&styleDim, tableLegend(shown))
+	hint := rendered(&styleDim, tableLegend(shown, cols, t.w))
 	if noOpt {
 		hint = rendered(&styleDim, "no optimizer watched: a step ends at the next training forward after a backward")
 	}
@@ -163,23 +163,56 @@ func (t stepsTable) view(steps []*session.Step, marks rowMarks) string {
 }
 
 // tableLegend explains the marks of the steps shown: `"` (a step read
-// once, its phases those of an earlier step read in full) only where one
-// shows.
-func tableLegend(shown []*session.Step) string {
-	same := -1
+// once, its phases those of an earlier step read in full) and n/r (a phase
+// not read by design) only where one shows.
+func tableLegend(shown []*session.Step, cols []string, w int) string {
+	same, mixed := -1, false
 	for _, st := range shown {
 		if !st.Plain() || st.SameAs < 0 {
 			continue
 		}
 		if same >= 0 && st.SameAs != same {
-			return `▲ session peak · w warmup · " read once, as the last full read · ≥ lower bound`
+			mixed = true
 		}
 		same = st.SameAs
 	}
-	if same < 0 {
-		return "▲ session peak · w warmup · ≥ lower bound (peak not exact)"
+	reads := ""
+	switch {
+	case mixed:
+		reads = ` · " read once, as the last full read`
+	case same >= 0:
+		reads = fmt.Sprintf(` · " read once: same phases as step %d`, same)
 	}
-	return fmt.Sprintf(`▲ session peak · w warmup · " read once: same phases as step %d · ≥ lower bound`, same)
+	tail := " · ≥ lower bound"
+	if reads == "" {
+		tail = " · ≥ lower bound (peak not exact)"
+	}
+	if anyNotRead(shown, cols) {
+		tail += " · n/r not read"
+	}
+	const head = "▲ session peak · w warmup"
+	if reads != "" && width(head+reads+tail) > w {
+		reads = ` · " read once` // what gives way first at 80 columns
+	}
+	return head + reads + tail
+}
+
+// anyNotRead reports whether a row shown marks a phase n/r, as row does.
+func anyNotRead(shown []*session.Step, cols []string) bool {
+	for _, st := range shown {
+		if st.Plain() {
+			if st.SameAs < 0 && !st.Moved() {
+				return true
+			}
+			continue
+		}
+		for _, name := range cols {
+			if c := st.Cell(name); c != nil && !c.Read && !c.Inferred && st.Peak != session.Bound {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stepNames returns the width of the name column (0 unless the steps shown
@@ -251,8 +284,12 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 		case st.Plain() && st.SameAs >= 0:
 			// A plain step: read once, its phases those of step SameAs.
 			padLeft(&b, `"`, cellW)
-		case st.Plain():
+		case st.Moved():
 			padLeft(&b, "–", cellW) // read once, moved: the next step is read by phase
+		case st.Plain():
+			padLeft(&b, notRead, cellW) // read once; the step it repeats left the table
+		case !c.Read && !c.Inferred && st.Peak != session.Bound:
+			padLeft(&b, notRead, cellW) // the step's reads cover it
 		case both:
 			padLeft(&b, c.AllocatedEnd.MiBString(), 5)
 			padLeft(&b, peakText(c), 6)
@@ -274,6 +311,10 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 	}
 	return s
 }
+
+// notRead marks a phase the hook did not read by design: neither a bound
+// nor a zero; the step's peak covers it.
+const notRead = "n/r"
 
 // peakText is a cell's peak in MiB, "≥" marking a lower bound, "=" one
 // inferred from the exact step its step repeats.

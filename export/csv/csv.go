@@ -25,7 +25,7 @@ var Columns = []string{
 	"start_s", "end_s", "duration_s",
 	"allocated_end", "max_allocated_end", "reserved_end",
 	"peak_allocated", "peak_reserved", "peak_exact",
-	"nvml_peak", "non_pytorch_peak",
+	"nvml_peak", "non_pytorch_peak", "read",
 }
 
 // Write writes the header and one row per step and phase of every process,
@@ -61,7 +61,7 @@ func Write(w io.Writer, s *session.Store) error {
 					seconds(c.Start.Sub(t0)), seconds(c.End.Sub(t0)), seconds(c.Busy),
 					bytes(c.AllocatedEnd), bytes(c.MaxAllocatedEnd), bytes(c.ReservedEnd),
 					bytes(c.PeakAllocated), bytes(c.PeakReserved), strconv.FormatBool(c.Exact),
-					bytes(c.PeakGPU), bytes(c.PeakNonPyTorch))
+					bytes(c.PeakGPU), bytes(c.PeakNonPyTorch), strconv.FormatBool(c.Read))
 				if err := cw.Write(row); err != nil {
 					return fmt.Errorf("write csv: %w", err)
 				}

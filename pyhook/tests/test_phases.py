@@ -132,12 +132,13 @@ def test_eval_under_no_grad_between_steps_opens_no_step(torch_mod):
         model(torch.randn(2, 8))
     assert watcher.idle and client.step == 1
     train(torch, model, opt, steps=1)
-    # The second train() call is a line after the first: its zero_grad, the
-    # first between steps, counts as written after step 0's update and ends
-    # step 0 (docs/hook.md, "zero_grad after the update"); still two steps.
-    zero = expected_step(1)[:2]
-    assert spans(client) == expected_step(0) + [(n, e, 0, m) for n, e, _, m in zero] \
-        + expected_step(1)[2:]
+    # Each evaluation is a user phase "eval" of the step it follows (step 0
+    # for the sanity check), read at both edges; it ends at the next
+    # training phase, so the zero_grad after it heads step 1. Still two steps.
+    ev = [("eval", "begin", 0, 0), ("eval", "end", 0, 0)]
+    assert spans(client) == ev + expected_step(0) + ev + expected_step(1)
+    assert [m["user"] for m in queued(client) if m["type"] == "phase" and m["name"] == "eval"] \
+        == [True] * 4
 
 
 def test_eval_under_no_grad_inside_a_step_shows_as_forward_without_loss(torch_mod):

@@ -199,6 +199,10 @@ def watched():
         return [h.watcher for h in _live_handles()]
 
 
+def _none():
+    return None
+
+
 def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=None,
           activations_every=None, batch_size=None, name=None):
     """Hook ``model`` (and ``optimizer``) and stream their phases to the monitor.
@@ -268,7 +272,7 @@ def _watch_now(model, optimizer, config, name=None):
                   "on it); its step() is wrapped instead" % type(inner).__name__)
     # A weak reference: the process-wide OOM report must not keep a deleted model alive.
     watcher_ref = weakref.ref(watcher)
-    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "_open", None))
+    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "failing_phase", _none)())
     handle = Handle(watcher, client)
     with _lock:
         if client is _current:
@@ -307,12 +311,27 @@ class phase:  # noqa: N801 - used like a function: ``with vramscope.phase("eval"
             if self._client is not None:
                 self._step = _safe.call(_user_step, self._client)
                 _safe.call(self._client.phase, self.name, "begin", True, self._step)
+                _safe.call(_user_phase_began, self._client)
         return self
 
     def __exit__(self, *exc):
-        if self._client is not None:
-            _safe.call(self._client.phase, self.name, "end", True, self._step)
+        client = self._client
+        if client is not None:
+            _safe.call(client.phase, self.name, "end", True, self._step)
+            _safe.call(_user_phase_ended, client, self._step)
         return False
+
+
+def _user_phase_began(client):
+    client.user_depth += 1
+
+
+def _user_phase_ended(client, step):
+    client.user_depth -= 1
+    if step is not None and step < client.step and client.peaks is not None:
+        # Between steps: its reads are no step's (the hook's plan of the
+        # next step starts after them).
+        client.peaks.step_reads.clear()
 
 
 def _user_step(client):

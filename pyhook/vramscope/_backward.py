@@ -59,6 +59,10 @@ def _make(original, name):
         local.depth = 1
         try:
             return original(*args, **kwargs)
+        except BaseException:
+            for w in accepted:
+                _safe.call(w.unwound)
+            raise
         finally:
             local.depth = 0
             for w in accepted:

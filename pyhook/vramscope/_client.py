@@ -53,6 +53,10 @@ class Client:
     ones the protocol's ``stats`` object carries.
     """
 
+    # User phases open now (vramscope.phase): an evaluation inside one is
+    # the user's phase, not an automatic one (Watcher._eval).
+    user_depth = 0
+
     def __init__(self, config, cuda=None, torch_version=None, *, queue_size=QUEUE_SIZE,
                  ring_size=RING_SIZE, first_size=FIRST_SIZE, first_steps=FIRST_STEPS,
                  retry_interval=1.0, stats_interval=1.0, send_timeout=2.0,

@@ -34,6 +34,10 @@ class _NoTensor:
     """What nothing is an instance of (a torch without ``Tensor``)."""
 
 
+# The user phase an evaluation between steps makes (Watcher._eval): the
+# monitor's name for evaluation (session.EvalPhase).
+EVAL = "eval"
+
 class Watcher(BackwardMixin, StepsMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
@@ -78,6 +82,8 @@ class Watcher(BackwardMixin, StepsMixin):
         # decided once from where the first step ended (_steps.zero_follows_step);
         # _step_frames is None until that step ends, () once used.
         self._zero_after = None
+        self._unwound = (-1, None)  # (step, phase) an error left backward() in (unwound)
+        self._eval_step = 0  # the step an open evaluation follows (_eval)
         self._step_frames = None
         self._step_called = False
         # The step in which this watch's last own backward began, and (no
@@ -232,7 +238,9 @@ class Watcher(BackwardMixin, StepsMixin):
                 return
             self._active = False
             self._acts.stop()
-            if self._open is not None:
+            if self._open is EVAL:
+                self._end_eval()
+            elif self._open is not None:
                 self._end(self._open)
         for undo in reversed(self._undo):
             _safe.call(undo)
@@ -249,6 +257,9 @@ class Watcher(BackwardMixin, StepsMixin):
         (``raw``, or the phase it closes here), else mem null.
         """
         last = self._open
+        if last is EVAL:  # an evaluation between steps ends at a training phase
+            self._end_eval()
+            last = None
         if last is None and self._client.owner is not self._self_ref:
             self._take_over()
         if last is not None:
@@ -272,6 +283,22 @@ class Watcher(BackwardMixin, StepsMixin):
             self._tail_step = step
         self._client.edge(name, "begin", raw, False, step, None,
                           None if input is None else {"input": input})
+
+    def _eval(self):
+        """An evaluation between steps begins: a user phase ``eval`` of the step
+        it follows, read at both edges as user phases are, so that its peak is
+        its own and the next step's first read starts after it. It ends at
+        the next training phase's begin (_begin) or at remove(). (Lock held.)"""
+        self._open = EVAL
+        self._eval_step = max(self._client.step - 1, 0)
+        self._client.phase(EVAL, "begin", True, self._eval_step)
+
+    def _end_eval(self):
+        client = self._client
+        self._open = None
+        client.phase(EVAL, "end", True, self._eval_step)
+        if client.peaks is not None:  # its reads are no step's (_plan)
+            client.peaks.step_reads.clear()
 
     def _take_over(self):
         """Make this watch the one whose automatic phase is open: end the phase
@@ -324,6 +351,10 @@ class Watcher(BackwardMixin, StepsMixin):
             client.end(name, raw, None, False, self._backward_micro, extra)
             client.micro = self._backward_micro + 1
         elif self._tail_step is not None:
+            if raw is None and read is not None:
+                # A zero_grad after optimizer.step() ends its step: its read is
+                # the memory held between steps, without the gradients it frees.
+                raw = _safe.call(read)
             client.edge(name, "end", raw, step=self._tail_step, extra=extra)
             self._tail_step = None
         else:
@@ -417,8 +448,12 @@ class Watcher(BackwardMixin, StepsMixin):
                 grad = torch.is_grad_enabled()
                 if not grad and (self._idle and self._optimizer is not None
                                  or self._ends_at_forward == self._client.step):
-                    # Evaluation between steps: no phase, no step, no batch (issue 8).
+                    # Evaluation between steps: no training phase, no step, no batch;
+                    # with an optimizer, a user phase "eval" of its own (_eval).
                     self._quiet = True
+                    if self._open is None and self._idle and self._optimizer is not None \
+                            and not self.framework_steps and not self._client.user_depth:
+                        self._eval()
                     return None
                 size = extra = None
                 if grad:
@@ -608,7 +643,10 @@ class Watcher(BackwardMixin, StepsMixin):
                     if depth == 1:
                         # A zero-first loop, once decided, leaves at the third load.
                         after, seen = self._zero_after, self._zero_seen_last
-                        if self._idle and (not seen or after is not False) \
+                        # Not idle after a backward: a step that skipped its
+                        # update ends here first (_skipped_update).
+                        if (self._idle or self._client.micro and self._skipped_update()) \
+                                and (not seen or after is not False) \
                                 and self._client.step > 0 and self._optimizer is not None \
                                 and self._open is None and (not seen or after
                                                             or self._zero_shape()):
@@ -657,6 +695,35 @@ class Watcher(BackwardMixin, StepsMixin):
                                 self._end("zero_grad")
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
+
+    def _skipped_update(self):
+        """A zero_grad after a backward, with no optimizer.step() since: the step
+        ran and skipped its update (a GradScaler that found inf gradients skips
+        ``optimizer.step()``), never a micro-step of the next. Finish it (True);
+        the zero_grad is then placed as after any step: the tail of the step
+        in a loop that zeroes after the update, else the head of the next.
+        Where it ended says nothing of the loop's shape. (Lock held.)"""
+        if self._step_called or self._closure_depth or self._optimizer is None \
+                or self._open is not None or self.framework_steps:
+            return False  # a framework ends its steps itself (finish_open_step)
+        frames = self._step_frames
+        self._finish_step()
+        if frames is None:
+            self._step_frames = None
+        return True
+
+    def unwound(self):
+        """An error left ``backward()`` (the global wrapper's except): keep the
+        phase then open, so an out-of-memory report made after the wrapper
+        closed it still names it."""
+        self._unwound = (self._client.step, self._open)
+
+    def failing_phase(self):
+        """The phase in progress, else the one an error left at this step."""
+        if self._open is not None:
+            return self._open
+        step, phase = self._unwound
+        return phase if step == self._client.step else None
 
     def _zero_shape(self):
         """Decide, once, whether this loop zeroes after ``optimizer.step()``:

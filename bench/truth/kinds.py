@@ -1,0 +1,148 @@
+"""The kinds of run in the truth corpus: what real training loops do to
+memory, each with what a right diagnosis says about it (``expect``). The
+figures themselves are never written here: they come from the simulated
+allocator's own ledger (drive.py) and the sizes in sizes.py.
+
+Expectations, all optional:
+
+* ``pattern``: "steady", "warmup", "growth" or "unknown" (the report's
+  pattern), or a tuple of those that are equally true (a warmup inside
+  the noise reads as steady).
+* ``growth_from`` and ``rate``: a leak's onset step and bytes per step
+  (rate within 2 %, onset within 2 steps).
+* ``growth_kind``: "leak" or "input" for growth.
+* ``level``: the steps where held memory or the steady peak rose after a
+  steady stretch (a level change, never a warmup or a leak).
+* ``oom``: True when the run dies of an out-of-memory error (``observer``
+  False: a torch without the allocator's out-of-memory observer, where the
+  hook reports it from the uncaught exception).
+* ``eval_need``: True when an evaluation peaks above training (the need's
+  evaluation part).
+"""
+
+import sizes
+
+MIB = sizes.MIB
+GIB = 1 << 30
+
+
+class Kind:
+    """One kind of run. Every field has a default: a plain GPT-2 small
+    fine-tune, batch 8 × 1024 tokens, Adam, zero_grad before the forward."""
+
+    def __init__(self, name, steps, expect, **kw):
+        self.name, self.steps, self.expect = name, steps, expect
+        self.model = kw.pop("model", sizes.GPT2_SMALL)
+        b, s = kw.pop("batch", 8), kw.pop("seq", 1024)
+        self.batch = b if callable(b) else (lambda step, b=b: b)
+        self.seq = s if callable(s) else (lambda step, s=s: s)
+        t = kw.pop("trained", 1.0)
+        self.trained = t if callable(t) else (lambda step, t=t: t)
+        self.seed = kw.pop("seed", len(name))
+        defaults = dict(noise=0.0, noise_bytes=0, zero="before", set_to_none=True, micro=1, checkpointed=False,
+                        leak=0, leak_from=0, leak_rank=None, buffer_at=None, buffer=0,
+                        eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
+                        empty_cache_every=0, user_reset=False, skipped=(), limit=None,
+                        gather=0, observer=True, batch_bytes=0, held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
+        for key, value in defaults.items():
+            setattr(self, key, kw.pop(key, value))
+        if kw:
+            raise TypeError("unknown fields %s" % sorted(kw))
+
+
+def _oom_limit(model, batch, seq):
+    """A device limit that a step of ``batch`` × ``seq`` passes in its
+    backward (weights, Adam state, activations, logits, log-softmax and half
+    of the logits' gradient fit; the whole gradient does not), far above
+    the steady steps' needs."""
+    return (model.weights() + model.adam() + model.layers * model.layer_acts(batch, seq)
+            + 2 * model.logits(batch, seq) + model.logits(batch, seq) // 2)
+
+
+_OOM_LIMIT = _oom_limit(sizes.GPT2_SMALL, 12, 1024)
+
+K = [
+    Kind("steady-short", 10, dict(pattern="warmup")),
+    Kind("steady-long", 2000, dict(pattern="warmup"), batch=4, seq=512),
+    # The first step's rise (Adam's state, 6 % of the peak) is inside ±10 %
+    # noise: steady is as true as warmup there.
+    Kind("noisy-10pct", 400, dict(pattern=("warmup", "steady")), noise=0.10),
+    Kind("slow-leak", 300, dict(pattern="growth", growth_kind="leak", growth_from=50, rate=MIB),
+         leak=MIB, leak_from=50, noise_bytes=41 * MIB),
+    Kind("rank-leak", 120, dict(pattern="growth", growth_kind="leak", growth_from=40,
+                                rate=16 * MIB, ranks={0: dict(pattern="warmup")}),
+         leak=16 * MIB, leak_from=40, leak_rank=1, world=2, batch=4, seq=512),
+    Kind("empty-cache", 200, dict(pattern="warmup"), empty_cache_every=50, batch=4, seq=512),
+    Kind("curriculum", 240, dict(pattern="growth", growth_kind="input"),
+         seq=lambda step: 128 + 4 * step, batch=4),
+    Kind("user-peak-reset", 150, dict(pattern="warmup"), user_reset=True, batch=4, seq=512),
+    Kind("unfreeze", 300, dict(pattern="warmup", level=[100]),
+         trained=lambda step: 0.05 if step < 100 else 1.0, batch=4, seq=512),
+    Kind("eval-keeps-logits", 400, dict(pattern="warmup", eval_need=True),
+         eval_every=100, eval_batches=24, eval_keep=True, batch=4, seq=512),
+    Kind("eval-small", 200, dict(pattern="warmup"), eval_every=25, eval_batches=2, batch=4, seq=512),
+    Kind("accum-ckpt-zero-after", 80, dict(pattern="warmup"), micro=8, checkpointed=True,
+         zero="after", batch=2, seq=1024),
+    Kind("zero-after-step", 150, dict(pattern="warmup"), zero="after", batch=4, seq=512),
+    Kind("zero-in-place", 150, dict(pattern="warmup"), set_to_none=False, batch=4, seq=512),
+    Kind("oom-ending", 401, dict(pattern="warmup", oom=True),
+         batch=lambda step: 12 if step == 400 else 4, seq=1024, limit=_OOM_LIMIT),
+    Kind("oom-no-observer", 60, dict(pattern="warmup", oom=True), observer=False,
+         batch=lambda step: 12 if step == 59 else 4, seq=1024, limit=_OOM_LIMIT),
+    Kind("batch-schedule", 400, dict(pattern="warmup", level=[200]),
+         batch=lambda step: 4 if step < 200 else 8, seq=512),
+    Kind("gradscaler-skips", 60, dict(pattern="warmup"), skipped=(0, 1), batch=4, seq=512),
+    Kind("fsdp-gather", 120, dict(pattern="warmup"), gather=8, batch=4, seq=512),
+    Kind("compile-warmup", 100, dict(pattern="warmup"), compile_warmup=3,
+         compile_workspace=3 * GIB, batch=4, seq=512),
+    Kind("cuda-graph-pool", 100, dict(pattern="warmup", level=[40]), buffer_at=40,
+         buffer=1536 * MIB, batch=4, seq=512),
+    Kind("checkpoint-saves", 300, dict(pattern="warmup"), save_every=100, batch=4, seq=512),
+    Kind("vit-noisy-5pct", 500, dict(pattern="warmup"), model=sizes.VIT_B16, batch=64, seq=197,
+         noise=0.05),
+    # Skips once the loop's shape is known (docs/hook.md: before it, a
+    # zero_grad after a skipped update heads the next step).
+    Kind("gradscaler-zero-after", 80, dict(pattern="warmup"), skipped=(5, 40), zero="after",
+         batch=4, seq=512),
+    Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
+                                            rate=4 * MIB),
+         leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
+    Kind("oom-early", 3, dict(pattern="unknown", oom=True),
+         batch=lambda step: 12 if step == 2 else 4, seq=1024, limit=_OOM_LIMIT),
+    Kind("unfreeze-early", 60, dict(pattern="warmup", level=[8]),
+         trained=lambda step: 0.1 if step < 8 else 1.0, batch=4, seq=512),
+    # A vision batch copied to the device at the top of each iteration: the
+    # new batch is allocated before the old one is dropped (x = x_next.cuda()),
+    # and the current one stays alive between steps.
+    Kind("vit-batch-to-device", 120, dict(pattern="warmup"), model=sizes.VIT_B16, batch=64,
+         seq=197, batch_bytes=64 * 3 * 224 * 224 * 4),
+    Kind("accum-zero-first", 60, dict(pattern="warmup"), micro=4, batch=2, seq=1024),
+    # The most common out-of-memory end: the first optimizer.step() makes
+    # Adam's state and the device has no room for it.
+    Kind("oom-first-step", 3, dict(pattern="unknown", oom=True), batch=1, seq=64,
+         limit=sizes.GPT2_SMALL.weights() + sizes.GPT2_SMALL.grads() + sizes.GPT2_SMALL.adam() // 2),
+    Kind("unfreeze-noisy-10pct", 400, dict(pattern=("warmup", "steady"), level=[150]), noise=0.10,
+         trained=lambda step: 0.05 if step < 150 else 1.0, batch=4, seq=512),
+    Kind("batch-schedule-noisy", 600, dict(pattern="warmup", level=[300]), noise=0.05,
+         batch=lambda step: 4 if step < 300 else 6, seq=512),
+    Kind("leak-from-start", 200, dict(pattern="growth", growth_kind="leak", growth_from=0,
+                                      rate=8 * MIB),
+         leak=8 * MIB, leak_from=0, batch=4, seq=512),
+    # Packed batches of varying length: 256 to 1024 tokens a row, drawn per
+    # step (a fixed sequence, the same every run).
+    Kind("variable-length", 300, dict(pattern=("warmup", "steady")), batch=4,
+         seq=lambda step: 256 + 64 * ((step * 7919 + 13) % 13)),
+    Kind("zero-in-place-after", 120, dict(pattern="warmup"), zero="after", set_to_none=False,
+         batch=4, seq=512),
+    Kind("batch-ramp-twice", 500, dict(pattern="warmup", level=[200, 350]),
+         batch=lambda step: 4 if step < 200 else 6 if step < 350 else 8, seq=512),
+    Kind("held-jitter", 300, dict(pattern=("warmup", "steady")), held_jitter=64 * MIB,
+         noise=0.03, batch=4, seq=512),
+    Kind("held-jitter-leak", 300, dict(pattern="growth", growth_kind="leak", growth_from=100,
+                                       rate=2 * MIB),
+         held_jitter=64 * MIB, leak=2 * MIB, leak_from=100, batch=4, seq=512),
+    Kind("gpt2-medium-ckpt", 40, dict(pattern="warmup"), model=sizes.GPT2_MEDIUM,
+         checkpointed=True, batch=8, seq=1024),
+]
+
+KINDS = {k.name: k for k in K}

@@ -1,0 +1,294 @@
+"""The truth corpus's scorecard: every kind (kinds.py) run through the real
+hook on the simulated allocator (drive.py), recorded by the real
+``vramscope record``, judged from ``vramscope report --json`` against the
+allocator's own ledger. Prints kinds × checks; exits 1 when a cell fails.
+
+    python3 bench/truth/scorecard.py [--bin bin/vramscope] [--jobs 2] [--json OUT] [KIND ...]
+
+Checks (a cell is ``ok``, ``FAIL`` with why, or ``-`` where it does not apply):
+
+* pattern: the report's pattern is the kind's.
+* onset: a growth's onset (±2 steps) and the level changes' steps.
+* rate: a growth's bytes per step, within 2 %.
+* need: the need equals the allocator's highest peak after the first 3
+  steps (of all steps for growth), and an evaluation above it is the
+  need's evaluation part.
+* phase: the session peak and its phase are the allocator's (or, for a
+  step read once that repeats no breakdown step, said to be unknown).
+* labels: no complete step is a bound, each stated peak is the
+  allocator's to the byte, the need is not a bound; in a run where nothing
+  moves, every step read once repeats a breakdown step (same_as).
+* held: each step's held memory is what the allocator held after it.
+* ending: the dying step is partial and left out, its phase named; a
+  clean run ends cleanly; no step is a micro-step of another, and the
+  steps whose update was skipped (GradScaler) are said to be skipped.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import kinds  # noqa: E402
+
+CHECKS = ("pattern", "onset", "rate", "need", "phase", "labels", "held", "ending")
+KEEP = None  # --keep
+WARMUP = 3  # the diagnosis's WarmupMaxSteps: a need is read after them
+
+
+def record(binary, kind, work):
+    """Run ``kind`` under ``vramscope record``; return (report JSON, truths by rank)."""
+    out, sock = os.path.join(work, "run.jsonl"), os.path.join(work, "s.sock")
+    err = open(os.path.join(work, "record.stderr"), "wb")
+    rec = subprocess.Popen([binary, "record", "-o", out, "--socket", sock],
+                           stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 15
+    while not os.path.exists(sock):
+        if rec.poll() is not None or time.monotonic() > deadline:
+            rec.kill()
+            raise RuntimeError("vramscope record did not listen on %s" % sock)
+        time.sleep(0.02)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pyhook"), PYTHONWARNINGS="ignore")
+    ranks = kind.world or 1
+    procs = []
+    for r in range(ranks):
+        cmd = [sys.executable, os.path.join(HERE, "drive.py"), kind.name, "--socket", sock,
+               "--truth", os.path.join(work, "truth%d.json" % r), "--rank", str(r)]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE))
+    for p in procs:
+        _, perr = p.communicate(timeout=600)
+        if p.returncode and not kind.expect.get("oom"):
+            raise RuntimeError("%s exited %d: %s" % (kind.name, p.returncode, perr[-2000:]))
+    _wait_goodbyes(out, ranks)
+    rec.send_signal(signal.SIGINT)
+    rec.wait(timeout=30)
+    err.close()
+    rep = subprocess.run([binary, "report", "--json", out], capture_output=True, text=True,
+                         timeout=120)
+    if rep.returncode:
+        raise RuntimeError("report: %s" % rep.stderr)
+    truths = []
+    for r in range(ranks):
+        with open(os.path.join(work, "truth%d.json" % r)) as f:
+            truths.append(json.load(f))
+    return json.loads(rep.stdout), truths
+
+
+def _wait_goodbyes(out, n, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(out, "rb") as f:
+                if f.read().count(b'"type":"goodbye"') >= n:
+                    return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+
+
+class Truth:
+    """The allocator's figures of one process."""
+
+    def __init__(self, raw):
+        self.oom = raw["oom"]
+        dead = self.oom["step"] if self.oom else None
+        self.peak, self.phase, self.held = {}, {}, {}
+        for key, phases in raw["steps"].items():
+            i = int(key)
+            if i == dead:
+                continue
+            name = max(phases, key=lambda p: phases[p])  # the first of equals: dicts keep order
+            self.peak[i], self.phase[i] = phases[name], name
+        self.held = {int(k): v for k, v in raw["held"].items() if int(k) != dead}
+        self.evals = {name: max(v.values()) for name, v in raw["eval"].items()}
+        self.inputs = {int(k): v for k, v in raw["inputs"].items()}
+
+
+def judge(kind, expect, proc, truth):
+    d = proc["diagnosis"]
+    cells = {}
+
+    def cell(name, ok, why=""):
+        cells[name] = "ok" if ok else "FAIL " + why
+
+    steps = [s for s in proc["steps"] if s["step"] in truth.peak]
+    kind_ok = "growth_kind" not in expect or d["growth_kind"] == expect["growth_kind"]
+    want = expect["pattern"] if isinstance(expect["pattern"], tuple) else (expect["pattern"],)
+    cell("pattern", d["pattern"] in want and kind_ok,
+         "%s %s, want %s %s: %s" % (d["pattern"], d["growth_kind"], expect["pattern"],
+                                    expect.get("growth_kind", ""), d.get("headline", "")))
+
+    onset = []
+    if "growth_from" in expect:
+        if abs(d["growth_from"] - expect["growth_from"]) > 2:
+            onset.append("growth from %s, want %d" % (d["growth_from"], expect["growth_from"]))
+    levels = [c["step"] for c in d.get("level_changes") or []]
+    if levels != expect.get("level", []):
+        onset.append("level changes %s, want %s" % (levels, expect.get("level", [])))
+    if "growth_from" in expect or "level" in expect or levels:
+        cell("onset", not onset, "; ".join(onset))
+    else:
+        cells["onset"] = "-"
+
+    if "rate" in expect:
+        got = d.get("held_per_step") or d.get("growth_per_step") or 0
+        cell("rate", abs(got - expect["rate"]) <= 0.02 * expect["rate"],
+             "%.0f B/step, want %d" % (got, expect["rate"]))
+    else:
+        cells["rate"] = "-"
+
+    growth = expect["pattern"] == "growth"
+    after = [v for i, v in truth.peak.items() if growth or i >= WARMUP] or list(truth.peak.values())
+    need = d["need"]
+    want = max(after) if after else None
+    why = []
+    if need["allocated"] != want:
+        why.append("need %s, allocator %s" % (need["allocated"], want))
+    if expect.get("eval_need"):
+        ev = max(truth.evals.values())
+        if need.get("phase_peak") != ev or need.get("phase_name") != "eval":
+            why.append("eval part %s %s, allocator %s" % (need.get("phase_name"),
+                                                          need.get("phase_peak"), ev))
+    cell("need", not why, "; ".join(why))
+
+    top, top_phase = None, ""
+    if truth.peak:
+        top_step = max(truth.peak, key=lambda i: (truth.peak[i], -i))
+        top, top_phase = truth.peak[top_step], truth.phase[top_step]
+    for name, v in truth.evals.items():
+        if top is None or v > top:
+            top, top_phase = v, name
+    pk = d["peak"]
+    # A step read once that moved has no phase of its own: "" (said so) is true.
+    unplaced = pk["phase"] == "" and any(s["step"] == pk["step"] and s["plain"] for s in steps)
+    cell("phase", pk["allocated"] == top and (pk["phase"] == top_phase or unplaced),
+         "%s in %r, allocator %s in %r" % (pk["allocated"], pk["phase"], top, top_phase))
+
+    bad = []
+    for s in steps:
+        if s["peak_known"] == "bound":
+            bad.append("step %d bound" % s["step"])
+        elif s["peak_allocated"] != truth.peak[s["step"]]:
+            bad.append("step %d %s %s, allocator %s" % (s["step"], s["peak_known"],
+                                                        s["peak_allocated"], truth.peak[s["step"]]))
+    if need["allocated"] is not None and need["allocated_known"]["is"] == "bound":
+        bad.append("need is a bound")
+    same_input = len({v for i, v in truth.inputs.items() if i >= WARMUP}) <= 1
+    if not kind.noise and not kind.noise_bytes and same_input and expect["pattern"] != "growth" \
+            and not expect.get("level"):
+        # Nothing moves after the first steps (and the step after them,
+        # which may still differ from the last breakdown step, or after a
+        # skipped update): every step read once repeats a breakdown step
+        # (same_as), none is said to have moved.
+        for s in steps:
+            if s["step"] >= WARMUP + 2 and s["plain"] and (s["moved"] or s["same_as"] < 0) \
+                    and not any(0 <= s["step"] - k <= 2 for k in kind.skipped):
+                bad.append("step %d read once, moved %s, same_as %s" % (s["step"], s["moved"], s["same_as"]))
+    cell("labels", not bad, "%d: %s" % (len(bad), "; ".join(bad[:3])))
+
+    bad = ["step %d %s, allocator %s" % (s["step"], s["held"], truth.held[s["step"]])
+           for s in steps if s["held"] != truth.held[s["step"]]]
+    cell("held", not bad, "%d: %s" % (len(bad), "; ".join(bad[:3])))
+
+    end, why = d.get("end") or {}, []
+    if truth.oom:
+        dead = truth.oom["step"]
+        if proc["partial_step"] != dead:
+            why.append("partial step %s, died in %d" % (proc["partial_step"], dead))
+        if end.get("oom_phase") != truth.oom["phase"]:
+            why.append("oom phase %r, died in %r" % (end.get("oom_phase"), truth.oom["phase"]))
+        if proc["steps_total"] != dead:
+            why.append("steps_total %s, finished %d" % (proc["steps_total"], dead))
+        steady = max((truth.inputs[i] for i in truth.peak), default=truth.inputs[dead])
+        ratio = truth.inputs[dead] / steady
+        if ratio > 1 and abs((end.get("input_ratio") or 0) - ratio) > 0.01:
+            why.append("the input's %.1f× not named (%s)" % (ratio, end.get("input_ratio")))
+    elif end.get("abrupt"):
+        why.append("ended abruptly")
+    micro = kind.micro
+    for s in steps:
+        if s["micro"] != micro:
+            why.append("step %d micro %d, ran %d" % (s["step"], s["micro"], micro))
+            break
+        if s["skipped"] != (s["step"] in kind.skipped):
+            why.append("step %d skipped %s" % (s["step"], s["skipped"]))
+            break
+    if proc["steps_total"] != len(truth.peak) and not truth.oom:
+        why.append("steps_total %s, ran %d" % (proc["steps_total"], len(truth.peak)))
+    cell("ending", not why, "; ".join(why))
+    return cells
+
+
+def run_kind(binary, kind):
+    t0 = time.monotonic()
+    if KEEP:
+        work = os.path.join(KEEP, kind.name)
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work, mode=0o700)
+        rep, truths = record(binary, kind, work)
+    else:
+        with tempfile.TemporaryDirectory(prefix="truth-") as work:
+            rep, truths = record(binary, kind, work)
+    procs = sorted(rep["processes"], key=lambda p: p.get("rank") or 0)
+    rows = []
+    for r, (proc, raw) in enumerate(zip(procs, truths)):
+        expect = dict(kind.expect)
+        expect.update((kind.expect.get("ranks") or {}).get(r, {}))
+        if expect.get("pattern") != "growth":
+            for key in ("growth_from", "rate", "growth_kind"):
+                expect.pop(key, None)
+        name = kind.name + ("/rank%d" % r if len(truths) > 1 else "")
+        rows.append((name, judge(kind, expect, proc, Truth(raw)), proc["diagnosis"]["headline"]))
+    return rows, time.monotonic() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "bin", "vramscope"))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--json", help="write the cells as JSON here")
+    ap.add_argument("-v", action="store_true", help="print each process's headline")
+    ap.add_argument("--keep", help="keep each kind's recording and truth under this folder")
+    ap.add_argument("names", nargs="*")
+    args = ap.parse_args()
+    global KEEP
+    KEEP = args.keep
+    chosen = [kinds.KINDS[n] for n in args.names] if args.names else kinds.K
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda k: run_kind(args.bin, k), chosen))
+    rows = [row for rs, _ in results for row in rs]
+    width = max(len(r[0]) for r in rows)
+    print("%-*s  %s" % (width, "kind", "  ".join("%-7s" % c for c in CHECKS)))
+    fails = []
+    for name, cells, headline in rows:
+        print("%-*s  %s" % (width, name, "  ".join(
+            "%-7s" % ("ok" if cells[c] == "ok" else "-" if cells[c] == "-" else "FAIL")
+            for c in CHECKS)))
+        fails += ["%s %s: %s" % (name, c, cells[c][5:]) for c in CHECKS if cells[c].startswith("FAIL")]
+        if args.v:
+            print("    " + headline)
+    total = sum(1 for _, cells, _ in rows for c in CHECKS if cells[c] != "-")
+    print("\n%d of %d cells right, %d kinds, %.0f s" % (total - len(fails), total, len(rows),
+                                                         time.monotonic() - t0))
+    for f in fails:
+        print("  " + f)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({name: cells for name, cells, _ in rows}, f, indent=1, sort_keys=True)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+package diagnose
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// Level changes: after a steady stretch, the steady peak or the memory
+// held between steps rises to a new level and stays there (a fine-tune
+// unfreezes its backbone, a scheduler doubles the batch, a CUDA graph's
+// pool is captured). It is neither a warmup (which only the first steps
+// make) nor a leak (which keeps rising).
+
+// LevelWindow is how many steps of a level its figure is read from (their
+// median), so a long run costs no more than a short one; LevelMinSteps how
+// long a level must have held (from where it settled) before a rise from it
+// is a level change: a staircase of shorter stairs is growth.
+const (
+	LevelWindow   = 16
+	LevelMinSteps = 5
+)
+
+// LevelChange is one rise to a new level, with its causes in numbers.
+type LevelChange struct {
+	// Step is the first step above the old level; Settled the first step
+	// of the new level (a change, like a warmup, may take up to
+	// WarmupMaxSteps steps: optimizer state is made in the first step's
+	// update and shows in the next).
+	Step    int `json:"step"`
+	Settled int `json:"settled"`
+	// PeakFrom and PeakTo are the steady peak before and after (medians of
+	// each level), HeldFrom and HeldTo the memory held between steps.
+	PeakFrom session.Bytes `json:"peak_from"`
+	PeakTo   session.Bytes `json:"peak_to"`
+	HeldFrom session.Bytes `json:"held_from"`
+	HeldTo   session.Bytes `json:"held_to"`
+	// Causes: the anatomy's gradients and optimizer state before and
+	// after (newly trained parameters), the input size before and after
+	// (tokens, else samples; 0 when the same or unknown), and the held
+	// memory they leave unexplained (a new buffer kept across steps).
+	Gradients   session.Bytes `json:"gradients"`
+	Optimizer   session.Bytes `json:"optimizer"`
+	InputFrom   int64         `json:"input_from"`
+	InputTo     int64         `json:"input_to"`
+	InputUnit   string        `json:"input_unit"`
+	Unexplained session.Bytes `json:"unexplained"`
+}
+
+// levelChanges finds the rises to a new level in pk after its first
+// WarmupMaxSteps steps: a step whose peak passes the current level by more
+// than band, or whose held memory passes the level's held memory by more
+// than its own band, where the steps after it (up to LevelWindow, at least
+// SteadyMinSteps) have their median above too (a spike is not a level).
+// hp is heldAsPeaks(pk).
+func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.Bytes) []LevelChange {
+	n := len(pk)
+	if n < WarmupMaxSteps+2*SteadyMinSteps+1 {
+		return nil
+	}
+	heldBand := heldBandOf(pk, hp)
+	var out []LevelChange
+	start := WarmupMaxSteps
+	var lv, hv session.Bytes
+	for i := start + LevelMinSteps; i < n-SteadyMinSteps; i++ {
+		if i-start <= LevelWindow { // the level's window is full after that: read once
+			win := pk[start:i]
+			lv, hv = median(win), medianHeld(win)
+		}
+		if !(pk[i].PeakAllocated > lv+band || heldBand.Known() && hv.Known() && pk[i].Held > hv+heldBand) {
+			continue
+		}
+		// The level after it, not single steps: a run whose noise is
+		// skewed (most steps at a floor, some above) passes lv+band now and
+		// then without moving its median.
+		// Near the end, with fewer steps to tell by, every one must be above.
+		next := pk[i+1 : min(i+1+LevelWindow, n)]
+		peakTo, heldTo := median(next), medianHeld(next)
+		if len(next) < LevelWindow {
+			peakTo = minPeak(next)
+			heldTo = minHeld(next)
+		}
+		if !(peakTo > lv+band || heldBand.Known() && hv.Known() && heldTo.Known() && heldTo > hv+heldBand) {
+			continue
+		}
+		// Settled: the first step from which the next ones rise no more.
+		settled := i
+		for s := i + 1; s < min(i+WarmupMaxSteps, n); s++ {
+			if pk[s].PeakAllocated > pk[s-1].PeakAllocated+band ||
+				heldBand.Known() && pk[s].Held > pk[s-1].Held+heldBand {
+				settled = s
+			}
+		}
+		out = append(out, LevelChange{Step: pk[i].Index, Settled: pk[settled].Index, PeakFrom: lv, HeldFrom: hv})
+		start = settled
+		i = settled + LevelMinSteps - 1
+	}
+	for k := range out {
+		c := &out[k]
+		from, to := indexOf(pk, c.Settled), n
+		if k+1 < len(out) {
+			to = indexOf(pk, out[k+1].Step)
+		}
+		win := pk[from:min(from+LevelWindow, to)]
+		c.PeakTo, c.HeldTo = median(win), medianHeld(win)
+		before := pk[max(WarmupMaxSteps, indexOf(pk, c.Step)-LevelWindow):indexOf(pk, c.Step)]
+		c.causes(p, before, win)
+	}
+	return out
+}
+
+// heldBandOf is the band of the held series hp (heldAsPeaks(pk)): its
+// tolerance or SpreadK of its own noise; Unknown when a step has no held
+// figure.
+func heldBandOf(pk, hp []session.StepPeak) session.Bytes {
+	if len(hp) < MinSteps || len(hp) != len(pk) {
+		return session.Unknown
+	}
+	return max(Tolerance(median(hp)), session.Bytes(math.Round(SpreadK*noise(hp))))
+}
+
+// levelsExplain reports whether the level changes explain the run's rise:
+// every level (the first from WarmupMaxSteps, each later one from where it
+// settled, up to the next change) is flat by the growth rule's own test
+// (its peaks), and its held memory has no significant slope. A leak climbs within its levels; a
+// staircase of level changes does not.
+func levelsExplain(pk, hp []session.StepPeak, levels []LevelChange, band session.Bytes) bool {
+	if len(levels) == 0 {
+		return false
+	}
+	heldBand := heldBandOf(pk, hp)
+	from := WarmupMaxSteps
+	for k := 0; k <= len(levels); k++ {
+		to := len(pk)
+		if k < len(levels) {
+			to = indexOf(pk, levels[k].Step)
+		}
+		run := pk[min(from, to):to]
+		// A level is flat: its held memory stays within its band (within-step
+		// noise does not move it), its peaks' second half sits where its
+		// first half does, and neither has a significant slope.
+		if len(run) < 2 {
+			return false
+		}
+		if lo, hi := minHeld(run), maxHeld(run); heldBand.Known() && lo.Known() && hi-lo > heldBand {
+			return false
+		}
+		if absDiff(median(run[len(run)/2:]), median(run[:len(run)/2])) > band {
+			return false
+		}
+		if b, t := fit(run, false); b >= float64(MinGrowthPerStep) && t >= GrowthMinT && b*float64(len(run)) > float64(band) {
+			return false
+		}
+		if b, t := fit(run, true); b >= float64(MinGrowthPerStep) && t >= GrowthMinT {
+			return false
+		}
+		if k < len(levels) {
+			from = indexOf(pk, levels[k].Settled)
+		}
+	}
+	return true
+}
+
+// causes puts the change in numbers: the anatomy's gradients and
+// optimizer state at the old level and the new one, the input sizes, and
+// what of the held memory's rise they leave unexplained.
+func (c *LevelChange) causes(p *session.Process, before, after []session.StepPeak) {
+	c.Gradients, c.Optimizer, c.Unexplained = session.Unknown, session.Unknown, session.Unknown
+	a, b := anatomyAt(p, before[len(before)-1].Index), anatomyAt(p, after[len(after)-1].Index)
+	if a != nil && b != nil && a != b {
+		c.Gradients, c.Optimizer = gap(b.Gradients, a.Gradients), gap(b.Optimizer, a.Optimizer)
+	}
+	inFrom, inTo, unit := medianInput(before, true), medianInput(after, true), "tokens"
+	if inFrom <= 0 || inTo <= 0 {
+		inFrom, inTo, unit = medianInput(before, false), medianInput(after, false), "samples"
+	}
+	if inFrom > 0 && inTo > 0 && inFrom != inTo {
+		c.InputFrom, c.InputTo, c.InputUnit = inFrom, inTo, unit
+	}
+	if rise := gap(c.HeldTo, c.HeldFrom); rise.Known() {
+		explained := session.Bytes(0)
+		if c.Gradients.Known() {
+			explained += c.Gradients + c.Optimizer
+		}
+		c.Unexplained = gap(rise, explained)
+	}
+}
+
+// Line is "level change at step 100: peak 1491→11499 MiB, held
+// 1191→4662 MiB: gradients +1152, optimizer state +2304 MiB, ..."; the
+// rise, where it settled and what made it.
+func (c *LevelChange) Line() string {
+	s := fmt.Sprintf("level change at step %d: peak %s→%s MiB", c.Step, c.PeakFrom.MiBString(), c.PeakTo.MiBString())
+	if c.HeldFrom.Known() && c.HeldTo.Known() && c.HeldTo-c.HeldFrom > Tolerance(c.HeldTo) {
+		s += fmt.Sprintf(", held between steps %s→%s MiB", c.HeldFrom.MiBString(), c.HeldTo.MiBString())
+	}
+	var why []string
+	if c.Gradients.Known() && c.Gradients > Tolerance(c.HeldTo) {
+		why = append(why, "gradients +"+c.Gradients.MiBString()+" MiB")
+	}
+	if c.Optimizer.Known() && c.Optimizer > Tolerance(c.HeldTo) {
+		why = append(why, "optimizer state +"+c.Optimizer.MiBString()+" MiB (newly trained parameters)")
+	}
+	if c.InputTo > 0 {
+		why = append(why, fmt.Sprintf("input %d→%d %s (%.1f×)", c.InputFrom, c.InputTo, c.InputUnit, float64(c.InputTo)/float64(c.InputFrom)))
+	}
+	if c.Unexplained.Known() && c.Unexplained > Tolerance(c.HeldTo) {
+		why = append(why, "kept across steps +"+c.Unexplained.MiBString()+" MiB (a new buffer, or state the anatomy does not count)")
+	}
+	if len(why) > 0 {
+		s += ": " + strings.Join(why, ", ")
+	}
+	if c.Settled != c.Step {
+		s += fmt.Sprintf("; settled by step %d", c.Settled)
+	}
+	return s + " — not a leak: it stays at its new level"
+}
+
+// medianHeld is the median held memory of pk, Unknown when a step has none.
+func medianHeld(pk []session.StepPeak) session.Bytes {
+	v := make([]float64, 0, len(pk))
+	for i := range pk {
+		if !pk[i].Held.Known() {
+			return session.Unknown
+		}
+		v = append(v, float64(pk[i].Held))
+	}
+	if len(v) == 0 {
+		return session.Unknown
+	}
+	return session.Bytes(math.Round(medianF(v)))
+}
+
+// medianInput is the median input size (tokens, else batch) of pk, 0 when
+// a step has none.
+func medianInput(pk []session.StepPeak, tokens bool) int64 {
+	v := make([]float64, 0, len(pk))
+	for i := range pk {
+		x := pk[i].Batch
+		if tokens {
+			x = pk[i].Tokens
+		}
+		if x <= 0 {
+			return 0
+		}
+		v = append(v, float64(x))
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	return int64(math.Round(medianF(v)))
+}
+
+// indexOf is the position in pk of the step numbered index (pk is in step
+// order), len(pk) when absent.
+func indexOf(pk []session.StepPeak, index int) int {
+	for i := range pk {
+		if pk[i].Index >= index {
+			return i
+		}
+	}
+	return len(pk)
+}
+
+// minHeld is the least held memory of pk, Unknown when a step has none.
+func minHeld(pk []session.StepPeak) session.Bytes {
+	v := session.Unknown
+	for i := range pk {
+		if !pk[i].Held.Known() {
+			return session.Unknown
+		}
+		if !v.Known() || pk[i].Held < v {
+			v = pk[i].Held
+		}
+	}
+	return v
+}
+
+// minPeak is the least allocated peak of pk (not empty).
+func minPeak(pk []session.StepPeak) session.Bytes {
+	v := pk[0].PeakAllocated
+	for i := range pk {
+		v = min(v, pk[i].PeakAllocated)
+	}
+	return v
+}
+
+// maxHeld is the most held memory of pk, Unknown when a step has none.
+func maxHeld(pk []session.StepPeak) session.Bytes {
+	v := session.Unknown
+	for i := range pk {
+		if !pk[i].Held.Known() {
+			return session.Unknown
+		}
+		v = v.Max(pk[i].Held)
+	}
+	return v
+}

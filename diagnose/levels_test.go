@@ -1,0 +1,75 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// levelRun is a run whose every phase the hook read (exact peaks): held
+// memory held(step) between steps, the step peaking peak(step) in
+// backward, its forward's input tokens(step).
+func levelRun(steps int, held, peak func(int) int64, tokens func(int) int64) []ipc.Message {
+	run := newH100Run("level", 7, true)
+	add := run.add
+	mem := func(alloc, top int64) *ipc.Mem {
+		return &ipc.Mem{Allocated: alloc * session.MiB, MaxAllocated: top * session.MiB, Reserved: 90000 * session.MiB, MaxReserved: 90000 * session.MiB}
+	}
+	for i := range steps {
+		h, pk := held(i), peak(i)
+		ends := []struct {
+			name      string
+			end, peak int64
+		}{{"zero_grad", h, h}, {"forward", h + pk/2, h + pk/2}, {"loss", h + pk/2, h + pk/2}, {"backward", h, h + pk}, {"step", h, h}}
+		for _, e := range ends {
+			begin := ipc.Message{Type: ipc.TypePhase, Name: e.name, Step: i, Edge: ipc.EdgeBegin}
+			if e.name == "forward" {
+				b, n := int64(8), tokens(i)
+				begin.Input = &ipc.Input{Batch: &b, Tokens: &n}
+			}
+			add(begin)
+			add(ipc.Message{Type: ipc.TypePhase, Name: e.name, Step: i, Edge: ipc.EdgeEnd, Mem: mem(e.end, e.peak)})
+		}
+	}
+	add(ipc.Message{Type: ipc.TypeGoodbye, Reason: "exit"})
+	return run.msgs
+}
+
+// A rise after a steady stretch is a level change at its step, with its
+// causes in numbers; not a warmup of the first steps, not a leak; the need
+// is the new level's and the headline names the change.
+func TestALateRiseIsALevelChange(t *testing.T) {
+	const at = 60
+	for _, c := range []struct {
+		name   string
+		held   func(int) int64
+		peak   func(int) int64
+		tokens func(int) int64
+		says   string
+	}{
+		{"a larger batch", func(int) int64 { return 1900 },
+			func(i int) int64 { return map[bool]int64{true: 2000, false: 4000}[i < at] },
+			func(i int) int64 { return map[bool]int64{true: 2048, false: 4096}[i < at] }, "input 2048→4096 tokens (2.0×)"},
+		{"a new buffer", func(i int) int64 { return map[bool]int64{true: 1900, false: 3436}[i < at] },
+			func(int) int64 { return 2000 }, func(int) int64 { return 2048 }, "kept across steps +1536 MiB"},
+	} {
+		s, p := storeOf(t, levelRun(200, c.held, c.peak, c.tokens), false)
+		d := Diagnose(s, p)
+		if len(d.Levels) != 1 || d.Levels[0].Step != at {
+			t.Fatalf("%s: level changes %+v, want one at step %d (%s)", c.name, d.Levels, at, d.Headline())
+		}
+		if d.Pattern == PatternGrowth || d.Pattern == PatternWarmup && d.SteadyFrom < at {
+			t.Errorf("%s: %s steady from %d: %s", c.name, d.Pattern, d.SteadyFrom, d.Headline())
+		}
+		want := session.Bytes((c.held(at+1) + c.peak(at+1)) * session.MiB)
+		if d.Need.Allocated != want {
+			t.Errorf("%s: need %d MiB, want the new level's %d", c.name, d.Need.Allocated/session.MiB, want/session.MiB)
+		}
+		h := d.Headline()
+		if !strings.HasPrefix(h, "level change at step 60: ") || !strings.Contains(h, c.says) || strings.Contains(h, "possible leak") || strings.Contains(h, "warmup") {
+			t.Errorf("%s: headline %q", c.name, h)
+		}
+	}
+}
