@@ -19,6 +19,10 @@ var (
 	dGrowth     = desc("growth_bytes_per_step", "While the step peaks keep growing (pattern growth): the least-squares slope of the peaks per step; label kind says what grows: leak (the memory held between steps grows with it), input (the input size grows) or transient.", procLabels, "kind")
 	dHeldGrowth = desc("held_growth_bytes_per_step", "While the step peaks keep growing: the slope of the memory held between steps per step (a leak's rate).", procLabels, "kind")
 	dOnset      = desc("growth_onset_step", "While the step peaks keep growing: the step where the growth starts (the change point).", procLabels, "kind")
+	dLevels     = desc("level_changes", "Rises of the step peaks to a new level after a steady stretch (the diagnosis's level changes: a larger batch, newly trained parameters, a buffer kept across steps); 0 when none.", procLabels)
+	dLevelStep  = desc("level_change_step", "The step where the newest level change starts (the first step above the old level).", procLabels)
+	dLevelFrom  = desc("level_change_peak_from_bytes", "The steady peak before the newest level change (the median of that level).", procLabels)
+	dLevelTo    = desc("level_change_peak_to_bytes", "The steady peak after the newest level change (the median of the new level).", procLabels)
 )
 
 // collectDiagnosis serves what diagnose.Diagnose says about p.
@@ -44,6 +48,17 @@ func collectDiagnosis(s *session.Store, p *session.Process, l []string, gauge em
 	}
 	if n.Headroom.Known() {
 		gauge(dHeadroom, float64(n.Headroom), l...)
+	}
+	gauge(dLevels, float64(len(d.Levels)), l...)
+	if n := len(d.Levels); n > 0 {
+		lc := &d.Levels[n-1]
+		gauge(dLevelStep, float64(lc.Step), l...)
+		if lc.PeakFrom.Known() {
+			gauge(dLevelFrom, float64(lc.PeakFrom), l...)
+		}
+		if lc.PeakTo.Known() {
+			gauge(dLevelTo, float64(lc.PeakTo), l...)
+		}
 	}
 	if d.Pattern == diagnose.PatternGrowth && d.GrowthKind != "" {
 		if d.GrowthPerStep.Known() {

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -181,5 +182,59 @@ func TestCatalogNamesEveryServedFamily(t *testing.T) {
 	}
 	if n < 20 {
 		t.Errorf("only %d families served", n)
+	}
+}
+
+// TestLevelChangeAsMetrics: a run whose every phase the hook read, steady
+// at a 2000 MiB peak over 1900 MiB held, that keeps a 1536 MiB buffer
+// across steps from step 40 (the diagnosis's "a new buffer" level change):
+// one level change, at step 40, from 3900 to 5436 MiB; none in a steady
+// run.
+func TestLevelChangeAsMetrics(t *testing.T) {
+	mib := func(n int64) int64 { return n << 20 }
+	run := func(conn uint64, rise int) []ipc.Message {
+		world, rank := 2, int(conn)-1
+		msgs := []ipc.Message{{V: 1, Type: ipc.TypeHello, Session: fmt.Sprintf("lv%d", conn), PID: 100 + int(conn), Host: "node-0",
+			Rank: &rank, WorldSize: &world, CUDA: &ipc.CUDADevice{UUID: "GPU-1", Name: "H100", Total: mib(81559)},
+			Clock: &ipc.Clock{Mono: 1000, Wall: 1763794800}, Hook: &ipc.HookConfig{Version: "0.2.0", SampleHz: 50, ExactPeaks: true},
+			MemSource: &ipc.MemSource{Kind: ipc.SourceCUDA, Peaks: ipc.PeaksExact}, T: 1000}}
+		t := 1000.0
+		for i := 0; i < 80; i++ {
+			held := int64(1900)
+			if rise >= 0 && i >= rise {
+				held += 1536
+			}
+			for _, e := range []struct {
+				name      string
+				end, peak int64
+			}{{"zero_grad", held, held}, {"forward", held + 1000, held + 1000}, {"loss", held + 1000, held + 1000}, {"backward", held, held + 2000}, {"step", held, held}} {
+				t += 0.01
+				msgs = append(msgs, ipc.Message{V: 1, Type: ipc.TypePhase, Name: e.name, Step: i, Edge: ipc.EdgeBegin, T: t})
+				t += 0.01
+				msgs = append(msgs, ipc.Message{V: 1, Type: ipc.TypePhase, Name: e.name, Step: i, Edge: ipc.EdgeEnd, T: t,
+					Mem: &ipc.Mem{Allocated: mib(e.end), MaxAllocated: mib(e.peak), Reserved: mib(9000), MaxReserved: mib(9000)}})
+			}
+		}
+		for i := range msgs {
+			msgs[i].Seq = uint64(i)
+		}
+		return msgs
+	}
+	q, e := newExporter()
+	putGenerated(q, 1, run(1, 40))
+	putGenerated(q, 2, run(2, -1))
+	fams := scrape(t, e.Handler())
+	r0, r1 := map[string]string{"rank": "0"}, map[string]string{"rank": "1"}
+	if v := value(t, fams, "vramscope_level_changes", r0); v != 1 {
+		t.Fatalf("rank 0: %v level changes, want 1", v)
+	}
+	if v := value(t, fams, "vramscope_level_change_step", r0); v != 40 {
+		t.Errorf("level change at step %v, want 40", v)
+	}
+	if f, to := value(t, fams, "vramscope_level_change_peak_from_bytes", r0), value(t, fams, "vramscope_level_change_peak_to_bytes", r0); f != float64(mib(3900)) || to != float64(mib(5436)) {
+		t.Errorf("level %v → %v, want 3900 → 5436 MiB", f/float64(mib(1)), to/float64(mib(1)))
+	}
+	if v := value(t, fams, "vramscope_level_changes", r1); v != 0 {
+		t.Errorf("the steady rank: %v level changes", v)
 	}
 }
