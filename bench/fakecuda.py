@@ -389,6 +389,39 @@ class SimAllocator:
             while ns() < t_end:
                 pass
 
+    def memory_snapshot(self, holes=1):
+        """``torch.cuda.memory_snapshot()`` of this allocator: its reserved
+        memory as one segment whose blocks are the live allocations (the
+        phases' and malloc()'s), oldest first, with the free memory (reserved - allocated) split into
+        ``holes`` equal inactive blocks between them (a fragmented cache for
+        holes > 1). The shape is torch's own: ``torch/cuda/memory.py``,
+        ``_snapshot``'s ``Segment`` (``address``, ``total_size``, ``stream``,
+        ``segment_type``, ``allocated_size``, ``active_size``, ``blocks``) and
+        ``Block`` (``size``, ``requested_size``, ``address``, ``state``)."""
+        reserved = self.stats["reserved_bytes"]["all"]["current"]
+        free = reserved - self.allocated
+        gaps = [free // holes] * holes
+        gaps[-1] += free - sum(gaps)
+        blocks, addr = [], 0
+        live = self._blocks + list(self._live.values())  # the phases' blocks and malloc()'s
+        every = max(1, len(live) // holes)
+        for i, n in enumerate(live):
+            blocks.append({"size": n, "requested_size": n, "address": addr,
+                           "state": "active_allocated", "frames": []})
+            addr += n
+            if gaps and (i + 1) % every == 0 and len(gaps) > 1:
+                g = gaps.pop()
+                blocks.append({"size": g, "requested_size": 0, "address": addr,
+                               "state": "inactive", "frames": []})
+                addr += g
+        for g in gaps:
+            blocks.append({"size": g, "requested_size": 0, "address": addr,
+                           "state": "inactive", "frames": []})
+            addr += g
+        return [{"device": 0, "address": 0, "total_size": reserved, "stream": 0,
+                 "segment_type": "large", "segment_pool_id": (0, 0),
+                 "allocated_size": self.allocated, "active_size": self.allocated,
+                 "requested_size": self.allocated, "blocks": blocks}]
     # ---- tensors by handle, the device's limit and the allocator's own truth ----------
 
     def malloc(self, n):

@@ -63,13 +63,14 @@ func runLive(ctx context.Context, l liveFlags) error {
 		return err
 	}
 	defer closeLog()
-	srv, err := ipc.Listen(ipc.WithSocketPath(l.socket), ipc.WithLogf(logf))
+	suspicion := pipeline.NewSuspicion(recordDir(l.record))
+	srv, err := ipc.Listen(ipc.WithSocketPath(l.socket), ipc.WithLogf(logf), suspicion.ServerOption())
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	prom := newPromExport(l.prom)
-	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive))}, prom.feedOptions()...)...)
+	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive)), suspicion.FeedOption()}, prom.feedOptions()...)...)
 	if l.record != "" {
 		if err := f.Start(l.record); err != nil {
 			return err
@@ -82,6 +83,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 		return err
 	}
 	mon := pipeline.StartMonitor(ctx, srv, f, logf, l.nvmlEvery, l.procEvery)
+	suspicion.Start(ctx, srv, f)
 	defer mon.Close()
 	sampler := mon.Sampler
 	devs, _ := sampler.Devices()
@@ -89,7 +91,7 @@ func runLive(ctx context.Context, l liveFlags) error {
 	opts := []tui.Option{
 		tui.WithSource(f), tui.WithRecorder(f, defaultRecording()),
 		tui.WithDevice(sampler.Status(), devs), tui.WithSocket(srv.Path()),
-		tui.WithDebugLog(logWriter(logf)),
+		tui.WithDebugLog(logWriter(logf)), tui.WithCensusAsker(suspicion.Ask),
 	}
 	if l.title != "" {
 		opts = append(opts, tui.WithTitle(l.title))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,13 +69,14 @@ func runRecord(ctx context.Context, o recordFlags, stderr io.Writer) error {
 // socket path once the server listens.
 func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening func(string)) error {
 	logf := stderrLog(stderr)
-	srv, err := ipc.Listen(ipc.WithSocketPath(o.socket), ipc.WithLogf(logf))
+	suspicion := pipeline.NewSuspicion(recordDir(o.out))
+	srv, err := ipc.Listen(ipc.WithSocketPath(o.socket), ipc.WithLogf(logf), suspicion.ServerOption())
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	prom := newPromExport(o.prom)
-	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive))}, prom.feedOptions()...)...)
+	f := feed.New(append([]feed.Option{feed.WithOpener(pipeline.Recorder(toolName(), record.SourceLive)), suspicion.FeedOption()}, prom.feedOptions()...)...)
 	if err := f.Start(o.out); err != nil {
 		return err
 	}
@@ -82,6 +84,7 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 		return err
 	}
 	mon := pipeline.StartMonitor(ctx, srv, f, logf, o.nvmlEvery, o.procEvery)
+	suspicion.Start(ctx, srv, f)
 	defer mon.Close()
 	if listening != nil {
 		listening(srv.Path())
@@ -144,4 +147,17 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// recordDir is the absolute directory of a recording path, where a hook
+// writes its allocator history beside it ("" without a recording).
+func recordDir(path string) string {
+	if path == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(abs)
 }

@@ -57,6 +57,6 @@ Or, with no code change: vramscope run -- python train.py`,
 	live.register(root)
 	root.AddCommand(newRecordCmd(), newReportCmd(), newReplayCmd(), newDemoCmd(), newDevicesCmd(),
 		newVersionCmd(), newRunCmd(), newDoctorCmd())
-	root.AddCommand(newExportCmd(), newDiffCmd(), newPlotCmd())
+	root.AddCommand(newExportCmd(), newDiffCmd(), newPlotCmd(), newCensusCmd())
 	return root
 }

@@ -146,6 +146,12 @@ type Diagnosis struct {
 	// AllocRetries is the allocator's retry count (cudaMalloc failed, the
 	// cache was freed and the call retried), 0 on CPU runs.
 	AllocRetries int64 `json:"alloc_retries"`
+	// Culprits are the holders that grew between the hook's two newest
+	// censuses (nil: fewer than two, or nothing grew).
+	Culprits *Culprits `json:"culprits"`
+	// AtOOM is what was alive at an out-of-memory error, by category (nil
+	// when the hook sent no census there).
+	AtOOM *AtOOM `json:"at_oom"`
 }
 
 // PeakSite is where the session's allocated peak happened and what
@@ -290,5 +296,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	}
 	// What holds tensors comes from the hook's tensor walk: true on every device.
 	d.Advice = append(d.Advice, HoldersOf(p.Anatomy).Advice()...)
+	d.Culprits = CulpritsOf(p)
+	d.AtOOM = atOOM(p)
 	return d
 }

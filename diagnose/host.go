@@ -74,8 +74,14 @@ func hostOnly(d *Diagnosis, seg []session.StepPeak) {
 // hostLines are Lines for a CPU run, in host-memory terms.
 func (d *Diagnosis) hostLines() []string {
 	lines := []string{"host memory (RSS): " + d.pattern()}
+	if cs := d.Culprits; cs != nil {
+		lines = append(lines, cs.Lines()...)
+	}
 	if e := d.End; e != nil {
 		lines = append(lines, e.Lines()...)
+	}
+	if a := d.AtOOM; a != nil {
+		lines = append(lines, a.Lines()...)
 	}
 	for i := range d.Phases {
 		lines = append(lines, d.Phases[i].Line())

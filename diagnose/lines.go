@@ -29,6 +29,9 @@ func (d *Diagnosis) Headline() string {
 	if e := d.End; e != nil && e.Survived {
 		return "out of memory in " + Where(e.OOMStep, e.OOMPhase) + " (caught) · " + h
 	}
+	if cs := d.Culprits; cs != nil {
+		return cs.Headline() + " · " + h
+	}
 	return h
 }
 
@@ -133,6 +136,9 @@ func (d *Diagnosis) Lines() []string {
 	}
 	lines := make([]string, 0, 8+len(d.Advice))
 	lines = append(lines, d.pattern())
+	if cs := d.Culprits; cs != nil {
+		lines = append(lines, cs.Lines()...)
+	}
 	if d.Pattern != PatternGrowth {
 		for i := len(d.Levels) - 1; i >= 0; i-- {
 			lines = append(lines, d.Levels[i].Line())
@@ -140,6 +146,9 @@ func (d *Diagnosis) Lines() []string {
 	}
 	if e := d.End; e != nil {
 		lines = append(lines, e.Lines()...)
+	}
+	if a := d.AtOOM; a != nil {
+		lines = append(lines, a.Lines()...)
 	}
 	for i := range d.Phases {
 		lines = append(lines, d.Phases[i].Line())

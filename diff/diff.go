@@ -88,6 +88,11 @@ type Pair struct {
 	Saved        Delta    `json:"saved"`
 	Modules      []Module `json:"modules"`
 	ModulesMoved []string `json:"modules_moved"`
+	// Holders are the holders of other tensors in either side's newest
+	// census, a side without the holder at 0; HoldersMoved the names of
+	// those that moved by HolderMovedFloor or more.
+	Holders      []Holder `json:"holders"`
+	HoldersMoved []string `json:"holders_moved"`
 	// Cells are every aligned step × phase cell.
 	Cells []Cell `json:"cells"`
 	// Differs says what differs between the two runs' setups, one item
@@ -276,6 +281,7 @@ func ComparePair(a *session.Store, pa *session.Process, b *session.Store, pb *se
 		}
 	}
 	pr.compareModules(diagnose.HoldersOf(pa.Anatomy), diagnose.HoldersOf(pb.Anatomy))
+	pr.compareHolders(pa, pb)
 	return pr
 }
 

@@ -60,9 +60,9 @@ type Feed struct {
 	recPath  string
 	recErr   error
 	recCount uint64
-	tap      func(session.Event) // WithTap
-	rejected uint64              // bad lines, each counted though reports are limited
-	refused  uint64              // connections the server refused (its limit)
+	taps     []func(session.Event) // WithTap, in order
+	rejected uint64                // bad lines, each counted though reports are limited
+	refused  uint64                // connections the server refused (its limit)
 }
 
 // New returns an empty feed.
@@ -83,8 +83,8 @@ func (f *Feed) Put(ev session.Event) {
 	f.track(ev)
 	f.record(ev)
 	f.hist.keep(ev)
-	if f.tap != nil {
-		f.tap(ev)
+	for _, tap := range f.taps {
+		tap(ev)
 	}
 	if len(f.pending) >= f.limit {
 		f.skipOldest()

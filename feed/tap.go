@@ -6,4 +6,7 @@ import "github.com/vramscope/vramscope/session"
 // recorder sees them: for a second consumer such as the Prometheus
 // exporter (the Prometheus exporter's own feed: its queue). tap runs with the feed's lock held, so
 // it must only enqueue; it must not block or call back into the feed.
-func WithTap(tap func(session.Event)) Option { return func(f *Feed) { f.tap = tap } }
+// Several taps are called in the order they were given.
+func WithTap(tap func(session.Event)) Option {
+	return func(f *Feed) { f.taps = append(f.taps, tap) }
+}

@@ -44,6 +44,7 @@ type conn struct {
 	hello   atomic.Bool // said hello: no longer evictable
 	evicted atomic.Bool // closed by evictSilentLocked
 	gone    bool        // the peer has hung up (room; s.mu held)
+	wmu     sync.Mutex  // one request write at a time (Ask)
 }
 
 // evictGrace protects a connection younger than this from eviction: a

@@ -74,6 +74,13 @@ func WithIdleTimeout(d time.Duration) Option {
 	}
 }
 
+// WithAskHandler makes the server take an ask line (TypeAsk, vramscope
+// census) in place of a hello: it calls ask with the pid, answers with one
+// line and closes the connection. ask must not block.
+func WithAskHandler(ask func(pid int) error) Option {
+	return func(s *Server) { s.onAsk = ask }
+}
+
 // WithPeerUID sets the only uid whose connections are served (default: the
 // monitor's effective uid). Tests use it to stand in for another user.
 func WithPeerUID(uid int) Option {

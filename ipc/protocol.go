@@ -38,6 +38,13 @@ const (
 	// TypeOOM reports an out-of-memory error the allocator raised, with
 	// its state at that moment (sent before the process may die).
 	TypeOOM = "oom"
+	// TypeCensus is a census of the live tensors and who holds them.
+	TypeCensus = "census"
+	// TypeAsk is not a hook's: a command (vramscope census) asks the
+	// monitor to ask the hook of process pid for a census. It is the only
+	// line of its connection, instead of a hello; the monitor answers
+	// with one line and closes it.
+	TypeAsk = "ask"
 )
 
 // Phase edges.
@@ -124,6 +131,9 @@ type Message struct {
 	Requested   *int64 `json:"requested,omitempty"`
 	DeviceFree  *int64 `json:"device_free,omitempty"`
 	DeviceTotal *int64 `json:"device_total,omitempty"`
+
+	// census
+	Census *Census `json:"census,omitempty"`
 
 	// stats, goodbye
 	Stats  *Stats `json:"stats,omitempty"`
@@ -270,6 +280,13 @@ func (m *Message) validateType() error {
 		return nil
 	case TypeOOM:
 		return m.validateOOM()
+	case TypeCensus:
+		return m.validateCensus()
+	case TypeAsk:
+		if m.PID <= 0 {
+			return errors.New("field pid: missing or not positive")
+		}
+		return nil
 	case "":
 		return errors.New("field type: missing")
 	default:

@@ -188,6 +188,13 @@ func FuzzDecode(f *testing.F) {
 	for _, c := range invalidCases(f) {
 		f.Add([]byte(c.Line))
 	}
+	fx := readCensusFixture(f)
+	for _, l := range fx.Census {
+		f.Add([]byte(l))
+	}
+	for _, c := range fx.Invalid {
+		f.Add([]byte(c.Line))
+	}
 	for _, s := range fastPathEdgeCases {
 		f.Add([]byte(s))
 	}

@@ -107,6 +107,8 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	onAsk func(pid int) error // WithAskHandler
 }
 
 // Listen prepares the socket directory (0700, ours), clears a stale socket
@@ -354,6 +356,10 @@ func (s *Server) handle(cn *conn, deliver func(Delivery)) {
 		switch {
 		case derr != nil:
 			s.reject(id, deliver, derr)
+		case !hello && m.Type == TypeAsk && s.onAsk != nil:
+			s.answerAsk(cn, m)
+			s.endTurn()
+			return
 		case !hello && m.Type != TypeHello:
 			s.reject(id, deliver, fmt.Errorf("%w (type %q, seq %d)", errBeforeHello, m.Type, m.Seq))
 		default:

@@ -3,6 +3,7 @@ package metrics
 import (
 	"sort"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,6 +50,7 @@ var (
 	dHookDropped  = desc("hook_dropped_total", "Messages the hook dropped because its queue was full (it never blocks training).", procLabels)
 	dHookEvicted  = desc("hook_evicted_total", "Messages the hook evicted from its backlog while no monitor listened.", procLabels)
 	dSendErrors   = desc("hook_send_errors_total", "Socket send errors the hook counted.", procLabels)
+	dHolder       = desc("census_holder_bytes", "The largest holder of other tensors in the hook's newest census of live tensors (docs/census.md): its tensors' memory and the saved tensors still in the autograd graphs it keeps; label holder is its name, at most 64 bytes.", procLabels, "holder")
 
 	dDevUsed   = desc("nvml_device_used_bytes", "NVML: device memory used.", gpuLabels)
 	dDevTotal  = desc("nvml_device_total_bytes", "NVML: device memory total.", gpuLabels)
@@ -164,6 +166,9 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 		connected = 1
 	}
 	gauge(dConnected, connected, l...)
+	if name, b, ok := largestHolder(p); ok {
+		gauge(dHolder, float64(b), with(name)...)
+	}
 	count(dLost, p.Lost, l...)
 	count(dDuplicates, p.Duplicates, l...)
 	count(dHookDropped, p.Stats.Dropped, l...)
@@ -273,4 +278,33 @@ func finished(p *session.Process, st *session.Step) bool {
 	}
 	c := st.Cell("step")
 	return c != nil && !c.End.IsZero()
+}
+
+// MaxHolderLabel bounds the holder label's value, in bytes: one series per
+// process, whatever the names a process gives its variables.
+const MaxHolderLabel = 64
+
+// largestHolder is the name (clipped to MaxHolderLabel bytes on a
+// character boundary) and bytes of the newest census's largest holder.
+func largestHolder(p *session.Process) (string, int64, bool) {
+	if len(p.Censuses) == 0 {
+		return "", 0, false
+	}
+	c := &p.Censuses[len(p.Censuses)-1]
+	best := -1
+	var most int64
+	for i := range c.Holders {
+		if b := c.Holders[i].Bytes + c.Holders[i].GraphSaved; best < 0 || b > most {
+			best, most = i, b
+		}
+	}
+	if best < 0 {
+		return "", 0, false
+	}
+	name := c.Holders[best].Name
+	for len(name) > MaxHolderLabel {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	return name, most, true
 }

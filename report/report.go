@@ -84,10 +84,12 @@ type Process struct {
 	// NoOptimizer is true when no step had a step phase: the watch has no
 	// optimizer, and a step ends at the model's next training forward
 	// after a backward (docs/hook.md, "Loop shapes").
-	NoOptimizer bool      `json:"no_optimizer"`
-	Totals      Totals    `json:"totals"`
-	Anatomy     Anatomy   `json:"anatomy"`
-	Diagnosis   Diagnosis `json:"diagnosis"`
+	NoOptimizer bool    `json:"no_optimizer"`
+	Totals      Totals  `json:"totals"`
+	Anatomy     Anatomy `json:"anatomy"`
+	// Census is the newest census of the live tensors, nil when none came.
+	Census    *Census   `json:"census"`
+	Diagnosis Diagnosis `json:"diagnosis"`
 }
 
 // Job is which job of a launcher or scheduler a process belongs to (the
@@ -372,6 +374,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		out.Anatomy.Measured = m
 		out.Anatomy.Holders = diagnose.HoldersOf(a)
 	}
+	out.Census = censusOf(p)
 	d := diagnose.Diagnose(s, p)
 	out.Diagnosis = Diagnosis{Diagnosis: d, Headline: d.Headline(), Lines: d.Lines()}
 	if out.Diagnosis.Advice == nil {

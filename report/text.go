@@ -76,6 +76,9 @@ func (p *Process) writeText(w *bufio.Writer) {
 		fmt.Fprintf(w, "  step %d is partial (the process ended in it): left out of the totals and the pattern\n", p.PartialStep)
 	}
 	p.writeAnatomy(w)
+	if p.Census != nil {
+		p.Census.writeText(w)
+	}
 	w.WriteString("\n  diagnosis\n")
 	for _, l := range p.Diagnosis.Lines {
 		fmt.Fprintf(w, "    %s\n", textesc.String(l))

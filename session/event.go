@@ -48,6 +48,10 @@ const (
 	// NoteRefused says the socket server refused a connection (it was
 	// full of live hooks): Conn is 0, and that hook's data never arrived.
 	NoteRefused NoteKind = "refused"
+	// NoteRequest is a request the monitor wrote to the hook on Conn
+	// (docs/protocol.md, "Requests"): Text says why, and ends with the
+	// request line as it was sent.
+	NoteRequest NoteKind = "request"
 )
 
 // Note is a connection event or a one-line problem report.

@@ -65,6 +65,9 @@ type Process struct {
 	End *End
 	// OOM is the hook's out-of-memory report, nil when none came.
 	OOM *OOM
+	// Censuses are the hook's censuses of the live tensors, oldest first
+	// (bounded: MaxCensuses).
+	Censuses []Census
 	// Inputs is true once a forward reported its input size.
 	Inputs bool
 

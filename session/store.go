@@ -195,6 +195,8 @@ func (s *Store) message(ev Event) {
 	case ipc.TypeOOM:
 		p.observe(at, m.Mem)
 		p.oom(at, m)
+	case ipc.TypeCensus:
+		p.census(at, m)
 	case ipc.TypeGoodbye:
 		if m.Stats != nil {
 			p.Stats = *m.Stats

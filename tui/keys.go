@@ -7,6 +7,7 @@ type keyMap struct {
 	Quit, Help, Pause, Left, Right, ZoomIn, ZoomOut key.Binding
 	Tab, Record, Speed, Up, Down, PgUp, PgDown      key.Binding
 	Home, End, Diag, Anatomy, Back, Output          key.Binding
+	Census                                          key.Binding
 }
 
 func newKeyMap(replay, canRecord, output bool) keyMap {
@@ -31,9 +32,11 @@ func newKeyMap(replay, canRecord, output bool) keyMap {
 		Anatomy: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "anatomy")),
 		Back:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
 		Output:  key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "command output")),
+		Census:  key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "census (live: ask for one)")),
 	}
 	k.Output.SetEnabled(output)
 	if replay {
+		k.Census.SetHelp("c", "census")
 		k.Pause.SetHelp("space", "pause")
 		k.Left.SetHelp("←", "seek back")
 		k.Right.SetHelp("→", "seek forward")
@@ -80,7 +83,7 @@ func (k keyMap) footerHints(processes int) []hint {
 func (k keyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Quit, k.Help, k.Pause, k.Tab, k.Record, k.Speed},
-		{k.Diag, k.Anatomy, k.Output, k.Back, k.Left, k.Right, k.ZoomIn, k.ZoomOut},
+		{k.Diag, k.Anatomy, k.Census, k.Output, k.Back, k.Left, k.Right, k.ZoomIn, k.ZoomOut},
 		{k.Up, k.Down, k.PgUp, k.PgDown, k.Home, k.End},
 	}
 }

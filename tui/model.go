@@ -67,6 +67,8 @@ type Model struct {
 	outLines []string // the output page's lines, escaped
 	outErr   string   // why the output log could not be read
 	outFresh bool     // the page just opened: show the end
+	// censusNote says what became of the last census request (c key).
+	censusNote string
 
 	chart *memChart
 	table stepsTable
@@ -174,6 +176,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		cmd := m.onOutput(msg)
 		m.render()
 		return m, cmd
+	case censusAsked:
+		if msg.err != nil {
+			m.censusNote = "could not ask for a census: " + msg.err.Error()
+		}
+		m.render()
 	case outputTick:
 		if m.page == pageOutput {
 			return m, readOutput(m.cfg.outputLog)
@@ -200,6 +207,10 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.open(pageDiag)
 	case key.Matches(msg, k.Anatomy):
 		m.open(pageAnatomy)
+	case key.Matches(msg, k.Census):
+		if m.open(pageCensus); m.page == pageCensus {
+			cmd = m.askCensus()
+		}
 	case key.Matches(msg, k.Output):
 		if m.open(pageOutput); m.page == pageOutput {
 			m.outFresh = true

@@ -24,9 +24,17 @@ type config struct {
 	fps        int
 	debug      io.Writer
 
-	trainingDefault string  // WithTrainingDefault
-	outputLog       string  // WithOutputLog
-	command         Command // WithCommand
+	trainingDefault string                     // WithTrainingDefault
+	outputLog       string                     // WithOutputLog
+	command         Command                    // WithCommand
+	askCensus       func(process string) error // WithCensusAsker
+}
+
+// WithCensusAsker makes the c key ask the process on screen for a census
+// of its live tensors (live mode): ask gets the process's session key and
+// must not block (it queues the request).
+func WithCensusAsker(ask func(process string) error) Option {
+	return func(c *config) { c.askCensus = ask }
 }
 
 // WithSource makes the TUI live: it applies the batches src hands over.

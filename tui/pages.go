@@ -24,6 +24,7 @@ const (
 	pageAnatomy      // the memory anatomy panel
 	pageHelp         // the keys and the glossary
 	pageOutput       // the run command's output (WithOutputLog)
+	pageCensus       // the newest census of the live tensors and what grew
 )
 
 // pager scrolls a page's lines. It is the pages' child model: the root
@@ -100,6 +101,8 @@ func (m *Model) pageLines(p *session.Process, d *diagnose.Diagnosis) []string {
 		return m.helpLines()
 	case pageOutput:
 		return m.outputLines()
+	case pageCensus:
+		return m.censusLines(p, d)
 	}
 	return nil
 }

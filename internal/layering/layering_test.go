@@ -26,6 +26,7 @@ var floors = map[string]int{
 	"internal/safefs":   0,
 	"internal/layering": 0,
 	"monitoring":        0, // assets and their tests: no code
+	"internal/fixture":  0,
 	"probe":             0,
 	"pyhook":            0, // the release version, from the hook's _version.py
 	// 1: the wire protocol and the NVML adapter; what the build knows.
@@ -51,6 +52,7 @@ var floors = map[string]int{
 	"diff":    4,
 	"plot":    4,
 	"tui":     4,
+	"suspect": 4,
 	"export":  4,
 	// 5: what assembles sources, feed and sinks.
 	"pipeline": 5,

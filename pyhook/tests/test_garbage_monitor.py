@@ -1,10 +1,10 @@
 """A monitor that writes garbage back to the hook.
 
-The hook never reads its socket: whatever a monitor (or something posing as
-one) writes back stays in the kernel's receive buffer, at most its size,
-and the writer blocks once that is full. The training script's messages
-all arrive, it exits as fast as with a quiet monitor, and nothing of the
-garbage reaches its output.
+The hook reads what its monitor writes back only for requests
+(docs/protocol.md, "Requests"): on its sender thread, without waiting, at
+most 64 KiB a turn, lines over 4 KiB dropped, anything not a valid request
+counted and skipped. The training script's messages all arrive, it exits as
+fast as with a quiet monitor, and nothing of the garbage reaches its output.
 """
 
 import os

@@ -8,8 +8,8 @@ a Unix socket (docs/protocol.md). Standard library only; it never blocks,
 slows down or raises into the training loop.
 """
 
-from ._api import Handle, mark, phase, watch
+from ._api import Handle, census, mark, phase, watch
 from ._config import default_socket_path
 from ._version import __version__
 
-__all__ = ["Handle", "default_socket_path", "mark", "phase", "watch", "__version__"]
+__all__ = ["Handle", "census", "default_socket_path", "mark", "phase", "watch", "__version__"]

@@ -459,6 +459,7 @@ class Activations:
         # Watcher's inlined note_input)
         self.checked = None
         self.scheduled = False
+        self.hold = False  # a census is due: keep scheduling (CensusMixin)
         self.measuring = False
         self.remeasured = False
         self.total = None
@@ -471,9 +472,12 @@ class Activations:
         return step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
 
     def prepare(self, step):
-        """Start bookkeeping for ``step``; an unmeasured step touches no meter."""
-        self.scheduled = step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
-        self.measuring = self.meter is not None and self.scheduled
+        """Start bookkeeping for ``step``; an unmeasured step touches no meter.
+        While ``hold`` is set (a census is due) every step ends as a
+        scheduled one, measured or not by the schedule alone."""
+        measured = step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
+        self.scheduled = measured or self.hold
+        self.measuring = self.meter is not None and measured
         self.remeasured = False
         self.total = None
         self.saved = None

@@ -273,6 +273,7 @@ def _watch_now(model, optimizer, config, name=None):
     # A weak reference: the process-wide OOM report must not keep a deleted model alive.
     watcher_ref = weakref.ref(watcher)
     _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "failing_phase", _none)())
+    client.census_target = watcher_ref  # the monitor's census requests arm the latest watch
     handle = Handle(watcher, client)
     with _lock:
         if client is _current:
@@ -280,6 +281,21 @@ def _watch_now(model, optimizer, config, name=None):
         _handles.append(weakref.ref(handle))
     watcher.handle = handle  # the handle lives as long as the hooks do
     return handle
+
+
+def census():
+    """Take a census of the live tensors of the latest watch's device now:
+    who holds them, and the autograd graphs they keep alive (docs/census.md).
+
+    Returns the census (the ``census`` message, a dict) and sends it to the
+    monitor; None without a live watch. Never raises.
+    """
+    try:
+        live = watched()
+        return live[-1].take_census("user") if live else None
+    except Exception as exc:  # noqa: BLE001
+        _safe.report(exc)
+        return None
 
 
 def _user_name(name):

@@ -19,11 +19,12 @@ so fewer, larger rounds cost it less than a fixed 10 ms poll.
 
 import collections
 import os
+import select
 import socket
 import threading
 import time
 
-from . import _cuda, _messages, _owned, _safe, _sockcheck
+from . import _cuda, _messages, _owned, _requests, _safe, _sockcheck
 
 QUEUE_SIZE = 8192
 RING_SIZE = 4096
@@ -94,6 +95,10 @@ class Client:
         self._sock = None
         self._sock_id = None  # what the socket is (_owned), to tell it from a reused number
         self._closed = False
+        # Requests from the monitor (docs/protocol.md, "Requests"), read by the
+        # sender thread, and the Watcher a census request arms (a weak reference).
+        self.requests = _requests.Reader()
+        self.census_target = None
         # Exact peaks (docs/hook.md, "Exact peaks and your counters"): every
         # read through self.reader resets the peak counters after it, the
         # user's own counters patched to stay as they were. None where torch
@@ -523,6 +528,8 @@ class Client:
                     last_stats = now
                     self._emit_counted("stats", {})
                 self._drain()
+                if self._sock is not None and not stopping:
+                    self._read_requests()
             except Exception as exc:  # noqa: BLE001 - the sender must never die
                 _safe.report(exc)
             if stopping:
@@ -682,6 +689,27 @@ class Client:
             self.evicted += max(0, len(ring) + len(pairs) - ring.maxlen)
         ring.extend(pairs)
 
+    def _read_requests(self):
+        """Take what the monitor wrote back, without waiting, and arm the
+        census each valid request asks for (sender thread)."""
+        # The socket has a send timeout, under which Python's recv() first
+        # waits for data up to that long, MSG_DONTWAIT or not: ask first.
+        sock = self._sock
+        try:
+            if _owned.identity(sock.fileno()) != self._sock_id:
+                return  # the number is the process's own file now: never read it
+            if not _readable(sock):
+                return
+            data = sock.recv(_requests.READ_LIMIT, socket.MSG_DONTWAIT)
+        except OSError:
+            return  # nothing there, or a broken connection (the next send shows it)
+        if not data:
+            return
+        for req in self.requests.feed(data):
+            w = self.census_target() if self.census_target is not None else None
+            if w is not None:
+                w.request_census(req["reason"], req["id"], capture_dir=req.get("capture_dir"))
+
     def _send(self, data):
         sock = self._sock
         if _owned.identity(sock.fileno()) != self._sock_id:
@@ -707,6 +735,16 @@ class Client:
             sock.close()
         except OSError:
             pass
+
+
+def _readable(sock):
+    """Whether ``sock`` has bytes (or its end) to read now, without waiting."""
+    poll = getattr(select, "poll", None)
+    if poll is None:
+        return bool(select.select([sock], [], [], 0)[0])
+    p = poll()
+    p.register(sock, select.POLLIN)
+    return bool(p.poll(0))
 
 
 def _mem_source(cuda, exact):

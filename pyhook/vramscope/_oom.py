@@ -13,7 +13,9 @@ into training.
 
 import sys
 
-from . import _devices, _messages, _safe
+from . import _devices, _fragments, _messages, _safe
+
+OOM_BUDGET = 2.0  # seconds: the process is about to die; say what was alive
 
 _state = {"client": None, "phase": None, "observer": False, "error": False, "sent": False}
 
@@ -82,6 +84,23 @@ def _send(requested, device_free, device_total):
     if device_total is None and client.cuda is not None:
         info = client.cuda.device_info()  # None for a source with no CUDA device
         device_total = info.get("total") if info else None
-    msg = _messages.build_oom(client.step, phase, client.read_mem(), requested, device_free, device_total)
+    mem = client.read_mem()
+    msg = _messages.build_oom(client.step, phase, mem, requested, device_free, device_total)
     if client.emit(msg):
         _state["sent"] = True
+    _safe.call(_census_at_oom, client, mem, requested, device_free, device_total)
+
+
+def _census_at_oom(client, mem, requested, device_free, device_total):
+    """What was alive, by category, and the allocator's cache (docs/census.md)."""
+    ref = client.census_target
+    watcher = ref() if ref is not None else None
+    if watcher is None:
+        return
+    state = None
+    # The CUDA allocator's segments, for a CUDA (or ROCm) reader only: asking
+    # another source's torch for them would initialise CUDA.
+    if client.cuda is not None and not isinstance(client.cuda, _devices._Seam):
+        state = _fragments.state(watcher._torch, mem, requested, device_free, device_total)
+    watcher.take_census("oom", budget=OOM_BUDGET,
+                        extra={"allocator": state} if state is not None else None)

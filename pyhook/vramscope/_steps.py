@@ -198,6 +198,8 @@ class StepsMixin:
             figures = acts.finish(step)
             if figures is not None:
                 _safe.call(self._send_anatomy, step, figures)
+            if self._census_want is not None:  # armed through acts.scheduled
+                _safe.call(self._census_at_step_end, step)
         self._client.step = step + 1
         self._client.micro = 0
         self._zero_seen_last, self._zero_seen = self._zero_seen, False

@@ -22,6 +22,7 @@ SPAN_STEP = {"span": "step"}
 # allocator rounds large blocks to 2 MiB, so less is no change of shape.
 NOISE_BYTES = 2 << 20
 from ._backward_phase import BackwardMixin
+from ._census_trigger import CensusMixin
 from ._steps import StepsMixin
 
 # Watcher below reads queue_callback_of; tests/test_stacks.py asks
@@ -38,7 +39,7 @@ class _NoTensor:
 # monitor's name for evaluation (session.EvalPhase).
 EVAL = "eval"
 
-class Watcher(BackwardMixin, StepsMixin):
+class Watcher(BackwardMixin, StepsMixin, CensusMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -245,6 +246,7 @@ class Watcher(BackwardMixin, StepsMixin):
         for undo in reversed(self._undo):
             _safe.call(undo)
         self._undo = []
+        _safe.call(self.end_capture)
 
     # ---- phase bookkeeping -------------------------------------------------------
 

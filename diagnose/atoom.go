@@ -1,0 +1,123 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// AtOOM is what was alive at an out-of-memory error, by category, from the
+// census the hook took there (docs/census.md, "At an out-of-memory error").
+type AtOOM struct {
+	Step int `json:"step"`
+	// Weights, Gradients and Optimizer are the watched model's storages;
+	// SavedInGraphs the saved tensors still in the autograd graphs the
+	// named holders keep; Other the other tensors' storages.
+	Weights       session.Bytes `json:"weights"`
+	Gradients     session.Bytes `json:"gradients"`
+	Optimizer     session.Bytes `json:"optimizer"`
+	SavedInGraphs session.Bytes `json:"saved_in_graphs"`
+	Other         session.Bytes `json:"other"`
+	// Holders are the largest holders of the other tensors.
+	Holders []AtOOMHolder `json:"holders"`
+	// Allocator is the caching allocator then (nil off CUDA).
+	Allocator *ipc.CensusAllocator `json:"allocator"`
+	// Unaccounted is the allocator's allocated bytes the categories above
+	// leave out (tensors no Python object names: saved tensors of graphs
+	// without a root in Python, the allocator's own), Unknown without it.
+	Unaccounted session.Bytes `json:"unaccounted"`
+}
+
+// AtOOMHolder is one holder of other tensors at the error.
+type AtOOMHolder struct {
+	Name  string        `json:"name"`
+	Where string        `json:"where"`
+	Bytes session.Bytes `json:"bytes"`
+}
+
+// atOOM reads the newest out-of-memory census; nil when none came.
+func atOOM(p *session.Process) *AtOOM {
+	var c *session.Census
+	for i := len(p.Censuses) - 1; i >= 0; i-- {
+		if p.Censuses[i].Reason == ipc.CensusOOM {
+			c = &p.Censuses[i]
+			break
+		}
+	}
+	if c == nil {
+		return nil
+	}
+	g := &c.Groups
+	a := &AtOOM{Step: c.Step, Weights: session.Bytes(g.Parameters.Bytes), Gradients: session.Bytes(g.Gradients.Bytes),
+		Optimizer: session.Bytes(g.Optimizer.Bytes), Other: session.Bytes(g.Other.Bytes), Allocator: c.Allocator,
+		Unaccounted: session.Unknown}
+	for i := range c.Holders {
+		h := &c.Holders[i]
+		a.SavedInGraphs += session.Bytes(h.GraphSaved)
+		if len(a.Holders) < 3 {
+			ref := RefOf(h)
+			a.Holders = append(a.Holders, AtOOMHolder{Name: h.Name, Where: ref.Where(), Bytes: session.Bytes(h.Bytes + h.GraphSaved)})
+		}
+	}
+	if al := c.Allocator; al != nil && al.Allocated != nil {
+		named := a.Weights + a.Gradients + a.Optimizer + a.Other + a.SavedInGraphs
+		if rest := session.Bytes(*al.Allocated) - named; rest >= 0 {
+			a.Unaccounted = rest
+		}
+	}
+	return a
+}
+
+// Lines say what was alive, then the allocator's side.
+func (a *AtOOM) Lines() []string {
+	parts := []string{"weights " + a.Weights.Human(), "gradients " + a.Gradients.Human(),
+		"optimizer state " + a.Optimizer.Human(), "saved in kept graphs " + a.SavedInGraphs.Human(),
+		"other tensors " + a.Other.Human()}
+	if a.Unaccounted.Known() {
+		parts = append(parts, "not named by any Python object "+a.Unaccounted.Human())
+	}
+	lines := []string{fmt.Sprintf("alive at the out-of-memory error (step %d): %s", a.Step, strings.Join(parts, ", "))}
+	if len(a.Holders) > 0 {
+		var hs []string
+		for _, h := range a.Holders {
+			s := h.Name + " " + h.Bytes.Human()
+			if h.Where != "" {
+				s += " (" + h.Where + ")"
+			}
+			hs = append(hs, s)
+		}
+		lines = append(lines, "  other tensors held by: "+strings.Join(hs, "; "))
+	}
+	if al := a.Allocator; al != nil {
+		var s []string
+		if al.Cache != nil {
+			s = append(s, "cache "+session.Bytes(*al.Cache).Human())
+		}
+		if al.FreeInCache != nil && al.LargestFree != nil {
+			s = append(s, fmt.Sprintf("free in cache %s, largest free block %s", session.Bytes(*al.FreeInCache).Human(), session.Bytes(*al.LargestFree).Human()))
+		}
+		if al.Requested != nil {
+			r := "request " + session.Bytes(*al.Requested).Human()
+			if al.DeviceFree != nil {
+				r += " against " + session.Bytes(*al.DeviceFree).Human() + " free on the device"
+			}
+			s = append(s, r)
+		}
+		if al.NonPyTorch != nil {
+			s = append(s, "non-PyTorch "+session.Bytes(*al.NonPyTorch).Human())
+		}
+		if len(s) > 0 {
+			lines = append(lines, "  allocator: "+strings.Join(s, ", "))
+		}
+		if al.Fragmented != nil && *al.Fragmented {
+			l := "  fragmentation: the cache had room for the request, in no single block"
+			if al.Expandable == nil || !*al.Expandable {
+				l += " → PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+			}
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}

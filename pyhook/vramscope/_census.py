@@ -1,0 +1,386 @@
+"""Live tensor census of the watched device (docs/census.md, message ``census``).
+
+At a step boundary, list the live tensors the collector tracks on the
+watched device and split their storages (each counted once) into
+parameters, gradients, optimizer state and other. Tensors of "other" are
+grouped by a cheap signature (dtype, shape after the first dimension,
+whether they carry an autograd graph); one or two of each of the largest
+groups go to :mod:`_holders`, which names the root that keeps them alive.
+Each root is then measured whole: the tensors under it (a few levels into
+its containers), and the autograd graphs they keep: nodes, and the saved
+tensors still in them (a node whose saved tensors backward has freed says
+so, and counts none).
+
+Everything runs within a time budget and says when it stopped short.
+Nothing here raises into training (the caller guards it) or keeps a
+reference past its return.
+"""
+
+import gc
+import time
+
+from . import _anatomy, _holders, _messages
+
+MAX_HOLDERS = 12  # roots a census names
+SPREAD = 2  # tensors of a group sampled apart, besides its two largest
+WALK_MIN = 1 << 20  # bytes a group needs for a referrer walk (besides WALK_SHARE)
+WALK_SHARE = 0.05
+MAX_GROUPS = 8  # "other" signatures whose roots are searched
+GRAPH_NODES = 100000  # autograd nodes walked per census at most
+DEPTH = 3  # levels into a root's containers when measuring it
+STAMP = "vramscope_step"  # key in a graph root node's metadata: the step it was first seen
+# What torch says when a saved tensor was freed by backward (torch 1.13 to 2.x:
+# torch/csrc/autograd/saved_variable.cpp, ERR_BACKWARD_TWICE).
+_FREED = "already been freed"
+DEFAULT_BUDGET = 0.5  # seconds: past it a census stops and says it is incomplete
+
+
+def _on(device):
+    if device == "cuda":
+        return lambda t: t.is_cuda
+    if device == "cpu":
+        return lambda t: t.is_cpu
+    return lambda t: t.device.type == device
+
+
+def _memory(t):
+    """``(key, bytes)`` of the memory behind tensor ``t``: a view's is its
+    base's (which the view keeps alive, and which is itself a live tensor),
+    keyed by data pointer, so tensors sharing memory (``detach()``) count
+    once. torch's ``nbytes`` where it has it (2.x; building a storage object
+    costs ~3 us a tensor there), else elements times element size."""
+    base = t._base
+    if base is not None:
+        t = base
+    nbytes = getattr(t, "nbytes", None)
+    if nbytes is None:
+        nbytes = t.nelement() * t.element_size()
+    return t.data_ptr(), nbytes
+
+
+def live_tensors(torch):
+    """Every tensor object the collector tracks (a list; drop it soon).
+
+    Tested on each object's type, never with isinstance, which falls back
+    to an object's ``__class__`` attribute and so runs user code (torch
+    2.x's deprecated ``torch.distributed.reduce_op`` warns there)."""
+    tensor = torch.Tensor
+    kinds = {}
+    objs = gc.get_objects()
+    try:
+        out = []
+        for o in objs:
+            cls = type(o)
+            ok = kinds.get(cls)
+            if ok is None:
+                ok = kinds[cls] = issubclass(cls, tensor)
+            if ok:
+                out.append(o)
+        return out
+    finally:
+        del objs
+
+
+class _Graphs:
+    """Walks autograd graphs once per census, each node once."""
+
+    def __init__(self, torch, device_ok, known_keys, step, deadline):
+        self.device_ok = device_ok
+        self.known = known_keys  # storages of parameters etc.: not counted as saved
+        self.step = step
+        self.deadline = deadline
+        self.seen = set()
+        self.keep = []  # every node walked, so that no id is reused during the census
+        self.saved_seen = set()
+        self.attrs = {}  # node class -> its _saved_ attribute names
+        self.nodes = 0
+        self.complete = True
+        self.tensor = torch.Tensor
+
+    def _saved_names(self, node):
+        cls = type(node)
+        names = self.attrs.get(cls)
+        if names is None:
+            names = self.attrs[cls] = tuple(a for a in dir(node) if a.startswith("_saved_"))
+        return names
+
+    def stamp(self, node):
+        """The step this graph root was first seen at (stamped now if new)."""
+        meta = getattr(node, "metadata", None)
+        if not isinstance(meta, dict):
+            return None
+        return meta.setdefault(STAMP, self.step)
+
+    def walk(self, roots):
+        """Nodes, saved bytes still held, and how many of ``roots`` (grad_fn
+        objects) backward has run through, each node and saved storage once
+        per walk (a holder's figures do not depend on which holder was
+        walked first). A root backward ran through had every node under it
+        run too (that is how backward frees), so the saved tensors of its
+        graph are not read: none is counted as held."""
+        self.seen = set()
+        self.saved_seen = set()
+        nodes = saved = freed = 0
+        for root in roots:
+            if id(root) in self.seen:
+                continue
+            self.seen.add(id(root))
+            stack, check = [root], True
+            while stack:
+                if self.nodes >= GRAPH_NODES or time.perf_counter() > self.deadline:
+                    self.complete = False
+                    return nodes, saved, freed
+                node = stack.pop()
+                self.keep.append(node)
+                nodes += 1
+                self.nodes += 1
+                if check:
+                    held, gone = self._saved(node)
+                    check = not gone  # backward ran through this graph
+                    saved += held
+                for nxt, _ in getattr(node, "next_functions", ()) or ():
+                    if nxt is not None and id(nxt) not in self.seen:
+                        self.seen.add(id(nxt))
+                        stack.append(nxt)
+            freed += not check
+        return nodes, saved, freed
+
+    def _saved(self, node):
+        """(bytes of saved tensors ``node`` still holds, first counted here;
+        whether backward freed them)."""
+        held = 0
+        for name in self._saved_names(node):
+            try:
+                v = getattr(node, name)
+            except RuntimeError as exc:
+                if _FREED in str(exc):  # backward freed it
+                    return 0, True
+                continue  # e.g. a saved weight the optimizer has since updated in place
+            except Exception:  # noqa: BLE001 - an attribute torch cannot give
+                continue
+            for t in (v if isinstance(v, (tuple, list)) else (v,)):
+                if isinstance(t, self.tensor) and self.device_ok(t):
+                    key, size = _memory(t)
+                    if key and key not in self.known and key not in self.saved_seen:
+                        self.saved_seen.add(key)
+                        held += size
+        return held, False
+
+
+def _known(torch, model, optimizer):
+    """Storage keys of parameters (and buffers), gradients and optimizer state."""
+    params, buffers = [], []
+    if model is not None:
+        listed = _anatomy.module_tensors(model) if _anatomy.plain_tree(torch, model) else None
+        params, buffers = listed if listed is not None else \
+            (list(model.parameters()), list(model.buffers()))
+    weights = {_memory(t)[0] for t in params + buffers}
+    grads = {_memory(p.grad)[0] for p in params if p.grad is not None}
+    state = getattr(optimizer, "state", None) if optimizer is not None else None
+    opt = set()
+    if isinstance(state, dict):
+        opt = {_memory(t)[0]
+               for t in _anatomy.state_tensors(state, torch.Tensor, torch.is_tensor)}
+    return weights, grads, opt
+
+
+def _contents(obj, tensor, depth=0, out=None):
+    """Tensors under ``obj``: itself, or in its containers to DEPTH levels
+    (an object's attributes on the first level only)."""
+    if out is None:
+        out = []
+    if isinstance(obj, tensor):
+        out.append(obj)
+    elif depth < DEPTH:
+        values = _holders.values_of(obj)
+        if not values and depth == 0:
+            values = _holders.values_of(_holders.object_dict(obj) or {})
+        for v in values:
+            if isinstance(v, tensor):
+                out.append(v)  # the common leaf, without a call
+            else:
+                _contents(v, tensor, depth + 1, out)
+    return out
+
+
+def take(torch, device, model=None, optimizer=None, step=0, reason="request",
+         budget=DEFAULT_BUDGET, request=None):
+    """Return a ``census`` message of the live tensors on ``device``."""
+    t0 = time.perf_counter()
+    deadline = t0 + budget
+    device_ok = _on(device)
+    weights, grads, opt = _known(torch, model, optimizer)
+    parameter = getattr(getattr(torch, "nn", None), "Parameter", None)
+    tensors = live_tensors(torch)
+    groups = {k: [0, 0] for k in ("parameters", "gradients", "optimizer", "other")}
+    seen = {}
+    other = {}  # signature -> [bytes, tensors, [sample tensors], [their sizes], smaller of the top 2]
+    count = 0
+    sized = hasattr(torch.Tensor, "nbytes")
+    loose_params = model is None and parameter is not None
+    for t in tensors:
+        try:
+            if not device_ok(t):
+                continue
+            # _memory(t), inlined: this loop runs once per live tensor
+            base = t._base
+            m = t if base is None else base
+            key = m.data_ptr()
+            size = m.nbytes if sized else m.nelement() * m.element_size()
+            fn = t.grad_fn
+        except Exception:  # noqa: BLE001 - a tensor subclass without memory of its own
+            continue
+        count += 1
+        if key in weights or (loose_params and isinstance(t, parameter)):
+            g = "parameters"
+        elif key in grads:
+            g = "gradients"
+        elif key in opt:
+            g = "optimizer"
+        else:
+            g = "other"
+        if key and key not in seen:
+            seen[key] = g
+        else:
+            size = 0
+        groups[g][0] += size
+        groups[g][1] += 1
+        if g != "other":
+            continue
+        sig = (fn is None, t.dtype, t.dim(), type(fn) if fn is not None else None)
+        e = other.get(sig)
+        if e is None:
+            e = other[sig] = [0, 0, [], [], -1]
+        e[0] += size
+        n = e[1] = e[1] + 1
+        # The group's two largest storages stand for it in the search (e[4]
+        # the smaller of the two), and SPREAD of its tensors taken ever
+        # further apart (the 4th, 8th, 16th... seen): a holder of many of
+        # them likely holds those.
+        s, sizes = e[2], e[3]
+        if len(s) < 2:
+            s.append(t)
+            sizes.append(size)
+            e[4] = min(sizes)
+        elif size > e[4]:
+            k = 0 if sizes[0] <= sizes[1] else 1
+            s[k], sizes[k] = t, size
+            e[4] = min(sizes[0], sizes[1])
+        elif n >= 4 and n & (n - 1) == 0:
+            if len(s) < 2 + SPREAD:
+                s.append(t)
+                sizes.append(size)
+            else:
+                k = 2 + n.bit_length() % SPREAD
+                s[k], sizes[k] = t, size
+    del tensors
+    listed = time.perf_counter()
+    known = {k for k, g in seen.items() if g != "other"}
+
+    # The largest groups, and every group that carries graphs, go to the search.
+    ranked = sorted(other.values(), key=lambda e: -e[0])
+    ranked.sort(key=lambda e: e[2][0].grad_fn is None)  # graphs first, then by bytes
+    targets = [t for e in ranked[:MAX_GROUPS] for t in e[2]]
+    searched_groups = [(e[0], e[1], [id(t) for t in e[2]]) for e in ranked[:MAX_GROUPS]]
+    # Where the downward search misses, the referrer walk (a pass over every
+    # object the collector tracks, per hop) is spent only on groups that
+    # matter: ones that keep graphs, or hold WALK_SHARE of the other bytes.
+    floor = max(WALK_MIN, WALK_SHARE * groups["other"][0])
+    walk = {id(t) for e in ranked[:MAX_GROUPS] if e[0] >= floor or e[2][0].grad_fn is not None
+            for t in e[2]}
+    for e in ranked:
+        e[2].clear()
+    other.clear()
+    search = _holders.Search(deadline, {id(targets), id(ranked)}, torch.Tensor)
+    roots = search.roots(targets, walk) if targets else {}
+    del ranked
+    # Groups none of whose samples reached a named root (a tensor only a
+    # C extension, a closure or a class attribute holds): said, not guessed.
+    lost = [g for g in searched_groups if not any(i in roots for i in g[2])]
+    searched = time.perf_counter()
+
+    graphs = _Graphs(torch, device_ok, known, step, deadline)
+    holders, done = [], set()
+    for t in targets:
+        root = roots.get(id(t))
+        if root is None or root.key() in done:
+            continue
+        done.add(root.key())
+        holders.append(_measure(torch, root, graphs, device_ok, known))
+    del targets
+    roots.clear()
+    graphs.keep.clear()
+    holders.sort(key=lambda h: (-(h["bytes"] + h["graph_saved"]), -h["graph_nodes"], h["name"]))
+    rest = holders[MAX_HOLDERS:]
+    holders = holders[:MAX_HOLDERS]
+    end = time.perf_counter()
+    return {
+        "v": _messages.PROTOCOL, "type": "census", "seq": None, "t": time.monotonic(),
+        "step": max(int(step), 0),
+        "census": {
+            "reason": reason, "request": request,
+            "device": _messages.clip(device, 32),
+            "tensors": count,
+            "groups": {k: {"bytes": v[0], "tensors": v[1]} for k, v in groups.items()},
+            "holders": holders,
+            "rest": {"holders": len(rest), "bytes": sum(h["bytes"] for h in rest)},
+            "unattributed": {"groups": len(lost), "tensors": sum(g[1] for g in lost),
+                             "bytes": sum(g[0] for g in lost)},
+            "complete": search.complete and graphs.complete,
+            "cost_ms": {"list": _ms(listed - t0), "holders": _ms(searched - listed),
+                        "graphs": _ms(end - searched), "total": _ms(end - t0)},
+        },
+    }
+
+
+def _ms(s):
+    return round(s * 1000.0, 3)
+
+
+def _measure(torch, root, graphs, device_ok, known):
+    """One holder entry: what is under ``root`` on the device, and its graphs."""
+    tensors = _contents(root.obj, torch.Tensor)
+    seen, nbytes, count, grad_fns, steps = set(), 0, 0, [], []
+    dtypes = {}
+    sized = hasattr(torch.Tensor, "nbytes")
+    for t in tensors:
+        try:
+            if not device_ok(t):
+                continue
+            base = t._base  # _memory(t), inlined: a holder may hold 100,000
+            m = t if base is None else base
+            key = m.data_ptr()
+            size = m.nbytes if sized else m.nelement() * m.element_size()
+            fn = t.grad_fn
+        except Exception:  # noqa: BLE001
+            continue
+        count += 1
+        if count <= 1000:  # the commonest dtype, from the first thousand
+            dtypes[t.dtype] = dtypes.get(t.dtype, 0) + 1
+        if key and key not in seen and key not in known:
+            seen.add(key)
+            nbytes += size
+        if fn is not None:
+            grad_fns.append(fn)
+            st = graphs.stamp(fn)
+            if st is not None:
+                steps.append(st)
+    nodes, saved, freed = graphs.walk(grad_fns)
+    root.obj = None
+    return {
+        "kind": root.kind,
+        "name": _messages.clip(root.name, 256),
+        "container": _messages.clip(root.container or "", 64),
+        "function": _messages.clip(root.function, 256) if root.function else None,
+        "file": _messages.clip(root.file, 1024) if root.file else None,
+        "line": root.line if isinstance(root.line, int) and root.line > 0 else None,
+        "tensors": count,
+        "bytes": nbytes,
+        "dtype": str(max(dtypes, key=dtypes.get)).replace("torch.", "")[:32] if dtypes else None,
+        "graphs": len({id(f) for f in grad_fns}),
+        "graph_nodes": nodes,
+        "graph_saved": saved,
+        "graph_freed": freed,
+        "first_step": min(steps) if steps else None,
+        "last_step": max(steps) if steps else None,
+    }
