@@ -84,7 +84,8 @@ def test_launcher_under_vramscope_run_shows_both_ranks(how, torch_mod, vs_bin, w
         msg = "%s fails here without vramscope:\n%s" % (how, plain.stderr[-4000:])
         if REQUIRE:
             pytest.fail(msg)
-        pytest.skip(msg)
+        last = (plain.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip("%s fails here without vramscope: %s" % (how, last))  # one line in -rs
     proc, rep = run_recorded(vs_bin, workdir, argv, env=env, ok=finished)
     want = rank_lines(plain.stdout)
     assert len(want) == 2, plain.stdout + plain.stderr
