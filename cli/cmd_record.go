@@ -92,7 +92,7 @@ func recordUntil(ctx context.Context, o recordFlags, stderr io.Writer, listening
 		fmt.Fprintf(stderr, "vramscope: recording to %s; listening on %s; %s; Ctrl-C to stop\n", o.out, srv.Path(), mon.Sampler.Status())
 	}
 
-	store := session.New()
+	store := session.New(session.WithLiveBounds())
 	// The recording is checked at least every recordCheck, so a failure
 	// found by the writer's background flush (a full disk) is reported with
 	// no event to trigger it.

@@ -77,7 +77,7 @@ func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 // stderr, after prefix.
 func loadReport(path, prefix string, stderr io.Writer) (*report.Report, error) {
 	store := session.New(export.EveryProcess()...)
-	hdr, warnings, err := record.ReadAll(path, store.Apply)
+	hdr, warnings, err := record.FoldAll(path, store.Apply)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "vramscope: warning: %s%s\n", prefix, w)
 	}

@@ -20,24 +20,33 @@ func fastDecode(b []byte, m *Message) bool {
 
 type fastParser struct{ jsonscan.Scanner }
 
+// The words every hot message repeats, decoded without an allocation
+// (jsonscan.StringOf): the types, the edges and span, and the five phases
+// the hook names on its own (docs/protocol.md).
+var (
+	commonTypes = []string{TypePhase, TypeSample, TypeMark, TypeStats, TypeAnatomy, TypeHello, TypeGoodbye, TypeOOM}
+	commonEdges = []string{EdgeBegin, EdgeEnd, SpanStep}
+	commonNames = []string{"forward", "backward", "loss", "step", "zero_grad"}
+)
+
 func (p *fastParser) messageField(key []byte, m *Message) bool {
 	switch string(key) {
 	case "v":
 		return p.Int(&m.V)
 	case "type":
-		return p.String(&m.Type)
+		return p.StringOf(&m.Type, commonTypes)
 	case "seq":
 		return p.Uint64(&m.Seq)
 	case "t":
 		return p.Float(&m.T)
 	case "name":
-		return p.String(&m.Name)
+		return p.StringOf(&m.Name, commonNames)
 	case "step":
 		return p.Int(&m.Step)
 	case "micro":
 		return p.Int(&m.Micro)
 	case "edge":
-		return p.String(&m.Edge)
+		return p.StringOf(&m.Edge, commonEdges)
 	case "user":
 		return p.Bool(&m.User)
 	case "model":
@@ -53,7 +62,7 @@ func (p *fastParser) messageField(key []byte, m *Message) bool {
 		mem := m.Mem
 		return p.Object(func(key []byte) bool { return p.memField(key, mem) })
 	case "span":
-		return p.String(&m.Span)
+		return p.StringOf(&m.Span, commonEdges)
 	case "same_as":
 		if p.Literal("null") {
 			m.SameAs = nil

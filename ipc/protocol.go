@@ -213,21 +213,29 @@ func Decode(line []byte) (*Message, error) {
 // stays nil (a recording read for a report holds no
 // line it will not show).
 func DecodeBare(line []byte) (*Message, error) {
-	line = bytes.TrimRight(line, "\r\n")
-	if len(line) >= MaxMessageBytes { // the limit counts the newline
-		return nil, ErrTooLong
-	}
-	var m Message
-	if !fastDecode(line, &m) {
-		m = Message{}
-		if err := json.Unmarshal(line, &m); err != nil {
-			return nil, fmt.Errorf("not JSON: %s", oneLine(err))
-		}
-	}
-	if err := m.Validate(); err != nil {
+	m := new(Message)
+	if err := DecodeBareInto(line, m); err != nil {
 		return nil, err
 	}
-	return &m, nil
+	return m, nil
+}
+
+// DecodeBareInto is DecodeBare into a Message the caller owns, which must
+// be zero: a reader that folds each message into a store and keeps none
+// of them reuses its messages instead of allocating one a line. What the
+// message points to (Mem, Saved, ...) is allocated afresh, never shared.
+func DecodeBareInto(line []byte, m *Message) error {
+	line = bytes.TrimRight(line, "\r\n")
+	if len(line) >= MaxMessageBytes { // the limit counts the newline
+		return ErrTooLong
+	}
+	if !fastDecode(line, m) {
+		*m = Message{}
+		if err := json.Unmarshal(line, m); err != nil {
+			return fmt.Errorf("not JSON: %s", oneLine(err))
+		}
+	}
+	return m.Validate()
 }
 
 // Validate checks a message against docs/protocol.md.

@@ -34,6 +34,14 @@ func fastParseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (se
 	tLit, seen, ok := p.eventLine(&e.Conn, func(k int) bool {
 		switch k {
 		case keyMsg:
+			// The writer writes msg last: its object ends before the
+			// line's closing brace. That much is taken on trust without a
+			// scan of its own; dec then reads it as one object or fails,
+			// and a failure goes to the full parse.
+			if end := bytes.LastIndexByte(p.B, '}'); end > p.I && p.Peek('{') {
+				msg, p.I = p.B[p.I:end], end
+				return true
+			}
 			var ok bool
 			msg, ok = p.ObjectBytes()
 			return ok
@@ -68,7 +76,8 @@ func fastParseEventWith(line []byte, dec func([]byte) (*ipc.Message, error)) (se
 		}
 		e.GPU = s
 	default:
-		e.Note = &note
+		n := note // a copy: note itself stays on the stack for message lines
+		e.Note = &n
 	}
 	return e, true
 }

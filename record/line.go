@@ -76,7 +76,11 @@ func checkTime(at time.Time) error {
 }
 
 func parseTimeAny(raw []byte) (time.Time, error) {
-	s := string(bytes.TrimSpace(raw))
+	raw = bytes.TrimSpace(raw)
+	if at, ok := decimalTime(raw); ok {
+		return at, nil
+	}
+	s := string(raw)
 	neg := len(s) > 0 && s[0] == '-'
 	digits := s
 	if neg {
@@ -308,4 +312,39 @@ func clip(s string) string {
 		return s[:40] + "…"
 	}
 	return s
+}
+
+// decimalTime reads the shape the writer writes, [-]digits[.digits] with
+// at most 18 whole and 9 fraction digits, as parseTimeAny's exact path
+// does, without allocating; ok is false for any other shape.
+func decimalTime(b []byte) (at time.Time, ok bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	whole, frac, _ := bytes.Cut(b, []byte{'.'})
+	if len(whole) == 0 || len(whole) > 18 || len(frac) > 9 {
+		return time.Time{}, false
+	}
+	var sec, ns int64
+	for _, c := range whole {
+		if c < '0' || c > '9' {
+			return time.Time{}, false
+		}
+		sec = sec*10 + int64(c-'0')
+	}
+	for i := range 9 {
+		ns *= 10
+		if i < len(frac) {
+			c := frac[i]
+			if c < '0' || c > '9' {
+				return time.Time{}, false
+			}
+			ns += int64(c - '0')
+		}
+	}
+	if neg {
+		sec, ns = -sec, -ns
+	}
+	return time.Unix(sec, ns), true
 }

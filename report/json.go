@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,18 +10,62 @@ import (
 
 // WriteJSON writes the report as one indented JSON object (schema
 // vramscope.report/v1, docs/report.md) with every step the store holds.
-func (r *Report) WriteJSON(w io.Writer) error { return writeJSON(w, r, "JSON report") }
+// It writes one process at a time: encoding/json builds its whole output
+// in memory, twice with indentation, and a report of 64 busy ranks is
+// 430 MB of JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	if err := r.writeJSON(w); err != nil {
+		return fmt.Errorf("write JSON report: %w", err)
+	}
+	return nil
+}
+
+// processesTail is how the report's last field reads when it is null:
+// Processes is the last field of Report.
+const processesTail = "\"processes\": null\n}\n"
+
+func (r *Report) writeJSON(w io.Writer) error {
+	var buf bytes.Buffer
+	head := *r
+	head.Processes = nil
+	if err := encodeIndented(&buf, &head, ""); err != nil {
+		return err
+	}
+	if len(r.Processes) == 0 || !bytes.HasSuffix(buf.Bytes(), []byte(processesTail)) {
+		return encodeIndented(w, r, "")
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(buf.Bytes()[:buf.Len()-len(processesTail)])
+	bw.WriteString("\"processes\": [\n    ")
+	for i := range r.Processes {
+		if i > 0 {
+			bw.WriteString(",\n    ")
+		}
+		buf.Reset()
+		if err := encodeIndented(&buf, &r.Processes[i], "    "); err != nil {
+			return err
+		}
+		bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	}
+	bw.WriteString("\n  ]\n}\n")
+	return bw.Flush()
+}
+
+// encodeIndented writes v as the report's JSON does, each line after the
+// first beginning with prefix (the depth v is written at).
+func encodeIndented(w io.Writer, v any, prefix string) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent(prefix, "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
 
 // WriteJSON writes the job view as one indented JSON object (schema
-// vramscope.job-report/v1, docs/report.md).
-func (v *JobView) WriteJSON(w io.Writer) error { return writeJSON(w, v, "JSON job report") }
-
-func writeJSON(w io.Writer, v any, what string) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write %s: %w", what, err)
+// vramscope.job-report/v1, docs/report.md): one row a rank, so it is
+// written whole.
+func (v *JobView) WriteJSON(w io.Writer) error {
+	if err := encodeIndented(w, v, ""); err != nil {
+		return fmt.Errorf("write JSON job report: %w", err)
 	}
 	return nil
 }

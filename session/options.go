@@ -26,8 +26,8 @@ func WithMaxRawPoints(n int) Option {
 }
 
 // WithBucket sets the width of the buckets points are folded into (default
-// 1 s; a finer level of a tenth of it serves the last ten minutes). Memory
-// per series is about 32 bytes per bucket.
+// 1 s; finer and coarser levels are fractions and multiples of it: see
+// Series). Memory per series is about 32 bytes per bucket.
 func WithBucket(d time.Duration) Option {
 	return func(s *Store) {
 		if d > 0 {
@@ -59,7 +59,13 @@ func WithMaxStepPeaks(n int) Option {
 	}
 }
 
-// WithMaxSpans bounds the phase spans kept for the chart (default 20000).
+// DefaultMaxSpans bounds the phase spans a process keeps for the chart
+// (about 240 bytes each): every phase of the last 1,024 and the largest of
+// each stretch before them (Process.compactSpans).
+const DefaultMaxSpans = 2048
+
+// WithMaxSpans bounds the phase spans kept for the chart (default
+// DefaultMaxSpans).
 func WithMaxSpans(n int) Option {
 	return func(s *Store) {
 		if n >= 16 {
@@ -87,5 +93,28 @@ func WithMaxProcesses(n int) Option {
 		if n >= 1 {
 			s.limits.procs = n
 		}
+	}
+}
+
+// Live bounds: what the live view shows and its diagnosis reads of a
+// process, so that a monitor of hundreds of busy processes stays within a
+// few MB each (bench/monitor). A report or an export reads a whole
+// recording with the wider defaults instead.
+const (
+	liveSteps     = 300  // the table's first 30 steps and newest 270
+	livePeaks     = 1000 // the first 100 step summaries and the newest 900
+	liveSpans     = 1024 // every phase of the last 512, the largest before
+	liveRawPoints = 1024 // a series' newest points; liveLevels beyond
+)
+
+// WithLiveBounds bounds the store for a live view (the TUI's store, live
+// or replayed, and record's): a shorter step table (300 rows), fewer step
+// summaries for the diagnosis (1,000), fewer spans (1,024) and raw points
+// (1,024 a series), and buckets at the resolution the chart draws
+// (liveLevels), where a report keeps more to answer exactly about any time.
+func WithLiveBounds() Option {
+	return func(s *Store) {
+		s.limits.steps, s.limits.peaks, s.limits.spans = liveSteps, livePeaks, liveSpans
+		s.limits.raw, s.limits.levels = liveRawPoints, liveLevels
 	}
 }

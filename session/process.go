@@ -137,19 +137,23 @@ type limits struct {
 	spans, steps, peaks, marks, anatomies int
 	window, width                         time.Duration
 	raw                                   int // raw points per series
+	levels                                []levelSpec
 	procs                                 int // processes a Store keeps
 	goneBytes                             int // bytes a Store keeps of gone ones
 }
 
+// newSeries returns a series bounded as the store's limits say.
+func (l limits) newSeries() *Series { return newSeriesOf(l.window, l.width, l.raw, l.levels) }
+
 func newProcess(key string, l limits) *Process {
 	return &Process{
 		Key:          key,
-		Allocated:    newSeries(l.window, l.width, l.raw),
-		MaxAllocated: newSeries(l.window, l.width, l.raw),
-		Reserved:     newSeries(l.window, l.width, l.raw),
-		GPU:          newSeries(l.window, l.width, l.raw),
-		NonPyTorch:   newSeries(l.window, l.width, l.raw),
-		Others:       newSeries(l.window, l.width, l.raw),
+		Allocated:    l.newSeries(),
+		MaxAllocated: l.newSeries(),
+		Reserved:     l.newSeries(),
+		GPU:          l.newSeries(),
+		NonPyTorch:   l.newSeries(),
+		Others:       l.newSeries(),
 		pendingFwd:   -1,
 		limits:       l,
 	}
@@ -429,7 +433,7 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 	if len(p.open) >= maxOpen {
 		p.forgetOldestOpen(at)
 	}
-	p.spans = append(p.spans, sp)
+	p.spans = append(roomFor(p.spans, p.limits.spans), sp)
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
 }
@@ -534,52 +538,6 @@ func (p *Process) ModelSteps() (out []ModelSteps, cut bool) {
 // next training forward after a backward (docs/hook.md, "Loop shapes").
 func (p *Process) NoOptimizer() bool { return p.StepCount() > 0 && !p.sawStep }
 
-// compactSpans drops the oldest half of the spans once the bound is
-// reached, all but the open ones (and a forward waiting for its step),
-// which move to the front: an open phase as old as the session (a user
-// phase around the whole loop) no longer blocks the compaction.
-func (p *Process) compactSpans() {
-	if len(p.spans) < p.limits.spans {
-		return
-	}
-	cut := len(p.spans) / 2
-	kept := 0
-	remap := func(i int) int {
-		if i >= cut {
-			return i
-		}
-		p.spans[kept] = p.spans[i]
-		kept++
-		return kept - 1
-	}
-	// p.open is in span order, and pendingFwd is not open: merge the two.
-	fwd := -1
-	if p.pendingFwd >= 0 && p.pendingFwd < cut {
-		fwd = p.pendingFwd
-	}
-	for k := range p.open {
-		if fwd >= 0 && fwd < p.open[k] {
-			p.pendingFwd, fwd = remap(fwd), -1
-		}
-		p.open[k] = remap(p.open[k])
-	}
-	if fwd >= 0 {
-		p.pendingFwd = remap(fwd)
-	}
-	drop := cut - kept
-	n := copy(p.spans[kept:], p.spans[cut:])
-	clear(p.spans[kept+n:])
-	p.spans = p.spans[:kept+n]
-	for k := range p.open {
-		if p.open[k] >= cut {
-			p.open[k] -= drop
-		}
-	}
-	if p.pendingFwd >= cut {
-		p.pendingFwd -= drop
-	}
-}
-
 // step finds or makes the table row of a step.
 func (p *Process) step(index int) *Step {
 	for k := len(p.steps) - 1; k >= 0 && k >= len(p.steps)-4; k-- {
@@ -596,6 +554,11 @@ func (p *Process) step(index int) *Step {
 	}
 	p.maxStep = max(p.maxStep, index)
 	st := newStep(index)
+	if len(p.steps) > 0 {
+		// A step has the phases of the one before it: room for as many
+		// cells, not the doubling append would give (8 for 5 phases).
+		st.Phases = make([]Cell, 0, len(p.steps[len(p.steps)-1].Phases))
+	}
 	p.steps = append(p.steps, st)
 	// Keep the first steps (warmup lives there) and the most recent ones,
 	// dropping a block from the middle at a time: one step at a time moved
@@ -619,7 +582,7 @@ func (p *Process) updatePeak(index int) {
 			return
 		}
 	}
-	p.peaks = append(p.peaks, sum)
+	p.peaks = append(roomFor(p.peaks, p.limits.peaks+p.limits.peaks/10+1), sum)
 	p.totals.observe(sum, true)
 	// Keep the first summaries (warmup lives there) and the newest ones
 	// (growth is judged there); drop a block from the middle at a time.

@@ -9,14 +9,16 @@ import (
 // session runs. Every point goes into fixed-width buckets that keep their
 // minimum, maximum and last value, so a peak is never lost to downsampling;
 // the points of the recent raw window are also kept as they came, for close
-// zoom. Buckets age into coarser levels: 100 ms buckets for the last ten
-// minutes (a one-minute chart reads a few hundred of them, not thousands of
-// points), 1 s for two hours, then 10 s for a day, then 1 min.
+// zoom and for exact answers about recent times. Buckets age into coarser
+// levels (levelSpec): a store that reads a whole recording keeps 100 ms
+// buckets for the last ten minutes, 1 s for two hours, then 10 s for a day,
+// then 1 min (wholeLevels); a live view's store keeps fewer, at the
+// resolution its chart draws (liveLevels).
 //
-// The raw window is bounded by time and by count (DefaultMaxRawPoints), as
-// journald and Prometheus bound theirs by size: at a thousand points a
-// second, ten minutes of raw points were 600,000 per series and a million
-// fast steps took the monitor past 1.3 GB.
+// The raw window is bounded by time and by count (DefaultMaxRawPoints, or
+// the live view's liveRawPoints), as journald and Prometheus bound theirs
+// by size: at a thousand points a second, ten minutes of raw points were
+// 600,000 per series and a million fast steps took the monitor past 1.3 GB.
 type Series struct {
 	raw    []point // recent points, oldest first; raw[head:] is live
 	head   int
@@ -61,22 +63,42 @@ type Column struct {
 // thousand edges a second; the 100 ms buckets cover what is older.
 const DefaultMaxRawPoints = 1 << 15
 
+// levelSpec is one level of buckets: its width is num/den of the store's
+// bucket width (WithBucket), and it holds cap buckets before the oldest
+// age into the next level (0: unbounded, the last level).
+type levelSpec struct {
+	num, den int64
+	cap      int
+}
+
+// wholeLevels are the buckets of a store that reads a whole recording
+// (report, diff, export): 100 ms for ten minutes, 1 s for two hours, 10 s
+// for a day, then 1 min; about 700 KB per series at a day.
+var wholeLevels = []levelSpec{{1, 10, 6000}, {1, 1, 7200}, {10, 1, 8640}, {60, 1, 0}}
+
+// liveLevels are the buckets of a live view's store (WithLiveBounds). Each
+// level holds at least as many buckets as a 200-column chart has columns at
+// the zooms it serves (tui's zoom levels: 5 s to 24 h), so every column of
+// the chart still has its own bucket: 10 ms for the last 10 seconds, 100 ms
+// for two minutes, 1 s for half an hour, 10 s for two hours, then 1 min;
+// about 170 KB per series at an hour.
+var liveLevels = []levelSpec{{1, 100, 1000}, {1, 10, 1200}, {1, 1, 1800}, {10, 1, 720}, {60, 1, 0}}
+
+// newSeries returns a series with the buckets of a whole recording.
 func newSeries(window, width time.Duration, maxRaw int) *Series {
+	return newSeriesOf(window, width, maxRaw, wholeLevels)
+}
+
+func newSeriesOf(window, width time.Duration, maxRaw int, specs []levelSpec) *Series {
 	w := int64(width)
 	if maxRaw <= 0 {
 		maxRaw = DefaultMaxRawPoints
 	}
-	return &Series{
-		window: int64(window),
-		maxRaw: maxRaw,
-		max:    -1,
-		levels: []level{
-			{width: w / 10, cap: 6000},
-			{width: w, cap: 7200},
-			{width: 10 * w, cap: 8640},
-			{width: 60 * w},
-		},
+	levels := make([]level, len(specs))
+	for i, sp := range specs {
+		levels[i] = level{width: max(w*sp.num/sp.den, 1), cap: sp.cap}
 	}
+	return &Series{window: int64(window), maxRaw: maxRaw, max: -1, levels: levels}
 }
 
 // Push adds a point. Points must come in time order; an older point is
@@ -88,6 +110,12 @@ func (s *Series) Push(at time.Time, v int64) {
 	}
 	if s.n == 0 {
 		s.first = t
+	}
+	if len(s.raw) == cap(s.raw) && s.head*8 >= len(s.raw) {
+		// Out of room with an eighth of it dropped: reuse it rather than
+		// grow, so the buffer stays within a few eighths of what it holds.
+		n := copy(s.raw, s.raw[s.head:])
+		s.raw, s.head = s.raw[:n], 0
 	}
 	s.raw = append(s.raw, point{t, v})
 	s.n++
@@ -104,10 +132,6 @@ func (s *Series) Push(at time.Time, v int64) {
 	if over := len(s.raw) - s.head - s.maxRaw; over > 0 {
 		s.head += over
 	}
-	if s.head > min(4096, s.maxRaw) && s.head*2 > len(s.raw) {
-		s.raw = append(s.raw[:0], s.raw[s.head:]...)
-		s.head = 0
-	}
 }
 
 // add merges b into the level's newest bucket when it starts there.
@@ -116,6 +140,12 @@ func (l *level) add(b bucket) {
 		last := &l.b[k]
 		last.min, last.max, last.last = min(last.min, b.min), max(last.max, b.max), b.last
 		return
+	}
+	if len(l.b) == cap(l.b) && l.head*8 >= len(l.b) {
+		// Out of room with an eighth of it aged out: reuse it (as Push
+		// does its raw points).
+		n := copy(l.b, l.b[l.head:])
+		l.b, l.head = l.b[:n], 0
 	}
 	l.b = append(l.b, b)
 }
@@ -132,10 +162,6 @@ func (s *Series) age(i int) {
 		b.t -= b.t % next.width
 		next.add(b)
 		l.head++
-	}
-	if l.head > l.cap/2 {
-		l.b = append(l.b[:0], l.b[l.head:]...)
-		l.head = 0
 	}
 	s.age(i + 1)
 }

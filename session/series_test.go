@@ -181,3 +181,42 @@ func TestRawWindowIsBoundedByCount(t *testing.T) {
 		t.Errorf("allocated at 150 s = %d MiB (%v)", v/MiB, ok)
 	}
 }
+
+// A live view's series keeps, at every zoom of the chart, a bucket for
+// every one of 200 columns, and the peak of the window, though it holds a
+// small part of the points.
+func TestLiveLevelsFillEveryColumn(t *testing.T) {
+	s := newSeriesOf(10*time.Minute, time.Second, liveRawPoints, liveLevels)
+	t0 := time.Unix(1_000_000, 0)
+	const hz = 500
+	const n = 3600 * hz // an hour
+	for i := range n {
+		v := int64(i % 1000)
+		if i == n-7*hz { // a spike 7 s before the end
+			v = 1 << 40
+		}
+		s.Push(t0.Add(time.Duration(i)*time.Second/hz), v)
+	}
+	end := t0.Add(time.Hour)
+	var buckets int
+	for _, l := range s.levels {
+		buckets += len(l.b) - l.head
+	}
+	if buckets > 1000+1200+1800+720+60 {
+		t.Errorf("%d buckets after an hour", buckets)
+	}
+	for _, zoom := range []time.Duration{5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute,
+		2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour} {
+		cols := s.Columns(nil, end.Add(-zoom), end, 200)
+		var peak int64
+		for i, c := range cols {
+			if !c.Has {
+				t.Fatalf("zoom %s: column %d has no data", zoom, i)
+			}
+			peak = max(peak, c.Max)
+		}
+		if zoom >= 10*time.Second && peak != 1<<40 {
+			t.Errorf("zoom %s: peak %d, want the spike", zoom, peak)
+		}
+	}
+}

@@ -73,8 +73,8 @@ func New(opts ...Option) *Store {
 		byKey:  map[string]*Process{},
 		byConn: map[uint64]*Process{},
 		limits: limits{
-			spans: 20000, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256, procs: DefaultMaxProcesses, goneBytes: DefaultMaxGoneBytes,
-			window: 10 * time.Minute, width: time.Second, raw: DefaultMaxRawPoints,
+			spans: DefaultMaxSpans, steps: 2000, peaks: 10000, marks: 1000, anatomies: 256, procs: DefaultMaxProcesses, goneBytes: DefaultMaxGoneBytes,
+			window: 10 * time.Minute, width: time.Second, raw: DefaultMaxRawPoints, levels: wholeLevels,
 		},
 	}
 	for _, o := range opts {
@@ -338,7 +338,7 @@ func (s *Store) device(smp *probe.Sample) *GPU {
 			return g
 		}
 	}
-	g := &GPU{UUID: smp.Device, Total: Unknown, Used: newSeries(s.limits.window, s.limits.width, s.limits.raw)}
+	g := &GPU{UUID: smp.Device, Total: Unknown, Used: s.limits.newSeries()}
 	s.gpus = append(s.gpus, g)
 	return g
 }

@@ -91,7 +91,7 @@ func New(opts ...Option) Model {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := Model{
-		cfg: cfg, store: session.New(), ctx: ctx, cancel: cancel,
+		cfg: cfg, store: session.New(session.WithLiveBounds()), ctx: ctx, cancel: cancel,
 		keys: newKeyMap(cfg.replayOpen != nil, cfg.recorder != nil, cfg.outputLog != ""), help: help.New(),
 		zoom: defaultZoom, chart: newMemChart(), table: newStepsTable(), diag: &diagCache{},
 		exits: newExitLog(), w: 80, h: 24, dirty: true,

@@ -134,7 +134,7 @@ func readStream(ctx context.Context, open func() (ReplayStream, error), gen int,
 	var st *session.Store
 	var ex *exitLog
 	if rb != nil {
-		st, ex = session.New(), newExitLog()
+		st, ex = session.New(session.WithLiveBounds()), newExitLog()
 	}
 	buf := make([]session.Event, 0, replayChunk)
 	for n := 1; ; n++ {

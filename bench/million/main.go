@@ -49,7 +49,11 @@ func main() {
 	live := flag.Bool("live", false, "feed a session store instead and print its largest heap")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of -live here")
 	in := flag.String("in", "", "with -live, read this recording instead of generating one")
+	memprof := flag.String("memprofile", "", "with -live, write a heap profile at the end here")
 	flag.DurationVar(&edgeGap, "edge", time.Millisecond, "hook time between two edges")
+	procs := flag.Int("procs", 0, "write this many processes, each sending -rate messages a second for -for, instead of -steps")
+	rate := flag.Int("rate", 2000, "with -procs, messages a second per process")
+	dur := flag.Duration("for", 2*time.Minute, "with -procs, hook time")
 	flag.Parse()
 	if *prof != "" {
 		f, err := safefs.OpenFile(*prof, safefs.Truncate, 0o600)
@@ -59,7 +63,14 @@ func main() {
 		}
 	}
 	if *live {
-		feedStore(*steps, *in)
+		st := feedStore(*steps, *in)
+		if *memprof != "" {
+			if f, err := safefs.OpenFile(*memprof, safefs.Truncate, 0o600); err == nil {
+				pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+		runtime.KeepAlive(st)
 		return
 	}
 	if *out == "" {
@@ -73,7 +84,11 @@ func main() {
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	w.WriteString(header + "\n")
-	gen(*steps, func(line []byte) { w.Write(line); w.WriteByte('\n') })
+	if *procs > 0 {
+		genMany(*procs, *rate, *dur, func(line []byte) { w.Write(line); w.WriteByte('\n') })
+	} else {
+		gen(*steps, func(line []byte) { w.Write(line); w.WriteByte('\n') })
+	}
 	if err := w.Flush(); err != nil {
 		fmt.Fprintln(os.Stderr, "million:", err)
 		os.Exit(1)
@@ -87,16 +102,7 @@ func gen(steps int, emit func([]byte)) {
 	seq := 0
 	mono := mono0
 	msg := func(body string) {
-		b = b[:0]
-		b = append(b, `{"t":`...)
-		b = strconv.AppendFloat(b, wall0+(mono-mono0), 'f', 6, 64)
-		b = append(b, `,"conn":1,"msg":{"v":1,"seq":`...)
-		b = strconv.AppendInt(b, int64(seq), 10)
-		b = append(b, `,"t":`...)
-		b = strconv.AppendFloat(b, mono, 'f', 6, 64)
-		b = append(b, ',')
-		b = append(b, body...)
-		b = append(b, "}}"...)
+		b = appendLine(b[:0], 1, seq, mono, body)
 		emit(b)
 		seq++
 	}
@@ -108,22 +114,7 @@ func gen(steps int, emit func([]byte)) {
 			for _, edge := range [...]string{"begin", "end"} {
 				mono += edgeGap.Seconds()
 				alloc := 4*weights + int64(i)*gib/8 + int64(s%7)*1<<20
-				body = body[:0]
-				body = append(body, `"type":"phase","name":"`...)
-				body = append(body, name...)
-				body = append(body, `","step":`...)
-				body = strconv.AppendInt(body, int64(s), 10)
-				body = append(body, `,"edge":"`...)
-				body = append(body, edge...)
-				body = append(body, `","user":false,"mem":{"allocated":`...)
-				body = strconv.AppendInt(body, alloc, 10)
-				body = append(body, `,"max_allocated":`...)
-				body = strconv.AppendInt(body, alloc+gib/4, 10)
-				body = append(body, `,"reserved":`...)
-				body = strconv.AppendInt(body, 6*weights, 10)
-				body = append(body, `,"max_reserved":`...)
-				body = strconv.AppendInt(body, 6*weights, 10)
-				body = append(body, '}')
+				body = appendPhase(body[:0], name, s, edge, alloc, 6*weights)
 				msg(string(body))
 			}
 		}
@@ -134,7 +125,7 @@ func gen(steps int, emit func([]byte)) {
 // feedStore applies every event to a store as the live view's goroutine
 // does, each line decoded by the recording reader (ipc.Decode, as live), and
 // prints the largest live heap seen.
-func feedStore(steps int, in string) {
+func feedStore(steps int, in string) *session.Store {
 	var pr io.Reader
 	if in != "" {
 		f, err := os.Open(in)
@@ -178,6 +169,7 @@ func feedStore(steps int, in string) {
 	peak = max(peak, ms.HeapAlloc)
 	fmt.Printf("steps %d, events %d, %.1f s, largest live heap %.1f MB (sampled every 500k events after a GC)\n",
 		steps, n, time.Since(start).Seconds(), float64(peak)/1e6)
+	return st
 }
 
 // generate writes the recording to pw and closes it.
@@ -187,4 +179,83 @@ func generate(steps int, pw *io.PipeWriter) {
 	gen(steps, func(line []byte) { w.Write(line); w.WriteByte('\n') })
 	w.Flush()
 	pw.Close()
+}
+
+// genMany calls emit with each event line of a recording of procs
+// processes (ranks of one job, conns 1..procs), each sending rate messages
+// a second for dur: the load of a monitor of many busy ranks.
+func genMany(procs, rate int, dur time.Duration, emit func([]byte)) {
+	var b []byte
+	line := func(conn int, seq int, mono float64, body []byte) {
+		b = appendLine(b[:0], conn, seq, mono, body)
+		emit(b)
+	}
+	for c := 1; c <= procs; c++ {
+		line(c, 0, mono0, fmt.Appendf(nil, `"type":"hello","session":"rank%d","pid":%d,"host":"h","argv":["train.py"],"rank":%d,"world_size":%d,"torch":"2.3.1","cuda":{"index":%d,"uuid":"GPU-%d","name":"H100","total":85899345920},"clock":{"mono":1000,"wall":1763794800},"hook":{"version":"0.2.0","sample_hz":50,"reset_peaks":true}`,
+			c-1, 4000+c, c-1, procs, (c-1)%8, (c-1)%8))
+	}
+	const weights = int64(11 * gib / 10)
+	gap := 1.0 / float64(rate)
+	n := int(dur.Seconds() * float64(rate))
+	var body []byte
+	for k := range n {
+		s, i := k/10, (k%10)/2
+		edge := "begin"
+		if k%2 == 1 {
+			edge = "end"
+		}
+		for c := 1; c <= procs; c++ {
+			mono := mono0 + float64(k+1)*gap + float64(c-1)*gap/float64(procs)
+			alloc := int64(-1)
+			if edge == "end" {
+				alloc = 4*weights + int64(i)*gib/8 + int64(s%7)<<20 + int64(c)<<10
+			}
+			body = appendPhase(body[:0], phases[i], s, edge, alloc, 6*weights)
+			line(c, k+1, mono, body)
+		}
+	}
+	for c := 1; c <= procs; c++ {
+		line(c, n+1, mono0+dur.Seconds()+1, []byte(`"type":"goodbye","reason":"exit"`))
+	}
+}
+
+// appendPhase appends the body of a phase message: with the allocator's
+// figures (allocated alloc, its peak a quarter GiB above, reserved
+// reserved) unless alloc is negative.
+func appendPhase(b []byte, name string, step int, edge string, alloc, reserved int64) []byte {
+	b = append(b, `"type":"phase","name":"`...)
+	b = append(b, name...)
+	b = append(b, `","step":`...)
+	b = strconv.AppendInt(b, int64(step), 10)
+	b = append(b, `,"edge":"`...)
+	b = append(b, edge...)
+	b = append(b, `","user":false`...)
+	if alloc < 0 {
+		return b
+	}
+	b = append(b, `,"mem":{"allocated":`...)
+	b = strconv.AppendInt(b, alloc, 10)
+	b = append(b, `,"max_allocated":`...)
+	b = strconv.AppendInt(b, alloc+gib/4, 10)
+	b = append(b, `,"reserved":`...)
+	b = strconv.AppendInt(b, reserved, 10)
+	b = append(b, `,"max_reserved":`...)
+	b = strconv.AppendInt(b, reserved, 10)
+	return append(b, '}')
+}
+
+// appendLine appends an event line of connection conn: its message seq at
+// hook time mono, received then, with body after the common keys.
+func appendLine[T string | []byte](b []byte, conn, seq int, mono float64, body T) []byte {
+	b = append(b, `{"t":`...)
+	b = strconv.AppendFloat(b, wall0+(mono-mono0), 'f', 6, 64)
+	b = append(b, `,"conn":`...)
+	b = strconv.AppendInt(b, int64(conn), 10)
+	b = append(b, `,"msg":{"v":1,"seq":`...)
+	b = strconv.AppendInt(b, int64(seq), 10)
+	b = append(b, `,"t":`...)
+	b = strconv.AppendFloat(b, mono, 'f', 6, 64)
+	b = append(b, ',')
+	b = append(b, body...)
+	return append(b, "}}"...)
 }

@@ -131,9 +131,32 @@ func (p *Scanner) Int64(dst *int64) bool {
 	if !ok {
 		return false
 	}
+	if v, ok := smallInt(lit); ok {
+		*dst = v
+		return true
+	}
 	v, err := strconv.ParseInt(string(lit), 10, 64)
 	*dst = v
 	return err == nil
+}
+
+// smallInt is the value of an integer literal Number has checked, when it
+// has at most 18 digits and so cannot overflow; ok is false otherwise.
+func smallInt(lit []byte) (v int64, ok bool) {
+	digits := lit
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) > 18 {
+		return 0, false
+	}
+	for _, c := range digits {
+		v = v*10 + int64(c-'0')
+	}
+	if len(lit) > len(digits) {
+		v = -v
+	}
+	return v, true
 }
 
 // Int reads an integer that fits an int into dst.
@@ -151,6 +174,10 @@ func (p *Scanner) Uint64(dst *uint64) bool {
 	lit, ok := p.Number(true)
 	if !ok {
 		return false
+	}
+	if v, ok := smallInt(lit); ok && lit[0] != '-' {
+		*dst = uint64(v)
+		return true
 	}
 	v, err := strconv.ParseUint(string(lit), 10, 64)
 	*dst = v
@@ -175,6 +202,24 @@ func (p *Scanner) String(dst *string) bool {
 		*dst = string(s)
 	}
 	return ok
+}
+
+// StringOf reads a string (see Str) into dst, as the element of common it
+// equals when there is one: a word a stream repeats on every line (a
+// message type, a phase name) then costs no allocation.
+func (p *Scanner) StringOf(dst *string, common []string) bool {
+	s, ok := p.Str()
+	if !ok {
+		return false
+	}
+	for _, c := range common {
+		if string(s) == c {
+			*dst = c
+			return true
+		}
+	}
+	*dst = string(s)
+	return true
 }
 
 // Literal reads the bytes of lit (true, false, null).

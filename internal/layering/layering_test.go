@@ -64,6 +64,7 @@ var floors = map[string]int{
 	"e2e":             7,
 	"bench/million":   7,
 	"bench/jobreport": 7,
+	"bench/monitor":   7,
 }
 
 // imports returns each package directory of the module (relative to its
