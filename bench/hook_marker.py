@@ -66,8 +66,8 @@ def main():
     report("end edge: read_raw() + edge()", timed(
         client, lambda: client.edge("forward", "end", client.read_raw()), b, n))
     client.reader()  # CUDA has answered: the reader is the bare binding now
-    report("end edge, the hot path: reader() + end()", timed(
-        client, lambda: client.end("forward", client.reader()), b, n))
+    report("end edge, the hot path: reader() + put()", timed(
+        client, lambda: client.put("forward", None, client.reader()), b, n))
     report("user phase edge: phase() (own read)", timed(
         client, lambda: client.phase("eval", "begin", True), b, n))
     report("torch.cuda.memory_stats_as_nested_dict", timed(
@@ -75,7 +75,7 @@ def main():
     report("torch.cuda.memory_stats (flatten+sort)", timed(
         client, lambda: torch.cuda.memory_stats(0), b // 5 or 1, n))
     for _ in range(1000):
-        client.end("forward", client.reader())
+        client.put("forward", None, client.reader())
     items = [msg for _, msg in client._number(len(client._queue), 0)]
     out = []
     ns = time.perf_counter_ns

@@ -7,7 +7,7 @@ change's effect on the hook's work shows without this box's timing noise;
 bench/cost_model.py gives the time. Counts depend on the Python version
 (3.11 here); torch's own count is the baseline to compare with.
 
-    PYTHONPATH=pyhook python3 bench/hook_ops.py [--steps-before 5]
+    PYTHONPATH=pyhook python3 bench/hook_ops.py [--steps-before 5] [--micro 4] [--measured]
 """
 
 import argparse
@@ -29,6 +29,10 @@ def main():
     ap.add_argument("--steps-before", type=int, default=5, help="warm-up steps before the counted one")
     ap.add_argument("--every-phase", action="store_true",
                     help="the design that reads and resets at every phase of every step")
+    ap.add_argument("--measured", action="store_true",
+                    help="a measured step (activations_every=1: saved tensors and anatomy)")
+    ap.add_argument("--micro", type=int, default=1,
+                    help="forward/backward passes per step (gradient accumulation)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # the client warns that nothing listens
     import torch
@@ -40,7 +44,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
     ce = torch.nn.functional.cross_entropy
-    cfg = _config.resolve(socket=os.path.join(tempfile.mkdtemp(), "none.sock"), environ={})
+    cfg = _config.resolve(socket=os.path.join(tempfile.mkdtemp(), "none.sock"), environ={},
+                          activations_every=1 if args.measured else 100)
     client = _client.Client(cfg, cuda=_cuda.detect(torch, model), torch_version=torch.__version__)
     client.step = 3  # a default plain step, past the always-measured first steps
     watcher = _watch.Watcher(torch, client, model, opt, client.config)
@@ -48,7 +53,8 @@ def main():
 
     def step():
         opt.zero_grad()
-        ce(model(x), y).backward()
+        for _ in range(args.micro):
+            ce(model(x), y).backward()
         opt.step()
 
     for _ in range(args.steps_before):
@@ -80,7 +86,9 @@ def main():
         by[key[0]] += n
     for key, n in calls.items():
         frames[key[0]] += n
-    what = "one plain step" + (" (every phase read+reset)" if args.every_phase else "")
+    what = ("one measured step" if args.measured else "one plain step") \
+        + (" (every phase read+reset)" if args.every_phase else "") \
+        + (" of %d micro-steps" % args.micro if args.micro > 1 else "")
     print((what + " (Python %d.%d, torch %s): vramscope %d opcodes in %d frames; "
            "torch's own Python %d opcodes; the fake allocator's %d (not the hook's)")
           % (sys.version_info[0], sys.version_info[1], torch.__version__, by["vramscope"],

@@ -9,7 +9,7 @@ part's cost in the step's own (cold) caches. Parts:
 
 * ``logic``: the whole hook's work (``Watcher._active``; off = the torch
   registrations and wrappers alone);
-* ``edges``: the eight ``Client.begin``/``end`` calls (off = closed client);
+* ``edges``: the eight ``Client.put`` calls (off = closed client);
 * ``reads``: the four reads' Python (off = no reader; ``--read-us`` charges
   each read as in the cost model, 0 by default: Python only).
 

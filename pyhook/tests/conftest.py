@@ -230,8 +230,8 @@ def queued(client):
     numbered as its sender would number them (Client._number), queue untouched."""
     seq, out = client._next_seq, []
     for item in list(client._queue):
-        if type(item) is tuple:
-            out.append(_messages.phase_message((seq,) + item))
+        if type(item) is _messages.Edge:
+            out.append(_messages.phase_message((seq, item)))
         else:
             m = dict(item)
             seq += m.pop(_client._GAP, 0)

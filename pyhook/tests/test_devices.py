@@ -13,7 +13,7 @@ import types
 import pytest
 
 from conftest import ROOT, load_fixture_stats, make_config
-from vramscope import _client, _cuda, _devices
+from vramscope import _client, _cuda, _devices, _messages
 
 MiB = 1 << 20
 
@@ -74,11 +74,14 @@ def test_host_without_proc_reads_nothing_and_says_so(tmp_path):
 
 
 @linux_proc
-def test_host_client_hello_names_the_source_and_every_phase_reads(torch_mod):
+def test_host_client_reads_every_phase_on_breakdown_steps_and_once_a_plain_step(torch_mod):
+    # The host's RSS follows the CUDA design: where the kernel resets the
+    # peak RSS (exact), a plain step reads once, where it closes, and that
+    # read's peak covers the whole step; steps 0-2 read every phase end.
     torch = torch_mod
     from vramscope import _watch
     host = _devices.HostStats()
-    client = _client.Client(make_config(), cuda=host, start=False)
+    client = _client.Client(make_config(activations_every=0), cuda=host, start=False)
     assert client.hello["mem_source"]["kind"] == "cpu"
     assert client.hello["mem_source"]["peaks"] == ("exact" if client.exact else "process")
     assert client.hello["cuda"] is None
@@ -93,10 +96,18 @@ def test_host_client_hello_names_the_source_and_every_phase_reads(torch_mod):
             opt.step()
     finally:
         watcher.remove()
-    ends = [item for item in client._queue if type(item) is tuple and item[4] == "end"]
+    ends = [item for item in client._queue if type(item) is _messages.Edge and item.edge == "end"]
     assert len(ends) == 8 * 5
-    assert all(item[6] is not None for item in ends), "a CPU run reads every phase end"
-    assert not any(item[7] for item in ends), "no plain-step span on the host"
+    first = [item for item in ends if item.step < 3]
+    assert all(item.raw is not None for item in first), "steps 0-2 read every phase end"
+    later = [item for item in ends if item.step >= 3]
+    if not client.exact:  # no peak reset: every phase end is read, as before
+        assert all(item.raw is not None for item in later)
+        return
+    read = [(item.step, item.name) for item in later if item.raw is not None]
+    assert read == [(k, "step") for k in range(3, 8)], "one read a plain step, where it closes"
+    assert all(item.extra and item.extra["span"] == "step"
+               for item in later if item.name == "step")
 
 
 def test_detect_follows_the_model_device(torch_mod):
@@ -303,9 +314,13 @@ def test_host_forward_end_is_read_before_the_loop_lets_go_of_the_last_output(tor
             opt.step()
     finally:
         watcher.remove()
-    fwd = [item[6][0] for item in client._queue
-           if type(item) is tuple and item[1] == "forward" and item[4] == "end"]
-    assert len(fwd) == 4
+    # Steps 0-2 read every phase end; with the peak RSS reset (exact), step
+    # 3 is a plain step, read once where it closes (docs/hook.md, "Which
+    # edges read").
+    fwd = [item.raw[0] for item in client._queue
+           if type(item) is _messages.Edge and item.name == "forward" and item.edge == "end"
+           and item.raw is not None]
+    assert len(fwd) == (3 if client.exact else 4)
     for step, (hook, inside) in enumerate(zip(fwd, model.at_end)):
         assert abs(hook - inside) < MiB, (step, hook, inside)
     # Where the previous output was released at the assignment, the user's

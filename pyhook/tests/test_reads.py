@@ -196,15 +196,32 @@ def test_sampler_reads_nothing_while_edges_read_more_often():
     assert all(m["type"] == "sample" and m["mem"] is not None for m in queued(client))
 
 
+def test_edges_wake_the_sender_near_the_batch_and_not_before():
+    # Client.put sets the wake event when it brings the queue to the batch
+    # or one short of it (a switch queues two edges), never for fewer.
+    client = _client.Client(make_config(), start=False, batch=6)
+    client.put(None, "forward")
+    client.put("forward", "loss")
+    client.put(None, "step")
+    assert len(client._queue) == 4 and not client._wake.is_set()
+    client.put("step", None)  # from 4 queued: within one of the batch
+    assert len(client._queue) == 5 and client._wake.is_set()
+    closed = _client.Client(make_config(), start=False)
+    closed._closed = True
+    assert not closed.put("forward", "loss") and not closed._queue
+    closed._closed = False  # reopened (bench/hook_toggle.py): queues again
+    assert closed.put("forward", "loss") and len(closed._queue) == 2
+
+
 def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
-    # Client.end with a begin is edge(end) + edge(begin) in one call: the same
+    # Client.put with both names is edge(end) + edge(begin) in one call: the same
     # messages, one clock; a full queue drops the begin first and leaves a seq gap.
     raw = (1, 2, 3, 4, 0, 0)
     a = _client.Client(make_config(), start=False)
     b = _client.Client(make_config(), start=False)
     a.step = b.step = 5
     a.micro = b.micro = 2
-    assert a.end("loss", raw, "backward")
+    assert a.put("loss", "backward", raw)
     assert b.edge("loss", "end", raw) and b.edge("backward", "begin", raw)
     got, want = queued(a), queued(b)
     assert got[0]["t"] == got[1]["t"]
@@ -214,11 +231,11 @@ def test_switch_queues_the_two_edges_edge_would_and_counts_what_it_drops():
     full = _client.Client(make_config(), start=False, queue_size=3)
     full.edge("forward", "begin", None)
     full.edge("forward", "end", raw)
-    assert not full.end("loss", raw, "backward")
+    assert not full.put("loss", "backward", raw)
     assert [(m["name"], m["edge"], m["seq"]) for m in queued(full)] == [
         ("forward", "begin", 1), ("forward", "end", 2), ("loss", "end", 3)]
     assert full.dropped == 1
-    assert not full.end("backward", raw, "step") and full.dropped == 3
+    assert not full.put("backward", "step", raw) and full.dropped == 3
     full.edge("step", "end", raw)
     assert full.dropped == 4
     assert full.stats()["created"] == 8  # seqs 3-6 went to the switches, 7 to this edge
@@ -247,14 +264,14 @@ def test_a_read_is_queued_as_torchs_dict_and_kept_as_its_six_values():
     client = _client.Client(make_config(sample_hz=0), cuda=stats, start=False)
     client.step = 5  # past the first steps' store: to the ring
     raw = client.reader()
-    assert client.end("forward", raw)
-    assert client._queue[-1][6] is binding.stats
+    assert client.put("forward", None, raw)
+    assert client._queue[-1].raw is binding.stats
     want = _cuda.mem_from_stats(load_fixture_stats())
     assert queued(client)[-1]["mem"] == want
     client._drain()  # no monitor: kept for replay
     seq, kept = client._ring[-1]
-    assert kept[7] == _cuda.compact(binding.stats) and type(kept[7]) is tuple
-    assert _cuda.mem_from_raw(kept[7]) == want
+    assert kept[1].raw == _cuda.compact(binding.stats) and type(kept[1].raw) is tuple
+    assert _cuda.mem_from_raw(kept[1].raw) == want
 
 
 def test_a_long_queue_holds_six_values_instead_of_dicts():
@@ -263,8 +280,8 @@ def test_a_long_queue_holds_six_values_instead_of_dicts():
     stats, binding, _ = counted_cuda()
     client = _client.Client(make_config(sample_hz=0), cuda=stats, start=False)
     for _ in range(_client.HOLD_DICTS + 10):
-        client.end("forward", binding.stats)
-    kinds = [type(item[6]) for item in client._queue]
+        client.put("forward", None, binding.stats)
+    kinds = [type(item.raw) for item in client._queue]
     assert kinds[:_client.HOLD_DICTS] == [dict] * _client.HOLD_DICTS
     assert kinds[_client.HOLD_DICTS:] == [tuple] * 10
     mems = {str(m["mem"]) for m in queued(client)}

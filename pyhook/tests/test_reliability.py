@@ -301,9 +301,9 @@ def test_threads_racing_into_a_full_queue_keep_seq_order_and_count_every_loss(so
         def training():
             for i in range(3000):
                 client.step = i // 8
-                client.begin("forward")
-                client.end("forward", raw, "loss")
-                client.end("loss", raw)
+                client.put(None, "forward")
+                client.put("forward", "loss", raw)
+                client.put("loss", None, raw)
 
         def sampler():
             for _ in range(3000):

@@ -7,6 +7,7 @@ weights, views and a tensor saved by several ops are not counted twice.
 
 
 import threading
+from operator import is_ as _is
 from weakref import ref as _weakref
 
 _getters = {}  # tensor class -> its storage accessor (found once per class)
@@ -172,7 +173,7 @@ class StorageCache:
         ids = list(map(id, tensors))
         ptrs = [t.data_ptr() for t in tensors]
         if ids == self._ids and ptrs == self._ptrs and all(
-                r() is t for r, t in zip(self._refs, tensors)):
+                map(_is, [r() for r in self._refs], tensors)):
             if keys is not None:
                 keys.update(self._keys)
             return self._total
@@ -231,7 +232,7 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None):
         "weights": weights,
         "gradients": gradients,
         "optimizer": state,
-        "params": sum(p.numel() for p in params),
+        "params": sum([p.numel() for p in params]),  # a list: no generator frame a tensor
         "device": first.device.type if first is not None else "cpu",
     }
 
@@ -471,11 +472,23 @@ class Activations:
         """Report whether ``step`` is measured by the schedule."""
         return step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
 
+    def schedule(self, step):
+        """Return whether the schedule measures ``step``, and the first step
+        after it that it measures (1 << 62 when no later step is)."""
+        nxt = step + 1
+        if nxt < FIRST_MEASURED:
+            after = nxt
+        elif self.every <= 0:
+            after = 1 << 62
+        else:
+            after = -(-nxt // self.every) * self.every
+        return self.scheduled_at(step), after
+
     def prepare(self, step):
         """Start bookkeeping for ``step``; an unmeasured step touches no meter.
         While ``hold`` is set (a census is due) every step ends as a
         scheduled one, measured or not by the schedule alone."""
-        measured = step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
+        measured = self.scheduled_at(step)
         self.scheduled = measured or self.hold
         self.measuring = self.meter is not None and measured
         self.remeasured = False

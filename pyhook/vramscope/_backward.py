@@ -28,7 +28,16 @@ _lock = threading.Lock()
 # never removed goes away with its model instead of listening forever.
 _listeners = []
 _state = {"torch": None, "tensor": None, "autograd": None}
-_local = threading.local()
+
+
+class _Depth(threading.local):
+    """Per thread: how deep in the wrappers this thread's backward is (0: not
+    inside one)."""
+
+    depth = 0
+
+
+_local = _Depth()
 
 
 def _make(original, name):
@@ -37,7 +46,7 @@ def _make(original, name):
     def backward(*args, **kwargs):
         # The nested call (Tensor.backward calls torch.autograd.backward) and
         # a process with no listener take this short path.
-        depth = getattr(local, "depth", 0)
+        depth = local.depth
         if depth or not _listeners:
             local.depth = depth + 1
             try:
@@ -45,29 +54,29 @@ def _make(original, name):
             finally:
                 local.depth = depth
         # _run inlined: a frame less at every backward.
-        accepted = []
+        owner = None  # one watch owns a backward (docs/hook.md, "Several models")
         for ref in list(_listeners):
             w = ref()
             if w is None:
                 continue
             try:
                 if w.user_backward_begin():
-                    accepted.append(w)
-                    break  # one watch owns a backward (docs/hook.md, "Several models")
+                    owner = w
+                    break
             except Exception as exc:  # noqa: BLE001 - never break backward()
                 _safe.report(exc)
         local.depth = 1
         try:
             return original(*args, **kwargs)
         except BaseException:
-            for w in accepted:
-                _safe.call(w.unwound)
+            if owner is not None:
+                _safe.call(owner.unwound)
             raise
         finally:
             local.depth = 0
-            for w in accepted:
+            if owner is not None:
                 try:
-                    w.user_backward_end()
+                    owner.user_backward_end()
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
 

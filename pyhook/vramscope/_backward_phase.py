@@ -1,7 +1,7 @@
 """The backward phase of the Watcher: the global wrapper's begin and end
 calls and the output-grad fallback (docs/hook.md). Mixed into
 :class:`_watch.Watcher`; its every-step path ends and begins phases with
-one ``Client.end`` call each, which makes the read (docs/hook.md, "Cost")."""
+one ``Client.put`` call each, which makes the read (docs/hook.md, "Cost")."""
 
 from . import _safe
 from ._anatomy import FIRST_MEASURED
@@ -23,9 +23,10 @@ class BackwardMixin:
                 return False
             client = self._client
             owner = client.owner
-            owner = owner() if owner is not None else None
-            if owner is not self and owner is not None and owner._open in ("forward", "loss"):
-                return False  # another watch's forward made this loss
+            if owner is not self._self_ref and owner is not None:
+                owner = owner()
+                if owner is not None and owner._open in ("forward", "loss"):
+                    return False  # another watch's forward made this loss
             if not (self._trained or self._open in ("forward", "loss")):
                 if self._bw_step != client.step:
                     return False
@@ -37,8 +38,9 @@ class BackwardMixin:
             self._in_backward = True
             self._user_bw = True
             self._hook_output = False  # backwards come through the wrapper
-            # _backward_begin() inlined, with _begin's every-step path
-            if self._step_called and not self._closure_depth:  # _activity() inlined
+            # _backward_begin()'s work, with _begin's every-step path
+            # copy of _activity()
+            if self._step_called and not self._closure_depth:
                 self._finish_step()
             self._idle = False
             acts = self._acts
@@ -50,9 +52,10 @@ class BackwardMixin:
             if self._open != "loss" or self._tail_step is not None:
                 self._begin("backward")
                 return True
-            self._open = "backward"
             self._backward_micro = client.micro
-            client.end("loss", None, "backward", self._edge_reads)
+            # copy of _switch("loss", "backward", self._edge_reads)
+            self._open = "backward"
+            self._client.put("loss", "backward", None, self._edge_reads)
             return True
 
     def user_backward_end(self):
@@ -63,7 +66,7 @@ class BackwardMixin:
                     self._open = None
                     client = self._client
                     micro = self._backward_micro
-                    client.end("backward", None, None, self._edge_reads, micro)
+                    client.put("backward", None, None, self._edge_reads, micro)
                     client.micro = micro + 1
                     if self._optimizer is None:
                         self._ends_at_forward = client.step
@@ -92,7 +95,8 @@ class BackwardMixin:
         return None
 
     def _backward_begin(self):
-        if self._step_called and not self._closure_depth:  # _activity() inlined
+        # copy of _activity()
+        if self._step_called and not self._closure_depth:
             self._finish_step()
         self._idle = False
         if self._acts.measuring:

@@ -3,7 +3,7 @@ thread that owns the socket, replays the backlog on every (re)connection and
 sends stats, and an optional daemon sampler thread.
 
 The training thread never blocks: it reads the clock (and, at an end edge,
-the allocator: torch's dict, untouched) and appends a tuple to the queue, one
+the allocator: torch's dict, untouched) and appends an ``Edge`` to the queue, one
 ``deque.append`` with no lock. The sender numbers the queue in its order, so
 queue order is seq order across threads (the monitor's duplicate detection
 relies on it), and leaves the seqs of messages dropped at a full queue out
@@ -25,6 +25,7 @@ import threading
 import time
 
 from . import _cuda, _messages, _owned, _requests, _safe, _sockcheck
+from ._messages import make_edge
 
 QUEUE_SIZE = 8192
 RING_SIZE = 4096
@@ -82,7 +83,9 @@ class Client:
         self._sealed = False  # goodbye has its seq
         self._queue = collections.deque()
         self._queue_size = queue_size
-        self._hold = min(HOLD_DICTS, queue_size)  # one test at every edge below it
+        # One test at every switch below it; a switch queues up to two edges.
+        self._hold_open = min(HOLD_DICTS, queue_size - 1)
+        self._closed = False  # sets self._hold
         self._first = []
         self._first_size = first_size
         self._first_steps = first_steps
@@ -92,9 +95,11 @@ class Client:
         self._send_timeout = send_timeout
         self._poll = poll_interval
         self._batch = max(1, int(batch))
+        # The queue lengths at which a switch (one or two edges) brings the
+        # queue to the batch, or one short of it: the edges wake the sender.
+        self._wake_at = frozenset((self._batch - 2, self._batch - 1))
         self._sock = None
         self._sock_id = None  # what the socket is (_owned), to tell it from a reused number
-        self._closed = False
         # Requests from the monitor (docs/protocol.md, "Requests"), read by the
         # sender thread, and the Watcher a census request arms (a weak reference).
         self.requests = _requests.Reader()
@@ -108,9 +113,6 @@ class Client:
         if start_exact is not None:
             self.peaks = _safe.call(start_exact)
         self.exact = self.peaks is not None
-        # A source whose reads are cheap enough to read every phase of every
-        # step (the host's RSS): the Watcher makes every step a breakdown.
-        self.every_phase = bool(getattr(cuda, "every_phase", False))
         self._carry = None  # (max_allocated, max_reserved) a user's reset cut off (sender)
         self._carry_src = None  # the read that carry was applied to
         # The allocator reader (None on CPU runs): callers on the hot path
@@ -177,7 +179,7 @@ class Client:
         Returns False when the message was dropped (queue full) or the client
         is closed. A dropped message still takes a seq, so the monitor sees a gap.
         """
-        if self._closed:
+        if self._shut:
             return False
         queue = self._queue
         pending = len(queue)
@@ -212,7 +214,7 @@ class Client:
         """One allocator read that resets nothing (the sampler's), compact
         form as read_raw(), or None."""
         read = self._plain
-        if read is None or self._closed:
+        if read is None or self._shut:
             return None
         try:
             return read()
@@ -239,7 +241,7 @@ class Client:
         """A user's reset_peak_memory_stats() (from _peaks): the peaks it cut
         off (``raw``, read just before it) still belong to the interval the
         hook's next read closes, which the sender raises to them."""
-        if self._closed:
+        if self._shut:
             return
         pair = _peak_pair(raw)
         if pair is not None:
@@ -254,62 +256,36 @@ class Client:
                          None if input is None else {"input": input})
 
     def edge(self, name, edge, raw, user=False, step=None, micro=None, extra=None):
-        """Queue a phase edge carrying ``raw`` (a read_raw() value, or None
-        for ``mem: null``); never reads the allocator itself.
+        """Queue one phase edge (``edge``: "begin" or "end") carrying ``raw``
+        (a read_raw() value, or None for ``mem: null``): :meth:`put` with
+        one of its two names given. Never reads the allocator itself."""
+        if edge == "end":
+            return self.put(name, None, raw, False, micro, extra, None, step, user)
+        return self.put(None, name, raw, False, micro, extra, None, step, user)
 
-        The training thread only takes the clock and appends a tuple to the
-        deque (one atomic append under the GIL: no lock, no seq); the sender
-        thread numbers the queue in its order and makes the message
-        (``_messages.phase_message``) when it encodes it: while no monitor
-        listens the tuple itself is kept for replay. ``extra`` holds more
-        fields for the message.
+    def put(self, end, begin=None, raw=None, reads=False, micro=None, extra=None,
+            plan=None, step=None, user=False):
+        """Queue the phase edges of one switch: ``end``'s end edge, then
+        ``begin``'s begin edge (either name may be None), both carrying one
+        read and one clock. The one place that queues an edge: every phase
+        edge of the Watcher is one call of this method, one frame
+        (docs/hook.md, "Cost"). Never blocks; returns False when an edge
+        was dropped (a full queue drops the begin edge first) or the client
+        is closed.
+
+        ``raw``: the read the edges carry, or with ``reads`` this client's
+        own allocator read, made here and guarded as read_raw() does.
+        ``plan`` (a step's closing read): called after a read that
+        answered, it gives ``extra``. ``extra``: more fields for the edges
+        (an end's ``span``, a forward begin's ``input``; never given with
+        both names).
+        ``micro``, ``step``: numbers other than the client's current ones;
+        ``user``: a user phase (no ``model``).
+
+        The training thread only takes the clock and appends an ``Edge`` to
+        the deque (atomic under the GIL: no lock, no seq); the sender numbers
+        the queue in its order and makes the message when it encodes it.
         """
-        if self._closed:
-            return False
-        t = _monotonic()
-        if raw is not None:
-            self.last_read = t
-        queue = self._queue
-        pending = len(queue)
-        if pending >= self._hold:
-            if pending >= self._queue_size:
-                return self._drop(1)
-            raw = _compact(raw)
-        queue.append((t, name, self.step if step is None else step,
-                      self.micro if micro is None else micro, edge, user, raw, extra,
-                      None if user else self.model))
-        if pending + 1 == self._batch:
-            self._wake.set()
-        return True
-
-    # The hot path: the Watcher's every-step edges, edge() with its arguments
-    # fixed (docs/hook.md, "Cost"); they queue the same tuples.
-
-    def begin(self, name, extra=None):
-        """Queue ``name``'s begin edge with ``mem: null`` (edge() with the
-        defaults; ``extra``: the forward's ``{"input": ...}``)."""
-        if self._closed:
-            return False
-        queue = self._queue
-        pending = len(queue)
-        if pending >= self._queue_size:
-            return self._drop(1)
-        queue.append((_monotonic(), name, self.step, self.micro, "begin", False, None, extra,
-                      self.model))
-        if pending + 1 == self._batch:
-            self._wake.set()
-        return True
-
-    def end(self, name, raw=None, begin=None, reads=False, micro=None, extra=None,
-            plan=None):
-        """Queue ``name``'s end edge (and, with ``begin``, that phase's begin
-        edge: forward -> loss and loss -> backward, every step), both carrying
-        one read: ``raw``, or with ``reads`` this client's own allocator read,
-        made here and guarded as read_raw() does. ``plan`` (a step's closing
-        read): called after a read that answered, it gives the end edge's
-        extra fields. edge() with its arguments fixed: the Watcher's every
-        phase edge goes through this one method, one frame (docs/hook.md,
-        "Cost"). Returns False when an edge was dropped."""
         if reads:
             read = self.reader
             if read is not None:
@@ -319,34 +295,33 @@ class Client:
                     _safe.report(exc)
                 if plan is not None and raw is not None:
                     extra = plan()
-        if self._closed:
-            return False
         t = _monotonic()
         if raw is not None:
             self.last_read = t
         queue = self._queue
         pending = len(queue)
-        if begin is None:
-            if pending >= self._hold:
-                if pending >= self._queue_size:
-                    return self._drop(1)
-                raw = _compact(raw)
-            queue.append((t, name, self.step, self.micro if micro is None else micro,
-                          "end", False, raw, extra, self.model))
-            if pending + 1 == self._batch:
-                self._wake.set()
-            return True
-        if pending >= self._hold:
+        if pending >= self._hold:  # a long queue, or a closed client (_hold -1)
+            if self._shut:
+                return False
             raw = _compact(raw)
-        step, micro, model = self.step, self.micro, self.model
-        if pending + 2 > self._queue_size:
-            if pending < self._queue_size:
-                queue.append((t, name, step, micro, "end", False, raw, None, model))
-                return self._drop(1)
-            return self._drop(2)
-        queue.append((t, name, step, micro, "end", False, raw, None, model))
-        queue.append((t, begin, step, micro, "begin", False, raw, None, model))
-        if pending < self._batch <= pending + 2:
+            n = (end is not None) + (begin is not None)
+            if pending + n > self._queue_size:
+                if pending >= self._queue_size or begin is None:
+                    return self._drop(n)
+                # Room for the end edge only: it is queued, the begin dropped.
+                self._drop(1)
+                return self.put(end, None, raw, False, micro, extra, None, step, user) \
+                    and False
+        if step is None:
+            step = self.step
+        if micro is None:
+            micro = self.micro
+        model = self.model  # a user phase's edge carries none (phase_message)
+        if end is not None:
+            queue.append(make_edge((t, end, step, micro, "end", user, raw, extra, model)))
+        if begin is not None:
+            queue.append(make_edge((t, begin, step, micro, "begin", user, raw, extra, model)))
+        if pending in self._wake_at:  # about once per batch, not per edge
             self._wake.set()
         return True
 
@@ -384,7 +359,7 @@ class Client:
         """Queue ``stats`` or (``final``) ``goodbye``: its ``stats`` object is
         filled in by the sender with its seq; nothing is queued after goodbye."""
         with self._lock:
-            if self._closed:
+            if self._shut:
                 return False
             msg = {"v": 1, "type": kind, "seq": None, "t": time.monotonic()}
             msg.update(extra)
@@ -401,8 +376,9 @@ class Client:
     def _number(self, n, lost):
         """Take the ``n`` oldest queued items and give them their seqs, then
         leave ``lost`` seqs out (the messages dropped after them). Returns
-        ``(first, msg)`` pairs: an edge becomes the tuple phase_message takes
-        (seq first); a dict gets its seq (and a stats/goodbye its stats)."""
+        ``(first, msg)`` pairs: an edge becomes the ``(seq, Edge)`` pair that
+        phase_message takes; a dict gets its seq (and a stats/goodbye its
+        stats)."""
         queue = self._queue
         popleft = queue.popleft
         seq = self._next_seq
@@ -412,10 +388,10 @@ class Client:
             item = popleft()
             if self._sealed:
                 continue  # after goodbye (a racing thread): the stream has ended
-            if type(item) is tuple:
-                if self._carry is not None and item[6] is not None:
+            if type(item) is _messages.Edge:
+                if self._carry is not None and item.raw is not None:
                     item = self._carried(item)
-                out.append((item[2] < fs, (seq,) + item))
+                out.append((item.step < fs, (seq, item)))
             elif _CARRY in item:  # a user's reset: no message, no seq
                 self._carry = _max_pair(self._carry, item[_CARRY])
                 self._carry_src = None
@@ -452,14 +428,27 @@ class Client:
             self._sampler.start()
 
     @property
+    def _closed(self):
+        """True once goodbye was queued (or the client was disabled); the
+        client's own reads use ``_shut``, a frame less."""
+        return self._shut
+
+    @_closed.setter
+    def _closed(self, value):
+        # A closed client's hold is below any queue length: put() finds it
+        # closed behind the one test it makes at every switch anyway.
+        self._shut = value
+        self._hold = -1 if value else self._hold_open
+
+    @property
     def closed(self):
         """True once goodbye was queued (or the client was disabled)."""
-        return self._closed
+        return self._shut
 
     def close(self, reason, timeout=0.5):
         """Queue ``goodbye``, flush for at most ``timeout`` seconds, stop
         threads; give the exact-peaks patches back (no read after this)."""
-        if self._closed:
+        if self._shut:
             return
         self._sampling.clear()
         if self.peaks is not None:
@@ -606,19 +595,19 @@ class Client:
         """A queued edge whose read closes the interval a user's reset cut:
         its peaks raised to what the reset cut off. The begin edge that
         repeats the same read gets the same; the next read starts anew."""
-        raw = item[6]
+        raw = item.raw
         if self._carry_src is not None and raw is not self._carry_src:
             self._carry = self._carry_src = None
             return item
         self._carry_src = raw
         if type(raw) is dict and "allocated" in raw:  # a mem dict (a seam with read() only)
-            return item[:6] + (_raised(raw, self._carry),) + item[7:]
+            return item._replace(raw=_raised(raw, self._carry))
         values = _cuda.compact(raw) if type(raw) is dict else raw
         if values is None:
             return item
         a, r = self._carry
         values = (values[0], max(values[1], a), values[2], max(values[3], r)) + tuple(values[4:])
-        return item[:6] + (values,) + item[7:]
+        return item._replace(raw=values)
 
     def _drain(self):
         peaks = self.peaks
@@ -669,7 +658,7 @@ class Client:
         the rest to the ring; one pushed out of the ring while no monitor
         listens counts in ``evicted``.
         """
-        # A phase edge is still the training thread's tuple (seq first): it
+        # A phase edge is still the training thread's Edge, as (seq, Edge): it
         # becomes a message only if a monitor ever connects.
         pairs = [(msg[0] if type(msg) is tuple else msg["seq"], k)
                  for (_, msg), k in zip(items, kept) if k is not None]
@@ -787,8 +776,8 @@ def _compact(raw):
 
 
 def _compacted(msg):
-    """A queued edge whose read is the binding's dict, with the dict replaced
-    by its six values (``_cuda.compact``); anything else as it is."""
-    if type(msg) is tuple and type(msg[7]) is dict:
-        return msg[:7] + (_cuda.compact(msg[7]),) + msg[8:]
+    """A numbered edge whose read is the binding's dict, with the dict
+    replaced by its six values (``_cuda.compact``); anything else as it is."""
+    if type(msg) is tuple and type(msg[1].raw) is dict:
+        return msg[0], msg[1]._replace(raw=_cuda.compact(msg[1].raw))
     return msg

@@ -138,20 +138,19 @@ class _HostPeaks:
     that the client and the Watcher use): each hook read is followed by
     ``clear_refs`` "5"; the step's reads are kept for the Watcher's plan."""
 
-    def __init__(self, read, reset):
+    def __init__(self, read_reset, reset):
         self.lock = threading.Lock()
         self.step_reads = collections.deque(maxlen=64)
         self.clients = []
         self._reset = reset
         keep = self.step_reads.append
 
-        def read_reset():
-            raw = read()
+        def read_reset_kept():
+            raw = read_reset()
             keep(raw)
-            reset()
             return raw
 
-        self.read_reset = read_reset
+        self.read_reset = read_reset_kept
 
     def took(self, raw):
         self.step_reads.append(raw)
@@ -178,10 +177,6 @@ class HostStats(_Seam):
     phase's peak is exact (``peaks: "exact"``); else it is the process's
     lifetime peak (``"process"``). Elsewhere (macOS, Windows) there is no
     stdlib read of the RSS now: ``read_raw()`` returns None."""
-
-    # Reads cost ~15 us (one pread, one getrusage, one write): every phase
-    # of every step is read, zero_grad's end included (docs/hook.md, "Devices").
-    every_phase = True
 
     def __init__(self, proc="/proc/self"):
         self.device = "cpu"
@@ -265,6 +260,10 @@ class HostStats(_Seam):
     def _read(self):
         if not self._ours():
             return None
+        return self._read_owned()
+
+    def _read_owned(self):
+        """One read, the descriptors known to be ours."""
         rss = int(os.pread(self._statm, 128, 0).split()[1]) * self._page
         peak = self._peak()
         if peak is None or peak < rss:
@@ -275,11 +274,21 @@ class HostStats(_Seam):
         if self._clear is not None and self._ours():
             os.write(self._clear, b"5")
 
+    def _read_reset(self):
+        """A read and the peak's reset after it, the descriptors checked
+        once for both: no code of the process runs between the two."""
+        if not self._ours():
+            return None
+        raw = self._read_owned()
+        if self._clear is not None:
+            os.write(self._clear, b"5")
+        return raw
+
     def start_exact(self):
         """Exact phase peaks where the kernel resets the peak RSS."""
         if self._clear is None:
             return None
-        return _HostPeaks(self._read, self._reset)
+        return _HostPeaks(self._read_reset, self._reset)
 
 
 def _none():

@@ -1,5 +1,7 @@
 """Builds protocol-v1 messages (docs/protocol.md) and encodes them as lines."""
 
+import collections
+import functools
 import json
 from json.encoder import encode_basestring
 import os
@@ -123,14 +125,27 @@ def mem_of(raw):
     return mem_from_raw(raw)
 
 
-def phase_message(item):
-    """Make the ``phase`` message of one ``Client.edge`` tuple (on the sender thread)."""
-    seq, t, name, step, micro, edge, user, raw, extra, model = item
+# A phase edge as the training thread queues it (Client.put): what the
+# ``phase`` message will say, its read still in the form the reader gave
+# (``raw``: torch's dict, six values, a ``mem`` dict or None), ``extra`` the
+# message's further fields (``input``, ``span``...) or None, and ``model``
+# the watch's name (not sent for a user phase). The sender numbers it and
+# makes the message (phase_message) only when it is encoded.
+Edge = collections.namedtuple("Edge", "t name step micro edge user raw extra model")
+# Makes an Edge from a tuple of its fields with no Python frame (a
+# namedtuple's own constructor is a Python function).
+make_edge = functools.partial(tuple.__new__, Edge)
+
+
+def phase_message(numbered):
+    """Make the ``phase`` message of one numbered edge, ``(seq, Edge)``
+    (on the sender thread)."""
+    seq, (t, name, step, micro, edge, user, raw, extra, model) = numbered
     msg = {"v": 1, "type": "phase", "seq": seq, "t": t, "name": name, "step": step,
            "micro": micro, "edge": edge, "user": user, "mem": mem_of(raw)}
     if extra:
         msg.update(extra)
-    if model is not None:
+    if model is not None and not user:  # a user phase belongs to no watch
         msg["model"] = model
     return msg
 
@@ -240,7 +255,7 @@ def _input_text(size):
 
 
 def encode_item(item):
-    """Encode a queued item: a message dict, or a ``Client.edge`` tuple."""
+    """Encode a numbered queue item: a message dict, or a ``(seq, Edge)`` pair."""
     return encode(item if type(item) is dict else phase_message(item))
 
 

@@ -86,6 +86,7 @@ class ModuleMap:
         self._unit_of = {"": 0}
         grouped = self._grouped(model, memo)
         self._walk(model, "", 0, True, memo, grouped)
+        self._counts = None
 
     def _grouped(self, model, memo):
         """Return the ids of the modules whose subtree holds repeated blocks."""
@@ -142,13 +143,16 @@ class ModuleMap:
             self._walk(c, lab, cu, csplit, memo, grouped, depth + 1)
 
     def counts(self):
-        """Return {label: number of modules} and {unit: number of head modules}."""
-        per_label, per_unit = {}, {}
-        for lab in self.label:
-            per_label[lab] = per_label.get(lab, 0) + 1
-        for u in self.heads.values():
-            per_unit[u] = per_unit.get(u, 0) + 1
-        return per_label, per_unit
+        """Return {label: number of modules} and {unit: number of head modules}
+        (counted once: the map does not change after it is built)."""
+        if self._counts is None:
+            per_label, per_unit = {}, {}
+            for lab in self.label:
+                per_label[lab] = per_label.get(lab, 0) + 1
+            for u in self.heads.values():
+                per_unit[u] = per_unit.get(u, 0) + 1
+            self._counts = per_label, per_unit
+        return self._counts
 
 
 class ModuleStack:

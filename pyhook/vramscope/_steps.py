@@ -6,7 +6,6 @@ import os
 import sys
 
 from . import _anatomy, _patch, _safe
-from ._anatomy import FIRST_MEASURED
 
 _HERE = os.path.dirname(__file__) + os.sep
 
@@ -87,10 +86,12 @@ class StepsMixin:
         if not self._active:
             return args, kwargs
         with self._lock:
-            if self._step_called and not self._closure_depth:  # _activity() inlined
+            # copy of _activity()
+            if self._step_called and not self._closure_depth:
                 self._finish_step()
             self._idle = False
-            meter = self._acts.meter  # _recover() inlined
+            # copy of _recover()
+            meter = self._acts.meter
             if meter is not None and meter.active:
                 meter.stop()
             self._depth = 0
@@ -102,11 +103,12 @@ class StepsMixin:
                 else (None, None)
             if closure is None:
                 last = self._open
-                if last is None:  # _begin("step") inlined: no end to read
+                if last is None:  # _begin("step") with no end to read
+                    # copy of _open_first("step", None)
                     if self._client.owner is not self._self_ref:
                         self._take_over()
                     self._open = "step"
-                    self._client.begin("step")
+                    self._client.put(None, "step", None, False, None, None)
                 elif last != "step":  # a framework may have opened it
                     self._begin("step")
                 return args, kwargs
@@ -182,14 +184,10 @@ class StepsMixin:
             # _end("step")'s every-step case: the step's closing read, and
             # with exact peaks its plan (docs/protocol.md, "Exact peaks").
             self._open = None
-            client.end("step", None, None, True, None, None, self._step_plan)
+            client.put("step", None, None, True, None, None, self._step_plan)
         elif last is not None:
             self._end(last, closing=True)
         step = client.step
-        if self._step_frames is None:
-            # Where this watcher's first step ended (once): a zero_grad
-            # between steps is placed by it (Watcher._zero_shape).
-            self._step_frames = user_frames(sys._getframe(1))
         acts = self._acts
         # Activations.finish's own test, inlined for the common step: nothing
         # measured, and no measurement to scale or no new input size.
@@ -200,22 +198,30 @@ class StepsMixin:
                 _safe.call(self._send_anatomy, step, figures)
             if self._census_want is not None:  # armed through acts.scheduled
                 _safe.call(self._census_at_step_end, step)
-        self._client.step = step + 1
-        self._client.micro = 0
-        self._zero_seen_last, self._zero_seen = self._zero_seen, False
+        nxt = step + 1
+        client.step = nxt
+        client.micro = 0
+        self._zero_seen_last = self._zero_seen
+        self._zero_seen = False
         self._idle = True
         if self._trained:
             # A training forward that no wrapped backward followed (a loop
             # calling torch.autograd.grad): hook the outputs again.
             self._hook_output = True
         self._trained = False
-        nxt = step + 1
-        every = acts.every
+        # Whether the schedule measures the next step (its activations, and
+        # its phases read): asked only from the step it names on.
+        if nxt >= self._due:  # the first step of this watcher ends here too
+            due, self._due = acts.schedule(nxt)
+            if self._step_frames is None:
+                # Where this watcher's first step ended (once): a zero_grad
+                # between steps is placed by it (Watcher._zero_shape).
+                self._step_frames = user_frames(sys._getframe(1))
+        else:
+            due = False
         if self._exact:  # the next step reads its phases, or only where it closes
-            self._edge_reads = nxt < FIRST_MEASURED or self._moved \
-                or (every > 0 and nxt % every == 0) or self.breakdown_always
-        if acts.scheduled or acts.measuring or nxt < FIRST_MEASURED \
-                or (every > 0 and nxt % every == 0):
+            self._edge_reads = due or self._moved or self.breakdown_always
+        if due or acts.scheduled or acts.measuring:
             acts.prepare(nxt)
         else:
             # Activations.prepare's common case inlined: a step that was neither

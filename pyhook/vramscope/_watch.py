@@ -4,7 +4,7 @@ Phases are sequential: beginning one ends the phase still open, so a phase
 whose end cannot be observed never stays open past the next one. Every
 allocator read is made at a phase's end (a begin edge carries the read of the
 end edge made in the same hook call, else none): on the every-step path by
-``Client.end`` itself, which reads, guards the read and queues the end edge
+``Client.put`` itself, which reads, guards the read and queues the end edge
 (with the next phase's begin edge), elsewhere by ``_end``.
 """
 
@@ -52,6 +52,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                  queue_callback="detect", meter=None, global_backward=True, name=None,
                  wrapper=None):
         self._torch = torch
+        self._grad_enabled = torch.is_grad_enabled  # bound once: hooks ask at every forward
         # What the edges of this watch carry as ``model`` (docs/protocol.md).
         self.name = _messages.watch_name(name if name is not None else type(model).__name__)
         # What the client holds as its owner: a weak reference, so a watch the
@@ -112,6 +113,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                 and _anatomy.SavedTensorMeter.supported(torch):
             meter = _anatomy.SavedTensorMeter(torch, model)
         self._acts = _anatomy.Activations(meter, config.activations_every)
+        self._due = 0  # no step before this one is measured by the schedule
         self._figure_cache = _anatomy.FigureCache()
         # torch.is_tensor is a Python function; isinstance against this is not.
         self._tensor_type = getattr(torch, "Tensor", None) or _NoTensor
@@ -122,15 +124,14 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
         self._step_plan = self._plan if self._exact else None
         self._edge_reads = True
         # zero_grad's end is read on steps below this (docs/hook.md, "Which
-        # edges read"); a source whose reads are cheap (the host's RSS,
-        # docs/hook.md "Devices") reads every edge of every step.
+        # edges read").
         self._zero_until = FIRST_MEASURED
-        if getattr(client, "every_phase", False):
-            self._zero_until = 1 << 62
-            self.breakdown_always = True
-        self._ref = None  # (step, peak, held) of the last breakdown step
+        # The last breakdown step's peak and held memory, each as the range
+        # that is "the same" (within the noise), and the closing edge's
+        # extra fields of a plain step that stays within both:
+        # (peak low, peak high, held low, held high, {"span": "step", "same_as": k}).
+        self._ref = None
         self._moved = False  # the last plain step moved beyond the noise
-        self._same_as = None  # the last {"span": "step", "same_as": k} sent
         self._grad_hook = self._on_output_grad
         self._done_callback = self._on_backward_done
         self._acts.prepare(client.step)
@@ -250,41 +251,62 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
 
     # ---- phase bookkeeping -------------------------------------------------------
 
-    def _begin(self, name, raw=None, input=None, step=None):  # noqa: A002
+    def _begin(self, name, input=None, step=None):  # noqa: A002
         """End the open phase and begin ``name`` (``step``: a number other than the
         current one, for a tail zero_grad; its end edge carries it too).
 
         A begin edge has no allocator read of its own (docs/hook.md, "Cost"):
-        it carries the read of the end edge made in this same hook call
-        (``raw``, or the phase it closes here), else mem null.
+        it carries the read of the end edge of the phase it closes here,
+        else mem null.
         """
         last = self._open
         if last is EVAL:  # an evaluation between steps ends at a training phase
             self._end_eval()
             last = None
-        if last is None and self._client.owner is not self._self_ref:
-            self._take_over()
-        if last is not None:
-            if last == "backward" or step is not None or input is not None \
-                    or self._tail_step is not None:
-                raw = self._end(last)
-            else:
-                # The every-step case (forward -> loss, loss -> backward): the
-                # end's read and both edges in one client call.
-                client = self._client
-                self._open = name
-                if name == "backward":
-                    self._backward_micro = client.micro
-                client.end(last, None, name, self._edge_reads
-                           and (last != "zero_grad" or client.step < self._zero_until))
+        extra = None if input is None else {"input": input}
+        raw = None
+        if last is None:
+            if name != "backward" and step is None:
+                self._open_first(name, extra)
                 return
+            if self._client.owner is not self._self_ref:
+                self._take_over()
+        elif last == "backward" or step is not None or input is not None \
+                or self._tail_step is not None:
+            raw = self._end(last)
+        else:
+            if name == "backward":
+                self._backward_micro = self._client.micro
+            self._switch(last, name, self._edge_reads
+                         and (last != "zero_grad" or self._client.step < self._zero_until))
+            return
         self._open = name
         if name == "backward":
             self._backward_micro = self._client.micro
         if step is not None:
             self._tail_step = step
-        self._client.edge(name, "begin", raw, False, step, None,
-                          None if input is None else {"input": input})
+        self._client.put(None, name, raw, False, None, extra, None, step)
+
+    # The three methods below are the every-step path's building blocks. The
+    # hooks that run at every step carry copies of their bodies, each headed
+    # by a "copy of" line naming the method and its arguments, a frame less
+    # each (docs/hook.md, "Cost"); tests/test_hot_copies.py checks that every
+    # copy is the body of its original with those arguments put in.
+
+    def _open_first(self, name, extra):
+        """Begin ``name`` with no phase open (no end to read): its begin edge,
+        mem null, ``extra`` its further fields (a forward's ``input``)."""
+        if self._client.owner is not self._self_ref:
+            self._take_over()
+        self._open = name
+        self._client.put(None, name, None, False, None, extra)
+
+    def _switch(self, last, name, reads):
+        """End the open phase ``last`` and begin ``name`` in one client call,
+        both edges carrying the end's read (made when ``reads``): the
+        every-step switches, forward -> loss and loss -> backward."""
+        self._open = name
+        self._client.put(last, name, None, reads)
 
     def _eval(self):
         """An evaluation between steps begins: a user phase ``eval`` of the step
@@ -341,7 +363,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                 and (name != "zero_grad" or client.step < self._zero_until or closing):
             # The general path, which returns its read (a begin edge carries
             # it): client.read_raw() inlined, a frame less. The every-step
-            # edges read in client.end instead.
+            # edges read in client.put instead.
             try:
                 raw = read()
             except Exception as exc:  # noqa: BLE001
@@ -350,17 +372,17 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
         if name == "backward":
             self._in_backward = False
             self._user_bw = False
-            client.end(name, raw, None, False, self._backward_micro, extra)
+            client.put(name, None, raw, False, self._backward_micro, extra)
             client.micro = self._backward_micro + 1
         elif self._tail_step is not None:
             if raw is None and read is not None:
                 # A zero_grad after optimizer.step() ends its step: its read is
                 # the memory held between steps, without the gradients it frees.
                 raw = _safe.call(read)
-            client.edge(name, "end", raw, step=self._tail_step, extra=extra)
+            client.put(name, None, raw, False, None, extra, None, self._tail_step)
             self._tail_step = None
         else:
-            client.end(name, raw, None, False, None, extra)
+            client.put(name, None, raw, False, None, extra)
         return raw
 
     def _plan(self):
@@ -375,14 +397,17 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
             reads = self._client.peaks.step_reads
             best = held = None
             for r in reads:
-                try:  # the binding's dict, indexed in place (a plain step has one)
-                    a = r["allocated_bytes"]["all"]
-                    p, h = a["peak"], a["current"]
-                except (KeyError, TypeError, IndexError):
-                    pair = _cuda.peak_held(r)
-                    if pair is None:
-                        continue
-                    p, h = pair
+                if type(r) is tuple and r[1] is not None:
+                    p, h = r[1], r[0]  # six values (the host's RSS): no exception to catch
+                else:
+                    try:  # the binding's dict, indexed in place (a plain step has one)
+                        a = r["allocated_bytes"]["all"]
+                        p, h = a["peak"], a["current"]
+                    except (KeyError, TypeError, IndexError):
+                        pair = _cuda.peak_held(r)
+                        if pair is None:
+                            continue
+                        p, h = pair
                 if best is None or p > best:
                     best = p
                 held = h
@@ -390,21 +415,17 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
             if best is None:
                 return None
             if self._edge_reads:
-                self._ref = (self._client.step, best, held)
+                noise = max(NOISE_BYTES, best // 100)
+                self._ref = (best - noise, best + noise, held - noise, held + noise,
+                             {"span": "step", "same_as": self._client.step})
                 self._moved = False
                 return None
             ref = self._ref
-            if ref is None:
-                self._moved = True
-                return SPAN_STEP
-            k, peak, kept = ref
-            noise = max(NOISE_BYTES, peak // 100)
-            if -noise <= best - peak <= noise and -noise <= held - kept <= noise:
-                self._moved = False
-                extra = self._same_as
-                if extra is None or extra["same_as"] != k:
-                    extra = self._same_as = {"span": "step", "same_as": k}
-                return extra
+            if ref is not None:
+                low, high, held_low, held_high, same = ref
+                if low <= best <= high and held_low <= held <= held_high:
+                    self._moved = False
+                    return same
             self._moved = True
             return SPAN_STEP
         except Exception as exc:  # noqa: BLE001
@@ -420,7 +441,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
         self._idle = False
 
     def _recover(self):
-        # A forward that raised leaves its meter installed and its depth counted.
+        """Forget what a forward that raised left behind: its meter
+        installed, its depth counted."""
         meter = self._acts.meter
         if meter is not None and meter.active:
             meter.stop()
@@ -446,8 +468,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                 self._skip_forward = True  # recomputation inside backward (checkpointing)
                 return None
             try:
-                torch = self._torch
-                grad = torch.is_grad_enabled()
+                grad = self._grad_enabled()
                 if not grad and (self._idle and self._optimizer is not None
                                  or self._ends_at_forward == self._client.step):
                     # Evaluation between steps: no training phase, no step, no batch;
@@ -459,10 +480,11 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                     return None
                 size = extra = None
                 if grad:
-                    if self._step_called and not self._closure_depth:  # _activity() inlined
-                        self._finish_step()
-                    elif self._ends_at_forward == self._client.step:
+                    if self._ends_at_forward == self._client.step:
                         self._finish_step()  # no optimizer: a backward ended this step
+                    # copy of _activity()
+                    if self._step_called and not self._closure_depth:
+                        self._finish_step()
                     self._idle = False
                     t = args[0] if args else None
                     if isinstance(t, self._tensor_type):
@@ -471,29 +493,31 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                         # (never mutated) size and message dicts.
                         shape = t.shape
                         dtype = t.dtype
-                        last_input = self._last_input
-                        if last_input[0] == shape and last_input[3] is dtype:
-                            size, extra = last_input[1], last_input[2]
+                        if shape == self._last_shape and dtype is self._last_dtype:
+                            size, extra = self._last_size
                         else:
                             # tokens only for integer index inputs (_patch.size_of)
                             size = _patch.size_of(t)
                             extra = {"input": size}
-                            self._last_input = (shape, size, extra, dtype)
+                            self._last_shape, self._last_dtype = shape, dtype
+                            self._last_size = size, extra
                     else:
-                        size = _patch.input_size(torch.is_tensor, args, kwargs)
-                    self._pending_kw = size is None
-                    if self._kw_patch is not None and size is not None:
-                        self._kw_patch()  # positional inputs: no kwargs peek needed
-                        self._kw_patch = None
+                        size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+                    if self._kw_patch is not None:  # torch 1.13's peek at keyword inputs
+                        self._pending_kw = size is None
+                        if size is not None:
+                            self._kw_patch()  # positional inputs: no kwargs peek needed
+                            self._kw_patch = None
                     self._trained = True
                 last = self._open
-                if last is None:  # _begin("forward", input=size) inlined: no end to read
+                if last is None:  # _begin("forward", input=size) with no end to read
+                    if extra is None and size is not None:
+                        extra = {"input": size}
+                    # copy of _open_first("forward", extra)
                     if self._client.owner is not self._self_ref:
                         self._take_over()
                     self._open = "forward"
-                    if extra is None and size is not None:
-                        extra = {"input": size}
-                    self._client.begin("forward", extra)
+                    self._client.put(None, "forward", None, False, None, extra)
                 elif last != "forward":  # training_step or a framework opened it
                     self._begin("forward", input=size)
                 if grad:
@@ -507,7 +531,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                             # step's first forward, nothing to compare its size with
                             # (or compared before).
                             acts.batch, acts.tokens = b, n
-                        else:
+                        elif b is None or b != acts.batch or n != acts.tokens:
+                            # (the same size again in this step: nothing to note)
                             acts.note_input(size)
                     if acts.measuring:  # unmeasured steps make no meter call
                         acts.start()
@@ -529,8 +554,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
         return args, kwargs
 
     _pending_kw = False
-    # (shape, size, {"input": size}, dtype) of the last tensor input
-    _last_input = (None, None, None, None)
+    # The shape and dtype of the last tensor input, and (size, {"input": size})
+    _last_shape = _last_dtype = None
+    _last_size = (None, None)
     _kw_patch = None  # the undo of torch 1.13's forward wrapper while it is in place
 
     def _note_input(self, size):
@@ -563,8 +589,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                         # output-grad fallback), they would outlive it in this
                         # thread's state, which the engine restores after.
                         acts.loss()
-                torch = self._torch
-                if not torch.is_grad_enabled():
+                if not self._grad_enabled():
                     self._end("forward")
                     return None
                 if isinstance(output, self._tensor_type):  # the common output, without the walk
@@ -575,7 +600,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                         output.register_hook(self._grad_hook)
                 else:
                     found = []
-                    _patch.grad_tensors(torch, output, found)
+                    _patch.grad_tensors(self._torch, output, found)
                     if not found:
                         self._end("forward")
                         return None
@@ -592,8 +617,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                 if self._open != "forward" or self._tail_step is not None:
                     self._begin("loss")
                     return None
+                # copy of _switch("forward", "loss", self._edge_reads)
                 self._open = "loss"
-                self._client.end("forward", None, "loss", self._edge_reads)
+                self._client.put("forward", "loss", None, self._edge_reads)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
@@ -654,10 +680,12 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                                                             or self._zero_shape()):
                             self._zero_tail()
                         else:
-                            # The head of a step (_activity() and _recover() inlined)
+                            # The head of a step.
+                            # copy of _activity()
                             if self._step_called and not self._closure_depth:
                                 self._finish_step()
                             self._idle = False
+                            # copy of _recover()
                             meter = self._acts.meter
                             if meter is not None and meter.active:
                                 meter.stop()
@@ -666,11 +694,12 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                             self._quiet = False
                             self._zero_seen = True
                             last = self._open
-                            if last is None:  # _begin("zero_grad") inlined: no end to read
+                            if last is None:  # _begin("zero_grad") with no end to read
+                                # copy of _open_first("zero_grad", None)
                                 if self._client.owner is not self._self_ref:
                                     self._take_over()
                                 self._open = "zero_grad"
-                                self._client.begin("zero_grad")
+                                self._client.put(None, "zero_grad", None, False, None, None)
                             elif last != "zero_grad":
                                 self._begin("zero_grad")
             except Exception as exc:  # noqa: BLE001
@@ -691,7 +720,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin):
                                 # _end("zero_grad")'s every-step case: read
                                 # on the first steps only (below _zero_until)
                                 self._open = None
-                                client.end("zero_grad", None, None,
+                                client.put("zero_grad", None, None,
                                            client.step < self._zero_until and self._edge_reads)
                             else:
                                 self._end("zero_grad")

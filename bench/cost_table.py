@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The hook's rows of the cost table, old against new: runs bench/cost_model.py
+and bench/host_cost.py with ``--old REV`` (each old and new in one process,
+blocks rotated) and prints one table with the targets.
+
+Rows: the plain CUDA step under the cost model (12.8 us a read, 1.0 us a
+reset), the CPU-run step reading the host's RSS, the measured step against a
+plain one, and an accumulation micro-step; each as the median, the paired
+median and the 10th percentile of training-thread CPU time, because on a
+shared box the median carries the neighbours' load.
+
+    PYTHONPATH=pyhook python3 bench/cost_table.py --old REV [--blocks 30]
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(script, *args):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script)] + list(args),
+                         check=True, capture_output=True, text=True).stdout
+    return out
+
+
+def cost_model_rows(text):
+    """{tag: {"plain": (median, paired, p10), "measured": (x, x10), "micro": (m, m10)}}."""
+    rows = {}
+    for tag in ("", "old "):
+        m = re.search(r"^%sratios \(training-thread cpu per plain step, median ([-\d.]+) us, "
+                      r"paired ([-\d.]+) us, p10 ([-\d.]+) us\):" % tag, text, re.M)
+        if m is None:
+            continue
+        rest = text[m.end():].split("ratios (", 1)[0]
+        meas = re.search(r"measured step / plain step hook cost: ([-\d.]+)x \(p10: ([-\d.]+)x\)",
+                         rest)
+        acc = re.search(r"accumulation: [-\d.]+ us per step, ([-\d.]+) us per micro-step "
+                        r"\(p10: [-\d.]+, ([-\d.]+)\)", rest)
+        rows[tag] = {"plain": tuple(float(g) for g in m.groups()),
+                     "measured": tuple(float(g) for g in meas.groups()) if meas else None,
+                     "micro": tuple(float(g) for g in acc.groups()) if acc else None}
+    return rows
+
+
+def host_rows(text):
+    """{tag: (paired median, reads a step)} from host_cost's table."""
+    rows = {}
+    for tag in ("", "old "):
+        m = re.search(r"^%shook, host RSS\s+[-\d.]+\s+([-+\d.]+)\s+\S+\s+([-\d.]+)$" % tag,
+                      text, re.M)
+        if m:
+            rows[tag] = (float(m.group(1)), float(m.group(2)))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", required=True, help="git revision of the hook to compare with")
+    ap.add_argument("--blocks", type=int, default=30)
+    args = ap.parse_args()
+    blocks = str(args.blocks)
+    cm = run("cost_model.py", "--no-profiler", "--old", args.old, "--blocks", blocks)
+    load_cm = os.getloadavg()[0]
+    hc = run("host_cost.py", "--old", args.old, "--blocks", blocks)
+    load_hc = os.getloadavg()[0]
+    c, h = cost_model_rows(cm), host_rows(hc)
+    new, old = c.get(""), c.get("old ")
+    print(cm.splitlines()[0])
+    print(hc.splitlines()[0])
+    print("loads at the end of each run: %.2f, %.2f" % (load_cm, load_hc))
+    print()
+    print("| measure | old (%s) | new | target |" % args.old)
+    print("|---|---|---|---|")
+
+    def us3(v):
+        return "+%.1f / +%.1f / +%.1f µs (median / paired / p10)" % v
+
+    print("| plain CUDA step, training-thread time, cost model | %s | %s | ≤ 30 µs |"
+          % (us3(old["plain"]), us3(new["plain"])))
+    print("| plain CPU-run step (RSS reads) | %+.1f µs, %.2f reads a step | %+.1f µs, "
+          "%.2f reads a step | ≤ 25 µs |" % (h["old "] + h[""]))
+    if new["measured"] and old["measured"]:
+        print("| measured step / plain step | %.2f× (p10 %.2f×) | %.2f× (p10 %.2f×) | ≤ 2× |"
+              % (old["measured"] + new["measured"]))
+    if new["micro"] and old["micro"]:
+        print("| accumulation, per micro-step | %.1f µs (p10 %.1f) | %.1f µs (p10 %.1f) | "
+              "≤ 10 µs |" % (old["micro"] + new["micro"]))
+
+
+if __name__ == "__main__":
+    main()
