@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vramscope/vramscope/diff"
+	"github.com/vramscope/vramscope/export"
+	"github.com/vramscope/vramscope/internal/textesc"
+	"github.com/vramscope/vramscope/session"
 )
 
 func newDiffCmd() *cobra.Command {
@@ -14,14 +18,16 @@ func newDiffCmd() *cobra.Command {
 	var procA, procB string
 	cmd := &cobra.Command{
 		Use:   "diff A B",
-		Short: "Compare two recordings step by step and phase by phase",
+		Short: "Compare two recordings, or two jobs rank by rank, step by step and phase by phase",
 		Long: `diff compares two recordings, for example before and after activation
 checkpointing or a batch-size change. Processes are paired by rank (else in
 the order they started), steps by index and phases by name. It prints the
 per-phase peak deltas, the steady-peak change and the anatomy layers that
 moved (B − A). --process-a and --process-b pick one process of a file by
 pid, rank (rank:N), hook session id or position (#N, from 0), so two
-processes of one recording can be compared too. docs/diff.md has details.`,
+processes of one recording can be compared too. A or B may be a directory:
+its recordings (*.jsonl, *.jsonl.gz; one per node of a job) are read as one
+job, so two jobs are compared rank by rank. docs/diff.md has details.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDiff(args[0], args[1], procA, procB, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -34,11 +40,11 @@ processes of one recording can be compared too. docs/diff.md has details.`,
 }
 
 func runDiff(pathA, pathB, procA, procB string, asJSON bool, stdout, stderr io.Writer) error {
-	a, err := loadExport(pathA, stderr)
+	a, err := loadSide(pathA, stderr)
 	if err != nil {
 		return err
 	}
-	b, err := loadExport(pathB, stderr)
+	b, err := loadSide(pathB, stderr)
 	if err != nil {
 		return err
 	}
@@ -61,4 +67,21 @@ func runDiff(pathA, pathB, procA, procB string, asJSON bool, stdout, stderr io.W
 		return res.WriteJSON(stdout)
 	}
 	return res.WriteText(stdout)
+}
+
+// loadSide reads one side of a diff: a recording, or a directory of a
+// job's recordings into one store.
+func loadSide(path string, stderr io.Writer) (*session.Store, error) {
+	paths, err := recordingPaths([]string{path})
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 1 && paths[0] == path {
+		return loadExport(path, stderr)
+	}
+	store, warnings, err := export.LoadMany(paths)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "vramscope: warning: %s\n", textesc.String(w))
+	}
+	return store, err
 }

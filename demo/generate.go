@@ -41,6 +41,10 @@ type Config struct {
 	// Wall is the wall-clock time of the hello (the start of the virtual
 	// clock); the zero time means DefaultWall.
 	Wall time.Time
+	// HostName is the hello's host name; "" means DefaultHostName.
+	HostName string
+	// Job is the hello's job identity; nil sends none.
+	Job *ipc.Job
 	// EveryPhase reads every phase end of every step, zero_grad's
 	// included, and sends no plain steps: what the hook does on a CPU run
 	// (docs/protocol.md, "Memory sources"). False reads as on CUDA.
@@ -51,6 +55,10 @@ type Config struct {
 	Host bool
 }
 
+// DefaultHostName is the host name of a generated rank unless
+// Config.HostName says.
+const DefaultHostName = "trainbox-demo"
+
 func (c Config) normalized() Config {
 	if c.Rank < 0 {
 		c.Rank = 0
@@ -60,6 +68,9 @@ func (c Config) normalized() Config {
 	}
 	if c.Wall.IsZero() {
 		c.Wall = DefaultWall
+	}
+	if c.HostName == "" {
+		c.HostName = DefaultHostName
 	}
 	c.EveryPhase = c.EveryPhase || c.Host
 	return c
@@ -133,7 +144,8 @@ func (g *Generator) Start(dst []ipc.Message) []ipc.Message {
 	m.Session = fmt.Sprintf("demo-%s-r%d-%d", g.sc.Name, g.cfg.Rank, g.cfg.Wall.Unix())
 	m.PID = pid
 	m.NSpid = []int{pid}
-	m.Host = "trainbox-demo"
+	m.Host = g.cfg.HostName
+	m.Job = g.cfg.Job
 	m.Argv = []string{"train_seq2seq.py", "--demo"}
 	if g.cfg.WorldSize > 1 {
 		rank, local, world := g.cfg.Rank, g.cfg.Rank, g.cfg.WorldSize

@@ -15,6 +15,10 @@ type settings struct {
 	steps       int
 	speed       float64
 	ranks       int
+	firstRank   int
+	worldSize   int
+	host        string
+	job         *ipc.Job
 	wall        time.Time
 	onMem       func(rank int, at time.Time, m ipc.Mem)
 	onExit      func(rank int)
@@ -33,6 +37,8 @@ func (s settings) check() error {
 		return fmt.Errorf("demo speed %g: must be 0 (no pacing) or a positive factor up to 1e6", s.speed)
 	case s.ranks < 1 || s.ranks > MaxRanks:
 		return fmt.Errorf("demo ranks %d: must be between 1 and %d", s.ranks, MaxRanks)
+	case s.firstRank < 0 || s.worldSize < 0:
+		return fmt.Errorf("demo first rank %d, world size %d: must not be negative", s.firstRank, s.worldSize)
 	case s.dialTimeout <= 0:
 		return fmt.Errorf("demo dial timeout %s: must be positive", s.dialTimeout)
 	}
@@ -74,3 +80,12 @@ func WithOnExit(f func(rank int)) Option { return func(s *settings) { s.onExit =
 // WithDialTimeout bounds how long Run retries connecting to a monitor that
 // is not listening yet (default 5 s).
 func WithDialTimeout(d time.Duration) Option { return func(s *settings) { s.dialTimeout = d } }
+
+// WithJob plays ranks of one node of a bigger job: their ranks start at
+// firstRank (default 0) in a job of worldSize ranks (default firstRank
+// plus the ranks played), their hellos name host ("" keeps DefaultHost)
+// and carry job (nil: none), as the hook reads it from a launcher's
+// environment.
+func WithJob(firstRank, worldSize int, host string, job *ipc.Job) Option {
+	return func(s *settings) { s.firstRank, s.worldSize, s.host, s.job = firstRank, worldSize, host, job }
+}

@@ -60,7 +60,8 @@ func Run(ctx context.Context, socketPath string, sc Scenario, opts ...Option) er
 	for r := range s.ranks {
 		p := &player{
 			path: socketPath, rank: r, s: &s, start: start, mu: &mu,
-			gen: NewGenerator(sc, Config{Rank: r, WorldSize: s.ranks, Wall: s.wall}),
+			gen: NewGenerator(sc, Config{Rank: s.firstRank + r, WorldSize: max(s.worldSize, s.firstRank+s.ranks),
+				Wall: s.wall, HostName: s.host, Job: s.job}),
 		}
 		wg.Add(1)
 		go func() {

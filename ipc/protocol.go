@@ -77,6 +77,7 @@ type Message struct {
 	Torch     string      `json:"torch,omitempty"`
 	CUDA      *CUDADevice `json:"cuda,omitempty"`
 	MemSource *MemSource  `json:"mem_source,omitempty"`
+	Job       *Job        `json:"job,omitempty"`
 	Clock     *Clock      `json:"clock,omitempty"`
 	Hook      *HookConfig `json:"hook,omitempty"`
 
@@ -348,6 +349,11 @@ func (m *Message) validateHello() error {
 	}
 	if s := m.MemSource; s != nil {
 		if err := s.validate(); err != nil {
+			return err
+		}
+	}
+	if j := m.Job; j != nil {
+		if err := j.validate(); err != nil {
 			return err
 		}
 	}

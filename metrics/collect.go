@@ -15,15 +15,19 @@ import (
 // which hook session it is (a process that calls watch() again starts a
 // new session). rank is "" without torch.distributed; device is the CUDA
 // index, else the memory source's kind (cpu, mps, xpu; "" from a hook that
-// names none), uuid the device's UUID as NVML and
-// dcgm-exporter spell it.
-var procLabels = []string{"host", "pid", "rank", "device", "uuid", "session"}
+// names none), uuid the device's UUID as NVML and dcgm-exporter spell it;
+// job_id the job the hello names (hello.job.id, "" when none), so a job's
+// ranks on many monitors are one selector.
+var procLabels = []string{"host", "pid", "rank", "device", "uuid", "session", "job_id"}
 
 // gpuLabels label the NVML metrics: the monitor's host and the device.
 var gpuLabels = []string{"host", "uuid"}
 
+// desc makes a metric's descriptor and lists it in the catalogue.
 func desc(name, help string, labels []string, extra ...string) *prometheus.Desc {
-	return prometheus.NewDesc("vramscope_"+name, help, append(append([]string{}, labels...), extra...), nil)
+	all := append(append([]string{}, labels...), extra...)
+	catalog = append(catalog, Family{Name: "vramscope_" + name, Help: help, Labels: all})
+	return prometheus.NewDesc("vramscope_"+name, help, all, nil)
 }
 
 // The metrics. docs/prometheus.md has the same list.
@@ -79,7 +83,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	count(dBad, uint64(s.Errors))
 	count(dExpDrop, e.src.Overflow())
 	for _, p := range shown(s.Processes()) {
-		collectProcess(p, labelsOf(p), gauge, count)
+		l := labelsOf(p)
+		collectProcess(p, l, gauge, count)
+		collectIdentity(p, l, gauge)
+		collectDiagnosis(s, p, l, gauge)
 	}
 	for _, g := range s.GPUs() {
 		if g.Last.At.IsZero() {
@@ -142,7 +149,11 @@ func labelsOf(p *session.Process) []string {
 	} else {
 		device = ipc.SourceKind(h) // cpu, mps, xpu: the memory read, "" from older hooks
 	}
-	return []string{h.Host, strconv.Itoa(h.PID), rank, device, uuid, p.Key}
+	job := ""
+	if h.Job != nil {
+		job = h.Job.ID
+	}
+	return []string{h.Host, strconv.Itoa(h.PID), rank, device, uuid, p.Key, job}
 }
 
 type emit func(d *prometheus.Desc, v float64, labels ...string)
@@ -194,14 +205,15 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 		if st.PeakReserved.Known() {
 			gauge(dStepPeakRes, float64(st.PeakReserved), l...)
 		}
+		row, repeats := phaseRow(p, st)
 		seen := map[string]bool{}
-		for i := range st.Phases {
-			c := &st.Phases[i]
+		for i := range row.Phases {
+			c := &row.Phases[i]
 			if c.PeakAllocated.Known() && !seen[c.Name] && len(seen) < MaxPhaseLabels {
 				seen[c.Name] = true
 				how := session.Exact
 				switch {
-				case c.Inferred:
+				case c.Inferred || repeats:
 					how = session.Inferred
 				case !c.Exact:
 					how = session.Bound
@@ -210,6 +222,28 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 			}
 		}
 	}
+}
+
+// phaseRow is the row whose phases are st's: st itself, or, when st's
+// phases carry no peak of their own (a plain step: the hook read it once)
+// and it repeats step SameAs, that step's row, as the report shows "same
+// phases as step k"; repeats says which. A row the store no longer keeps
+// leaves st's own.
+func phaseRow(p *session.Process, st *session.Step) (*session.Step, bool) {
+	if st.SameAs < 0 {
+		return st, false
+	}
+	for i := range st.Phases {
+		if st.Phases[i].PeakAllocated.Known() {
+			return st, false
+		}
+	}
+	for _, r := range p.Steps() {
+		if r.Index == st.SameAs {
+			return r, true
+		}
+	}
+	return st, false
 }
 
 // lastFinished is the newest finished step: the newest row once its

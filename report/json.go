@@ -59,3 +59,13 @@ func encodeIndented(w io.Writer, v any, prefix string) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+// WriteJSON writes the job view as one indented JSON object (schema
+// vramscope.job-report/v1, docs/report.md): one row a rank, so it is
+// written whole.
+func (v *JobView) WriteJSON(w io.Writer) error {
+	if err := encodeIndented(w, v, ""); err != nil {
+		return fmt.Errorf("write JSON job report: %w", err)
+	}
+	return nil
+}

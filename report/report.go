@@ -43,6 +43,9 @@ type Process struct {
 	WorldSize *int     `json:"world_size"`
 	Host      string   `json:"host"`
 	Argv      []string `json:"argv"`
+	// Job is the launcher's or scheduler's job the hook read from its
+	// environment (docs/protocol.md, "Job identity"), nil when none.
+	Job *Job `json:"job"`
 	// Torch is torch.__version__, nil when the hook did not report it.
 	Torch *string `json:"torch"`
 	// Device is the CUDA device, nil on CPU runs.
@@ -87,6 +90,26 @@ type Process struct {
 	// Census is the newest census of the live tensors, nil when none came.
 	Census    *Census   `json:"census"`
 	Diagnosis Diagnosis `json:"diagnosis"`
+}
+
+// Job is which job of a launcher or scheduler a process belongs to (the
+// hello's job object, as the report's own type); a field is "" when the
+// hook did not know it.
+type Job struct {
+	ID        string `json:"id"`
+	Source    string `json:"source"`
+	Step      string `json:"step"`
+	Node      string `json:"node"`
+	Pod       string `json:"pod"`
+	Namespace string `json:"namespace"`
+}
+
+// jobOf is the report's copy of a hello's job.
+func jobOf(j *ipc.Job) *Job {
+	if j == nil {
+		return nil
+	}
+	return &Job{ID: j.ID, Source: j.Source, Step: j.Step, Node: j.Node, Pod: j.Pod, Namespace: j.Namespace}
 }
 
 // Hook is how the hook was configured (the hello's hook object). It is
@@ -284,6 +307,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	if h.Torch != "" {
 		out.Torch = &h.Torch
 	}
+	out.Job = jobOf(h.Job)
 	out.Memory = memoryOf(h)
 	if c := h.CUDA; c != nil {
 		out.Device = &Device{Index: c.Index, UUID: c.UUID, Name: c.Name, Total: session.Unknown}

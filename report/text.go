@@ -111,6 +111,9 @@ func (p *Process) writeHeader(w *bufio.Writer) {
 		parts = append(parts, rank)
 	}
 	parts = append(parts, "host "+orDash(textesc.String(p.Host)))
+	if j := p.Job; j != nil {
+		parts = append(parts, j.label())
+	}
 	parts = append(parts, p.deviceLabel())
 	torch := "–"
 	if p.Torch != nil {
@@ -406,4 +409,27 @@ func (p *Process) tableWidths() (named bool, width, stepW int) {
 		}
 	}
 	return named, width, stepW
+}
+
+// label is "job 81234 (slurm, step 0, node gpu-3)", or "pod ml/worker-2"
+// for a pod with no job id; every part escaped.
+func (j *Job) label() string {
+	var more []string
+	for _, kv := range [][2]string{{"", j.Source}, {"step ", j.Step}, {"node ", j.Node}} {
+		if kv[1] != "" {
+			more = append(more, kv[0]+textesc.String(kv[1]))
+		}
+	}
+	if j.Pod != "" {
+		pod := textesc.String(j.Pod)
+		if j.Namespace != "" {
+			pod = textesc.String(j.Namespace) + "/" + pod
+		}
+		more = append(more, "pod "+pod)
+	}
+	out := "job " + orDash(textesc.String(j.ID))
+	if len(more) > 0 {
+		out += " (" + strings.Join(more, ", ") + ")"
+	}
+	return out
 }

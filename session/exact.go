@@ -1,6 +1,9 @@
 package session
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // How a step's peak is known (docs/diagnosis.md, "Exact and inferred
 // peaks").
@@ -35,6 +38,22 @@ func (e Exactness) String() string {
 
 // MarshalText writes String.
 func (e Exactness) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// UnmarshalText reads String's words back, so a program that reads the
+// report JSON gets the same values.
+func (e *Exactness) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "exact":
+		*e = Exact
+	case "inferred":
+		*e = Inferred
+	case "bound":
+		*e = Bound
+	default:
+		return fmt.Errorf("exactness %q: neither exact, inferred nor bound", b)
+	}
+	return nil
+}
 
 // Stated reports whether a figure so known may be stated as a value: an
 // exact or inferred one; a bound is stated as "≥ X, not exact".

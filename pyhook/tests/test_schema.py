@@ -8,7 +8,7 @@ from vramscope import _client, _messages, _watch
 import vramscope
 
 # Keys docs/protocol.md marks optional (absent is allowed).
-OPTIONAL = {"hello": {"nspid"}, "mem": {"alloc_retries", "ooms"},
+OPTIONAL = {"hello": {"nspid", "job"}, "mem": {"alloc_retries", "ooms"},
             "phase": {"input", "span", "same_as", "model"},  # input: training forward begins;
             "anatomy": {"model"}}  # span, same_as: plain steps; model: automatic phases
 # Fields docs/protocol.md types as "X or null"; the fixture shows one of the two.

@@ -11,6 +11,7 @@ import sys
 import time
 
 from ._cuda import mem_from_raw
+from ._job import read_job
 from ._version import __version__ as VERSION
 
 PROTOCOL = 1
@@ -72,7 +73,9 @@ def build_hello(config, session, torch_version, cuda_info, now=None, environ=Non
     the hook resets the peak counters after each phase or mark read
     (docs/protocol.md, "Exact peaks"); ``reset_peaks`` is retired (false).
     ``mem_source``: which memory ``mem`` reads (docs/protocol.md, "Memory
-    sources"), left out when None."""
+    sources"), left out when None. ``job``: the launcher's or scheduler's
+    job as ``environ`` names it (docs/protocol.md, "Job identity"), read
+    here, once per hello."""
     env = os.environ if environ is None else environ
     mono = time.monotonic() if now is None else now
     msg = {
@@ -102,6 +105,9 @@ def build_hello(config, session, torch_version, cuda_info, now=None, environ=Non
     })
     if mem_source is not None:
         msg["mem_source"] = mem_source
+    job = read_job(env)
+    if job is not None:
+        msg["job"] = job
     return msg
 
 
