@@ -16,7 +16,8 @@ import time
 import pytest
 
 import leaky
-from vramscope import _census_trigger
+from conftest import make_config
+from vramscope import _census_trigger, _client, _watch
 
 STEPS = 14
 ASK_AT = 4  # the step after which the monitor asks
@@ -200,3 +201,36 @@ def test_the_census_runs_none_of_the_users_code(torch_mod, monitor):
         del sys.modules["lazy_user_module"]
     assert ran == []
     assert "kept[...]" in [h["name"] for h in c["census"]["holders"]]
+
+
+def test_a_census_keeps_no_value_of_the_users_frames_alive(torch_mod):
+    # Reading a function frame's f_locals (Python 3.12 and older) caches a
+    # snapshot dict on the frame that keeps each value it saw alive until the
+    # next read: the step's loss and its graph, or a step's logits, would
+    # outlive the user's own rebinding. Seen on an H200 as 512 B more
+    # allocated in every step after a census.
+    import gc
+    import weakref
+    torch = torch_mod
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.Adam(model.parameters())
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    x = torch.randn(4, 8)
+    refs = []
+    try:
+        for step in range(4):
+            opt.zero_grad(set_to_none=True)
+            out = model(x)
+            loss = out.pow(2).mean()
+            loss.backward()
+            opt.step()
+            refs.append((weakref.ref(out), weakref.ref(loss)))
+            if step == 1:
+                assert watcher.take_census("user") is not None
+        del out, loss
+        gc.collect()
+        alive = [i for i, (o, l) in enumerate(refs) if o() is not None or l() is not None]
+        assert alive == []
+    finally:
+        watcher.remove()

@@ -292,7 +292,10 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
         e[2].clear()
     other.clear()
     search = _holders.Search(deadline, {id(targets), id(ranked)}, torch.Tensor)
-    roots = search.roots(targets, walk) if targets else {}
+    try:
+        roots = search.roots(targets, walk) if targets else {}
+    finally:
+        _holders.release_locals()
     del ranked
     # Groups none of whose samples reached a named root (a tensor only a
     # C extension, a closure or a class attribute holds): said, not guessed.

@@ -27,6 +27,31 @@ def _skipped_frame(frame):
     return frame.f_code.co_filename.startswith(_HERE)
 
 
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, its locals fast slots
+
+
+def release_locals():
+    """Drop the ``f_locals`` snapshots a census made on this thread's
+    function frames. Python 3.12 and older cache one dict per frame at the
+    first read, and it keeps every value it saw alive until the next read:
+    a step's loss and its graph, or its logits, would outlive the user's
+    own rebinding (3.13's ``f_locals`` is a view that caches none). A
+    snapshot is refilled from the frame at every read, so clearing it loses
+    nothing. Only this thread's: another thread stopped inside a Python
+    trace function writes its snapshot back into its locals when the
+    tracer returns (its snapshots stay, docs/census.md)."""
+    if sys.version_info >= (3, 13):
+        return
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_flags & _CO_OPTIMIZED and not _skipped_frame(f):
+            try:
+                f.f_locals.clear()
+            except Exception:  # noqa: BLE001 - a frame being torn down
+                pass
+        f = f.f_back
+
+
 def _module_dicts():
     """``{id(module.__dict__): module name}`` of the loaded modules."""
     out = {}
