@@ -76,7 +76,7 @@ def compile_counts(torch, build, sock, breaks=True, watch_original=False):
 
 
 def compiled(torch, sock=None):
-    return compile_counts(torch, torch.compile, sock)
+    return compile_counts(torch, lambda net: torch.compile(net), sock)
 
 
 def compiled_in_place(torch, sock=None):
@@ -95,7 +95,8 @@ def compiled_after_watch(torch, sock=None):
     hooks run inside the compiled call, one graph break; the activation
     meter steps aside, so the model's ops are still compiled, the same
     graphs and calls as without the hook."""
-    return compile_counts(torch, torch.compile, sock, breaks=False, watch_original=True)
+    return compile_counts(torch, lambda net: torch.compile(net), sock, breaks=False,
+                          watch_original=True)
 
 
 def checkpointed(torch, sock=None):
