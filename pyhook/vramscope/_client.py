@@ -260,13 +260,16 @@ class Client:
         (a read_raw() value, or None for ``mem: null``): :meth:`put` with
         one of its two names given. Never reads the allocator itself.
         ``t``, when given, is the edge's time (a forward end known only
-        later, _training_step)."""
+        later, _training_step): the message's ``t`` through ``extra``, so
+        that put() takes the clock as every edge does, at no cost to them."""
+        if t is not None:
+            extra = dict(extra or (), t=t)
         if edge == "end":
-            return self.put(name, None, raw, False, micro, extra, None, step, user, t)
-        return self.put(None, name, raw, False, micro, extra, None, step, user, t)
+            return self.put(name, None, raw, False, micro, extra, None, step, user)
+        return self.put(None, name, raw, False, micro, extra, None, step, user)
 
     def put(self, end, begin=None, raw=None, reads=False, micro=None, extra=None,
-            plan=None, step=None, user=False, t=None):
+            plan=None, step=None, user=False):
         """Queue the phase edges of one switch: ``end``'s end edge, then
         ``begin``'s begin edge (either name may be None), both carrying one
         read and one clock. The one place that queues an edge: every phase
@@ -282,8 +285,7 @@ class Client:
         (an end's ``span``, a forward begin's ``input``; never given with
         both names).
         ``micro``, ``step``: numbers other than the client's current ones;
-        ``user``: a user phase (no ``model``); ``t``: the edges' time when it
-        is not now (edge()).
+        ``user``: a user phase (no ``model``).
 
         The training thread only takes the clock and appends an ``Edge`` to
         the deque (atomic under the GIL: no lock, no seq); the sender numbers
@@ -298,8 +300,7 @@ class Client:
                     _safe.report(exc)
                 if plan is not None and raw is not None:
                     extra = plan()
-        if t is None:
-            t = _monotonic()
+        t = _monotonic()
         if raw is not None:
             self.last_read = t
         queue = self._queue
@@ -314,7 +315,7 @@ class Client:
                     return self._drop(n)
                 # Room for the end edge only: it is queued, the begin dropped.
                 self._drop(1)
-                return self.put(end, None, raw, False, micro, extra, None, step, user, t) \
+                return self.put(end, None, raw, False, micro, extra, None, step, user) \
                     and False
         if step is None:
             step = self.step
