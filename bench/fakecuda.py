@@ -215,6 +215,13 @@ S001_STAT_CUDA = os.path.join(ROOT, "testdata", "h100", "s001_stat_cuda.json")
 # dict. 1 us is an upper bound assumed for it (a METH_O torch binding call
 # costs 0.24 us on this box: _set_grad_enabled, bench/cost_model.py --reset-us).
 H100_RESET_US = 1.0
+# Measured on an H200 (torch 2.11.0+cu130, bench/gpu/read_cost.py, 20,000
+# calls, medians; testdata/h200/README.md): one stats read 9.98 us, one peak
+# reset 0.152 us. cost_model.py keeps the H100 read and the assumed reset
+# above as its defaults, so that its figures compare across rounds; pass
+# --read-us 9.98 --reset-us 0.15 for the H200's.
+H200_READ_US = 9.98
+H200_RESET_US = 0.152
 LARGE = 1 << 20  # the caching allocator's small/large pool boundary (1 MiB)
 SEGMENT = 2 << 20  # large segments round to 2 MiB
 
