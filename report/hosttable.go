@@ -42,23 +42,7 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 				textesc.String(ph.Phase), ph.AllocatedEnd.MiBString(), peak, ms)
 		}
 	}
-	n := len(p.Steps)
-	if n <= HeadSteps+TailSteps {
-		for i := range p.Steps {
-			row(&p.Steps[i])
-		}
-	} else {
-		for i := range p.Steps[:HeadSteps] {
-			row(&p.Steps[i])
-		}
-		fmt.Fprintf(w, "  %5s  … %d steps elided (first %d and last %d of %d shown) …\n", "", n-HeadSteps-TailSteps, HeadSteps, TailSteps, n)
-		for i := n - TailSteps; i < n; i++ {
-			row(&p.Steps[i])
-		}
-	}
-	if kept := len(p.Steps); kept < p.StepsTotal {
-		fmt.Fprintf(w, "  (the store kept %d of %d steps: the first and the most recent)\n", kept, p.StepsTotal)
-	}
+	p.eachShownStep(w, 5, row)
 }
 
 // accumulates reports whether a phase of some step ran more than once

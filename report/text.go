@@ -210,6 +210,14 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			fmt.Fprintf(w, "  %5s  %s\n", "", line)
 		}
 	}
+	p.eachShownStep(w, stepW, row)
+}
+
+// eachShownStep writes the rows of the steps a table shows: all of them,
+// or the first HeadSteps and the last TailSteps with a line for those
+// elided between (stepW: the step column's width), then says when the
+// store kept fewer steps than the process ran.
+func (p *Process) eachShownStep(w *bufio.Writer, stepW int, row func(*Step)) {
 	n := len(p.Steps)
 	if n <= HeadSteps+TailSteps {
 		for i := range p.Steps {
