@@ -72,8 +72,10 @@ func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 	return rep.WriteText(stdout)
 }
 
-// loadReport reads one recording and builds its report, the entry point
-// of a single report and of each recording of a job's. Warnings go to
+// loadReport reads one recording into its report, the entry point of a
+// single report and of each recording of a job's. The report is written
+// once, so it streams (report.Stream): each process is built as it is
+// written. Warnings go to
 // stderr, after prefix.
 func loadReport(path, prefix string, stderr io.Writer) (*report.Report, error) {
 	store := session.New(export.EveryProcess()...)
@@ -84,7 +86,7 @@ func loadReport(path, prefix string, stderr io.Writer) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := report.Build(store)
+	rep := report.Stream(store)
 	rep.Begins = textesc.String(hdr.Begins) // a file's text: no byte of it reaches the terminal raw
 	return rep, nil
 }

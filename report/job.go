@@ -106,10 +106,11 @@ func NewJobView() *JobView {
 // RanksOf is one row per process of one recording's report; name is the
 // file. The report can be dropped afterwards.
 func RanksOf(name string, r *Report) []Rank {
-	out := make([]Rank, len(r.Processes))
-	for i := range r.Processes {
-		out[i] = rankOf(name, &r.Processes[i])
-	}
+	out := make([]Rank, 0, r.processCount())
+	r.eachProcess(func(p *Process) error {
+		out = append(out, rankOf(name, p))
+		return nil
+	})
 	return out
 }
 

@@ -31,21 +31,27 @@ func (r *Report) writeJSON(w io.Writer) error {
 	if err := encodeIndented(&buf, &head, ""); err != nil {
 		return err
 	}
-	if len(r.Processes) == 0 || !bytes.HasSuffix(buf.Bytes(), []byte(processesTail)) {
+	if r.processCount() == 0 || !bytes.HasSuffix(buf.Bytes(), []byte(processesTail)) {
 		return encodeIndented(w, r, "")
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.Write(buf.Bytes()[:buf.Len()-len(processesTail)])
 	bw.WriteString("\"processes\": [\n    ")
-	for i := range r.Processes {
-		if i > 0 {
+	first := true
+	err := r.eachProcess(func(p *Process) error {
+		if !first {
 			bw.WriteString(",\n    ")
 		}
+		first = false
 		buf.Reset()
-		if err := encodeIndented(&buf, &r.Processes[i], "    "); err != nil {
+		if err := encodeIndented(&buf, p, "    "); err != nil {
 			return err
 		}
 		bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	bw.WriteString("\n  ]\n}\n")
 	return bw.Flush()

@@ -32,6 +32,9 @@ type Report struct {
 	// from its start. The caller that read the header sets it.
 	Begins    string    `json:"begins,omitempty"`
 	Processes []Process `json:"processes"`
+	// pending builds the processes as they are written when the report
+	// streams (Stream); nil when Processes holds them.
+	pending *pending
 }
 
 // Process is one training process (one hook session).
@@ -275,6 +278,16 @@ type Diagnosis struct {
 
 // Build reads everything the store holds into a Report.
 func Build(s *session.Store) *Report {
+	r, start := headOf(s)
+	for _, p := range s.ByRank() {
+		r.Processes = append(r.Processes, buildProcess(s, p, start))
+	}
+	return r
+}
+
+// headOf is the report's fields but its processes, and the session start
+// the processes' times count from.
+func headOf(s *session.Store) (*Report, time.Time) {
 	r := &Report{Schema: Schema, Errors: s.Errors, Processes: []Process{}}
 	start, last := s.Start(), s.Last()
 	for _, p := range s.Processes() {
@@ -290,10 +303,7 @@ func Build(s *session.Store) *Report {
 		r.Start = &t
 		r.DurationS = seconds(last.Sub(start))
 	}
-	for _, p := range s.ByRank() {
-		r.Processes = append(r.Processes, buildProcess(s, p, start))
-	}
-	return r
+	return r, start
 }
 
 func buildProcess(s *session.Store, p *session.Process, start time.Time) Process {

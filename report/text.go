@@ -31,7 +31,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Start != nil {
 		start = r.Start.Format("2006-01-02 15:04:05 MST")
 	}
-	fmt.Fprintf(bw, "vramscope report · %s · %s · %.2f s\n", start, plural(len(r.Processes), "process", "processes"), r.DurationS)
+	fmt.Fprintf(bw, "vramscope report · %s · %s · %.2f s\n", start, plural(r.processCount(), "process", "processes"), r.DurationS)
 	if r.Begins != "" {
 		fmt.Fprintf(bw, "recording %s\n", r.Begins)
 	}
@@ -39,11 +39,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, "%d bad messages skipped\n", r.Errors)
 	}
 	estimates := false
-	for i := range r.Processes {
+	r.eachProcess(func(p *Process) error {
 		bw.WriteString("\n")
-		r.Processes[i].writeText(bw)
-		estimates = estimates || r.Processes[i].Diagnosis.Need.Batch != nil
-	}
+		p.writeText(bw)
+		estimates = estimates || p.Diagnosis.Need.Batch != nil
+		return nil
+	})
 	if estimates { // once, not once per process
 		bw.WriteString("\nevery batch estimate above assumes:\n")
 		for _, a := range diagnose.BatchAssumptions {
