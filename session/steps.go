@@ -267,9 +267,12 @@ func (st *Step) add(sp *Span) {
 	st.gap = st.gap || sp.gap
 }
 
-func newStep(index int) *Step {
-	return &Step{Index: index, PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, Held: Unknown, Batch: -1, Tokens: -1,
-		SameAs: -1, Bound: Unknown, plain: Unknown, hookSame: -1}
+// reset makes st the empty row of step index, its cells kept in the
+// array of phases (which it clears).
+func (st *Step) reset(index int, phases []Cell) {
+	clear(phases[:cap(phases)])
+	*st = Step{Index: index, Phases: phases[:0], PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, Held: Unknown,
+		Batch: -1, Tokens: -1, SameAs: -1, Bound: Unknown, plain: Unknown, hookSame: -1}
 }
 
 // StepPeak is the compact summary kept for every step of a session, also

@@ -303,6 +303,11 @@ func TestBoundedStepsKeepFirstAndRecent(t *testing.T) {
 	if steps[0].Index != 0 || steps[9].Index != 9 || steps[len(steps)-1].Index != 499 {
 		t.Fatalf("kept steps %d..%d, %d", steps[0].Index, steps[9].Index, steps[len(steps)-1].Index)
 	}
+	for _, st := range steps { // rows dropped from the middle are reused: none keeps a figure of its last step
+		if len(st.Phases) != 1 || st.Phases[0].Count != 1 || st.Phases[0].AllocatedEnd != Bytes(mib(int64(st.Index))) || st.Held != Bytes(mib(int64(st.Index))) {
+			t.Fatalf("step %d: %d cells, %+v, held %s", st.Index, len(st.Phases), st.Phases, st.Held.MiBString())
+		}
+	}
 	pk := p.StepPeaks()
 	if len(pk) < 300 || len(pk) > 330 {
 		t.Fatalf("%d step peaks kept, want about 300", len(pk))
