@@ -111,13 +111,14 @@ func (s *Series) Push(at time.Time, v int64) {
 	if s.n == 0 {
 		s.first = t
 	}
-	if len(s.raw) == cap(s.raw) && s.head*8 >= len(s.raw) {
-		// Out of room with an eighth of it dropped: reuse it rather than
-		// grow, so the buffer stays within a few eighths of what it holds.
+	if len(s.raw) == cap(s.raw) && s.head > 0 && (s.head*8 >= len(s.raw) || len(s.raw) >= s.rawRoom()) {
+		// Out of room with an eighth of it dropped, or at its bound: reuse
+		// it rather than grow, so the buffer stays within a few eighths of
+		// what it holds.
 		n := copy(s.raw, s.raw[s.head:])
 		s.raw, s.head = s.raw[:n], 0
 	}
-	s.raw = append(s.raw, point{t, v})
+	s.raw = append(roomFor(s.raw, s.rawRoom()), point{t, v})
 	s.n++
 	if v > s.max {
 		s.max = v
@@ -133,6 +134,12 @@ func (s *Series) Push(at time.Time, v int64) {
 		s.head += over
 	}
 }
+
+// rawRoom bounds the raw buffer: the points kept and an eighth more, so
+// that a full buffer moves its points down once every maxRaw/8 pushes.
+// append's own growth left 45,000 points of room for 32,768 (a 64-rank
+// report held 140 MB of them).
+func (s *Series) rawRoom() int { return s.maxRaw + s.maxRaw/8 }
 
 // add merges b into the level's newest bucket when it starts there.
 func (l *level) add(b bucket) {
