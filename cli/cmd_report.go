@@ -78,7 +78,7 @@ func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 // written. Warnings go to
 // stderr, after prefix.
 func loadReport(path, prefix string, stderr io.Writer) (*report.Report, error) {
-	store := session.New(export.EveryProcess()...)
+	store := session.New(append(export.EveryProcess(), session.WithReportBounds())...)
 	hdr, warnings, err := record.FoldAll(path, store.Apply)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "vramscope: warning: %s%s\n", prefix, w)

@@ -118,3 +118,18 @@ func WithLiveBounds() Option {
 		s.limits.raw, s.limits.levels = liveRawPoints, liveLevels
 	}
 }
+
+// reportPeakRawPoints are the raw points of the peak counter's curve
+// (Process.MaxAllocated) in a report's store.
+const reportPeakRawPoints = 16
+
+// WithReportBounds bounds the store for a report (report, the job view):
+// the peak counter's curve, which is drawn (tui, plot, exports) but never
+// asked for its value at a time by the diagnosis, keeps its maximum and
+// its buckets and only its newest reportPeakRawPoints raw points. Every
+// other bound is the whole recording's, so the report's figures are those
+// of any other store that reads it: 64 busy ranks held 37 MB of raw points
+// no figure read.
+func WithReportBounds() Option {
+	return func(s *Store) { s.limits.peakRaw = reportPeakRawPoints }
+}

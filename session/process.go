@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"math"
 	"strings"
 	"time"
@@ -138,6 +139,7 @@ type limits struct {
 	spans, steps, peaks, marks, anatomies int
 	window, width                         time.Duration
 	raw                                   int // raw points per series
+	peakRaw                               int // raw points of MaxAllocated; 0: raw
 	levels                                []levelSpec
 	procs                                 int // processes a Store keeps
 	goneBytes                             int // bytes a Store keeps of gone ones
@@ -150,7 +152,7 @@ func newProcess(key string, l limits) *Process {
 	return &Process{
 		Key:          key,
 		Allocated:    l.newSeries(),
-		MaxAllocated: l.newSeries(),
+		MaxAllocated: newSeriesOf(l.window, l.width, cmp.Or(l.peakRaw, l.raw), l.levels),
 		Reserved:     l.newSeries(),
 		GPU:          l.newSeries(),
 		NonPyTorch:   l.newSeries(),
