@@ -38,17 +38,15 @@ func (r *Report) writeJSON(w io.Writer) error {
 	bw.Write(buf.Bytes()[:buf.Len()-len(processesTail)])
 	bw.WriteString("\"processes\": [\n    ")
 	first := true
+	// One encoder for every process: its indentation buffer (7 MB for a
+	// busy rank) is reused, and it writes straight to bw.
+	enc := indentedEncoder(valueWriter{bw}, "    ")
 	err := r.eachProcess(func(p *Process) error {
 		if !first {
 			bw.WriteString(",\n    ")
 		}
 		first = false
-		buf.Reset()
-		if err := encodeIndented(&buf, p, "    "); err != nil {
-			return err
-		}
-		bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-		return nil
+		return enc.Encode(p)
 	})
 	if err != nil {
 		return err
@@ -57,13 +55,29 @@ func (r *Report) writeJSON(w io.Writer) error {
 	return bw.Flush()
 }
 
+// valueWriter writes what a json.Encoder writes without the newline that
+// ends each value (the encoder writes a value in one Write).
+type valueWriter struct{ w io.Writer }
+
+func (v valueWriter) Write(b []byte) (int, error) {
+	if _, err := v.w.Write(bytes.TrimSuffix(b, []byte("\n"))); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
 // encodeIndented writes v as the report's JSON does, each line after the
 // first beginning with prefix (the depth v is written at).
 func encodeIndented(w io.Writer, v any, prefix string) error {
+	return indentedEncoder(w, prefix).Encode(v)
+}
+
+// indentedEncoder is the encoder of encodeIndented.
+func indentedEncoder(w io.Writer, prefix string) *json.Encoder {
 	enc := json.NewEncoder(w)
 	enc.SetIndent(prefix, "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return enc
 }
 
 // WriteJSON writes the job view as one indented JSON object (schema
