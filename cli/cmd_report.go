@@ -3,8 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -45,20 +43,6 @@ both layouts.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (schema vramscope.report/v1; the job view: "+report.JobSchema+")")
 	cmd.Flags().BoolVar(&asJob, "job", false, "the job view (ranks, imbalance, leaks) even of one recording")
 	return cmd
-}
-
-// batchGCPercent is report's garbage-collector target: a one-shot batch
-// read trades heap for collector time. On a 1M-step recording (bench/million,
-// 2.5 GB, 2 idle cores) GOGC 100 took 10.4-10.7 s and 78 MB; 200 took 9.3 s
-// and 105 MB, inside the 10 s and 150 MB a report of a
-// million steps may take (400: 8.3 s but 175 MB).
-const batchGCPercent = 200
-
-// batchGC sets batchGCPercent unless the user chose GOGC.
-func batchGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(batchGCPercent)
-	}
 }
 
 func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
