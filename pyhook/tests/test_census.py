@@ -234,3 +234,26 @@ def test_a_census_keeps_no_value_of_the_users_frames_alive(torch_mod):
         assert alive == []
     finally:
         watcher.remove()
+
+
+def test_a_census_writes_nothing_on_the_users_graphs(torch_mod):
+    """The step a graph was first seen at is kept beside the tensors: the
+    user's nodes' ``metadata`` stays as the user left it, and a tensor that
+    died and whose id was reused by a new one is not taken for the old one."""
+    from vramscope import _census
+    torch = torch_mod
+    model = torch.nn.Linear(8, 8)
+    losses = [model(torch.randn(2, 8)).sum() for _ in range(3)]
+    losses[0].grad_fn.metadata["users_own"] = 1
+    first = _census.take(torch, "cpu", model, None, 3, budget=10.0)["census"]
+    losses.append(model(torch.randn(2, 8)).sum())
+    second = _census.take(torch, "cpu", model, None, 7, budget=10.0)["census"]
+    assert [dict(t.grad_fn.metadata) for t in losses] == [{"users_own": 1}, {}, {}, {}]
+    h = [h for h in second["holders"] if h["name"] == "losses[...]"][0]
+    assert (h["first_step"], h["last_step"]) == (3, 7), (first, second)
+    del losses[:]
+    gc.collect()
+    losses.append(model(torch.randn(2, 8)).sum())
+    third = _census.take(torch, "cpu", model, None, 9, budget=10.0)["census"]
+    h = [h for h in third["holders"] if h["name"] == "losses[...]"][0]
+    assert (h["first_step"], h["last_step"]) == (9, 9)

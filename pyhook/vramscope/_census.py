@@ -18,6 +18,7 @@ reference past its return.
 
 import gc
 import time
+import weakref
 
 from . import _anatomy, _holders, _messages
 
@@ -28,11 +29,16 @@ WALK_SHARE = 0.05
 MAX_GROUPS = 8  # "other" signatures whose roots are searched
 GRAPH_NODES = 100000  # autograd nodes walked per census at most
 DEPTH = 3  # levels into a root's containers when measuring it
-STAMP = "vramscope_step"  # key in a graph root node's metadata: the step it was first seen
 # What torch says when a saved tensor was freed by backward (torch 1.13 to 2.x:
 # torch/csrc/autograd/saved_variable.cpp, ERR_BACKWARD_TWICE).
 _FREED = "already been freed"
 DEFAULT_BUDGET = 0.5  # seconds: past it a census stops and says it is incomplete
+
+# id(tensor) -> (weak reference to it, the step a census first saw it carry a
+# graph). Kept beside the tensors, never on them: autograd nodes take no weak
+# references, and a key in a node's ``metadata`` would show in the user's.
+# Rebuilt by each census from the tensors still alive.
+_first_seen = {}
 
 
 def _on(device):
@@ -93,6 +99,7 @@ class _Graphs:
         self.keep = []  # every node walked, so that no id is reused during the census
         self.saved_seen = set()
         self.attrs = {}  # node class -> its _saved_ attribute names
+        self.first_seen = {}  # this census's _first_seen
         self.nodes = 0
         self.complete = True
         self.tensor = torch.Tensor
@@ -104,12 +111,28 @@ class _Graphs:
             names = self.attrs[cls] = tuple(a for a in dir(node) if a.startswith("_saved_"))
         return names
 
-    def stamp(self, node):
-        """The step this graph root was first seen at (stamped now if new)."""
-        meta = getattr(node, "metadata", None)
-        if not isinstance(meta, dict):
-            return None
-        return meta.setdefault(STAMP, self.step)
+    def first_step(self, t):
+        """The step a census first saw tensor ``t`` (which carries a graph)."""
+        key = id(t)
+        entry = self.first_seen.get(key) or _first_seen.get(key)
+        if entry is None or entry[0]() is not t:
+            try:
+                entry = (weakref.ref(t), self.step)
+            except TypeError:  # a tensor subclass without weak references
+                return None
+        self.first_seen[key] = entry
+        return entry[1]
+
+    def keep_first_seen(self):
+        """Make this census's table the next one's, with the entries of
+        tensors it did not reach (its budget ran out) that are still alive."""
+        global _first_seen
+        table = self.first_seen
+        for key, entry in _first_seen.items():
+            if key not in table and entry[0]() is not None:
+                table[key] = entry
+        _first_seen = table
+        self.first_seen = {}
 
     def walk(self, roots):
         """Nodes, saved bytes still held, and how many of ``roots`` (grad_fn
@@ -313,6 +336,7 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     del targets
     roots.clear()
     graphs.keep.clear()
+    graphs.keep_first_seen()
     holders.sort(key=lambda h: (-(h["bytes"] + h["graph_saved"]), -h["graph_nodes"], h["name"]))
     rest = holders[MAX_HOLDERS:]
     holders = holders[:MAX_HOLDERS]
@@ -365,7 +389,7 @@ def _measure(torch, root, graphs, device_ok, known):
             nbytes += size
         if fn is not None:
             grad_fns.append(fn)
-            st = graphs.stamp(fn)
+            st = graphs.first_step(t)
             if st is not None:
                 steps.append(st)
     nodes, saved, freed = graphs.walk(grad_fns)
