@@ -17,6 +17,7 @@ reference past its return.
 """
 
 import gc
+import operator
 import time
 import weakref
 
@@ -44,10 +45,12 @@ _first_seen = {}
 
 
 def _on(device):
+    """Whether a tensor is on ``device``: for CUDA and CPU an attribute read
+    in C (``operator.attrgetter``), without a Python frame a tensor."""
     if device == "cuda":
-        return lambda t: t.is_cuda
+        return operator.attrgetter("is_cuda")
     if device == "cpu":
-        return lambda t: t.is_cpu
+        return operator.attrgetter("is_cpu")
     return lambda t: t.device.type == device
 
 
@@ -73,18 +76,10 @@ def live_tensors(torch):
     to an object's ``__class__`` attribute and so runs user code (torch
     2.x's deprecated ``torch.distributed.reduce_op`` warns there)."""
     tensor = torch.Tensor
-    kinds = {}
     objs = gc.get_objects()
     try:
-        out = []
-        for o in objs:
-            cls = type(o)
-            ok = kinds.get(cls)
-            if ok is None:
-                ok = kinds[cls] = issubclass(cls, tensor)
-            if ok:
-                out.append(o)
-        return out
+        kinds = {cls for cls in set(map(type, objs)) if issubclass(cls, tensor)}
+        return [o for o in objs if type(o) in kinds]
     finally:
         del objs
 
@@ -319,13 +314,18 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     deadline = t0 + budget
     device_ok = _on(device)
     weights, grads, opt = _known(torch, model, optimizer)
+    kind_of = dict.fromkeys(opt, "optimizer")
+    kind_of.update(dict.fromkeys(grads, "gradients"))
+    kind_of.update(dict.fromkeys(weights, "parameters"))
     parameter = getattr(getattr(torch, "nn", None), "Parameter", None)
     tensors = live_tensors(torch)
-    groups = {k: [0, 0] for k in ("parameters", "gradients", "optimizer", "other")}
-    seen = {}
+    groups = {k: [0, 0] for k in ("parameters", "gradients", "optimizer")}
+    seen = set()
+    seen_add = seen.add
     other = {}  # signature -> [bytes, tensors, [sample tensors], [their sizes], smaller of the top 2]
-    count = 0
+    other_bytes = other_count = 0
     sized = hasattr(torch.Tensor, "nbytes")
+    esize = {}  # dtype -> element size, where torch has no nbytes
     loose_params = model is None and parameter is not None
     for t in tensors:
         try:
@@ -335,28 +335,36 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
             base = t._base
             m = t if base is None else base
             key = m.data_ptr()
-            size = m.nbytes if sized else m.nelement() * m.element_size()
+            dtype = t.dtype
+            if sized:
+                size = m.nbytes
+            else:
+                dt = dtype if m is t else m.dtype
+                es = esize.get(dt)
+                if es is None:
+                    es = esize[dt] = m.element_size()
+                size = m.nelement() * es
             fn = t.grad_fn
         except Exception:  # noqa: BLE001 - a tensor subclass without memory of its own
             continue
-        count += 1
-        if key in weights or (loose_params and isinstance(t, parameter)):
+        g = kind_of.get(key)
+        if g is None and loose_params and isinstance(t, parameter):
             g = "parameters"
-        elif key in grads:
-            g = "gradients"
-        elif key in opt:
-            g = "optimizer"
-        else:
-            g = "other"
+        if g is not None:
+            if key and key not in seen:
+                seen_add(key)
+            else:
+                size = 0
+            groups[g][0] += size
+            groups[g][1] += 1
+            continue
         if key and key not in seen:
-            seen[key] = g
+            seen_add(key)
         else:
             size = 0
-        groups[g][0] += size
-        groups[g][1] += 1
-        if g != "other":
-            continue
-        sig = (fn is None, t.dtype, t.dim(), type(fn) if fn is not None else None)
+        other_bytes += size
+        other_count += 1
+        sig = (dtype, t.dim()) if fn is None else (dtype, t.dim(), type(fn))
         e = other.get(sig)
         if e is None:
             e = other[sig] = [0, 0, [], [], -1]
@@ -382,9 +390,11 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
             else:
                 k = 2 + n.bit_length() % SPREAD
                 s[k], sizes[k] = t, size
+    groups["other"] = [other_bytes, other_count]
+    count = sum(v[1] for v in groups.values())
     del tensors
     listed = time.perf_counter()
-    known = {k for k, g in seen.items() if g != "other"}
+    known = set(kind_of)
 
     # The largest groups, and every group that carries graphs, go to the search.
     ranked = sorted(other.values(), key=lambda e: -e[0])

@@ -398,11 +398,17 @@ class Search:
             if time.perf_counter() > self.deadline:
                 self.complete = False  # stopped by the budget
                 break
-            objs = [p[0] for p in list(pending.values())[:MAX_PENDING]]
+            # A tuple: the call's arguments are this very tuple (CPython
+            # passes an exact tuple through), left out below with the rest.
+            objs = tuple([p[0] for p in list(pending.values())[:MAX_PENDING]])
             refs = gc.get_referrers(*objs)
             self.walks += 1
             nxt = {}
+            # The walk's own records refer to the objects too: the entries
+            # of pending hold them (a tensor only autograd keeps would
+            # otherwise lead the walk through its own tuples, hop after hop).
             own = {id(refs), id(pending), id(nxt), id(objs), id(found), id(frames)}
+            own.update(map(id, pending.values()))
             for r in refs:
                 if id(r) in self.internal or id(r) in own or isinstance(r, types.FrameType):
                     continue
