@@ -360,9 +360,12 @@ class Search:
     (:class:`Down`), then, for what that did not reach, up the collector's
     referrers."""
 
-    def __init__(self, deadline, internal_ids, tensor=None):
+    def __init__(self, deadline, internal_ids, tensor=None, ended_frames=()):
         self.deadline = deadline
         self.tensor = tensor
+        # Frames that have ended but whose locals are still alive: those of
+        # an uncaught exception's traceback, innermost first.
+        self.ended = [f for f in ended_frames if not _skipped_frame(f)]
         self.internal = internal_ids  # ids of the census's own containers
         self.modules = _module_dicts()
         self.complete = True  # False once the deadline stopped the search
@@ -378,7 +381,7 @@ class Search:
         then walks the collector's objects once for what is still pending.
         """
         import gc
-        frames = self._frames()
+        frames = self._frames() + self.ended
         down = Down(self.deadline, frames, self.tensor)
         found = down.roots(targets)
         self.complete = down.complete
