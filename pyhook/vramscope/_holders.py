@@ -16,15 +16,16 @@ import sys
 import time
 import types
 
+from ._tracebacks import HOOK_DIR, hook_code
+
 HOPS = 4  # referrer walks at most (tensor -> list -> dict -> owner)
-_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _MAX_SCAN_LINES = 2000
 MAX_PENDING = 64  # objects per referrer walk (the walk compares each with every one)
 
 
 def _skipped_frame(frame):
     """The hook's own frames (the census's locals are no holders)."""
-    return frame.f_code.co_filename.startswith(_HERE)
+    return hook_code(frame.f_code)
 
 
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, its locals fast slots
@@ -225,7 +226,7 @@ def _user_modules():
     for name, mod in list(sys.modules.items()):
         f = _file_of(mod)
         if name == "__main__" or (isinstance(f, str) and not f.startswith(_LIBRARY_DIRS)
-                                  and not f.startswith(_HERE)):
+                                  and not f.startswith(HOOK_DIR)):
             out.append((name, mod))
     return out
 

@@ -18,7 +18,12 @@ frames below it go.
 import os
 import sys
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+HOOK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def hook_code(code):
+    """Whether ``code`` (a frame's ``f_code``) is the hook's own."""
+    return code.co_filename.startswith(HOOK_DIR)
 
 
 def passed_through(exc, wrapper=None):
@@ -32,7 +37,7 @@ def passed_through(exc, wrapper=None):
         if tb is None or tb.tb_frame is not (wrapper or sys._getframe(1)):
             return
         rest = tb.tb_next
-        while rest is not None and rest.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+        while rest is not None and hook_code(rest.tb_frame.f_code):
             rest = rest.tb_next
         if rest is None:
             return
