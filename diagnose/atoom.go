@@ -20,6 +20,11 @@ type AtOOM struct {
 	Optimizer     session.Bytes `json:"optimizer"`
 	SavedInGraphs session.Bytes `json:"saved_in_graphs"`
 	Other         session.Bytes `json:"other"`
+	// SavedByModule splits SavedInGraphs by module, largest first (empty
+	// from hooks that send no split); the rest of the modules are summed
+	// in SavedRest.
+	SavedByModule []AtOOMModule `json:"saved_by_module"`
+	SavedRest     session.Bytes `json:"saved_rest"`
 	// Holders are the largest holders of the other tensors.
 	Holders []AtOOMHolder `json:"holders"`
 	// Allocator is the caching allocator then (nil off CUDA).
@@ -35,6 +40,42 @@ type AtOOMHolder struct {
 	Name  string        `json:"name"`
 	Where string        `json:"where"`
 	Bytes session.Bytes `json:"bytes"`
+}
+
+// AtOOMModule is one module's saved tensors at the error: Module nil for
+// those no module with weights takes or made (the loss's own).
+type AtOOMModule struct {
+	Module *string       `json:"module"`
+	Bytes  session.Bytes `json:"bytes"`
+}
+
+// atOOMModules is how many modules the lines name; the JSON has them all.
+const atOOMModules = 4
+
+// ModuleLabel names a module of a census's saved-tensor split; nil is
+// what no module with weights takes or made.
+func ModuleLabel(m *string) string {
+	if m == nil {
+		return "outside modules with weights"
+	}
+	return *m
+}
+
+// ModulesText names the first n of ms with their bytes, then the others'
+// and rest's sum: "blocks.3 1.2 GiB; blocks.2 1.1 GiB; other modules 3 GiB".
+func ModulesText(ms []AtOOMModule, rest session.Bytes, n int) string {
+	var parts []string
+	for i, m := range ms {
+		if i >= n {
+			rest += m.Bytes
+			continue
+		}
+		parts = append(parts, ModuleLabel(m.Module)+" "+m.Bytes.Human())
+	}
+	if rest > 0 {
+		parts = append(parts, "other modules "+rest.Human())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // atOOM reads the newest out-of-memory census; nil when none came.
@@ -53,6 +94,7 @@ func atOOM(p *session.Process) *AtOOM {
 	a := &AtOOM{Step: c.Step, Weights: session.Bytes(g.Parameters.Bytes), Gradients: session.Bytes(g.Gradients.Bytes),
 		Optimizer: session.Bytes(g.Optimizer.Bytes), Other: session.Bytes(g.Other.Bytes), Allocator: c.Allocator,
 		Unaccounted: session.Unknown}
+	a.SavedByModule = []AtOOMModule{}
 	for i := range c.Holders {
 		h := &c.Holders[i]
 		a.SavedInGraphs += session.Bytes(h.GraphSaved)
@@ -60,6 +102,16 @@ func atOOM(p *session.Process) *AtOOM {
 			ref := RefOf(h)
 			a.Holders = append(a.Holders, AtOOMHolder{Name: h.Name, Where: ref.Where(), Bytes: session.Bytes(h.Bytes + h.GraphSaved)})
 		}
+	}
+	if sm := c.SavedByModule; sm != nil {
+		// Each saved storage once in the census, where holders whose
+		// graphs overlap (a step's output and a tensor inside it) each
+		// count the shared part.
+		a.SavedInGraphs = session.Bytes(sm.Total())
+		for _, m := range sm.Modules {
+			a.SavedByModule = append(a.SavedByModule, AtOOMModule{Module: m.Module, Bytes: session.Bytes(m.Bytes)})
+		}
+		a.SavedRest = session.Bytes(sm.Rest.Bytes)
 	}
 	if al := c.Allocator; al != nil && al.Allocated != nil {
 		named := a.Weights + a.Gradients + a.Optimizer + a.Other + a.SavedInGraphs
@@ -79,6 +131,9 @@ func (a *AtOOM) Lines() []string {
 		parts = append(parts, "not named by any Python object "+a.Unaccounted.Human())
 	}
 	lines := []string{fmt.Sprintf("alive at the out-of-memory error (step %d): %s", a.Step, strings.Join(parts, ", "))}
+	if len(a.SavedByModule) > 0 {
+		lines = append(lines, "  saved activations by module: "+ModulesText(a.SavedByModule, a.SavedRest, atOOMModules))
+	}
 	if len(a.Holders) > 0 {
 		var hs []string
 		for _, h := range a.Holders {

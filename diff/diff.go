@@ -60,6 +60,9 @@ type Side struct {
 	Model  string `json:"model"`
 	Params int64  `json:"params"`
 	Memory string `json:"memory"`
+	// AtOOM is what was alive when the side died of an out-of-memory
+	// error, by category (nil when it did not, or sent no census then).
+	AtOOM *diagnose.AtOOM `json:"at_oom"`
 }
 
 // Pair is the comparison of one process of A with one of B. Deltas are
@@ -222,7 +225,7 @@ func side(p *session.Process, d *diagnose.Diagnosis) Side {
 	}
 	s := Side{Label: p.Label(), Session: p.Key, PID: p.Hello.PID, Rank: p.Hello.Rank,
 		Steps: len(p.StepPeaks()), Pattern: d.Pattern, Models: models, NoOptimizer: p.NoOptimizer(),
-		Memory: ipc.SourceKind(&p.Hello)}
+		Memory: ipc.SourceKind(&p.Hello), AtOOM: d.AtOOM}
 	names := make([]string, 0, len(models))
 	for _, m := range models {
 		names = append(names, m.Model)

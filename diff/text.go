@@ -111,6 +111,7 @@ func (p *Pair) writeText(w *bufio.Writer) {
 		what = figure
 	}
 	fmt.Fprintf(w, "  session peak %s: %s → %s (%s)\n", what, boundHuman(s.Peak.A, s.Peak.ABound), boundHuman(s.Peak.B, s.Peak.BBound), signedHuman(s.Peak.Change))
+	defer writeAtOOM(w, p)
 	defer writeHolders(w, p)
 	defer writeModules(w, p)
 	if len(p.Moved) == 0 {

@@ -60,9 +60,57 @@ type Census struct {
 	// Allocator is the CUDA caching allocator at an out-of-memory error
 	// (reason CensusOOM on a CUDA device; nil otherwise).
 	Allocator *CensusAllocator `json:"allocator,omitempty"`
+	// SavedByModule splits the saved tensors still in the graphs the census
+	// walked, each storage once, by module (nil from hooks that send none).
+	SavedByModule *CensusSavedByModule `json:"saved_by_module,omitempty"`
 	// Capture is the allocator history window that ended at this census
 	// (a follow-up on CUDA asked with a capture directory; nil otherwise).
 	Capture *CensusCapture `json:"capture,omitempty"`
+}
+
+// CensusSavedByModule is the saved tensors of the walked graphs by module:
+// the module with weights that takes the saving node's output (its own
+// operation where the node reads the module's weights), else the nearest
+// module with weights below it; Module nil where neither exists. The
+// largest Modules, and the Rest summed.
+type CensusSavedByModule struct {
+	Modules []CensusModuleBytes `json:"modules"`
+	Rest    struct {
+		Modules int64 `json:"modules"`
+		Bytes   int64 `json:"bytes"`
+	} `json:"rest"`
+}
+
+// CensusModuleBytes is one module's saved bytes.
+type CensusModuleBytes struct {
+	Module *string `json:"module"`
+	Bytes  int64   `json:"bytes"`
+}
+
+// Total is every module's bytes and the rest's.
+func (s *CensusSavedByModule) Total() int64 {
+	t := s.Rest.Bytes
+	for _, m := range s.Modules {
+		t += m.Bytes
+	}
+	return t
+}
+
+func (s *CensusSavedByModule) validate() error {
+	if len(s.Modules) > maxCensusHolders {
+		return fmt.Errorf("field census.saved_by_module.modules: more than %d entries", maxCensusHolders)
+	}
+	for i := range s.Modules {
+		m := &s.Modules[i]
+		if m.Module != nil && (*m.Module == "" || len(*m.Module) > maxHolderName || !utf8.ValidString(*m.Module)) {
+			return fmt.Errorf("field census.saved_by_module.modules.module: empty, longer than %d bytes or not UTF-8", maxHolderName)
+		}
+		if err := sizes(opt{"census.saved_by_module.modules.bytes", &m.Bytes}); err != nil {
+			return err
+		}
+	}
+	return sizes(opt{"census.saved_by_module.rest.modules", &s.Rest.Modules},
+		opt{"census.saved_by_module.rest.bytes", &s.Rest.Bytes})
 }
 
 // CensusCapture is one window of the allocator's history: the snapshot
@@ -243,6 +291,11 @@ func (m *Message) validateCensus() error {
 	}
 	if k := c.Capture; k != nil {
 		if err := k.validate(); err != nil {
+			return err
+		}
+	}
+	if sm := c.SavedByModule; sm != nil {
+		if err := sm.validate(); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vramscope/vramscope/internal/fixture"
 )
 
 type censusFixture struct {
@@ -137,4 +139,22 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The hook's census at an out-of-memory error inside a forward splits the
+// saved tensors of the step's graph by module, adding up to what the
+// graph's holder keeps.
+func TestOOMCensusFixtureSplitsSavedByModule(t *testing.T) {
+	m, err := Decode([]byte(fixture.OOMCensusLine(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Census
+	sm := c.SavedByModule
+	if c.Reason != CensusOOM || sm == nil || len(sm.Modules) == 0 || sm.Modules[0].Module == nil {
+		t.Fatalf("census %+v", c)
+	}
+	if got, want := sm.Total(), c.Holders[0].GraphSaved; got != want || c.Holders[0].Name != "h" {
+		t.Fatalf("split adds up to %d, holder %s keeps %d saved", got, c.Holders[0].Name, want)
+	}
 }

@@ -30,6 +30,16 @@ def _vramscope_attach():
         sys.stderr.write("vramscope: auto-attach is off in this process: %r\n" % (exc,))
 
 
+def _vramscope_passed_through(exc):
+    """Take exec_then_attach's frame out of the traceback of a failed
+    import of torch, as the hook's wrappers do (vramscope/_tracebacks.py)."""
+    try:
+        from vramscope import _tracebacks
+        _tracebacks.passed_through(exc, sys._getframe(1))
+    except Exception:  # noqa: BLE001 - the import error goes on unchanged
+        pass
+
+
 class _VramscopeAfterTorch:
     """A meta path finder that calls _vramscope_attach once torch is imported."""
 
@@ -50,7 +60,11 @@ class _VramscopeAfterTorch:
         exec_module = loader.exec_module
 
         def exec_then_attach(module):
-            exec_module(module)
+            try:
+                exec_module(module)
+            except BaseException as exc:
+                _vramscope_passed_through(exc)
+                raise
             _vramscope_attach()
 
         loader.exec_module = exec_then_attach

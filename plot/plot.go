@@ -31,7 +31,8 @@ var Formats = []string{"svg", "png", "pdf"}
 // Options size and title the picture.
 type Options struct {
 	// Width and Height are the picture's size (default 10 × 5 inches; a PNG
-	// is rendered at 96 dpi).
+	// is rendered at 96 dpi). Write refuses one with no room for the legend
+	// beside or below the data (ErrTooSmall).
 	Width, Height vg.Length
 	// Title replaces the default title (the process and the file).
 	Title string
@@ -82,7 +83,7 @@ func yUnit(top int64) (float64, string) {
 }
 
 // Build draws process p of store s.
-func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error) {
+func Build(s *session.Store, p *session.Process, o Options) (*Chart, error) {
 	if p.Allocated.Len() == 0 && p.Reserved.Len() == 0 && p.GPU.Len() == 0 {
 		return nil, fmt.Errorf("%s: %w (no allocator or NVML reading of it): nothing to plot", p.Label(), ErrNoMemoryData)
 	}
@@ -109,7 +110,7 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 	unit, unitName := yUnit(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max(), p.Allocated.Max()))
 	pl.Y.Label.Text = unitName
 	pl.Y.Min = 0
-	pl.Legend.Top, pl.Legend.Left = true, true
+	pl.Legend.Top, pl.Legend.Left = true, true // Chart.Draw places it outside the data area
 	pl.Legend.TextStyle.Font.Size = vg.Points(9)
 	pl.Add(plotter.NewGrid())
 	// The training, not the process's start-up: NVML sees the process
@@ -117,17 +118,15 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 	pad := max(t1.Sub(t0).Seconds()*0.01, 0.001)
 	defer func() { pl.X.Min, pl.X.Max = -pad, x(t1)+pad }() // Add widens the range to the data
 
-	// The y range keeps the legend (top left) and two rows of labels (the
-	// peak's, the warmup's) above every curve: they used to sit on the data.
+	// The y range keeps two rows of labels (the peak's, the warmup's)
+	// above every curve: they used to sit on the data.
 	height := o.Height
 	if height <= 0 {
 		height = 5 * vg.Inch
 	}
 	dataMax := float64(max(p.Reserved.Max(), p.GPU.Max(), p.MaxAllocated.Max(), p.Allocated.Max(), 1)) / unit
-	rows := 3 + len(phaseNames(p))
 	area := float64(height.Points()) - 60 // less the title and the x axis
-	legendH := float64(rows)*11.5 + 10
-	frac := min(max((area-legendH-2*row)/area, 0.3), 0.9)
+	frac := min(max((area-2*row)/area, 0.3), 0.9)
 	top := dataMax / frac
 	pl.Y.Max = top
 	rowY := row / area * top // one label row in the y unit
@@ -178,26 +177,13 @@ func Build(s *session.Store, p *session.Process, o Options) (*gplot.Plot, error)
 	if err := annotatePeak(pl, p, &d, x, unit, right, dataMax+rowY, txt); err != nil {
 		return nil, err
 	}
-	return pl, nil
+	ch := &Chart{Plot: pl, Legend: pl.Legend}
+	pl.Legend = gplot.NewLegend()
+	return ch, nil
 }
 
 // row is the height of one label row, in points.
 const row = 13.0
-
-// phaseNames are the automatic phases p ran, each once: the legend's
-// phase entries.
-func phaseNames(p *session.Process) []string {
-	var names []string
-	seen := map[string]bool{}
-	for i := range p.Spans() {
-		sp := &p.Spans()[i]
-		if _, ok := phaseColors[sp.Name]; ok && !sp.User && !seen[sp.Name] {
-			seen[sp.Name] = true
-			names = append(names, sp.Name)
-		}
-	}
-	return names
-}
 
 // points are a series' readings as points.
 func points(s *session.Series, x func(time.Time) float64, unit float64) plotter.XYs {
@@ -217,7 +203,7 @@ func Write(w io.Writer, format string, s *session.Store, p *session.Process, o O
 		return fmt.Errorf("unknown picture format %q: want svg, png or pdf", format)
 	}
 	o.png = format == "png"
-	pl, err := Build(s, p, o)
+	ch, err := Build(s, p, o)
 	if err != nil {
 		return err
 	}
@@ -228,11 +214,14 @@ func Write(w io.Writer, format string, s *session.Store, p *session.Process, o O
 	if height <= 0 {
 		height = 5 * vg.Inch
 	}
-	wt, err := pl.WriterTo(width, height, format)
+	c, err := draw.NewFormattedCanvas(width, height, format)
 	if err != nil {
 		return fmt.Errorf("render %s: %w", format, err)
 	}
-	if _, err := wt.WriteTo(w); err != nil {
+	if err := ch.Draw(draw.New(c)); err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(w); err != nil {
 		return fmt.Errorf("write %s: %w", format, err)
 	}
 	return nil

@@ -28,6 +28,11 @@ type Census struct {
 	Complete bool `json:"complete"`
 	// CostMS is what the census cost the training thread.
 	CostMS float64 `json:"cost_ms"`
+	// SavedByModule splits the saved tensors still in the holders' graphs,
+	// each storage once, by module (docs/census.md); empty from hooks that
+	// send no split.
+	SavedByModule []diagnose.AtOOMModule `json:"saved_by_module"`
+	SavedRest     session.Bytes          `json:"saved_rest"`
 	// Capture is the newest allocator history window (CUDA), nil when none.
 	Capture *Capture `json:"capture"`
 }
@@ -91,6 +96,13 @@ func censusOf(p *session.Process) *Census {
 		{"other", session.Bytes(g.Other.Bytes), g.Other.Tensors},
 	}
 	out.Capture = captureOf(p)
+	out.SavedByModule = []diagnose.AtOOMModule{}
+	if sm := c.SavedByModule; sm != nil {
+		for _, m := range sm.Modules {
+			out.SavedByModule = append(out.SavedByModule, diagnose.AtOOMModule{Module: m.Module, Bytes: session.Bytes(m.Bytes)})
+		}
+		out.SavedRest = session.Bytes(sm.Rest.Bytes)
+	}
 	for i := range c.Holders {
 		h := &c.Holders[i]
 		out.Holders = append(out.Holders, CensusHolder{HolderRef: diagnose.RefOf(h), Tensors: h.Tensors, Bytes: session.Bytes(h.Bytes),
@@ -133,7 +145,10 @@ func (c *Census) writeText(w *bufio.Writer) {
 	for _, h := range c.Holders {
 		where := textesc.String(h.Function)
 		if h.File != "" {
-			where += fmt.Sprintf(" %s:%d", textesc.String(h.File), h.Line)
+			where += " " + textesc.String(h.File)
+			if h.Line > 0 {
+				where += fmt.Sprintf(":%d", h.Line)
+			}
 		}
 		graphs := ""
 		if h.Graphs > 0 {
@@ -149,6 +164,10 @@ func (c *Census) writeText(w *bufio.Writer) {
 	}
 	if c.UnattributedBytes > 0 {
 		fmt.Fprintf(w, "    no root found for %s of other tensors\n", c.UnattributedBytes.Human())
+	}
+	if len(c.SavedByModule) > 0 {
+		fmt.Fprintf(w, "    saved tensors in these graphs by module: %s\n",
+			textesc.String(diagnose.ModulesText(c.SavedByModule, c.SavedRest, len(c.SavedByModule))))
 	}
 	if k := c.Capture; k != nil {
 		file := "not written"

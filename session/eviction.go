@@ -78,7 +78,7 @@ func (s *Store) forget(i int) {
 
 // footprint estimates the bytes p holds: a base for an empty process (its
 // six series and maps), its hello's text, and what it keeps of its steps,
-// spans, peaks, marks, anatomies and curves.
+// spans, peaks, marks, anatomies, curves and censuses.
 func (p *Process) footprint() int {
 	h := &p.Hello
 	n := processBase + len(h.Session) + len(h.Host) + len(h.Torch) + 16*len(h.NSpid)
@@ -97,6 +97,9 @@ func (p *Process) footprint() int {
 	n += len(p.Anatomies) * int(unsafe.Sizeof(Anatomy{}))
 	for _, s := range []*Series{p.Allocated, p.MaxAllocated, p.Reserved, p.GPU, p.NonPyTorch, p.Others} {
 		n += s.Len() * pointBytes
+	}
+	for i := range p.Censuses {
+		n += p.Censuses[i].footprint()
 	}
 	return n
 }

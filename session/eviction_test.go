@@ -133,3 +133,34 @@ func floodOfGoneHellos(s *Store) {
 		s.Apply(Event{At: at, Conn: conn, Note: &Note{Kind: NoteDisconnect, Text: "closed"}})
 	}
 }
+
+// Censuses count in what the store keeps of gone processes: 300 processes
+// whose 8 censuses each name 32 holders with a 1 KiB file held 100 MB
+// when only their hellos and steps counted.
+func TestGoneCensusesAreBoundedInBytes(t *testing.T) {
+	s := New()
+	before := heapNow()
+	file := strings.Repeat("f", 1024)
+	for j := 0; j < 300; j++ {
+		conn := uint64(j + 1)
+		at := time.Unix(wall0+int64(j), 0)
+		s.Apply(Event{At: at, Conn: conn, Msg: &ipc.Message{V: 1, Type: ipc.TypeHello, T: 1,
+			Session: fmt.Sprintf("s%d", j), PID: 1 + j, Clock: &ipc.Clock{Mono: 1, Wall: float64(wall0 + j)}}})
+		for k := 0; k < MaxCensuses; k++ {
+			c := &ipc.Census{Reason: ipc.CensusRequest, Device: "cpu", Complete: true}
+			for h := 0; h < 32; h++ {
+				c.Holders = append(c.Holders, ipc.CensusHolder{Kind: ipc.HolderLocal, Name: strings.Clone(file[:256]),
+					File: strings.Clone(file), Function: "train"})
+			}
+			s.Apply(Event{At: at, Conn: conn, Msg: &ipc.Message{V: 1, Type: ipc.TypeCensus, Seq: uint64(k + 1), T: 2, Step: k, Census: c}})
+		}
+		s.Apply(Event{At: at, Conn: conn, Note: &Note{Kind: NoteDisconnect, Text: "closed"}})
+	}
+	grew := int64(heapNow()) - int64(before)
+	if limit := int64(32 << 20); grew > limit {
+		t.Errorf("the store keeps %d MB of 300 gone processes' censuses, want under %d MB", grew>>20, limit>>20)
+	}
+	if ps := s.Processes(); len(ps) == 0 || ps[len(ps)-1].Key != "s299" || len(ps[len(ps)-1].Censuses) != MaxCensuses {
+		t.Errorf("%d kept", len(ps))
+	}
+}

@@ -79,5 +79,15 @@ func (m *Model) censusLines(p *session.Process, d *diagnose.Diagnosis) []string 
 	if c.Unattributed.Bytes > 0 {
 		out = append(out, fmt.Sprintf("  no holder found for %s in %d tensors", session.Bytes(c.Unattributed.Bytes).Human(), c.Unattributed.Tensors))
 	}
+	if sm := c.SavedByModule; sm != nil && len(sm.Modules) > 0 {
+		out = append(out, "", rendered(&styleHeading, "Saved tensors in those graphs, by module"))
+		for _, mb := range sm.Modules {
+			l := diagnose.ModuleLabel(mb.Module) + " " + session.Bytes(mb.Bytes).Human()
+			out = append(out, wrapHanging("  · ", textesc.String(l), w, 4)...)
+		}
+		if sm.Rest.Bytes > 0 {
+			out = append(out, fmt.Sprintf("  · %d more modules %s", sm.Rest.Modules, session.Bytes(sm.Rest.Bytes).Human()))
+		}
+	}
 	return out
 }

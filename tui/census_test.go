@@ -66,3 +66,27 @@ func TestCensusPageNamesTheHolderAndAsks(t *testing.T) {
 		t.Errorf("asked %q, want the process on screen once", asked)
 	}
 }
+
+// After an out-of-memory error inside a forward, the census page splits the
+// saved tensors of the step's graph by module, a hostile module name escaped.
+func TestCensusPageSplitsSavedTensorsByModule(t *testing.T) {
+	at := time.Unix(1_763_794_800, 0)
+	evs := censusEvents(t)[:1]
+	m, err := ipc.Decode([]byte(fixture.OOMCensusLine(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := "blocks\x1b[2J.3"
+	m.Census.SavedByModule.Modules[2].Module = &hostile
+	evs = append(evs, session.Event{At: at.Add(time.Second), Conn: 1, Msg: m})
+	model, _ := update(t, live(t, evs, 120, 50), keyMsg("c"))
+	v := ansi.Strip(model.View())
+	for _, want := range []string{"Saved tensors in those graphs, by module", "· 1.fc2 256 KiB", `· blocks\x1b[2J.3 160 KiB`, "· 0 8 KiB"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("census page lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(model.View(), "\x1b[2J") {
+		t.Error("a raw escape from the hook reached the screen")
+	}
+}

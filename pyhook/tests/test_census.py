@@ -234,3 +234,84 @@ def test_a_census_keeps_no_value_of_the_users_frames_alive(torch_mod):
         assert alive == []
     finally:
         watcher.remove()
+
+
+def test_a_census_writes_nothing_on_the_users_graphs(torch_mod):
+    """The step a graph was first seen at is kept beside the tensors: the
+    user's nodes' ``metadata`` stays as the user left it, and a tensor that
+    died and whose id was reused by a new one is not taken for the old one."""
+    from vramscope import _census
+    torch = torch_mod
+    model = torch.nn.Linear(8, 8)
+    losses = [model(torch.randn(2, 8)).sum() for _ in range(3)]
+    losses[0].grad_fn.metadata["users_own"] = 1
+    first = _census.take(torch, "cpu", model, None, 3, budget=10.0)["census"]
+    losses.append(model(torch.randn(2, 8)).sum())
+    second = _census.take(torch, "cpu", model, None, 7, budget=10.0)["census"]
+    assert [dict(t.grad_fn.metadata) for t in losses] == [{"users_own": 1}, {}, {}, {}]
+    h = [h for h in second["holders"] if h["name"] == "losses[...]"][0]
+    assert (h["first_step"], h["last_step"]) == (3, 7), (first, second)
+    del losses[:]
+    gc.collect()
+    losses.append(model(torch.randn(2, 8)).sum())
+    third = _census.take(torch, "cpu", model, None, 9, budget=10.0)["census"]
+    h = [h for h in third["holders"] if h["name"] == "losses[...]"][0]
+    assert (h["first_step"], h["last_step"]) == (9, 9)
+
+
+def _blocks_model(torch, boom=None):
+    """An embedding Linear, three residual blocks (fc1, GELU, fc2) and a head
+    without bias; block ``boom`` raises after its GELU, as an allocation
+    failing there would."""
+
+    class Block(torch.nn.Module):
+        def __init__(self, i):
+            super().__init__()
+            self.fc1, self.fc2, self.i = torch.nn.Linear(64, 256), torch.nn.Linear(256, 64), i
+
+        def forward(self, x):
+            h = torch.nn.functional.gelu(self.fc1(x))
+            if self.i == boom:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 4.00 GiB")
+            return x + self.fc2(h)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Linear(16, 64)
+            self.blocks = torch.nn.ModuleList([Block(i) for i in range(3)])
+            self.head = torch.nn.Linear(64, 10, bias=False)
+
+        def forward(self, x):
+            x = self.emb(x)
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+
+    return Net()
+
+
+def test_saved_tensors_split_by_module(torch_mod):
+    """Each module's figure from the shapes (batch B, float32): a Linear
+    saves its input; GELU saves its input, and goes with the fc2 that takes
+    its output; the loss's own (log-softmax's output and the int64 targets)
+    go to the head, whose output they are. Each storage once, adding up to
+    the holder's graph_saved."""
+    from vramscope import _census
+    torch = torch_mod
+    B = 128
+    model = _blocks_model(torch)
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(B, 16)), torch.randint(0, 10, (B,)))  # noqa: F841
+    c = _census.take(torch, "cpu", model, None, 1, budget=10.0)["census"]
+    got = {m["module"]: m["bytes"] for m in c["saved_by_module"]["modules"]}
+    want = {"emb": B * 16 * 4, "head": B * 64 * 4}
+    for i in range(3):
+        want["blocks.%d.fc1" % i] = B * 64 * 4
+        want["blocks.%d.fc2" % i] = 2 * B * 256 * 4  # its input, and GELU's
+    loss_own = got["head"] - want["head"]
+    assert B * 10 * 4 + B * 8 <= loss_own <= B * 10 * 4 + B * 8 + 64  # a scalar or two besides
+    want["head"] += loss_own
+    assert got == want
+    held = [h for h in c["holders"] if h["name"] == "loss"][0]
+    assert sum(got.values()) == held["graph_saved"]
+    assert c["saved_by_module"]["rest"] == {"modules": 0, "bytes": 0}

@@ -102,3 +102,49 @@ def test_a_process_dying_of_oom_sends_what_was_alive(torch_mod, monitor):
     assert g["optimizer"]["bytes"] >= 2 * (64 * 64 + 64) * 4  # Adam's two moments
     kept = [h for h in c["holders"] if h["name"] == "kept[...]"]
     assert kept and kept[0]["bytes"] == 3 * 4096 * 4 and kept[0]["kind"] == "global"
+
+
+MID_FORWARD = r"""
+import torch, vramscope
+
+class Block(torch.nn.Module):
+    def __init__(self, i):
+        super().__init__()
+        self.fc1, self.fc2, self.i = torch.nn.Linear(64, 256), torch.nn.Linear(256, 64), i
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.fc1(x))
+        if self.i == 2 and step == 2:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 4.00 GiB")
+        return x + self.fc2(h)
+
+model = torch.nn.Sequential(torch.nn.Linear(16, 64), *[Block(i) for i in range(3)])
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+vramscope.watch(model, opt)
+for step in range(3):
+    opt.zero_grad()
+    model(torch.randn(128, 16)).sum().backward()
+    opt.step()
+"""
+
+
+def test_an_oom_inside_forward_says_which_modules_saved_what(torch_mod, monitor):
+    """The error leaves the stack before the hook's excepthook runs; the
+    frames of its traceback still hold the step's graph, which the census
+    finds (the failing block's ``h``) and splits by module: what each
+    block's layers saved, from the shapes (batch 128, float32), and the
+    failing block's first layer with its input and GELU's."""
+    env = dict(os.environ, VRAMSCOPE_SOCKET=monitor.path, PYTHONPATH=os.path.join(ROOT, "pyhook"))
+    proc = subprocess.run([sys.executable, "-c", MID_FORWARD], env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert monitor.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
+    c = [m for m in monitor.messages() if m["type"] == "census"][0]["census"]
+    assert c["reason"] == "oom"
+    got = {m["module"]: m["bytes"] for m in c["saved_by_module"]["modules"]}
+    B = 128
+    assert got == {"0": B * 16 * 4,
+                   "1.fc1": B * 64 * 4, "1.fc2": 2 * B * 256 * 4,
+                   "2.fc1": B * 64 * 4, "2.fc2": 2 * B * 256 * 4,
+                   "3.fc1": B * 64 * 4 + B * 256 * 4}, got
+    h = [h for h in c["holders"] if h["name"] == "h"]
+    assert h and h[0]["function"] == "forward" and h[0]["graph_saved"] == sum(got.values())

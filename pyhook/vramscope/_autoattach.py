@@ -31,7 +31,7 @@ import sys
 import threading
 import warnings
 
-from . import _api, _safe
+from . import _api, _safe, _tracebacks
 
 _lock = threading.RLock()
 _state = None
@@ -153,7 +153,11 @@ class _TorchImported:
         exec_module, callback = loader.exec_module, self._callback
 
         def exec_then_attach(module):
-            exec_module(module)
+            try:
+                exec_module(module)
+            except BaseException as exc:
+                _tracebacks.passed_through(exc)
+                raise
             _safe.call(callback, module)
 
         loader.exec_module = exec_then_attach

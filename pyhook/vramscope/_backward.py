@@ -21,7 +21,7 @@ one asked and the only one to get the end call.
 import threading
 import weakref
 
-from . import _safe
+from . import _safe, _tracebacks
 
 _lock = threading.Lock()
 # Weak references to Watchers, in registration order: a Watcher that was
@@ -42,6 +42,7 @@ _local = _Depth()
 
 def _make(original, name):
     local = _local
+    passed_through = _tracebacks.passed_through
 
     def backward(*args, **kwargs):
         # The nested call (Tensor.backward calls torch.autograd.backward) and
@@ -51,6 +52,9 @@ def _make(original, name):
             local.depth = depth + 1
             try:
                 return original(*args, **kwargs)
+            except BaseException as exc:
+                passed_through(exc)
+                raise
             finally:
                 local.depth = depth
         # _run inlined: a frame less at every backward.
@@ -68,9 +72,10 @@ def _make(original, name):
         local.depth = 1
         try:
             return original(*args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
             if owner is not None:
                 _safe.call(owner.unwound)
+            passed_through(exc)
             raise
         finally:
             local.depth = 0

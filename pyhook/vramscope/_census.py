@@ -17,29 +17,40 @@ reference past its return.
 """
 
 import gc
+import operator
 import time
+import weakref
 
 from . import _anatomy, _holders, _messages
 
 MAX_HOLDERS = 12  # roots a census names
+MAX_MODULES = 12  # modules in the split of saved tensors
+BELOW_NODES = 256  # nodes searched below one whose output no module with weights takes
 SPREAD = 2  # tensors of a group sampled apart, besides its two largest
 WALK_MIN = 1 << 20  # bytes a group needs for a referrer walk (besides WALK_SHARE)
 WALK_SHARE = 0.05
 MAX_GROUPS = 8  # "other" signatures whose roots are searched
 GRAPH_NODES = 100000  # autograd nodes walked per census at most
 DEPTH = 3  # levels into a root's containers when measuring it
-STAMP = "vramscope_step"  # key in a graph root node's metadata: the step it was first seen
 # What torch says when a saved tensor was freed by backward (torch 1.13 to 2.x:
 # torch/csrc/autograd/saved_variable.cpp, ERR_BACKWARD_TWICE).
 _FREED = "already been freed"
 DEFAULT_BUDGET = 0.5  # seconds: past it a census stops and says it is incomplete
 
+# id(tensor) -> (weak reference to it, the step a census first saw it carry a
+# graph). Kept beside the tensors, never on them: autograd nodes take no weak
+# references, and a key in a node's ``metadata`` would show in the user's.
+# Rebuilt by each census from the tensors still alive.
+_first_seen = {}
+
 
 def _on(device):
+    """Whether a tensor is on ``device``: for CUDA and CPU an attribute read
+    in C (``operator.attrgetter``), without a Python frame a tensor."""
     if device == "cuda":
-        return lambda t: t.is_cuda
+        return operator.attrgetter("is_cuda")
     if device == "cpu":
-        return lambda t: t.is_cpu
+        return operator.attrgetter("is_cpu")
     return lambda t: t.device.type == device
 
 
@@ -65,18 +76,10 @@ def live_tensors(torch):
     to an object's ``__class__`` attribute and so runs user code (torch
     2.x's deprecated ``torch.distributed.reduce_op`` warns there)."""
     tensor = torch.Tensor
-    kinds = {}
     objs = gc.get_objects()
     try:
-        out = []
-        for o in objs:
-            cls = type(o)
-            ok = kinds.get(cls)
-            if ok is None:
-                ok = kinds[cls] = issubclass(cls, tensor)
-            if ok:
-                out.append(o)
-        return out
+        kinds = {cls for cls in set(map(type, objs)) if issubclass(cls, tensor)}
+        return [o for o in objs if type(o) in kinds]
     finally:
         del objs
 
@@ -84,8 +87,11 @@ def live_tensors(torch):
 class _Graphs:
     """Walks autograd graphs once per census, each node once."""
 
-    def __init__(self, torch, device_ok, known_keys, step, deadline):
+    def __init__(self, torch, device_ok, known_keys, step, deadline, owners=None):
         self.device_ok = device_ok
+        self.owners = owners or {}  # id(parameter) -> the name of the module that has it
+        self.by_module = {}  # module name (None: no module's weights) -> saved bytes
+        self.counted = set()  # saved storages in by_module, once per census
         self.known = known_keys  # storages of parameters etc.: not counted as saved
         self.step = step
         self.deadline = deadline
@@ -93,6 +99,7 @@ class _Graphs:
         self.keep = []  # every node walked, so that no id is reused during the census
         self.saved_seen = set()
         self.attrs = {}  # node class -> its _saved_ attribute names
+        self.first_seen = {}  # this census's _first_seen
         self.nodes = 0
         self.complete = True
         self.tensor = torch.Tensor
@@ -104,12 +111,28 @@ class _Graphs:
             names = self.attrs[cls] = tuple(a for a in dir(node) if a.startswith("_saved_"))
         return names
 
-    def stamp(self, node):
-        """The step this graph root was first seen at (stamped now if new)."""
-        meta = getattr(node, "metadata", None)
-        if not isinstance(meta, dict):
-            return None
-        return meta.setdefault(STAMP, self.step)
+    def first_step(self, t):
+        """The step a census first saw tensor ``t`` (which carries a graph)."""
+        key = id(t)
+        entry = self.first_seen.get(key) or _first_seen.get(key)
+        if entry is None or entry[0]() is not t:
+            try:
+                entry = (weakref.ref(t), self.step)
+            except TypeError:  # a tensor subclass without weak references
+                return None
+        self.first_seen[key] = entry
+        return entry[1]
+
+    def keep_first_seen(self):
+        """Make this census's table the next one's, with the entries of
+        tensors it did not reach (its budget ran out) that are still alive."""
+        global _first_seen
+        table = self.first_seen
+        for key, entry in _first_seen.items():
+            if key not in table and entry[0]() is not None:
+                table[key] = entry
+        _first_seen = table
+        self.first_seen = {}
 
     def walk(self, roots):
         """Nodes, saved bytes still held, and how many of ``roots`` (grad_fn
@@ -121,33 +144,39 @@ class _Graphs:
         self.seen = set()
         self.saved_seen = set()
         nodes = saved = freed = 0
+        owners = self.owners
         for root in roots:
             if id(root) in self.seen:
                 continue
             self.seen.add(id(root))
-            stack, check = [root], True
+            stack, check = [(root, None)], True
             while stack:
                 if self.nodes >= GRAPH_NODES or time.perf_counter() > self.deadline:
                     self.complete = False
                     return nodes, saved, freed
-                node = stack.pop()
+                node, module = stack.pop()
                 self.keep.append(node)
                 nodes += 1
                 self.nodes += 1
+                following = getattr(node, "next_functions", ()) or ()
+                if owners:
+                    module = _owner(following, owners) or module
                 if check:
-                    held, gone = self._saved(node)
+                    held, gone = self._saved(node, module)
                     check = not gone  # backward ran through this graph
                     saved += held
-                for nxt, _ in getattr(node, "next_functions", ()) or ():
+                for nxt, _ in following:
                     if nxt is not None and id(nxt) not in self.seen:
                         self.seen.add(id(nxt))
-                        stack.append(nxt)
+                        stack.append((nxt, module))
             freed += not check
         return nodes, saved, freed
 
-    def _saved(self, node):
+    def _saved(self, node, module):
         """(bytes of saved tensors ``node`` still holds, first counted here;
-        whether backward freed them)."""
+        whether backward freed them). Each storage also goes once per census
+        to by_module: to ``module`` (the module with weights that takes the
+        node's output), else to the nearest module with weights below it."""
         held = 0
         for name in self._saved_names(node):
             try:
@@ -164,7 +193,80 @@ class _Graphs:
                     if key and key not in self.known and key not in self.saved_seen:
                         self.saved_seen.add(key)
                         held += size
+                        if key not in self.counted:
+                            self.counted.add(key)
+                            if module is None:
+                                module = self._below(node)
+                            self.by_module[module] = self.by_module.get(module, 0) + size
         return held, False
+
+    def _below(self, node):
+        """The module with weights nearest below ``node`` (towards the
+        inputs: what made its input), None within BELOW_NODES nodes."""
+        if not self.owners:
+            return None
+        queue, seen = [node], {id(node)}
+        for cur in queue:
+            if len(queue) > BELOW_NODES:
+                return None
+            following = getattr(cur, "next_functions", ()) or ()
+            name = _owner(following, self.owners)
+            if name is not None:
+                return name
+            for nxt, _ in following:
+                if nxt is not None and id(nxt) not in seen:
+                    seen.add(id(nxt))
+                    queue.append(nxt)
+        return None
+
+    def saved_by_module(self):
+        """The by-module split of the saved tensors this census counted,
+        largest first, MAX_MODULES of them and the rest summed."""
+        ranked = sorted(self.by_module.items(), key=lambda kv: (-kv[1], kv[0] or ""))
+        return {"modules": [{"module": _messages.clip(m, 256) if m is not None else None, "bytes": b}
+                            for m, b in ranked[:MAX_MODULES]],
+                "rest": {"modules": len(ranked[MAX_MODULES:]), "bytes": sum(b for _, b in ranked[MAX_MODULES:])}}
+
+
+# Nodes between a node and its parameters' AccumulateGrad that only view the
+# parameter (Linear's weight reaches addmm through a transposition).
+_VIEWS = ("TBackward", "TransposeBackward", "PermuteBackward", "ViewBackward", "ReshapeAliasBackward",
+          "ExpandBackward", "UnsqueezeBackward", "SqueezeBackward", "ToCopyBackward")
+
+
+def _owner(following, owners):
+    """The module whose parameter a node reads (directly, or through a view
+    of it), from its ``next_functions``; None when it reads none."""
+    for nxt, _ in following:
+        if nxt is None:
+            continue
+        var = getattr(nxt, "variable", None)  # AccumulateGrad: the leaf it accumulates into
+        if var is None and type(nxt).__name__.startswith(_VIEWS):
+            inner = getattr(nxt, "next_functions", ()) or ()
+            if len(inner) == 1 and inner[0][0] is not None:
+                var = getattr(inner[0][0], "variable", None)
+        if var is not None:
+            name = owners.get(id(var))
+            if name is not None:
+                return name
+    return None
+
+
+def module_owners(model):
+    """id(parameter) -> the dotted name of the module that has it (the
+    model itself is named by its class)."""
+    owners = {}
+    named = getattr(model, "named_modules", None)
+    if named is None:
+        return owners
+    for name, m in named():
+        params = getattr(m, "_parameters", None)
+        if not isinstance(params, dict):
+            continue
+        for p in params.values():
+            if p is not None:
+                owners.setdefault(id(p), name or type(model).__name__)
+    return owners
 
 
 def _known(torch, model, optimizer):
@@ -204,19 +306,26 @@ def _contents(obj, tensor, depth=0, out=None):
 
 
 def take(torch, device, model=None, optimizer=None, step=0, reason="request",
-         budget=DEFAULT_BUDGET, request=None):
-    """Return a ``census`` message of the live tensors on ``device``."""
+         budget=DEFAULT_BUDGET, request=None, ended_frames=()):
+    """Return a ``census`` message of the live tensors on ``device``.
+    ``ended_frames``: frames off the stack whose locals are holders too (an
+    uncaught exception's, innermost first)."""
     t0 = time.perf_counter()
     deadline = t0 + budget
     device_ok = _on(device)
     weights, grads, opt = _known(torch, model, optimizer)
+    kind_of = dict.fromkeys(opt, "optimizer")
+    kind_of.update(dict.fromkeys(grads, "gradients"))
+    kind_of.update(dict.fromkeys(weights, "parameters"))
     parameter = getattr(getattr(torch, "nn", None), "Parameter", None)
     tensors = live_tensors(torch)
-    groups = {k: [0, 0] for k in ("parameters", "gradients", "optimizer", "other")}
-    seen = {}
+    groups = {k: [0, 0] for k in ("parameters", "gradients", "optimizer")}
+    seen = set()
+    seen_add = seen.add
     other = {}  # signature -> [bytes, tensors, [sample tensors], [their sizes], smaller of the top 2]
-    count = 0
+    other_bytes = other_count = 0
     sized = hasattr(torch.Tensor, "nbytes")
+    esize = {}  # dtype -> element size, where torch has no nbytes
     loose_params = model is None and parameter is not None
     for t in tensors:
         try:
@@ -226,28 +335,36 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
             base = t._base
             m = t if base is None else base
             key = m.data_ptr()
-            size = m.nbytes if sized else m.nelement() * m.element_size()
+            dtype = t.dtype
+            if sized:
+                size = m.nbytes
+            else:
+                dt = dtype if m is t else m.dtype
+                es = esize.get(dt)
+                if es is None:
+                    es = esize[dt] = m.element_size()
+                size = m.nelement() * es
             fn = t.grad_fn
         except Exception:  # noqa: BLE001 - a tensor subclass without memory of its own
             continue
-        count += 1
-        if key in weights or (loose_params and isinstance(t, parameter)):
+        g = kind_of.get(key)
+        if g is None and loose_params and isinstance(t, parameter):
             g = "parameters"
-        elif key in grads:
-            g = "gradients"
-        elif key in opt:
-            g = "optimizer"
-        else:
-            g = "other"
+        if g is not None:
+            if key and key not in seen:
+                seen_add(key)
+            else:
+                size = 0
+            groups[g][0] += size
+            groups[g][1] += 1
+            continue
         if key and key not in seen:
-            seen[key] = g
+            seen_add(key)
         else:
             size = 0
-        groups[g][0] += size
-        groups[g][1] += 1
-        if g != "other":
-            continue
-        sig = (fn is None, t.dtype, t.dim(), type(fn) if fn is not None else None)
+        other_bytes += size
+        other_count += 1
+        sig = (dtype, t.dim()) if fn is None else (dtype, t.dim(), type(fn))
         e = other.get(sig)
         if e is None:
             e = other[sig] = [0, 0, [], [], -1]
@@ -273,9 +390,11 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
             else:
                 k = 2 + n.bit_length() % SPREAD
                 s[k], sizes[k] = t, size
+    groups["other"] = [other_bytes, other_count]
+    count = sum(v[1] for v in groups.values())
     del tensors
     listed = time.perf_counter()
-    known = {k for k, g in seen.items() if g != "other"}
+    known = set(kind_of)
 
     # The largest groups, and every group that carries graphs, go to the search.
     ranked = sorted(other.values(), key=lambda e: -e[0])
@@ -291,7 +410,7 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     for e in ranked:
         e[2].clear()
     other.clear()
-    search = _holders.Search(deadline, {id(targets), id(ranked)}, torch.Tensor)
+    search = _holders.Search(deadline, {id(targets), id(ranked)}, torch.Tensor, ended_frames)
     try:
         roots = search.roots(targets, walk) if targets else {}
     finally:
@@ -302,7 +421,8 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     lost = [g for g in searched_groups if not any(i in roots for i in g[2])]
     searched = time.perf_counter()
 
-    graphs = _Graphs(torch, device_ok, known, step, deadline)
+    graphs = _Graphs(torch, device_ok, known, step, deadline,
+                     module_owners(model) if model is not None else None)
     holders, done = [], set()
     for t in targets:
         root = roots.get(id(t))
@@ -313,6 +433,7 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     del targets
     roots.clear()
     graphs.keep.clear()
+    graphs.keep_first_seen()
     holders.sort(key=lambda h: (-(h["bytes"] + h["graph_saved"]), -h["graph_nodes"], h["name"]))
     rest = holders[MAX_HOLDERS:]
     holders = holders[:MAX_HOLDERS]
@@ -329,6 +450,7 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
             "rest": {"holders": len(rest), "bytes": sum(h["bytes"] for h in rest)},
             "unattributed": {"groups": len(lost), "tensors": sum(g[1] for g in lost),
                              "bytes": sum(g[0] for g in lost)},
+            "saved_by_module": graphs.saved_by_module(),
             "complete": search.complete and graphs.complete,
             "cost_ms": {"list": _ms(listed - t0), "holders": _ms(searched - listed),
                         "graphs": _ms(end - searched), "total": _ms(end - t0)},
@@ -365,7 +487,7 @@ def _measure(torch, root, graphs, device_ok, known):
             nbytes += size
         if fn is not None:
             grad_fns.append(fn)
-            st = graphs.stamp(fn)
+            st = graphs.first_step(t)
             if st is not None:
                 steps.append(st)
     nodes, saved, freed = graphs.walk(grad_fns)

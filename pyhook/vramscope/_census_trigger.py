@@ -62,16 +62,18 @@ class CensusMixin:
         cuda = self._client.cuda
         return cuda is not None and not isinstance(cuda, _devices._Seam)
 
-    def take_census(self, reason, request=None, step=None, budget=None, extra=None):
+    def take_census(self, reason, request=None, step=None, budget=None, extra=None,
+                    ended_frames=()):
         """Take a census now, queue it for the monitor and return it (None on
         failure). ``extra``: fields to send in it besides (``allocator`` at an
-        out-of-memory error, ``capture`` at the end of a capture window)."""
+        out-of-memory error, ``capture`` at the end of a capture window);
+        ``ended_frames``: see :func:`_census.take`."""
         client = self._client
         if budget is None:
             budget = _census.DEFAULT_BUDGET
         msg = _safe.call(_census.take, self._torch, self._device(), self._model,
                          self._optimizer, client.step if step is None else step, reason,
-                         budget, request)
+                         budget, request, ended_frames)
         if msg is not None:
             if extra:
                 msg["census"].update(extra)

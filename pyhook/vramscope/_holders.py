@@ -16,15 +16,16 @@ import sys
 import time
 import types
 
+from ._tracebacks import HOOK_DIR, hook_code
+
 HOPS = 4  # referrer walks at most (tensor -> list -> dict -> owner)
-_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _MAX_SCAN_LINES = 2000
 MAX_PENDING = 64  # objects per referrer walk (the walk compares each with every one)
 
 
 def _skipped_frame(frame):
     """The hook's own frames (the census's locals are no holders)."""
-    return frame.f_code.co_filename.startswith(_HERE)
+    return hook_code(frame.f_code)
 
 
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, its locals fast slots
@@ -225,7 +226,7 @@ def _user_modules():
     for name, mod in list(sys.modules.items()):
         f = _file_of(mod)
         if name == "__main__" or (isinstance(f, str) and not f.startswith(_LIBRARY_DIRS)
-                                  and not f.startswith(_HERE)):
+                                  and not f.startswith(HOOK_DIR)):
             out.append((name, mod))
     return out
 
@@ -360,9 +361,12 @@ class Search:
     (:class:`Down`), then, for what that did not reach, up the collector's
     referrers."""
 
-    def __init__(self, deadline, internal_ids, tensor=None):
+    def __init__(self, deadline, internal_ids, tensor=None, ended_frames=()):
         self.deadline = deadline
         self.tensor = tensor
+        # Frames that have ended but whose locals are still alive: those of
+        # an uncaught exception's traceback, innermost first.
+        self.ended = [f for f in ended_frames if not _skipped_frame(f)]
         self.internal = internal_ids  # ids of the census's own containers
         self.modules = _module_dicts()
         self.complete = True  # False once the deadline stopped the search
@@ -378,7 +382,7 @@ class Search:
         then walks the collector's objects once for what is still pending.
         """
         import gc
-        frames = self._frames()
+        frames = self._frames() + self.ended
         down = Down(self.deadline, frames, self.tensor)
         found = down.roots(targets)
         self.complete = down.complete
@@ -395,11 +399,17 @@ class Search:
             if time.perf_counter() > self.deadline:
                 self.complete = False  # stopped by the budget
                 break
-            objs = [p[0] for p in list(pending.values())[:MAX_PENDING]]
+            # A tuple: the call's arguments are this very tuple (CPython
+            # passes an exact tuple through), left out below with the rest.
+            objs = tuple([p[0] for p in list(pending.values())[:MAX_PENDING]])
             refs = gc.get_referrers(*objs)
             self.walks += 1
             nxt = {}
+            # The walk's own records refer to the objects too: the entries
+            # of pending hold them (a tensor only autograd keeps would
+            # otherwise lead the walk through its own tuples, hop after hop).
             own = {id(refs), id(pending), id(nxt), id(objs), id(found), id(frames)}
+            own.update(map(id, pending.values()))
             for r in refs:
                 if id(r) in self.internal or id(r) in own or isinstance(r, types.FrameType):
                     continue

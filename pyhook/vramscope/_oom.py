@@ -17,7 +17,8 @@ from . import _devices, _fragments, _messages, _safe
 
 OOM_BUDGET = 2.0  # seconds: the process is about to die; say what was alive
 
-_state = {"client": None, "phase": None, "observer": False, "error": False, "sent": False}
+_state = {"client": None, "phase": None, "observer": False, "error": False, "sent": False,
+          "traceback": None}
 
 
 def install(torch, client, open_phase):
@@ -58,7 +59,11 @@ def _excepthook(kind, value, tb):
     try:
         _state["error"] = True
         if _safe.call(_is_oom, kind, value) and not _state["sent"]:
-            _safe.call(_send, None, None, None)
+            _state["traceback"] = tb  # its frames' locals are what the step held
+            try:
+                _safe.call(_send, None, None, None)
+            finally:
+                _state["traceback"] = None
     finally:
         previous = getattr(_excepthook, "previous", None) or sys.__excepthook__
         previous(kind, value, tb)
@@ -103,4 +108,15 @@ def _census_at_oom(client, mem, requested, device_free, device_total):
     if client.cuda is not None and not isinstance(client.cuda, _devices._Seam):
         state = _fragments.state(watcher._torch, mem, requested, device_free, device_total)
     watcher.take_census("oom", budget=OOM_BUDGET,
-                        extra={"allocator": state} if state is not None else None)
+                        extra={"allocator": state} if state is not None else None,
+                        ended_frames=_frames_of(_state["traceback"]))
+
+
+def _frames_of(tb):
+    """The frames of traceback ``tb``, innermost first."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    frames.reverse()
+    return frames

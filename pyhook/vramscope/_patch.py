@@ -9,7 +9,7 @@ while the instance lacks the ``_optimizer_step_pre_hooks`` dict it writes to
 
 import types
 
-from . import _safe
+from . import _safe, _tracebacks
 
 # Attributes under which known wrappers keep the real optimizer:
 # accelerate's AcceleratedOptimizer (``.optimizer``, accelerate/optimizer.py)
@@ -134,21 +134,32 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     on = [True]
 
     report = _safe.report
+    passed_through = _tracebacks.passed_through
 
+    # Each call of the original is inside a try whose handler takes this
+    # wrapper's frames out of the traceback of what it raises (_tracebacks).
     def method_around(_self, *args, **kwargs):
-        if _self is not obj:
-            if func is not None:
-                return func(_self, *args, **kwargs)
+        try:
+            if _self is not obj:
+                if func is not None:
+                    return func(_self, *args, **kwargs)
+                return original(*args, **kwargs)
+            if on[0]:
+                return around(original, args, kwargs)
             return original(*args, **kwargs)
-        if on[0]:
-            return around(original, args, kwargs)
-        return original(*args, **kwargs)
+        except BaseException as exc:
+            passed_through(exc)
+            raise
 
     def method(_self, *args, **kwargs):
         if _self is not obj:
-            if func is not None:
-                return func(_self, *args, **kwargs)
-            return original(*args, **kwargs)
+            try:
+                if func is not None:
+                    return func(_self, *args, **kwargs)
+                return original(*args, **kwargs)
+            except BaseException as exc:
+                passed_through(exc)
+                raise
         # _safe.call inlined: this runs on the training thread every step.
         if on[0]:
             try:
@@ -159,9 +170,16 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
             except Exception as exc:  # noqa: BLE001
                 report(exc)
         if after is None:
-            return original(*args, **kwargs)
+            try:
+                return original(*args, **kwargs)
+            except BaseException as exc:
+                passed_through(exc)
+                raise
         try:
             return original(*args, **kwargs)
+        except BaseException as exc:
+            passed_through(exc)
+            raise
         finally:
             if on[0]:
                 try:

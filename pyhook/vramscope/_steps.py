@@ -2,12 +2,10 @@
 framework callbacks: the half of the Watcher that decides where a step ends
 (docs/hook.md, docs/integrations.md). Mixed into :class:`_watch.Watcher`."""
 
-import os
 import sys
 
 from . import _anatomy, _patch, _safe
-
-_HERE = os.path.dirname(__file__) + os.sep
+from ._tracebacks import hook_code
 
 
 def user_frames(frame):
@@ -16,7 +14,7 @@ def user_frames(frame):
     out = []
     while frame is not None:
         code = frame.f_code
-        if not code.co_filename.startswith(_HERE):
+        if not hook_code(code):
             out.append((id(frame), code, frame.f_lineno))
         frame = frame.f_back
     return out

@@ -1,0 +1,44 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/internal/fixture"
+	"github.com/vramscope/vramscope/ipc"
+	"github.com/vramscope/vramscope/session"
+)
+
+// The hook's census at an out-of-memory error inside a forward: the saved
+// tensors count once, from the split by module, although both holders (the
+// failing block's h and its input x) keep the part of the graph they share.
+func TestAtOOMSplitsSavedActivationsByModule(t *testing.T) {
+	m, err := ipc.Decode([]byte(fixture.OOMCensusLine(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &session.Process{Censuses: []session.Census{{Step: m.Step, Census: *m.Census}}}
+	a := atOOM(p)
+	if a == nil {
+		t.Fatal("no at_oom")
+	}
+	var holders int64
+	for _, h := range m.Census.Holders {
+		holders += h.GraphSaved
+	}
+	if a.SavedInGraphs != 761856 || holders <= 761856 {
+		t.Fatalf("saved in graphs %d (holders' sum %d), want 761856 once", a.SavedInGraphs, holders)
+	}
+	if len(a.SavedByModule) != 6 || *a.SavedByModule[0].Module != "1.fc2" || a.SavedByModule[0].Bytes != 262144 {
+		t.Fatalf("by module %+v", a.SavedByModule)
+	}
+	want := "  saved activations by module: 1.fc2 256 KiB; 2.fc2 256 KiB; 3.fc1 160 KiB; 1.fc1 32 KiB; other modules 40 KiB"
+	lines := a.Lines()
+	found := false
+	for _, l := range lines {
+		found = found || l == want
+	}
+	if !found {
+		t.Fatalf("lines:\n%s\nwant %q", strings.Join(lines, "\n"), want)
+	}
+}
