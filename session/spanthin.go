@@ -58,12 +58,14 @@ func (p *Process) compactSpans() {
 		}
 	}
 
-	// Move the kept spans down, remapping the indices into them.
-	at := make([]int, cut) // the new index of each kept span
+	// Move the kept spans down, remapping the indices into them: a kept
+	// span's new index is the number kept before it (counted for the few
+	// open ones, not stored for all: a table of them was 8 KB a
+	// compaction, 90 MB of garbage in a report of 64 busy ranks).
 	kept := 0
 	for i := 0; i < cut; i++ {
 		if keep[i] {
-			p.spans[kept], at[i] = p.spans[i], kept
+			p.spans[kept] = p.spans[i]
 			kept++
 		}
 	}
@@ -71,7 +73,13 @@ func (p *Process) compactSpans() {
 		if i >= cut {
 			return i - cut + kept
 		}
-		return at[i]
+		n := 0
+		for _, k := range keep[:i] {
+			if k {
+				n++
+			}
+		}
+		return n
 	}
 	for k := range p.open {
 		p.open[k] = remap(p.open[k])
