@@ -96,7 +96,7 @@ func (p *Process) footprint() int {
 	n += len(p.Marks) * int(unsafe.Sizeof(Mark{})+markName)
 	n += len(p.Anatomies) * int(unsafe.Sizeof(Anatomy{}))
 	for _, s := range []*Series{p.Allocated, p.MaxAllocated, p.Reserved, p.GPU, p.NonPyTorch, p.Others} {
-		n += s.Len() * pointBytes
+		n += s.heldBytes()
 	}
 	for i := range p.Censuses {
 		n += p.Censuses[i].footprint()
@@ -104,14 +104,12 @@ func (p *Process) footprint() int {
 	return n
 }
 
-// processBase is an empty process's own memory, and pointBytes a curve's
-// point as a series keeps it, raw and in its coarser levels.
+// processBase is an empty process's own memory.
 // stepCells and markName are a step's usual phases (five, and a user's
 // own) and a mark's usual name length: footprint stays O(1), as the store
 // asks it of every gone process at each hello and each end.
 const (
 	processBase = 4 << 10
-	pointBytes  = 48
 	stepCells   = 6
 	markName    = 16
 )

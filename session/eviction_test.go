@@ -164,3 +164,30 @@ func TestGoneCensusesAreBoundedInBytes(t *testing.T) {
 		t.Errorf("%d kept", len(ps))
 	}
 }
+
+// A gone process's curves count as the memory they hold, not as every point
+// they were ever pushed: two processes that each sampled 100,000 times
+// (bounded buffers of a few MB) are both kept, where counting 48 bytes a
+// pushed point (14.4 MB each) forgot the first.
+func TestGoneCurvesCountWhatTheyHold(t *testing.T) {
+	s := New()
+	for j := 0; j < 2; j++ {
+		conn := uint64(j + 1)
+		at := time.Unix(wall0, 0)
+		s.Apply(Event{At: at, Conn: conn, Msg: &ipc.Message{V: 1, Type: ipc.TypeHello, T: 1,
+			Session: fmt.Sprintf("s%d", j), PID: 1 + j, Clock: &ipc.Clock{Mono: 1, Wall: float64(wall0)}}})
+		for k := 0; k < 100_000; k++ {
+			at = at.Add(time.Millisecond)
+			s.Apply(Event{At: at, Conn: conn, Msg: &ipc.Message{V: 1, Type: ipc.TypeSample, Seq: uint64(k + 1),
+				T: 1 + float64(k)/1000, Mem: &ipc.Mem{Allocated: int64(k), MaxAllocated: int64(k), Reserved: int64(k), MaxReserved: int64(k)}}})
+		}
+		s.Apply(Event{At: at, Conn: conn, Note: &Note{Kind: NoteDisconnect, Text: "closed"}})
+	}
+	ps := s.Processes()
+	if len(ps) != 2 || s.Forgotten != 0 {
+		t.Fatalf("%d kept, %d forgotten", len(ps), s.Forgotten)
+	}
+	if fp := ps[0].footprint(); fp > 8<<20 {
+		t.Errorf("footprint %d MB for bounded curves", fp>>20)
+	}
+}

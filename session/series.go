@@ -3,6 +3,7 @@ package session
 import (
 	"sort"
 	"time"
+	"unsafe"
 )
 
 // Series is a time series of byte values that stays bounded however long a
@@ -175,6 +176,15 @@ func (s *Series) age(i int) {
 
 // Len is the number of points pushed so far.
 func (s *Series) Len() int { return s.n }
+
+// heldBytes is the memory s holds: its raw points' and buckets' buffers.
+func (s *Series) heldBytes() int {
+	n := cap(s.raw) * int(unsafe.Sizeof(point{}))
+	for i := range s.levels {
+		n += cap(s.levels[i].b) * int(unsafe.Sizeof(bucket{}))
+	}
+	return n
+}
 
 // Max is the largest value ever pushed, -1 for an empty series.
 func (s *Series) Max() int64 { return s.max }

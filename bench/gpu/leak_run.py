@@ -17,6 +17,25 @@ import time
 import torch
 
 
+def probe():
+    """Who keeps the small CUDA tensors alive (lines start with "probe")."""
+    import gc
+    for o in gc.get_objects():
+        if type(o) is torch.Tensor and o.is_cuda and o.nelement() * o.element_size() <= 512:
+            refs = [type(r).__name__ + (":" + r.f_code.co_name if hasattr(r, "f_code") else "")
+                    for r in gc.get_referrers(o)]
+            print("probe tensor", tuple(o.shape), o.dtype, type(o.grad_fn).__name__, "referrers", refs)
+    snap = getattr(torch.cuda.memory, "_snapshot", None)
+    if snap is None:
+        return
+    for seg in snap()["segments"]:
+        for b in seg["blocks"]:
+            if b["state"] == "active_allocated" and b["size"] == 512:
+                frames = [f"{f['filename'].rsplit('/', 1)[-1]}:{f['line']} {f['name']}"
+                          for f in b.get("frames", [])[:6]]
+                print("probe block 512", frames)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=80)
@@ -25,6 +44,9 @@ def main():
     ap.add_argument("--leak-from", type=int, default=20)
     ap.add_argument("--sleep", type=float, default=0.02)
     ap.add_argument("--no-hook", action="store_true")
+    ap.add_argument("--probe", type=int, default=-1,
+                    help="after this step, list the small CUDA tensors alive and their referrers, "
+                         "and the allocator's live 512 B blocks with the stacks the history kept")
     a = ap.parse_args()
     torch.manual_seed(0)
     w = a.width
@@ -49,6 +71,8 @@ def main():
         print("step %d allocated %d max_allocated %d reserved %d" % (
             step, torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated(),
             torch.cuda.memory_reserved()), flush=True)
+        if step == a.probe:
+            probe()
         time.sleep(a.sleep)
     print("weights digest %.10e" % sum(p.double().sum().item() for p in model.parameters()))
 

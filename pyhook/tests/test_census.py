@@ -208,7 +208,11 @@ def test_a_census_keeps_no_value_of_the_users_frames_alive(torch_mod):
     # snapshot dict on the frame that keeps each value it saw alive until the
     # next read: the step's loss and its graph, or a step's logits, would
     # outlive the user's own rebinding. Seen on an H200 as 512 B more
-    # allocated in every step after a census.
+    # allocated in every step after a census. And no reference cycle may
+    # hold them until the collector runs (the frame list of the holder
+    # search held its own frame, and with it the census's sample tensors:
+    # 512 B more between a census and its follow-up on the H200): checked
+    # with the collector off.
     import gc
     import weakref
     torch = torch_mod
@@ -218,6 +222,8 @@ def test_a_census_keeps_no_value_of_the_users_frames_alive(torch_mod):
     watcher = _watch.Watcher(torch, client, model, opt, client.config)
     x = torch.randn(4, 8)
     refs = []
+    gc.collect()
+    gc.disable()
     try:
         for step in range(4):
             opt.zero_grad(set_to_none=True)
@@ -229,10 +235,10 @@ def test_a_census_keeps_no_value_of_the_users_frames_alive(torch_mod):
             if step == 1:
                 assert watcher.take_census("user") is not None
         del out, loss
-        gc.collect()
         alive = [i for i, (o, l) in enumerate(refs) if o() is not None or l() is not None]
         assert alive == []
     finally:
+        gc.enable()
         watcher.remove()
 
 
@@ -315,3 +321,39 @@ def test_saved_tensors_split_by_module(torch_mod):
     held = [h for h in c["holders"] if h["name"] == "loss"][0]
     assert sum(got.values()) == held["graph_saved"]
     assert c["saved_by_module"]["rest"] == {"modules": 0, "bytes": 0}
+
+
+def test_a_watched_loop_with_censuses_keeps_nothing_alive_without_the_collector(torch_mod, monitor):
+    """The whole path the monitor's suspicion takes (request, census at a
+    step's end, follow-up 5 steps later), with the collector off: each
+    step's output and loss die when the loop rebinds them, as without the
+    hook; a cycle anywhere in the hook that reached them would keep them."""
+    import gc
+    import weakref
+    import vramscope
+    torch = torch_mod
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 8)
+    refs = []
+    gc.collect()
+    gc.disable()
+    try:
+        with vramscope.watch(model, opt, socket=monitor.path):
+            for step in range(ASK_AT + _census_trigger.FOLLOW_UP_STEPS + 3):
+                opt.zero_grad()
+                out = model(x)
+                loss = out.pow(2).mean()
+                loss.backward()
+                opt.step()
+                refs.append((weakref.ref(out), weakref.ref(loss)))
+                if step == ASK_AT:
+                    assert monitor.wait_for(lambda m: m._conns, 5)
+                    monitor._conns[0].sendall(b'{"v":1,"type":"census","id":3,"reason":"suspect"}\n')
+                    time.sleep(0.2)  # the sender reads requests every 50 ms
+            del out, loss
+            alive = [i for i, (o, l) in enumerate(refs) if o() is not None or l() is not None]
+    finally:
+        gc.enable()
+    assert alive == []
+    assert [c["census"]["reason"] for c in _censuses(monitor)] == ["suspect", "followup"]

@@ -423,12 +423,20 @@ class Search:
     def _frames():
         """Every thread's frames, innermost first, the hook's own left out."""
         out = []
-        for top in list(sys._current_frames().values()):
-            f = top
-            while f is not None:
-                if not _skipped_frame(f):
-                    out.append(f)
-                f = f.f_back
+        tops = list(sys._current_frames().values())
+        top = f = None
+        try:
+            for top in tops:
+                f = top
+                while f is not None:
+                    if not _skipped_frame(f):
+                        out.append(f)
+                    f = f.f_back
+        finally:
+            # This thread's top frame is this call's own: kept in a local it
+            # makes a cycle that keeps the frames below it, and the values
+            # they hold (the census's sample tensors), until the collector runs.
+            tops = top = f = None
         return out
 
     @staticmethod
