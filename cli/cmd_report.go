@@ -59,8 +59,8 @@ func runReport(path string, asJSON bool, stdout, stderr io.Writer) error {
 // loadReport reads one recording into its report, the entry point of a
 // single report and of each recording of a job's. The report is written
 // once, so it streams (report.Stream): each process is built as it is
-// written. Warnings go to
-// stderr, after prefix.
+// written. Its store has the report's bounds (session.WithReportBounds).
+// Warnings go to stderr, after prefix.
 func loadReport(path, prefix string, stderr io.Writer) (*report.Report, error) {
 	store := session.New(append(export.EveryProcess(), session.WithReportBounds())...)
 	hdr, warnings, err := record.FoldAll(path, store.Apply)
