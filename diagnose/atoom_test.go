@@ -29,10 +29,10 @@ func TestAtOOMSplitsSavedActivationsByModule(t *testing.T) {
 	if a.SavedInGraphs != 761856 || holders <= 761856 {
 		t.Fatalf("saved in graphs %d (holders' sum %d), want 761856 once", a.SavedInGraphs, holders)
 	}
-	if len(a.SavedByModule) != 6 || *a.SavedByModule[0].Module != "1.fc2" || a.SavedByModule[0].Bytes != 262144 {
+	if len(a.SavedByModule) != 6 || *a.SavedByModule[0].Module != "blocks.0.fc2" || a.SavedByModule[0].Bytes != 262144 {
 		t.Fatalf("by module %+v", a.SavedByModule)
 	}
-	want := "  saved activations by module: 1.fc2 256 KiB; 2.fc2 256 KiB; 3.fc1 160 KiB; 1.fc1 32 KiB; other modules 40 KiB"
+	want := "  saved activations by module: blocks.0.fc2 256 KiB; blocks.1.fc2 256 KiB; blocks.2.fc1 160 KiB; blocks.0.fc1 32 KiB; other modules 40 KiB"
 	lines := a.Lines()
 	found := false
 	for _, l := range lines {

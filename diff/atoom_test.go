@@ -23,8 +23,8 @@ func TestDiffSaysWhatWasAliveAtTheOOM(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"  B: alive at the out-of-memory error (step 2): weights 392 KiB",
-		"\n      saved activations by module: 1.fc2 256 KiB; 2.fc2 256 KiB; 3.fc1 160 KiB; 1.fc1 32 KiB; other modules 40 KiB\n"} {
+	for _, want := range []string{"  B: alive at the out-of-memory error (step 2): weights 394 KiB",
+		"\n      saved activations by module: blocks.0.fc2 256 KiB; blocks.1.fc2 256 KiB; blocks.2.fc1 160 KiB; blocks.0.fc1 32 KiB; other modules 40 KiB\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff text lacks %q:\n%s", want, out)
 		}

@@ -81,7 +81,7 @@ func TestCensusPageSplitsSavedTensorsByModule(t *testing.T) {
 	evs = append(evs, session.Event{At: at.Add(time.Second), Conn: 1, Msg: m})
 	model, _ := update(t, live(t, evs, 120, 50), keyMsg("c"))
 	v := ansi.Strip(model.View())
-	for _, want := range []string{"Saved tensors in those graphs, by module", "· 1.fc2 256 KiB", `· blocks\x1b[2J.3 160 KiB`, "· 0 8 KiB"} {
+	for _, want := range []string{"Saved tensors in those graphs, by module", "· blocks.0.fc2 256 KiB", `· blocks\x1b[2J.3 160 KiB`, "· emb 8 KiB"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("census page lacks %q:\n%s", want, v)
 		}

@@ -265,48 +265,17 @@ def test_a_census_writes_nothing_on_the_users_graphs(torch_mod):
     assert (h["first_step"], h["last_step"]) == (9, 9)
 
 
-def _blocks_model(torch, boom=None):
-    """An embedding Linear, three residual blocks (fc1, GELU, fc2) and a head
-    without bias; block ``boom`` raises after its GELU, as an allocation
-    failing there would."""
-
-    class Block(torch.nn.Module):
-        def __init__(self, i):
-            super().__init__()
-            self.fc1, self.fc2, self.i = torch.nn.Linear(64, 256), torch.nn.Linear(256, 64), i
-
-        def forward(self, x):
-            h = torch.nn.functional.gelu(self.fc1(x))
-            if self.i == boom:
-                raise RuntimeError("CUDA out of memory. Tried to allocate 4.00 GiB")
-            return x + self.fc2(h)
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = torch.nn.Linear(16, 64)
-            self.blocks = torch.nn.ModuleList([Block(i) for i in range(3)])
-            self.head = torch.nn.Linear(64, 10, bias=False)
-
-        def forward(self, x):
-            x = self.emb(x)
-            for b in self.blocks:
-                x = b(x)
-            return self.head(x)
-
-    return Net()
-
-
 def test_saved_tensors_split_by_module(torch_mod):
     """Each module's figure from the shapes (batch B, float32): a Linear
     saves its input; GELU saves its input, and goes with the fc2 that takes
     its output; the loss's own (log-softmax's output and the int64 targets)
     go to the head, whose output they are. Each storage once, adding up to
     the holder's graph_saved."""
+    import blocks
     from vramscope import _census
     torch = torch_mod
     B = 128
-    model = _blocks_model(torch)
+    model = blocks.Net()
     loss = torch.nn.functional.cross_entropy(model(torch.randn(B, 16)), torch.randint(0, 10, (B,)))  # noqa: F841
     c = _census.take(torch, "cpu", model, None, 1, budget=10.0)["census"]
     got = {m["module"]: m["bytes"] for m in c["saved_by_module"]["modules"]}

@@ -106,23 +106,14 @@ def test_a_process_dying_of_oom_sends_what_was_alive(torch_mod, monitor):
 
 MID_FORWARD = r"""
 import torch, vramscope
+from blocks import Net
 
-class Block(torch.nn.Module):
-    def __init__(self, i):
-        super().__init__()
-        self.fc1, self.fc2, self.i = torch.nn.Linear(64, 256), torch.nn.Linear(256, 64), i
-
-    def forward(self, x):
-        h = torch.nn.functional.gelu(self.fc1(x))
-        if self.i == 2 and step == 2:
-            raise RuntimeError("CUDA out of memory. Tried to allocate 4.00 GiB")
-        return x + self.fc2(h)
-
-model = torch.nn.Sequential(torch.nn.Linear(16, 64), *[Block(i) for i in range(3)])
+model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 vramscope.watch(model, opt)
 for step in range(3):
     opt.zero_grad()
+    model.blocks[2].boom = step == 2
     model(torch.randn(128, 16)).sum().backward()
     opt.step()
 """
@@ -132,9 +123,11 @@ def test_an_oom_inside_forward_says_which_modules_saved_what(torch_mod, monitor)
     """The error leaves the stack before the hook's excepthook runs; the
     frames of its traceback still hold the step's graph, which the census
     finds (the failing block's ``h``) and splits by module: what each
-    block's layers saved, from the shapes (batch 128, float32), and the
-    failing block's first layer with its input and GELU's."""
-    env = dict(os.environ, VRAMSCOPE_SOCKET=monitor.path, PYTHONPATH=os.path.join(ROOT, "pyhook"))
+    block's layers saved, from the shapes (tests/blocks.py, batch 128,
+    float32), and the failing block's first layer with its input and
+    GELU's."""
+    env = dict(os.environ, VRAMSCOPE_SOCKET=monitor.path,
+               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "pyhook"), os.path.join(ROOT, "pyhook", "tests")]))
     proc = subprocess.run([sys.executable, "-c", MID_FORWARD], env=env, capture_output=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert monitor.wait_for(lambda m: m.messages() and m.messages()[-1]["type"] == "goodbye")
@@ -142,9 +135,9 @@ def test_an_oom_inside_forward_says_which_modules_saved_what(torch_mod, monitor)
     assert c["reason"] == "oom"
     got = {m["module"]: m["bytes"] for m in c["saved_by_module"]["modules"]}
     B = 128
-    assert got == {"0": B * 16 * 4,
-                   "1.fc1": B * 64 * 4, "1.fc2": 2 * B * 256 * 4,
-                   "2.fc1": B * 64 * 4, "2.fc2": 2 * B * 256 * 4,
-                   "3.fc1": B * 64 * 4 + B * 256 * 4}, got
+    assert got == {"emb": B * 16 * 4,
+                   "blocks.0.fc1": B * 64 * 4, "blocks.0.fc2": 2 * B * 256 * 4,
+                   "blocks.1.fc1": B * 64 * 4, "blocks.1.fc2": 2 * B * 256 * 4,
+                   "blocks.2.fc1": B * 64 * 4 + B * 256 * 4}, got
     h = [h for h in c["holders"] if h["name"] == "h"]
     assert h and h[0]["function"] == "forward" and h[0]["graph_saved"] == sum(got.values())
