@@ -330,3 +330,28 @@ def test_a_watched_loop_with_censuses_keeps_nothing_alive_without_the_collector(
         gc.enable()
     assert [c["census"]["reason"] for c in _censuses(monitor)] == ["suspect", "followup"]
     assert alive == []
+
+
+def test_module_names_come_from_the_modules_own_dicts(torch_mod):
+    """The split by module names modules as ``named_modules()`` does (a tied
+    weight by its first owner), read from the modules' own dicts: a model
+    whose ``named_modules`` is the user's own is not asked."""
+    import blocks
+    from vramscope import _census
+    torch = torch_mod
+
+    class Tied(blocks.Net):
+        def named_modules(self, *a, **k):
+            raise AssertionError("the user's named_modules ran")
+
+    model = Tied()
+    model.blocks[1].fc1.weight = model.blocks[0].fc1.weight  # tied: blocks.0.fc1 has it first
+    owners = _census.module_owners(model)
+    want = {}
+    for name, m in torch.nn.Module.named_modules(model):
+        for p in m._parameters.values():
+            if p is not None:  # the head has no bias
+                want.setdefault(id(p), name or "Tied")
+    assert owners == want
+    assert owners[id(model.blocks[1].fc1.weight)] == "blocks.0.fc1"
+    assert owners[id(model.head.weight)] == "head"

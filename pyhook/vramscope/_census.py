@@ -253,19 +253,28 @@ def _owner(following, owners):
 
 
 def module_owners(model):
-    """id(parameter) -> the dotted name of the module that has it (the
-    model itself is named by its class)."""
+    """id(parameter) -> the dotted name of the module that has it, the first
+    in ``named_modules()`` order (the model itself is named by its class).
+    Read from the modules' own ``_parameters`` and ``_modules`` dicts, never
+    through the model's methods, which a user's class may override."""
     owners = {}
-    named = getattr(model, "named_modules", None)
-    if named is None:
-        return owners
-    for name, m in named():
-        params = getattr(m, "_parameters", None)
-        if not isinstance(params, dict):
+    stack, seen = [("", model)], {id(model)}
+    while stack:
+        name, m = stack.pop()
+        d = _holders.object_dict(m)
+        if d is None:
             continue
-        for p in params.values():
-            if p is not None:
-                owners.setdefault(id(p), name or type(model).__name__)
+        params, children = d.get("_parameters"), d.get("_modules")
+        # torch's (Ordered)dicts, read through dict's own methods
+        if isinstance(params, dict):
+            for p in dict.values(params):
+                if p is not None:
+                    owners.setdefault(id(p), name or type(model).__name__)
+        if isinstance(children, dict):
+            for k, child in reversed(list(dict.items(children))):  # popped in order
+                if child is not None and id(child) not in seen and isinstance(k, str):
+                    seen.add(id(child))
+                    stack.append((name + "." + k if name else k, child))
     return owners
 
 
