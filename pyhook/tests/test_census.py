@@ -337,7 +337,7 @@ def test_module_names_come_from_the_modules_own_dicts(torch_mod):
     weight by its first owner), read from the modules' own dicts: a model
     whose ``named_modules`` is the user's own is not asked."""
     import blocks
-    from vramscope import _census
+    from vramscope import _modules
     torch = torch_mod
 
     class Tied(blocks.Net):
@@ -346,7 +346,7 @@ def test_module_names_come_from_the_modules_own_dicts(torch_mod):
 
     model = Tied()
     model.blocks[1].fc1.weight = model.blocks[0].fc1.weight  # tied: blocks.0.fc1 has it first
-    owners = _census.module_owners(model)
+    owners = _modules.param_owners(model)
     want = {}
     for name, m in torch.nn.Module.named_modules(model):
         for p in m._parameters.values():

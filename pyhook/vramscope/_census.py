@@ -21,7 +21,7 @@ import operator
 import time
 import weakref
 
-from . import _anatomy, _holders, _messages
+from . import _anatomy, _holders, _messages, _modules
 
 MAX_HOLDERS = 12  # roots a census names
 MAX_MODULES = 12  # modules in the split of saved tensors
@@ -252,32 +252,6 @@ def _owner(following, owners):
     return None
 
 
-def module_owners(model):
-    """id(parameter) -> the dotted name of the module that has it, the first
-    in ``named_modules()`` order (the model itself is named by its class).
-    Read from the modules' own ``_parameters`` and ``_modules`` dicts, never
-    through the model's methods, which a user's class may override."""
-    owners = {}
-    stack, seen = [("", model)], {id(model)}
-    while stack:
-        name, m = stack.pop()
-        d = _holders.object_dict(m)
-        if d is None:
-            continue
-        params, children = d.get("_parameters"), d.get("_modules")
-        # torch's (Ordered)dicts, read through dict's own methods
-        if isinstance(params, dict):
-            for p in dict.values(params):
-                if p is not None:
-                    owners.setdefault(id(p), name or type(model).__name__)
-        if isinstance(children, dict):
-            for k, child in reversed(list(dict.items(children))):  # popped in order
-                if child is not None and id(child) not in seen and isinstance(k, str):
-                    seen.add(id(child))
-                    stack.append((name + "." + k if name else k, child))
-    return owners
-
-
 def _known(torch, model, optimizer):
     """Storage keys of parameters (and buffers), gradients and optimizer state."""
     params, buffers = [], []
@@ -431,7 +405,7 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     searched = time.perf_counter()
 
     graphs = _Graphs(torch, device_ok, known, step, deadline,
-                     module_owners(model) if model is not None else None)
+                     _modules.param_owners(model) if model is not None else None)
     holders, done = [], set()
     for t in targets:
         root = roots.get(id(t))

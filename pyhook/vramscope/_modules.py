@@ -31,6 +31,27 @@ def _children(m):
     return list(named()) if callable(named) else []
 
 
+def param_owners(model):
+    """id(parameter) -> the path of the module that has it, the first in
+    ``named_modules()`` order (the model's own: its class name), read from
+    the modules' own dicts as :func:`_children` reads them."""
+    owners = {}
+    stack, seen = [("", model)], {id(model)}
+    while stack:
+        path, m = stack.pop()
+        d = getattr(m, "__dict__", None)
+        params = d.get("_parameters") if isinstance(d, dict) else None
+        if isinstance(params, dict):
+            for p in params.values():
+                if p is not None:
+                    owners.setdefault(id(p), path or type(model).__name__)
+        for name, c in reversed(_children(m)):  # popped in order
+            if id(c) not in seen:
+                seen.add(id(c))
+                stack.append(((path + "." if path else "") + name, c))
+    return owners
+
+
 def _signature(m, memo, depth=0):
     """A hashable summary of ``m``'s structure: class, parameter shapes and
     dtypes, and the same of its children by name."""
