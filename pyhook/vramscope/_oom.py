@@ -17,8 +17,7 @@ from . import _devices, _fragments, _messages, _safe
 
 OOM_BUDGET = 2.0  # seconds: the process is about to die; say what was alive
 
-_state = {"client": None, "phase": None, "observer": False, "error": False, "sent": False,
-          "traceback": None}
+_state = {"client": None, "phase": None, "observer": False, "error": False, "sent": False}
 
 
 def install(torch, client, open_phase):
@@ -59,11 +58,7 @@ def _excepthook(kind, value, tb):
     try:
         _state["error"] = True
         if _safe.call(_is_oom, kind, value) and not _state["sent"]:
-            _state["traceback"] = tb  # its frames' locals are what the step held
-            try:
-                _safe.call(_send, None, None, None)
-            finally:
-                _state["traceback"] = None
+            _safe.call(_send, None, None, None, tb)  # tb's frames hold what the step held
     finally:
         previous = getattr(_excepthook, "previous", None) or sys.__excepthook__
         previous(kind, value, tb)
@@ -81,7 +76,7 @@ def _is_oom(kind, value):
         return False
 
 
-def _send(requested, device_free, device_total):
+def _send(requested, device_free, device_total, tb=None):
     client = _state["client"]
     if client is None or client.closed:
         return
@@ -93,11 +88,12 @@ def _send(requested, device_free, device_total):
     msg = _messages.build_oom(client.step, phase, mem, requested, device_free, device_total)
     if client.emit(msg):
         _state["sent"] = True
-    _safe.call(_census_at_oom, client, mem, requested, device_free, device_total)
+    _safe.call(_census_at_oom, client, mem, requested, device_free, device_total, tb)
 
 
-def _census_at_oom(client, mem, requested, device_free, device_total):
-    """What was alive, by category, and the allocator's cache (docs/census.md)."""
+def _census_at_oom(client, mem, requested, device_free, device_total, tb):
+    """What was alive, by category, and the allocator's cache (docs/census.md);
+    ``tb``: an uncaught error's traceback, whose frames' locals are holders."""
     ref = client.census_target
     watcher = ref() if ref is not None else None
     if watcher is None:
@@ -109,7 +105,7 @@ def _census_at_oom(client, mem, requested, device_free, device_total):
         state = _fragments.state(watcher._torch, mem, requested, device_free, device_total)
     watcher.take_census("oom", budget=OOM_BUDGET,
                         extra={"allocator": state} if state is not None else None,
-                        ended_frames=_frames_of(_state["traceback"]))
+                        ended_frames=_frames_of(tb))
 
 
 def _frames_of(tb):
