@@ -23,7 +23,7 @@ type AtOOM struct {
 	// SavedByModule splits SavedInGraphs by module, largest first (empty
 	// from hooks that send no split); the rest of the modules are summed
 	// in SavedRest.
-	SavedByModule []AtOOMModule `json:"saved_by_module"`
+	SavedByModule []SavedModule `json:"saved_by_module"`
 	SavedRest     session.Bytes `json:"saved_rest"`
 	// Holders are the largest holders of the other tensors.
 	Holders []AtOOMHolder `json:"holders"`
@@ -42,11 +42,24 @@ type AtOOMHolder struct {
 	Bytes session.Bytes `json:"bytes"`
 }
 
-// AtOOMModule is one module's saved tensors at the error: Module nil for
-// those no module with weights takes or made (the loss's own).
-type AtOOMModule struct {
+// SavedModule is one module's saved tensors in a census's split: Module
+// nil for those no module with weights takes or made (the loss's own).
+type SavedModule struct {
 	Module *string       `json:"module"`
 	Bytes  session.Bytes `json:"bytes"`
+}
+
+// SavedModulesOf is a census's split of saved tensors by module and the
+// rest's bytes; empty from hooks that send no split.
+func SavedModulesOf(sm *ipc.CensusSavedByModule) ([]SavedModule, session.Bytes) {
+	out := []SavedModule{}
+	if sm == nil {
+		return out, 0
+	}
+	for _, m := range sm.Modules {
+		out = append(out, SavedModule{Module: m.Module, Bytes: session.Bytes(m.Bytes)})
+	}
+	return out, session.Bytes(sm.Rest.Bytes)
 }
 
 // atOOMModules is how many modules the lines name; the JSON has them all.
@@ -63,7 +76,7 @@ func ModuleLabel(m *string) string {
 
 // ModulesText names the first n of ms with their bytes, then the others'
 // and rest's sum: "blocks.3 1.2 GiB; blocks.2 1.1 GiB; other modules 3 GiB".
-func ModulesText(ms []AtOOMModule, rest session.Bytes, n int) string {
+func ModulesText(ms []SavedModule, rest session.Bytes, n int) string {
 	var parts []string
 	for i, m := range ms {
 		if i >= n {
@@ -94,7 +107,7 @@ func atOOM(p *session.Process) *AtOOM {
 	a := &AtOOM{Step: c.Step, Weights: session.Bytes(g.Parameters.Bytes), Gradients: session.Bytes(g.Gradients.Bytes),
 		Optimizer: session.Bytes(g.Optimizer.Bytes), Other: session.Bytes(g.Other.Bytes), Allocator: c.Allocator,
 		Unaccounted: session.Unknown}
-	a.SavedByModule = []AtOOMModule{}
+	a.SavedByModule, a.SavedRest = SavedModulesOf(c.SavedByModule)
 	for i := range c.Holders {
 		h := &c.Holders[i]
 		a.SavedInGraphs += session.Bytes(h.GraphSaved)
@@ -108,10 +121,6 @@ func atOOM(p *session.Process) *AtOOM {
 		// graphs overlap (a step's output and a tensor inside it) each
 		// count the shared part.
 		a.SavedInGraphs = session.Bytes(sm.Total())
-		for _, m := range sm.Modules {
-			a.SavedByModule = append(a.SavedByModule, AtOOMModule{Module: m.Module, Bytes: session.Bytes(m.Bytes)})
-		}
-		a.SavedRest = session.Bytes(sm.Rest.Bytes)
 	}
 	if al := c.Allocator; al != nil && al.Allocated != nil {
 		named := a.Weights + a.Gradients + a.Optimizer + a.Other + a.SavedInGraphs

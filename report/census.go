@@ -31,7 +31,7 @@ type Census struct {
 	// SavedByModule splits the saved tensors still in the holders' graphs,
 	// each storage once, by module (docs/census.md); empty from hooks that
 	// send no split.
-	SavedByModule []diagnose.AtOOMModule `json:"saved_by_module"`
+	SavedByModule []diagnose.SavedModule `json:"saved_by_module"`
 	SavedRest     session.Bytes          `json:"saved_rest"`
 	// Capture is the newest allocator history window (CUDA), nil when none.
 	Capture *Capture `json:"capture"`
@@ -96,13 +96,7 @@ func censusOf(p *session.Process) *Census {
 		{"other", session.Bytes(g.Other.Bytes), g.Other.Tensors},
 	}
 	out.Capture = captureOf(p)
-	out.SavedByModule = []diagnose.AtOOMModule{}
-	if sm := c.SavedByModule; sm != nil {
-		for _, m := range sm.Modules {
-			out.SavedByModule = append(out.SavedByModule, diagnose.AtOOMModule{Module: m.Module, Bytes: session.Bytes(m.Bytes)})
-		}
-		out.SavedRest = session.Bytes(sm.Rest.Bytes)
-	}
+	out.SavedByModule, out.SavedRest = diagnose.SavedModulesOf(c.SavedByModule)
 	for i := range c.Holders {
 		h := &c.Holders[i]
 		out.Holders = append(out.Holders, CensusHolder{HolderRef: diagnose.RefOf(h), Tensors: h.Tensors, Bytes: session.Bytes(h.Bytes),
