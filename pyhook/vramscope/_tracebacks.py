@@ -1,10 +1,12 @@
 """Keeps the hook's wrappers out of the user's tracebacks.
 
 The hook wraps calls the training loop makes (an optimizer's ``step`` and
-``zero_grad``, ``Tensor.backward``, ``torch.cuda.memory_stats``, a forward
-on torch 1.13, the import of torch under ``vramscope run``). An exception
-raised by the wrapped code passes through the wrapper, and the traceback
-the user reads showed the wrapper's frames between their own and torch's.
+``zero_grad``, ``Tensor.backward``, a forward on torch 1.13, the import of
+torch under ``vramscope run``). An exception raised by the wrapped code
+passes through the wrapper, and the traceback the user reads showed the
+wrapper's frames between their own and torch's. (The wrappers of
+``torch.cuda.memory_stats`` and ``reset_peak_memory_stats`` call C
+functions; an error there keeps its frames, as the hook's own do.)
 
 Each wrapper catches ``BaseException`` around the call it wraps, calls
 :func:`passed_through` and re-raises with a bare ``raise``: the exception,
