@@ -29,6 +29,9 @@ type AtOOM struct {
 	Holders []AtOOMHolder `json:"holders"`
 	// Allocator is the caching allocator then (nil off CUDA).
 	Allocator *ipc.CensusAllocator `json:"allocator"`
+	// Complete is false when the census stopped at its time budget: the
+	// tensor categories are then lower bounds, and Unaccounted is Unknown.
+	Complete bool `json:"complete"`
 	// Unaccounted is the allocator's allocated bytes the categories above
 	// leave out (tensors no Python object names: saved tensors of graphs
 	// without a root in Python, the allocator's own), Unknown without it.
@@ -106,7 +109,7 @@ func atOOM(p *session.Process) *AtOOM {
 	g := &c.Groups
 	a := &AtOOM{Step: c.Step, Weights: session.Bytes(g.Parameters.Bytes), Gradients: session.Bytes(g.Gradients.Bytes),
 		Optimizer: session.Bytes(g.Optimizer.Bytes), Other: session.Bytes(g.Other.Bytes), Allocator: c.Allocator,
-		Unaccounted: session.Unknown}
+		Complete: c.Census.Complete, Unaccounted: session.Unknown}
 	a.SavedByModule, a.SavedRest = SavedModulesOf(c.SavedByModule)
 	for i := range c.Holders {
 		h := &c.Holders[i]
@@ -122,7 +125,7 @@ func atOOM(p *session.Process) *AtOOM {
 		// count the shared part.
 		a.SavedInGraphs = session.Bytes(sm.Total())
 	}
-	if al := c.Allocator; al != nil && al.Allocated != nil {
+	if al := c.Allocator; al != nil && al.Allocated != nil && a.Complete {
 		named := a.Weights + a.Gradients + a.Optimizer + a.Other + a.SavedInGraphs
 		if rest := session.Bytes(*al.Allocated) - named; rest >= 0 {
 			a.Unaccounted = rest
@@ -139,7 +142,11 @@ func (a *AtOOM) Lines() []string {
 	if a.Unaccounted.Known() {
 		parts = append(parts, "not named by any Python object "+a.Unaccounted.Human())
 	}
-	lines := []string{fmt.Sprintf("alive at the out-of-memory error (step %d): %s", a.Step, strings.Join(parts, ", "))}
+	head := fmt.Sprintf("alive at the out-of-memory error (step %d): %s", a.Step, strings.Join(parts, ", "))
+	if !a.Complete {
+		head += "; the census stopped at its time budget: lower bounds"
+	}
+	lines := []string{head}
 	if len(a.SavedByModule) > 0 {
 		lines = append(lines, "  saved activations by module: "+ModulesText(a.SavedByModule, a.SavedRest, atOOMModules))
 	}

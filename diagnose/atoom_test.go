@@ -42,3 +42,24 @@ func TestAtOOMSplitsSavedActivationsByModule(t *testing.T) {
 		t.Fatalf("lines:\n%s\nwant %q", strings.Join(lines, "\n"), want)
 	}
 }
+
+// A census that stopped at its time budget gives lower bounds: the lines say
+// so, and no "not named by any Python object" remainder is made of them.
+func TestAtOOMOfAnIncompleteCensusSaysLowerBounds(t *testing.T) {
+	m, err := ipc.Decode([]byte(fixture.OOMCensusLine(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := *m.Census
+	alloc := int64(4 << 20)
+	c.Allocator = &ipc.CensusAllocator{Allocated: &alloc}
+	for _, complete := range []bool{true, false} {
+		c.Complete = complete
+		a := atOOM(&session.Process{Censuses: []session.Census{{Step: m.Step, Census: c}}})
+		head := a.Lines()[0]
+		bounds := strings.Contains(head, "; the census stopped at its time budget: lower bounds")
+		if bounds == complete || a.Unaccounted.Known() != complete || a.Complete != complete {
+			t.Errorf("complete %v: %q, unaccounted %v", complete, head, a.Unaccounted)
+		}
+	}
+}
