@@ -42,7 +42,9 @@ func newTmux(t *testing.T) *tmux {
 		}
 		t.Skip("!!! tmux not installed: end-to-end terminal tests SKIPPED !!!")
 	}
-	tm := &tmux{t: t, socket: "vs-e2e-" + strings.ReplaceAll(t.Name(), "/", "-")}
+	// The process id keeps two runs of the suite on one machine (or one a
+	// killed run left behind) on servers of their own.
+	tm := &tmux{t: t, socket: fmt.Sprintf("vs-e2e-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), os.Getpid())}
 	t.Cleanup(func() { _ = exec.Command("tmux", "-L", tm.socket, "kill-server").Run() })
 	return tm
 }

@@ -35,7 +35,7 @@ func TestForeground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := "vs-launch-fg"
+	sock := fmt.Sprintf("vs-launch-fg-%d", os.Getpid()) // a server of this run's own
 	t.Cleanup(func() { _ = exec.Command("tmux", "-L", sock, "kill-server").Run() })
 	// bash -i: an interactive shell with job control, as a user's terminal has.
 	script := fmt.Sprintf("export VS_FOREGROUND_HELPER=1; echo fg; '%[1]s'; echo bg; '%[1]s' & wait; echo nostdin; '%[1]s' </dev/null; echo DONE; sleep 30", exe)
