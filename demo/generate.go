@@ -167,8 +167,9 @@ func (g *Generator) Start(dst []ipc.Message) []ipc.Message {
 
 // Next appends the messages of the next step to dst (the hello first, on the
 // first call) and returns it. It reads as today's hook does with exact
-// peaks: a breakdown step (steps 0–2, every activationsEvery-th, and the
-// step after a plain step that moved beyond the noise) reads at every
+// peaks: a breakdown step (steps 0–2, one in activationsEvery halfway
+// between two measured steps, and the step after a plain step that moved
+// beyond the noise) reads at every
 // phase end but zero_grad's after step 2, and its loss and backward begins
 // repeat the end read just before them; a plain step reads once, at its
 // step end, with span "step" and same_as when its peak and held memory are
@@ -216,7 +217,7 @@ func (g *Generator) Next(dst []ipc.Message) []ipc.Message {
 	}
 	g.step++
 	next := g.step
-	g.breakdown = next <= 2 || next%activationsEvery == 0 || g.moved || g.cfg.EveryPhase
+	g.breakdown = next <= 2 || next%activationsEvery == activationsEvery/2 || g.moved || g.cfg.EveryPhase
 	return dst
 }
 

@@ -96,7 +96,7 @@ func checkInvariants(t *testing.T, msgs []ipc.Message, steps int) {
 			if next++; next == len(phaseNames) {
 				moved := m.Span == ipc.SpanStep && m.SameAs == nil
 				next, step = 0, step+1
-				breakdown = step <= 2 || step%100 == 0 || moved
+				breakdown = step <= 2 || step%100 == 50 || moved
 			}
 		case ipc.TypeSample:
 			if lastSample != 0 && math.Abs(m.T-lastSample-1.0/SampleHz) > 1e-9 {

@@ -203,14 +203,22 @@ def test_a_step_that_moves_gets_its_phases_read_next(torch_mod):
     assert "same_as" not in spans[7] and steps[8] == ["forward", "loss", "backward", "step"]
 
 
-def test_measured_steps_read_their_phases(torch_mod):
+def test_breakdown_steps_fall_halfway_between_measured_steps(torch_mod):
+    # A measured step reads once, as a plain step; the phases are read one
+    # step in activations_every, halfway between two measured steps.
     sim = fakecuda.SimAllocator()
-    _, msgs = run(torch_mod, sim, 9, every=4)
+    _, msgs = run(torch_mod, sim, 11, every=4)
     steps = {}
     for step, name, _, _ in reads(msgs):
         steps.setdefault(step, []).append(name)
-    assert steps[4] == steps[8] == ["forward", "loss", "backward", "step"]
-    assert steps[3] == steps[5] == ["step"]
+    assert steps[6] == steps[10] == ["forward", "loss", "backward", "step"]
+    assert steps[3] == steps[4] == steps[5] == steps[8] == ["step"]
+    measured = [m["step"] for m in msgs if m["type"] == "anatomy"
+                and m["activations_source"] == "measured"]
+    assert measured == [0, 1, 2, 4, 8]
+    same = {m["step"]: m.get("same_as") for m in msgs
+            if m["type"] == "phase" and m.get("span") == "step"}
+    assert same[4] == same[5] == 2 and same[8] == 6  # the last breakdown step
 
 
 def test_sampler_and_oom_reads_reset_nothing(torch_mod):

@@ -514,17 +514,31 @@ class Activations:
         """Report whether ``step`` is measured by the schedule."""
         return step < FIRST_MEASURED or (self.every > 0 and step % self.every == 0)
 
+    def breakdown_at(self, step):
+        """Report whether ``step`` reads every phase by the schedule (a
+        breakdown step, docs/protocol.md "Exact peaks"): steps 0-2, then
+        one in ``every``, halfway between two measured steps, so that no
+        measured step pays for the phase reads too (none with ``every`` < 2)."""
+        every = self.every
+        return step < FIRST_MEASURED or (every > 1 and step % every == every // 2)
+
     def schedule(self, step):
-        """Return whether the schedule measures ``step``, and the first step
-        after it that it measures (1 << 62 when no later step is)."""
+        """Return whether the schedule measures ``step``, whether it reads
+        its phases (:meth:`breakdown_at`), and the first step after it that
+        it measures or reads so (1 << 62 when no later step is)."""
         nxt = step + 1
+        every = self.every
         if nxt < FIRST_MEASURED:
             after = nxt
-        elif self.every <= 0:
+        elif every <= 0:
             after = 1 << 62
         else:
-            after = -(-nxt // self.every) * self.every
-        return self.scheduled_at(step), after
+            after = -(-nxt // every) * every  # the next measured step
+            if every > 1:
+                half = after - every + every // 2  # the breakdown before it
+                if half >= nxt:
+                    after = half
+        return self.scheduled_at(step), self.breakdown_at(step), after
 
     def prepare(self, step):
         """Start bookkeeping for ``step``; an unmeasured step touches no meter.

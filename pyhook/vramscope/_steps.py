@@ -207,18 +207,19 @@ class StepsMixin:
             # calling torch.autograd.grad): hook the outputs again.
             self._hook_output = True
         self._trained = False
-        # Whether the schedule measures the next step (its activations, and
-        # its phases read): asked only from the step it names on.
+        # Whether the schedule measures the next step (its activations) and
+        # whether it reads its phases (a breakdown step, never a measured
+        # one past the first three): asked only from the step it names on.
         if nxt >= self._due:  # the first step of this watcher ends here too
-            due, self._due = acts.schedule(nxt)
+            due, breakdown, self._due = acts.schedule(nxt)
             if self._step_frames is None:
                 # Where this watcher's first step ended (once): a zero_grad
                 # between steps is placed by it (Watcher._zero_shape).
                 self._step_frames = user_frames(sys._getframe(1))
         else:
-            due = False
+            due = breakdown = False
         if self._exact:  # the next step reads its phases, or only where it closes
-            self._edge_reads = due or self._moved or self.breakdown_always
+            self._edge_reads = breakdown or self._moved or self.breakdown_always
         if due or acts.scheduled or acts.measuring:
             acts.prepare(nxt)
         else:
