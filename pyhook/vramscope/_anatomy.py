@@ -9,8 +9,16 @@ weights, views and a tensor saved by several ops are not counted twice.
 import os
 import sys
 import threading
-from operator import is_ as _is
+from functools import partial
+from operator import attrgetter, is_ as _is, is_not, methodcaller
 from weakref import ref as _weakref
+
+# C-level callables for map(): a list built with them runs no Python frame
+_data_ptr = methodcaller("data_ptr")
+_numel = methodcaller("numel")
+_grad = attrgetter("grad")
+_deref = _weakref.__call__
+_not_none = partial(is_not, None)
 
 _getters = {}  # tensor class -> its storage accessor (found once per class)
 
@@ -46,7 +54,10 @@ _DYNAMO_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
 def in_compiled_call(frame, depth=200):
     """Whether ``frame`` runs under a call that torch.compile compiled: the
     Python frame of dynamo's entry (``torch/_dynamo/eval_frame.py``) is among
-    its callers. Walked on measured steps only."""
+    its callers. Walked on measured steps only, and only once dynamo is
+    imported (``import torch`` does not import it; a compiled call must)."""
+    if "torch._dynamo.eval_frame" not in sys.modules:
+        return False
     while frame is not None and depth > 0:
         if frame.f_code.co_filename.endswith(_DYNAMO_FRAME):
             return True
@@ -212,9 +223,9 @@ class StorageCache:
         """Return the bytes of the distinct storages behind ``tensors``;
         ``keys``, a set, receives their storage keys."""
         ids = list(map(id, tensors))
-        ptrs = [t.data_ptr() for t in tensors]
+        ptrs = list(map(_data_ptr, tensors))
         if ids == self._ids and ptrs == self._ptrs and all(
-                map(_is, [r() for r in self._refs], tensors)):
+                map(_is, map(_deref, self._refs), tensors)):
             if keys is not None:
                 keys.update(self._keys)
             return self._total
@@ -262,7 +273,7 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None):
     if cache is None:
         cache = FigureCache()
     weights = cache.weights.unique_bytes(params + buffers)
-    gradients = cache.gradients.unique_bytes([p.grad for p in params if p.grad is not None])
+    gradients = cache.gradients.unique_bytes(list(filter(_not_none, map(_grad, params))))
     state = 0
     opt_state = getattr(optimizer, "state", None) if optimizer is not None else None
     if isinstance(opt_state, dict):  # a wrapper that skipped Optimizer.__init__ may have none
@@ -273,7 +284,7 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None):
         "weights": weights,
         "gradients": gradients,
         "optimizer": state,
-        "params": sum([p.numel() for p in params]),  # a list: no generator frame a tensor
+        "params": sum(map(_numel, params)),
         "device": first.device.type if first is not None else "cpu",
     }
 
@@ -434,24 +445,34 @@ class SavedTensorMeter:
 
     def _pack(self, t):
         # Runs once per tensor autograd saves (hundreds a forward in a real
-        # model): the size is asked only for a storage not seen yet.
+        # model): storage_key inlined (a frame less per tensor), the size
+        # asked only for a storage not seen yet.
         try:
-            key, s = storage_key(t)
-            if key[1] and key not in self._seen and key not in self._exclude:
-                size = storage_nbytes(s)
-                if self._in_loss:
-                    self._seen[key] = -1
-                    self.loss_sizes.append(size)
-                else:
-                    self.total += size
-                    st = self._stack
-                    i = st[-1] if st else 0
-                    self._seen[key] = i  # who saved it first: the module's number
-                    sizes = self._sizes.get(i)
-                    if sizes is None:
-                        self._sizes[i] = [size]
+            cls = type(t)
+            s = (_getters.get(cls) or _getter_of(cls))(t)
+            try:
+                ptr = s.data_ptr()
+            except RuntimeError:  # a storage that holds no memory now (storage_key)
+                ptr = 0
+            if ptr:
+                key = ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), ptr)
+                seen = self._seen
+                if key not in seen and key not in self._exclude:
+                    nbytes = getattr(s, "nbytes", None)
+                    size = int(nbytes() if nbytes is not None else s.size() * s.element_size())
+                    if self._in_loss:
+                        seen[key] = -1
+                        self.loss_sizes.append(size)
                     else:
-                        sizes.append(size)
+                        self.total += size
+                        st = self._stack
+                        i = st[-1] if st else 0
+                        seen[key] = i  # who saved it first: the module's number
+                        sizes = self._sizes.get(i)
+                        if sizes is None:
+                            self._sizes[i] = [size]
+                        else:
+                            sizes.append(size)
         except Exception as exc:  # noqa: BLE001 - never break autograd
             from . import _safe
             _safe.report(exc)

@@ -15,7 +15,10 @@ module forward hooks that :class:`SavedTensorMeter` installs for a measured
 forward only.
 """
 
+from operator import itemgetter
 from threading import get_ident as _get_ident
+
+from ._anatomy import _getter_of, _getters
 
 TOP_MODULES = 12  # entries of saved.modules; the rest is summed
 TOP_BLOCKS = 8  # entries of saved.blocks
@@ -108,6 +111,7 @@ class ModuleMap:
         grouped = self._grouped(model, memo)
         self._walk(model, "", 0, True, memo, grouped)
         self._counts = None
+        self.clipped = None  # label -> clip_path(label), made with the counts
 
     def _grouped(self, model, memo):
         """Return the ids of the modules whose subtree holds repeated blocks."""
@@ -165,13 +169,19 @@ class ModuleMap:
 
     def counts(self):
         """Return {label: number of modules} and {unit: number of head modules}
-        (counted once: the map does not change after it is built)."""
+        (counted once: the map does not change after it is built), and
+        fills ``clipped``: each label and unit label as :func:`clip_path`
+        makes it."""
         if self._counts is None:
             per_label, per_unit = {}, {}
             for lab in self.label:
                 per_label[lab] = per_label.get(lab, 0) + 1
             for u in self.heads.values():
                 per_unit[u] = per_unit.get(u, 0) + 1
+            clipped = {lab: clip_path(lab) for lab in per_label}
+            for lab, _ in self.units:
+                clipped[lab] = clip_path(lab)
+            self.clipped = clipped
             self._counts = per_label, per_unit
         return self._counts
 
@@ -192,50 +202,74 @@ class ModuleStack:
         self.inputs = {}
         self._tensor = is_tensor_type
         self.thread = None  # the thread measured: set by the meter at install
+        # The map does not change once built: its lookups bound once.
+        self._number = mmap.index.get
+        self._head = mmap.heads.get
 
     def reset(self):
         self.stack = []
         self.inputs = {}
 
     # The hooks are global: they also see other threads' modules (filtered
-    # out by thread) and must never raise into a forward.
+    # out by thread) and must never raise into a forward. Each runs at every
+    # module call of a measured forward.
     def pre(self, module, args):
-        i = self.map.index.get(id(module))
+        i = self._number(id(module))
         if not i or _get_ident() != self.thread:  # unknown, or the model itself
             return None
         try:
             self.stack.append(i)
-            u = self.map.heads.get(id(module))
+            u = self._head(id(module))
             if u is not None:
-                from ._anatomy import storage_of
                 keys = self.inputs.get(u)
                 if keys is None:
                     keys = self.inputs[u] = {}
                 tensor = self._tensor
                 for a in args:
                     if isinstance(a, tensor):
-                        key, size = storage_of(a)
-                        if key[1]:
-                            keys[key] = size
+                        # _anatomy.storage_of, inlined
+                        cls = type(a)
+                        st = (_getters.get(cls) or _getter_of(cls))(a)
+                        try:
+                            ptr = st.data_ptr()
+                        except RuntimeError:  # a storage that holds no memory now
+                            continue
+                        if ptr:
+                            nbytes = getattr(st, "nbytes", None)
+                            keys[("cuda" if a.is_cuda else ("cpu" if a.is_cpu else a.device.type),
+                                  ptr)] = int(nbytes() if nbytes is not None
+                                              else st.size() * st.element_size())
         except Exception as exc:  # noqa: BLE001
             from . import _safe
             _safe.report(exc)
         return None
 
     def post(self, module, args, output):
-        i = self.map.index.get(id(module))
+        i = self._number(id(module))
+        if not i:
+            return None
         stack = self.stack
-        if i and i in stack and _get_ident() == self.thread:
+        if stack and stack[-1] == i:  # the common case: it ends the innermost
+            if _get_ident() == self.thread:
+                stack.pop()
+        elif i in stack and _get_ident() == self.thread:
             # a submodule that raised never ran its post hook: pop past it too
             while stack and stack.pop() != i:
                 pass
         return None
 
 
+_bytes = itemgetter("bytes")
+_module = itemgetter("module")
+
+
 def _rest(entries, top, key):
-    entries.sort(key=lambda e: (-e["bytes"], e["module"]))
+    # largest first, then by name: two stable sorts, no key function in Python
+    if len(entries) > 1:
+        entries.sort(key=_module)
+        entries.sort(key=_bytes, reverse=True)
     kept, left = entries[:top], entries[top:]
-    return kept, {key: len(left), "bytes": sum(e["bytes"] for e in left)}
+    return kept, {key: len(left), "bytes": sum(map(_bytes, left)) if left else 0}
 
 
 def breakdown(mmap, sizes, inputs, owner, loss):
@@ -252,25 +286,28 @@ def breakdown(mmap, sizes, inputs, owner, loss):
     distinct storages, less those that tensors saved outside it hold anyway.
     """
     per_label, per_unit = mmap.counts()
+    clipped, labels, unit_of, units = mmap.clipped, mmap.label, mmap.unit, mmap.units
     by_label, by_unit = {}, {}
     for i, ss in sizes.items():
         if not ss:
             continue
-        lab = mmap.label[i]
+        total = sum(ss)
+        lab = labels[i]
         e = by_label.get(lab)
         if e is None:
-            e = by_label[lab] = {"module": clip_path(lab), "count": per_label.get(lab, 1),
-                                 "bytes": 0, "largest": 0}
-        e["bytes"] += sum(ss)
-        e["largest"] = max(e["largest"], max(ss))
-        u = mmap.unit[i]
+            by_label[lab] = {"module": clipped[lab], "count": per_label.get(lab, 1),
+                             "bytes": total, "largest": max(ss)}
+        else:
+            e["bytes"] += total
+            e["largest"] = max(e["largest"], max(ss))
+        u = unit_of[i]
         b = by_unit.get(u)
         if b is None:
-            label, own = mmap.units[u]
-            b = by_unit[u] = {"module": clip_path(label), "count": per_unit.get(u, 1),
-                              "own": own, "bytes": 0, "kept": None}
-        b["bytes"] += sum(ss)
-    unit_of = mmap.unit
+            label, own = units[u]
+            by_unit[u] = {"module": clipped[label], "count": per_unit.get(u, 1),
+                          "own": own, "bytes": total, "kept": None}
+        else:
+            b["bytes"] += total
     for u, b in by_unit.items():
         if not b["own"]:
             kept = 0
