@@ -225,6 +225,44 @@ def test_cached_figures_follow_moved_added_and_dropped_tensors(torch_mod):
     assert both()["weights"] == moved["weights"] + 10 * F32
 
 
+def test_the_tree_cache_answers_as_the_walk_after_every_change(torch_mod):
+    # A measured step lists the parameters and buffers from the last walk
+    # while every module holds the same objects; any change walks again.
+    import gc
+    import weakref
+    torch = torch_mod
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8),
+                                torch.nn.Linear(8, 2))
+    tree = _anatomy.TreeCache()
+
+    def same():
+        got = tree.module_tensors(model)
+        want = list(model.parameters()), list(model.buffers())
+        assert [list(map(id, g)) for g in got] == [list(map(id, w)) for w in want]
+        return got
+
+    same()
+    same()  # from the cache
+    model[0].weight = torch.nn.Parameter(torch.zeros(8, 4))  # replaced
+    same()
+    model[2].bias = None  # removed
+    same()
+    model[1].register_buffer("extra", torch.zeros(3))  # added
+    same()
+    model.append(torch.nn.Linear(2, 2))  # a module added
+    same()
+    model[0].tied = model[3].weight  # a tensor shared by two modules: listed once
+    same()
+    del model[3]
+    dropped = weakref.ref(model[0].tied)
+    del model[0].tied
+    same()
+    params = same()
+    del params
+    gc.collect()
+    assert dropped() is None, "the cache holds no tensor"
+
+
 def test_the_hook_keeps_no_tensor_of_the_users_alive(torch_mod):
     # Measured steps cache each tensor's storage between steps. The cache must
     # not own the tensors: a gradient that zero_grad(set_to_none=True) drops

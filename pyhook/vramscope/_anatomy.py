@@ -10,7 +10,8 @@ import os
 import sys
 import threading
 from functools import partial
-from operator import attrgetter, is_ as _is, is_not, methodcaller
+from itertools import chain
+from operator import attrgetter, is_ as _is, is_not, itemgetter, methodcaller
 from weakref import ref as _weakref
 
 # C-level callables for map(): a list built with them runs no Python frame
@@ -19,6 +20,11 @@ _numel = methodcaller("numel")
 _grad = attrgetter("grad")
 _deref = _weakref.__call__
 _not_none = partial(is_not, None)
+_is_none = partial(_is, None)
+_call = methodcaller("__call__")  # a weak reference's target; type(None)'s None
+_values = methodcaller("values")
+_dict = attrgetter("__dict__")
+_own = itemgetter("_parameters", "_buffers", "_modules")  # of a module's __dict__
 
 _getters = {}  # tensor class -> its storage accessor (found once per class)
 
@@ -159,18 +165,21 @@ def plain_tree(torch, model):
     return all(getattr(cls, n, None) is getattr(base, n, None) for n in _WALKED)
 
 
-def module_tensors(model):
+def module_tensors(model, visited=None):
     """Return ``(params, buffers)`` as ``list(model.parameters())`` and
     ``list(model.buffers())`` give them (pre-order, each module and tensor
     once, None entries left out) from one walk over the modules' own
     ``_parameters``, ``_buffers`` and ``_modules`` dicts; None when a module
     lacks them (the caller asks torch then). torch's two generator walks
-    cost a measured step ~10 us on the tiny benchmark MLP."""
+    cost a measured step ~10 us on the tiny benchmark MLP. ``visited``, a
+    list, receives the modules walked, in order."""
     params, buffers = [], []
     seen_m, seen_t = {id(model)}, set()
     stack = [model]
     while stack:
         m = stack.pop()
+        if visited is not None:
+            visited.append(m)
         d = getattr(m, "__dict__", None)
         if d is None:
             return None
@@ -192,6 +201,64 @@ def module_tensors(model):
             kids.reverse()
             stack.extend(kids)
     return params, buffers
+
+
+class TreeCache:
+    """TreeCache answers :func:`module_tensors` for a model whose modules
+    hold what they held at the last walk.
+
+    It keeps, by weak reference, the modules the last walk visited (in its
+    order), every value of their ``_parameters``, ``_buffers`` and
+    ``_modules`` dicts (in order, None entries included) and the walk's
+    answer. A call takes the same dicts of the same modules again, in C
+    (``map`` over ``attrgetter``/``methodcaller``), and when every value is
+    the same object as before, the walk would visit the same modules in the
+    same order and list the same tensors: the answer is returned without
+    it. Anything else (a module, parameter or buffer added, removed,
+    replaced or freed, a dict reordered, a module without the dicts) walks
+    again. Weak references only: no module or tensor is kept alive.
+    """
+
+    def __init__(self):
+        self._mods = ()  # weak references to the walked modules, the model first
+        self._vals = ()  # weak references to their dicts' values (type(None) for None)
+        self._params = self._buffers = ()  # weak references to the answer
+        self._nones = 0  # None entries among the values
+
+    def module_tensors(self, model):
+        """Return :func:`module_tensors` of ``model``."""
+        refs = self._mods
+        if refs:
+            try:
+                mods = list(map(_call, refs))
+                if mods[0] is model:
+                    vals = list(chain.from_iterable(map(
+                        _values, chain.from_iterable(map(_own, map(_dict, mods))))))
+                    old = list(map(_call, self._vals))
+                    # A dead reference answers None too: the count tells it
+                    # from a None entry.
+                    if len(vals) == len(old) and sum(map(_is_none, old)) == self._nones \
+                            and all(map(_is, vals, old)):
+                        return (list(map(_call, self._params)),
+                                list(map(_call, self._buffers)))
+            except Exception:  # noqa: BLE001 - a module gone or without the dicts: walk
+                pass
+        mods = []
+        walked = module_tensors(model, mods)
+        self._mods = self._vals = ()
+        if walked is not None:
+            try:
+                none = type(None)
+                vals = chain.from_iterable(map(
+                    _values, chain.from_iterable(map(_own, map(_dict, mods)))))
+                self._vals = [none if v is None else _weakref(v) for v in vals]
+                self._nones = self._vals.count(none)
+                self._params = list(map(_weakref, walked[0]))
+                self._buffers = list(map(_weakref, walked[1]))
+                self._mods = list(map(_weakref, mods))
+            except Exception:  # noqa: BLE001 - something not weakly referable: walk each time
+                self._mods = self._vals = ()
+        return walked
 
 
 class StorageCache:
@@ -310,6 +377,7 @@ class SavedTensorMeter:
         self._seen = {}
         self._exclude = set()
         self._cache = StorageCache()
+        self._tree = TreeCache()
         self._plain = plain_tree(torch, model)
         # True while the hooks are installed (an attribute, not a property:
         # the Watcher checks it at every zero_grad and step).
@@ -387,7 +455,7 @@ class SavedTensorMeter:
         self._in_loss = False
         self.touched = True
         if self._ctx is None:
-            walked = module_tensors(self._model) if self._plain else None
+            walked = self._tree.module_tensors(self._model) if self._plain else None
             if walked is None:
                 walked = list(self._model.parameters()), list(self._model.buffers())
             params, buffers = walked
