@@ -394,6 +394,12 @@ class SavedTensorMeter:
         ag = getattr(getattr(torch, "_C", None), "_autograd", None)
         # torch >= 2.0: the saved-tensor hooks in force, to leave a user's own alone
         self._top_hooks = getattr(ag, "_top_saved_tensors_default_hooks", None)
+        # The bindings saved_tensors_hooks enters and exits by (1.13 and 2.x)
+        self._push = getattr(ag, "_push_saved_tensors_default_hooks", None)
+        self._pop = getattr(ag, "_pop_saved_tensors_default_hooks", None)
+        if self._push is None or self._pop is None:
+            self._push = self._pop = None
+        self._split = None  # _modules.breakdown, bound with the module map
         self._stack = []
         self._sizes = {}
         self._in_loss = False
@@ -408,7 +414,11 @@ class SavedTensorMeter:
         return hasattr(graph, "saved_tensors_hooks") and not runs_compiled(model)
 
     def reset(self):
-        """Forget what was counted (start of a new micro-step)."""
+        """Forget what was counted (start of a new micro-step). Nothing is
+        counted but after start(), which sets ``touched``: a meter not
+        touched since its last reset is left as it is."""
+        if not self.touched:
+            return
         self._seen = {}
         self.total = 0
         self._sizes = {}
@@ -425,6 +435,7 @@ class SavedTensorMeter:
             self._map = False
             try:
                 if all(self._register):
+                    self._split = _modules.breakdown
                     self._map = _modules.ModuleMap(self._model)
                     self._mstack = _modules.ModuleStack(
                         self._map, getattr(self._torch, "Tensor", None) or type(None))
@@ -463,10 +474,7 @@ class SavedTensorMeter:
             exclude = set()
             self._cache.unique_bytes(params + buffers, exclude)
             self._exclude = exclude
-            ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
-            ctx.__enter__()
-            self._ctx = ctx
-            self.active = True
+            self._install()
         try:
             self._modules()
         except Exception as exc:  # noqa: BLE001
@@ -486,9 +494,19 @@ class SavedTensorMeter:
         if self.loss_sizes is None:
             self.loss_sizes = []
         self._in_loss = True
-        ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
-        ctx.__enter__()
-        self._ctx = ctx
+        self._install()
+
+    def _install(self):
+        # What torch.autograd.graph.saved_tensors_hooks' __enter__ does,
+        # without its two Python frames where the binding is there.
+        push = self._push
+        if push is not None:
+            push(self._pack, _unpack)
+            self._ctx = _PUSHED
+        else:
+            ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+            ctx.__enter__()
+            self._ctx = ctx
         self.active = True
 
     def stop(self):
@@ -497,9 +515,12 @@ class SavedTensorMeter:
         self.active = False
         self._in_loss = False
         try:
-            self._unhook_modules()
+            if self._mod_hooks is not None:
+                self._unhook_modules()
         finally:
-            if ctx is not None:
+            if ctx is _PUSHED:
+                self._pop()
+            elif ctx is not None:
                 ctx.__exit__(None, None, None)
 
     def breakdown(self):
@@ -507,9 +528,8 @@ class SavedTensorMeter:
         module map)."""
         if not self._map:
             return None
-        from . import _modules
-        return _modules.breakdown(self._map, self._sizes, self._mstack.inputs,
-                                  self._seen, self.loss_sizes)
+        return self._split(self._map, self._sizes, self._mstack.inputs,
+                           self._seen, self.loss_sizes)
 
     def _pack(self, t):
         # Runs once per tensor autograd saves (hundreds a forward in a real
@@ -552,6 +572,9 @@ class SavedTensorMeter:
 
 def _unpack(t):
     return t
+
+
+_PUSHED = object()  # SavedTensorMeter._ctx: the hooks were pushed by the binding
 
 
 FIRST_MEASURED = 3  # steps 0, 1 and 2 are always measured
