@@ -4,6 +4,7 @@ computed by hand from the ops' documented saved tensors."""
 
 import json
 import os
+import warnings
 
 import pytest
 
@@ -450,3 +451,27 @@ def test_module_hooks_ignore_other_threads(torch_mod):
     assert ms.stack == [1] and sum(ms.inputs[1].values()) == 2 * 4 * F32
     ms.post(model[0], (), None)
     assert ms.stack == []
+
+
+def test_the_split_is_made_as_the_message_is_encoded(torch_mod):
+    # The training thread queues the split's inputs; the sender's encoder
+    # makes it. The line is what the dict it stands for encodes to.
+    from vramscope import _messages
+    torch = torch_mod
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    a = measure(torch, model, (torch.randn(3, 4),), steps=2)[-1]
+    split = a["saved"]
+    assert isinstance(split, _modules.Split)
+    # A queued message may outlive the watcher: the split keeps no module.
+    assert isinstance(split._args[0], _modules.Labels)
+    line = json.loads(_messages.encode(a))
+    assert line["saved"] == dict(split) and line["saved"]["modules"]
+    check_totals(a)
+    # A split that cannot be made encodes as null, reported, never raised.
+    from vramscope import _safe
+    before = _safe.errors()
+    broken = _modules.Split(None, {0: [4]}, {}, {}, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert json.loads(_messages.encode(dict(a, saved=broken)))["saved"] is None
+    assert _safe.errors() == before + 1

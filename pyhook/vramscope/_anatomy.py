@@ -399,7 +399,8 @@ class SavedTensorMeter:
         self._pop = getattr(ag, "_pop_saved_tensors_default_hooks", None)
         if self._push is None or self._pop is None:
             self._push = self._pop = None
-        self._split = None  # _modules.breakdown, bound with the module map
+        self._split = None  # _modules.Split, bound with the module map
+        self._labels = None  # the map's _modules.Labels (no module in it)
         self._stack = []
         self._sizes = {}
         self._in_loss = False
@@ -435,8 +436,9 @@ class SavedTensorMeter:
             self._map = False
             try:
                 if all(self._register):
-                    self._split = _modules.breakdown
+                    self._split = _modules.Split
                     self._map = _modules.ModuleMap(self._model)
+                    self._labels = self._map.labels()
                     self._mstack = _modules.ModuleStack(
                         self._map, getattr(self._torch, "Tensor", None) or type(None))
                     self._stack = self._mstack.stack
@@ -524,11 +526,11 @@ class SavedTensorMeter:
                 ctx.__exit__(None, None, None)
 
     def breakdown(self):
-        """Return the ``saved`` object of this micro-step (None without a
-        module map)."""
+        """Return the ``saved`` object of this micro-step, made when first
+        read (:class:`_modules.Split`); None without a module map."""
         if not self._map:
             return None
-        return self._split(self._map, self._sizes, self._mstack.inputs,
+        return self._split(self._labels, self._sizes, self._mstack.inputs,
                            self._seen, self.loss_sizes)
 
     def _pack(self, t):

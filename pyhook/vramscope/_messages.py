@@ -150,7 +150,17 @@ def phase_message(numbered):
     return msg
 
 
-_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+def _made_late(o):
+    """json's ``default``: a value made on the sender as it encodes (an
+    anatomy's ``saved``, ``_modules.Split``) encodes as what it makes."""
+    make = getattr(o, "json_value", None)
+    if make is None:
+        raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+    return make()
+
+
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False,
+                            default=_made_late)
 _quote = encode_basestring  # the C version when _json is built; no ASCII escaping
 
 

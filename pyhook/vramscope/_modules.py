@@ -15,6 +15,7 @@ module forward hooks that :class:`SavedTensorMeter` installs for a measured
 forward only.
 """
 
+from collections.abc import Mapping
 from operator import itemgetter
 from threading import get_ident as _get_ident
 
@@ -112,6 +113,7 @@ class ModuleMap:
         self._walk(model, "", 0, True, memo, grouped)
         self._counts = None
         self.clipped = None  # label -> clip_path(label), made with the counts
+        self._labels = None
 
     def _grouped(self, model, memo):
         """Return the ids of the modules whose subtree holds repeated blocks."""
@@ -167,6 +169,15 @@ class ModuleMap:
             self.unit.append(cu)
             self._walk(c, lab, cu, csplit, memo, grouped, depth + 1)
 
+    def labels(self):
+        """Return the map's :class:`Labels`: what a split reads, without the
+        modules (made once)."""
+        if self._labels is None:
+            per_label, per_unit = self.counts()
+            self._labels = Labels(self.label, self.unit, self.units, per_label, per_unit,
+                                  self.clipped)
+        return self._labels
+
     def counts(self):
         """Return {label: number of modules} and {unit: number of head modules}
         (counted once: the map does not change after it is built), and
@@ -183,6 +194,22 @@ class ModuleMap:
                 clipped[lab] = clip_path(lab)
             self.clipped = clipped
             self._counts = per_label, per_unit
+        return self._counts
+
+
+class Labels:
+    """Labels is what :func:`breakdown` reads of a :class:`ModuleMap`
+    (``label``, ``unit``, ``units``, ``clipped`` and the counts) and no
+    module: a split queued in a message keeps no module, so no tensor,
+    alive."""
+
+    __slots__ = ("label", "unit", "units", "clipped", "_counts")
+
+    def __init__(self, label, unit, units, per_label, per_unit, clipped):
+        self.label, self.unit, self.units, self.clipped = label, unit, units, clipped
+        self._counts = per_label, per_unit
+
+    def counts(self):
         return self._counts
 
 
@@ -275,6 +302,7 @@ def _rest(entries, top, key):
 def breakdown(mmap, sizes, inputs, owner, loss):
     """Return the anatomy message's ``saved`` object.
 
+    ``mmap``: a :class:`ModuleMap` or its :class:`Labels`;
     ``sizes``: module number -> list of the byte sizes of the storages first
     saved while it was the innermost known module; ``inputs``: unit ->
     {storage key: bytes} of its head modules' inputs; ``owner``: storage key
@@ -324,3 +352,42 @@ def breakdown(mmap, sizes, inputs, owner, loss):
         out["loss"] = {"bytes": sum(loss), "largest": max(loss) if loss else 0,
                        "tensors": len(loss)}
     return out
+
+
+class Split(Mapping):
+    """Split is the anatomy message's ``saved`` object: :func:`breakdown` of
+    its arguments, made when it is first read. The sender reads it as it
+    encodes the message (``_messages``' encoder asks :meth:`json_value`), so
+    a measured step's training thread only hands over what its hooks
+    counted: containers the meter replaces, never fills again, at its next
+    reset. A mapping, as the dict it stands for, to whoever reads the queue."""
+
+    __slots__ = ("_args", "_value")
+
+    def __init__(self, *args):
+        self._args = args
+        self._value = None
+
+    def json_value(self):
+        """Return the ``saved`` object (None when it could not be made)."""
+        v = self._value
+        if v is None:
+            try:
+                # pure: made twice at worst when two threads read at once
+                v = self._value = breakdown(*self._args)
+            except Exception as exc:  # noqa: BLE001 - the totals stand without it
+                from . import _safe
+                _safe.report(exc)
+        return v
+
+    def __getitem__(self, key):
+        return self.json_value()[key]
+
+    def __iter__(self):
+        return iter(self.json_value())
+
+    def __len__(self):
+        return len(self.json_value())
+
+    def __repr__(self):
+        return "Split(%r)" % (self.json_value(),)
