@@ -301,8 +301,18 @@ class StorageCache:
         for t, i, ptr in zip(tensors, ids, ptrs):
             e = known.get(i)
             if e is None or e[0]() is not t or e[1] != ptr:
-                key, size = storage_of(t)
-                e = (_weakref(t), ptr, key, size)
+                # storage_of, inlined: gradients that zero_grad(set_to_none=True)
+                # dropped are new tensors at every measured step
+                cls = type(t)
+                s = (_getters.get(cls) or _getter_of(cls))(t)
+                try:
+                    sptr = s.data_ptr()
+                except RuntimeError:  # a storage that holds no memory now (storage_key)
+                    sptr = 0
+                nbytes = getattr(s, "nbytes", None)
+                e = (_weakref(t), ptr,
+                     ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), sptr),
+                     int(nbytes() if nbytes is not None else s.size() * s.element_size()))
             now[i] = e
             key = e[2]
             if key[1] == 0 or key in seen:
