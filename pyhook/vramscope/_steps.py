@@ -228,30 +228,32 @@ class StepsMixin:
             acts.batch = acts.tokens = None
 
     def _send_anatomy(self, step, acts):
-        if acts.get("activations_source") == "scaled" and self._acts.static is not None:
-            figures = self._acts.static  # a scaled message reuses the last walk
-        else:
-            meter = self._acts.meter
-            figures = _anatomy.static_figures(
+        # acts: Activations.finish's fields, every key there but "saved" on
+        # a scaled message
+        a = self._acts
+        figures = a.static
+        if figures is None or acts["activations_source"] != "scaled":
+            # a measured or scheduled step walks; a scaled message reuses the last walk
+            figures = a.static = _anatomy.static_figures(
                 self._torch, self._model, self._optimizer, self._figure_cache,
-                getattr(meter, "tensors", None) if self._acts.measuring else None)
-            self._acts.static = figures
-        step_batch = acts.pop("batch", None)
-        batch = self._config.batch_size if self._config.batch_size is not None else step_batch
-        msg = {
+                getattr(a.meter, "tensors", None) if a.measuring else None)
+        batch = self._config.batch_size
+        self._client.anatomy(step, {
             "weights": figures["weights"],
             "gradients": figures["gradients"],
             "optimizer": figures["optimizer"],
             "activations": acts["activations"],
-            "batch_size": batch,
+            "batch_size": acts["batch"] if batch is None else batch,
             "params": figures["params"],
             "device": figures["device"],
             "model": self.name,
-        }
-        for k in ("tokens", "activations_step", "activations_batch", "activations_tokens",
-                  "activations_source", "saved"):
-            msg[k] = acts.get(k)
-        self._client.anatomy(step, msg)
+            "tokens": acts["tokens"],
+            "activations_step": acts["activations_step"],
+            "activations_batch": acts["activations_batch"],
+            "activations_tokens": acts["activations_tokens"],
+            "activations_source": acts["activations_source"],
+            "saved": acts.get("saved"),
+        })
 
     # ---- framework integrations (integrations/) -------------------------------------------
 
