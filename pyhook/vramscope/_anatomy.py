@@ -578,12 +578,13 @@ class SavedTensorMeter:
             _safe.report(exc)
         # An alias, not ``t`` itself: returning an op's own output would make
         # output -> grad_fn -> saved -> output a cycle that outlives a forward
-        # without backward. The alias shares storage and version counter.
-        return t.detach()
+        # without backward. The alias shares storage and version counter. In
+        # a tuple, so that the unpack hook, run as often in the backward, is
+        # itemgetter(0): no Python frame.
+        return (t.detach(),)
 
 
-def _unpack(t):
-    return t
+_unpack = itemgetter(0)
 
 
 _PUSHED = object()  # SavedTensorMeter._ctx: the hooks were pushed by the binding
