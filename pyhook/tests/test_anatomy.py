@@ -264,6 +264,53 @@ def test_the_tree_cache_answers_as_the_walk_after_every_change(torch_mod):
     assert dropped() is None, "the cache holds no tensor"
 
 
+def test_the_state_cache_answers_as_the_walk_after_every_change(torch_mod, monkeypatch):
+    # A measured step lists the optimizer's state tensors from the last walk
+    # while each per-parameter dict holds the same tensors; numbers may change.
+    import gc
+    import weakref
+    torch = torch_mod
+    model = torch.nn.Linear(4, 3)
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    cache = _anatomy.StateCache()
+    w, b = model.weight, model.bias
+
+    def same():
+        got = cache.tensors(opt.state, torch.Tensor, torch.is_tensor)
+        want = _anatomy.state_tensors(opt.state, torch.Tensor, torch.is_tensor)
+        assert list(map(id, got)) == list(map(id, want))
+        return got
+
+    first = same()
+    walks = []
+    walk = _anatomy.state_tensors
+    monkeypatch.setattr(_anatomy, "state_tensors", lambda *a: walks.append(1) or walk(*a))
+    assert all(a is b for a, b in zip(cache.tensors(opt.state, torch.Tensor, torch.is_tensor),
+                                       first))
+    assert walks == [], "answered from the cache"
+    opt.state[w]["note"] = 3  # a number: holds no tensor
+    same()
+    opt.state[w]["note"] = 4.5
+    same()
+    opt.state[w]["note"] = torch.zeros(2)  # a number became a tensor
+    same()
+    opt.state[w]["exp_avg"] = torch.zeros(3, 4)  # a tensor replaced
+    same()
+    opt.state[b]["extra"] = [torch.zeros(1)]  # a container: walked every time
+    same()
+    same()
+    del opt.state[b]["extra"]
+    dropped = weakref.ref(opt.state[w]["note"])
+    del opt.state[w]["note"]  # a tensor dropped
+    same()
+    opt.state[b] = {}
+    same()
+    gc.collect()
+    assert dropped() is None, "the cache holds no tensor"
+
+
 def test_the_hook_keeps_no_tensor_of_the_users_alive(torch_mod):
     # Measured steps cache each tensor's storage between steps. The cache must
     # not own the tensors: a gradient that zero_grad(set_to_none=True) drops

@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 from functools import partial
-from itertools import chain
+from itertools import chain, compress, repeat
 from operator import attrgetter, is_ as _is, is_not, itemgetter, methodcaller
 from weakref import ref as _weakref
 
@@ -147,6 +147,61 @@ def state_tensors(opt_state, tensor_type, is_tensor):
         else:
             out.extend(_tensors_in(st, is_tensor, 1))
     return out
+
+
+# Values of an optimizer's per-parameter state that hold no tensor (besides tensors)
+_LEAVES = frozenset((int, float, bool, complex, str, type(None)))
+
+
+class StateCache:
+    """StateCache answers :func:`state_tensors` for an optimizer state
+    whose per-parameter dicts hold the same tensors as at the last walk.
+
+    An optimizer keeps its state tensors (moments, momentum buffers, step
+    counters) from step to step and updates them in place. A call takes the
+    values of every per-parameter dict again in C and compares their types
+    with the last walk's and, where those were tensors, their identity
+    (weak references): the same, in the same order, and the walk would list
+    the same tensors. Only the usual shape is answered so: every entry a
+    dict, every value a tensor or a number, string or None (numbers may
+    change: they hold no tensor). Anything else (an entry added or dropped
+    with tensors in it, a tensor replaced or freed, a container value)
+    walks. Weak references only.
+    """
+
+    def __init__(self):
+        self._types = None  # the type of every value, in order; None: walk
+        self._mask = ()  # which values were tensors
+        self._answer = ()  # weak references to them
+
+    def tensors(self, opt_state, tensor_type, is_tensor):
+        """Return :func:`state_tensors` of ``opt_state``."""
+        types = self._types
+        if types is not None:
+            try:
+                sts = list(opt_state.values())
+                if all(map(_is, map(type, sts), repeat(dict))):
+                    vals = list(chain.from_iterable(map(_values, sts)))
+                    if list(map(type, vals)) == types:
+                        tensors = list(compress(vals, self._mask))
+                        if all(map(_is, tensors, map(_call, self._answer))):
+                            return tensors
+            except Exception:  # noqa: BLE001 - a state that cannot be read so: walk
+                pass
+        out = state_tensors(opt_state, tensor_type, is_tensor)
+        self._types = None
+        try:
+            sts = list(opt_state.values())
+            if all(type(st) is dict for st in sts):
+                vals = list(chain.from_iterable(map(_values, sts)))
+                types = list(map(type, vals))
+                mask = [isinstance(v, tensor_type) for v in vals]
+                if all(m or t in _LEAVES for m, t in zip(mask, types)):
+                    self._answer = list(map(_weakref, compress(vals, mask)))
+                    self._mask, self._types = mask, types
+        except Exception:  # noqa: BLE001 - something not weakly referable: walk each time
+            self._types = None
+        return out
 
 
 # Module methods a model must not override for module_tensors' own walk to
@@ -329,12 +384,14 @@ class StorageCache:
 
 
 class FigureCache:
-    """The per-watch caches of :func:`static_figures` (one StorageCache per kind)."""
+    """The per-watch caches of :func:`static_figures`: one StorageCache per
+    kind, and the optimizer state's StateCache."""
 
     def __init__(self):
         self.weights = StorageCache()
         self.gradients = StorageCache()
         self.optimizer = StorageCache()
+        self.state = StateCache()
 
 
 def static_figures(torch, model, optimizer, cache=None, tensors=None):
@@ -355,7 +412,7 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None):
     opt_state = getattr(optimizer, "state", None) if optimizer is not None else None
     if isinstance(opt_state, dict):  # a wrapper that skipped Optimizer.__init__ may have none
         state = cache.optimizer.unique_bytes(
-            state_tensors(opt_state, torch.Tensor, torch.is_tensor))
+            cache.state.tensors(opt_state, torch.Tensor, torch.is_tensor))
     first = params[0] if params else (buffers[0] if buffers else None)
     return {
         "weights": weights,
