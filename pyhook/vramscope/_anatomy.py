@@ -605,8 +605,11 @@ class SavedTensorMeter:
         # model): storage_key inlined (a frame less per tensor), the size
         # asked only for a storage not seen yet.
         try:
-            cls = type(t)
-            s = (_getters.get(cls) or _getter_of(cls))(t)
+            try:
+                get = _getters[type(t)]
+            except KeyError:
+                get = _getter_of(type(t))
+            s = get(t)
             try:
                 ptr = s.data_ptr()
             except RuntimeError:  # a storage that holds no memory now (storage_key)
@@ -615,8 +618,10 @@ class SavedTensorMeter:
                 key = ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), ptr)
                 seen = self._seen
                 if key not in seen and key not in self._exclude:
-                    nbytes = getattr(s, "nbytes", None)
-                    size = int(nbytes() if nbytes is not None else s.size() * s.element_size())
+                    try:
+                        size = int(s.nbytes())
+                    except AttributeError:  # storage_nbytes: a storage without nbytes()
+                        size = int(s.size() * s.element_size())
                     if self._in_loss:
                         seen[key] = -1
                         self.loss_sizes.append(size)
