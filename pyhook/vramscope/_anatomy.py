@@ -496,40 +496,25 @@ class SavedTensorMeter:
             self._mstack.reset()
             self._stack = self._mstack.stack
 
-    def _modules(self):
-        """Build the module map once; install the module hooks."""
-        if self._map is None:
-            from . import _modules
-            self._map = False
-            try:
-                if all(self._register):
-                    self._split = _modules.Split
-                    self._map = _modules.ModuleMap(self._model)
-                    self._labels = self._map.labels()
-                    self._mstack = _modules.ModuleStack(
-                        self._map, getattr(self._torch, "Tensor", None) or type(None))
-                    self._stack = self._mstack.stack
-            except Exception as exc:  # noqa: BLE001 - attribution is optional
-                from . import _safe
-                _safe.report(exc)
-        if self._map and self._mod_hooks is None:
-            ms = self._mstack
-            ms.stack.clear()  # a forward that raised left its modules there
-            ms.thread = threading.get_ident()
-            pre = self._register[0](ms.pre)
-            try:
-                post = self._register[1](ms.post)
-            except Exception:
-                pre.remove()
-                raise
-            self._mod_hooks = (pre, post)
+    def _build_map(self):
+        """Build the module map (at the first measured forward; False when
+        it cannot be had)."""
+        from . import _modules
+        self._map = False
+        try:
+            if all(self._register):
+                self._split = _modules.Split
+                self._map = _modules.ModuleMap(self._model)
+                self._labels = self._map.labels()
+                self._mstack = _modules.ModuleStack(
+                    self._map, getattr(self._torch, "Tensor", None) or type(None))
+                self._stack = self._mstack.stack
+        except Exception as exc:  # noqa: BLE001 - attribution is optional
+            from . import _safe
+            _safe.report(exc)
 
-    def _unhook_modules(self):
-        hooks, self._mod_hooks = self._mod_hooks, None
-        if hooks is not None:
-            for h in hooks:
-                h.remove()
-
+    # start, start_loss and stop run at every measured forward: what they
+    # install and remove is written out in them, not called.
     def start(self):
         """Install the saved-tensor and module hooks for a model forward."""
         self._in_loss = False
@@ -543,12 +528,31 @@ class SavedTensorMeter:
             exclude = set()
             self._cache.unique_bytes(params + buffers, exclude)
             self._exclude = exclude
-            self._install()
-        try:
-            self._modules()
-        except Exception as exc:  # noqa: BLE001
-            from . import _safe
-            _safe.report(exc)
+            push = self._push
+            if push is not None:
+                push(self._pack, _unpack)
+                self._ctx = _PUSHED
+                self.active = True
+            else:
+                self._install()
+        if self._mod_hooks is None:
+            if self._map is None:
+                self._build_map()
+            if self._map:
+                try:
+                    ms = self._mstack
+                    ms.stack.clear()  # a forward that raised left its modules there
+                    ms.thread = threading.get_ident()
+                    pre = self._register[0](ms.pre)
+                    try:
+                        post = self._register[1](ms.post)
+                    except Exception:
+                        pre.remove()
+                        raise
+                    self._mod_hooks = (pre, post)
+                except Exception as exc:  # noqa: BLE001
+                    from . import _safe
+                    _safe.report(exc)
 
     def start_loss(self):
         """Install the saved-tensor hook for the loss: between the model
@@ -563,11 +567,18 @@ class SavedTensorMeter:
         if self.loss_sizes is None:
             self.loss_sizes = []
         self._in_loss = True
-        self._install()
+        push = self._push
+        if push is not None:
+            push(self._pack, _unpack)
+            self._ctx = _PUSHED
+            self.active = True
+        else:
+            self._install()
 
     def _install(self):
         # What torch.autograd.graph.saved_tensors_hooks' __enter__ does,
-        # without its two Python frames where the binding is there.
+        # without its two Python frames where the binding is there (start
+        # and start_loss push themselves then).
         push = self._push
         if push is not None:
             push(self._pack, _unpack)
@@ -584,8 +595,11 @@ class SavedTensorMeter:
         self.active = False
         self._in_loss = False
         try:
-            if self._mod_hooks is not None:
-                self._unhook_modules()
+            hooks = self._mod_hooks
+            if hooks is not None:
+                self._mod_hooks = None
+                hooks[0].remove()
+                hooks[1].remove()
         finally:
             if ctx is _PUSHED:
                 self._pop()
@@ -725,23 +739,30 @@ class Activations:
                 half = after - every + every // 2  # the breakdown before it
                 if half >= nxt:
                     after = half
-        return self.scheduled_at(step), self.breakdown_at(step), after
+        # scheduled_at and breakdown_at, written out
+        if step < FIRST_MEASURED:
+            return True, True, after
+        if every <= 0:
+            return False, False, after
+        return step % every == 0, every > 1 and step % every == every // 2, after
 
     def prepare(self, step):
         """Start bookkeeping for ``step``; an unmeasured step touches no meter.
         While ``hold`` is set (a census is due) every step ends as a
         scheduled one, measured or not by the schedule alone."""
-        measured = self.scheduled_at(step)
+        every = self.every
+        measured = step < FIRST_MEASURED or (every > 0 and step % every == 0)  # scheduled_at
         self.scheduled = measured or self.hold
-        self.measuring = self.meter is not None and measured
+        meter = self.meter
+        self.measuring = meter is not None and measured
         self.remeasured = False
         self.total = None
         self.saved = None
         self.batch = self.tokens = None
-        if self.measuring:
-            self.meter.reset()
-        if self.meter is not None:
-            self.meter.tensors = None  # a measured step's start() lists them again
+        if meter is not None:
+            if measured and meter.touched:  # (reset's own test)
+                meter.reset()
+            meter.tensors = None  # a measured step's start() lists them again
 
     def note_input(self, size):
         """Record a training forward's input size (the step keeps the largest)."""
@@ -763,7 +784,9 @@ class Activations:
     def start(self):
         """Install the meter for a training forward of a measured step."""
         if self.measuring:
-            if in_compiled_call(sys._getframe(1)):
+            # in_compiled_call's first test, written out: no frame walked
+            # before dynamo is imported
+            if "torch._dynamo.eval_frame" in sys.modules and in_compiled_call(sys._getframe(1)):
                 # The model was compiled after watch() (or is called from
                 # compiled code, as the HF Trainer's torch_compile does):
                 # the meter's hooks would run inside it (runs_compiled).
@@ -792,9 +815,12 @@ class Activations:
         wins, with its breakdown by module)."""
         if not self.measuring or self.total is None:
             return
-        self.pause()
         meter = self.meter
-        if meter.touched and (self.saved is None or meter.total > self.total):
+        if meter.active:  # pause(), written out
+            meter.stop()
+        if not meter.touched:
+            return  # nothing counted since the last collect (reset's own test)
+        if self.saved is None or meter.total > self.total:
             try:
                 self.saved = meter.breakdown()
             except Exception as exc:  # noqa: BLE001 - the totals stand without it
