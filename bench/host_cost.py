@@ -58,7 +58,19 @@ def main():
     def counting(seam):
         if seam is None:
             return None
-        if hasattr(seam, "_read_owned"):  # every read goes through it
+        if hasattr(seam, "_read_reset_keeping"):  # the edge's reader, and read_raw
+            making = seam._read_reset_keeping
+
+            def counted_making(keep):
+                inner = making(keep)
+
+                def counted_read():
+                    counted[0] += 1
+                    return inner()
+                return counted_read
+            seam._read_reset_keeping = counted_making
+            count(seam, "read_raw")
+        elif hasattr(seam, "_read_owned"):  # every read goes through it
             count(seam, "_read_owned")
         else:  # a hook before it: the reader and what the peak resets read
             count(seam, "read_raw")
