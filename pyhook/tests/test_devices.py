@@ -71,15 +71,6 @@ def test_host_peak_is_reset_after_each_read_where_the_kernel_allows():
     assert list(peaks.step_reads)[-2:] == [during, after], "the Watcher's plan sees each read"
 
 
-def status_kb(field):
-    """A ``kB`` field of /proc/self/status, in bytes."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(field)
-
-
 @linux_proc
 def test_host_peak_is_this_process_s_in_one_exec_d_from_a_larger_one(tmp_path):
     # The kernel keeps, in ru_maxrss, the peak of the image a process
@@ -90,9 +81,18 @@ def test_host_peak_is_this_process_s_in_one_exec_d_from_a_larger_one(tmp_path):
     script.write_text(textwrap.dedent("""
         import os, resource, sys
         sys.path.insert(0, %(pyhook)r)
-        sys.path.insert(0, %(tests)r)
-        from test_devices import touched, status_kb, MiB
-        from vramscope import _devices
+        from vramscope import _devices  # no torch: this process stays small
+        MiB = 1 << 20
+
+        def touched(n):
+            b = bytearray(n)
+            b[::4096] = b"\\1" * len(b[::4096])
+            return b
+
+        def status_kb(field):
+            with open("/proc/self/status") as f:
+                return int(next(ln for ln in f if ln.startswith(field + ":")).split()[1]) * 1024
+
         host = _devices.HostStats()
         peaks = host.start_exact()
         carried = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -103,8 +103,7 @@ def test_host_peak_is_this_process_s_in_one_exec_d_from_a_larger_one(tmp_path):
         after = peaks.read_reset()
         print(carried, during[0], during[1], after[0], after[1], status_kb("VmHWM"),
               host.source["peaks"])
-    """) % {"pyhook": os.path.dirname(os.path.dirname(_devices.__file__)),
-            "tests": os.path.dirname(os.path.abspath(__file__))})
+    """) % {"pyhook": os.path.dirname(os.path.dirname(_devices.__file__))})
     launcher = ("import os, sys\nb = bytearray(400 << 20)\nb[::4096] = b'\\1' * len(b[::4096])\n"
                 "os.execv(sys.executable, [sys.executable, %r])\n" % str(script))
     proc = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True,
