@@ -7,7 +7,9 @@ process, in blocks whose order rotates.
 Each block times --steps plain steps (past three always-read ones) with
 time.thread_time_ns; the table gives the median of the blocks and the
 paired median (each block against the no-hook block of its round). The
-reads per step are counted by wrapping the reader.
+reads per step are counted by wrapping the reader. Last, one read alone:
+the edge's reader (read and reset) called back to back with timeit, for
+each hook, rotated the same way.
 
     PYTHONPATH=pyhook python3 bench/host_cost.py [--old REV] [--blocks 30] [--steps 40]
 """
@@ -18,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+import timeit
 import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -134,6 +137,28 @@ def main():
             line += " %9s %13s" % ("", "")
         line += " %11.2f" % (reads[name] / (args.blocks * args.steps))
         print(line)
+    one_read(packages)
+
+
+def one_read(packages, rounds=7, number=20000):
+    """Print the median over rounds of one read and reset at an edge (the
+    best of three timeit runs a round), each hook's in turn."""
+    readers = []
+    for tag, pkg in packages:
+        host = __import__(pkg, fromlist=["_devices"])._devices.HostStats()
+        peaks = host.start_exact()
+        if peaks is None:
+            print("one read: no writable /proc/self/clear_refs here")
+            return
+        readers.append(("%shook" % tag, peaks.read_reset))
+    times = {name: [] for name, _ in readers}
+    for r in range(rounds):
+        k = r % len(readers)
+        for name, read in readers[k:] + readers[:k]:
+            times[name].append(min(timeit.repeat(read, number=number, repeat=3)) / number * 1e6)
+    print("one read and reset, back to back (timeit, median of %d rounds): %s; load %.2f"
+          % (rounds, ", ".join("%s %.2f us" % (name, statistics.median(times[name]))
+                               for name, _ in readers), os.getloadavg()[0]))
 
 
 if __name__ == "__main__":
