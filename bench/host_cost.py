@@ -2,14 +2,15 @@
 """The hook's added training-thread CPU a step on a CPU run (docs/hook.md,
 "Devices"): no hook, the hook with mem null, the hook reading the host's
 RSS, and with --old REV the RSS-reading hook of that revision, all in one
-process, in blocks whose order rotates.
+process, in blocks whose order rotates; and, for each, the host reader's
+read and reset alone, once a step, without the hook ("read alone").
 
 Each block times --steps plain steps (past three always-read ones) with
 time.thread_time_ns; the table gives the median of the blocks and the
 paired median (each block against the no-hook block of its round). The
-reads per step are counted by wrapping the reader. Last, one read alone:
-the edge's reader (read and reset) called back to back with timeit, for
-each hook, rotated the same way.
+reads per step are counted by wrapping the reader. Last, the edge's
+reader (read and reset) called back to back with timeit, for each hook,
+rotated the same way.
 
     PYTHONPATH=pyhook python3 bench/host_cost.py [--old REV] [--blocks 30] [--steps 40]
 """
@@ -89,18 +90,30 @@ def main():
                                       activations_every=0)
             seam = counting(mod._devices.HostStats()) if host else None
             c = mod._client.Client(cfg, cuda=seam, start=False)
-            return mod._watch.Watcher(torch, c, model, opt, c.config), c
+            return mod._watch.Watcher(torch, c, model, opt, c.config), c, None
+
+        def alone(mod=mod):
+            read = mod._devices.HostStats().start_exact().read_reset
+
+            def counted_read():
+                counted[0] += 1
+                return read()
+            return None, None, counted_read
         if not tag:
             modes.append(("hook, mem null", lambda make=make: make(False)))
         modes.append(("%shook, host RSS" % tag, lambda make=make: make(True)))
+        if mod._devices.HostStats().start_exact() is not None:
+            modes.append(("%sread alone" % tag, alone))
 
-    def loop(n):
+    def loop(n, read=None):
         out = []
         for _ in range(n):
             t0 = time.thread_time_ns()
             opt.zero_grad()
             ce(model(x), y).backward()
             opt.step()
+            if read is not None:
+                read()
             out.append(time.thread_time_ns() - t0)
         return out
 
@@ -110,12 +123,12 @@ def main():
     for b in range(args.blocks):
         r = b % len(modes)
         for name, make in modes[r:] + modes[:r]:
-            w = c = None
+            w = c = read = None
             if make is not None:
-                w, c = make()
-                loop(3)  # steps 0-2 read every phase
+                w, c, read = make()
+                loop(3, read)  # steps 0-2 read every phase
             counted[0] = 0
-            times = loop(args.steps)
+            times = loop(args.steps, read)
             reads[name] += counted[0]
             if w is not None:
                 w.remove()
