@@ -71,6 +71,15 @@ def test_host_peak_is_reset_after_each_read_where_the_kernel_allows():
     assert list(peaks.step_reads)[-2:] == [during, after], "the Watcher's plan sees each read"
 
 
+def status_kb(field):
+    """A ``kB`` field of /proc/self/status, in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
 @linux_proc
 def test_host_peak_is_this_process_s_in_one_exec_d_from_a_larger_one(tmp_path):
     # The kernel keeps, in ru_maxrss, the peak of the image a process
@@ -168,6 +177,25 @@ def test_host_reader_never_touches_numbers_the_process_reused():
     finally:
         for fd in users:
             os.close(fd)
+
+
+@linux_proc
+def test_host_without_clear_refs_reads_the_lifetime_peak(tmp_path):
+    # A kernel (or a sandbox) that lets no process write clear_refs: nothing
+    # is reset, the peak is the process's whole life's (peaks "process").
+    for name in ("statm", "status"):
+        os.symlink("/proc/self/" + name, str(tmp_path / name))
+    host = _devices.HostStats(proc=str(tmp_path))
+    assert host.source == {"kind": "cpu", "peaks": "process"}
+    assert host.start_exact() is None
+    first = host.read_raw()
+    keep = touched(64 * MiB)
+    del keep
+    for _ in range(3):
+        got = host.read_raw()
+        assert got[1] - got[0] >= 60 * MiB, "the freed 64 MiB stay in the lifetime peak"
+        assert got[1] >= first[1]
+    assert abs(got[1] - status_kb("VmHWM")) < MiB
 
 
 def test_host_without_proc_reads_nothing_and_says_so(tmp_path):
