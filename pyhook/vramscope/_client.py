@@ -336,16 +336,18 @@ class Client:
         this client's own read when ``reads`` (a breakdown step), guarded
         as put() guards it."""
         raw = None
-        if reads:
+        if not reads:
+            t = _monotonic()
+        else:
             read = self.reader
             if read is not None:
                 try:
                     raw = read()
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
-        t = _monotonic()
-        if raw is not None:
-            self.last_read = t
+            t = _monotonic()
+            if raw is not None:
+                self.last_read = t
         queue = self._queue
         pending = len(queue)
         if pending >= self._hold:  # a long queue or a closed client: put() decides
