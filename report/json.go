@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -37,34 +38,64 @@ func (r *Report) writeJSON(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.Write(buf.Bytes()[:buf.Len()-len(processesTail)])
 	bw.WriteString("\"processes\": [\n    ")
-	first := true
-	// One encoder for every process: its indentation buffer (7 MB for a
-	// busy rank) is reused, and it writes straight to bw.
-	enc := indentedEncoder(valueWriter{bw}, "    ")
-	err := r.eachProcess(func(p *Process) error {
-		if !first {
-			bw.WriteString(",\n    ")
-		}
-		first = false
-		return enc.Encode(p)
-	})
-	if err != nil {
+	if err := r.writeProcesses(bw); err != nil {
 		return err
 	}
 	bw.WriteString("\n  ]\n}\n")
 	return bw.Flush()
 }
 
-// valueWriter writes what a json.Encoder writes without the newline that
-// ends each value (the encoder writes a value in one Write).
-type valueWriter struct{ w io.Writer }
-
-func (v valueWriter) Write(b []byte) (int, error) {
-	if _, err := v.w.Write(bytes.TrimSuffix(b, []byte("\n"))); err != nil {
-		return 0, err
+// writeProcesses writes the processes, ",\n    " between them. A goroutine
+// writes each process while the next is built and encoded, two buffers
+// taking turns (a busy rank's JSON is 7 MB); the first failed write stops
+// the building.
+func (r *Report) writeProcesses(w io.Writer) error {
+	pw := newProcessWriter("    ")
+	full := make(chan []byte, 1)
+	free := make(chan []byte, 2)
+	free <- nil
+	free <- nil
+	failed := make(chan struct{})
+	var werr error // the writer's, read once failed is closed or the writer is done
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for b := range full {
+			if werr == nil {
+				if _, werr = w.Write(b); werr != nil {
+					close(failed)
+				}
+			}
+			free <- b[:0]
+		}
+	}()
+	first := true
+	err := r.eachProcess(func(p *Process) error {
+		var b []byte
+		select {
+		case b = <-free:
+		case <-failed:
+			return errWriteFailed
+		}
+		if !first {
+			b = append(b, ",\n    "...)
+		}
+		first = false
+		b, err := pw.append(b, p)
+		full <- b
+		return err
+	})
+	close(full)
+	<-written
+	if werr != nil {
+		return werr
 	}
-	return len(b), nil
+	return err
 }
+
+// errWriteFailed stops the building of processes once a write failed; the
+// write's own error is reported.
+var errWriteFailed = errors.New("write failed")
 
 // encodeIndented writes v as the report's JSON does, each line after the
 // first beginning with prefix (the depth v is written at).
