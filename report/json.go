@@ -46,9 +46,9 @@ func (r *Report) writeJSON(w io.Writer) error {
 }
 
 // writeProcesses writes the processes, ",\n    " between them. A goroutine
-// writes each process while the next is built and encoded, two buffers
-// taking turns (a busy rank's JSON is 7 MB); the first failed write stops
-// the building.
+// writes what is encoded while the rest is built and encoded, two buffers
+// of about flushAt bytes taking turns; the first failed write stops the
+// building.
 func (r *Report) writeProcesses(w io.Writer) error {
 	pw := newProcessWriter("    ")
 	full := make(chan []byte, 1)
@@ -69,21 +69,41 @@ func (r *Report) writeProcesses(w io.Writer) error {
 			free <- b[:0]
 		}
 	}()
-	first := true
-	err := r.eachProcess(func(p *Process) error {
-		var b []byte
+	// flush hands b to the writer and takes the free buffer; false once a
+	// write failed.
+	flush := func(b []byte) ([]byte, bool) {
+		full <- b
+		select {
+		case <-failed:
+			return nil, false
+		default:
+		}
 		select {
 		case b = <-free:
+			return b, true
 		case <-failed:
-			return errWriteFailed
+			return nil, false
 		}
+	}
+	b, first := <-free, true
+	err := r.eachProcess(func(p *Process) error {
 		if !first {
 			b = append(b, ",\n    "...)
 		}
 		first = false
-		b, err := pw.append(b, p)
-		full <- b
-		return err
+		var err error
+		b, err = pw.append(b, p, func(b []byte) []byte {
+			b, _ = flush(b) // a failed write stops the next process
+			return b
+		})
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if b, ok = flush(b); !ok {
+			return errWriteFailed
+		}
+		return nil
 	})
 	close(full)
 	<-written

@@ -121,13 +121,41 @@ func TestAppendStepsIsEncodingJSON(t *testing.T) {
 		if err := encodeIndented(&want, steps, prefix); err != nil {
 			t.Fatal(err)
 		}
-		got, ok := appendSteps([]byte("x"), steps, prefix)
-		if !ok {
-			t.Fatalf("case %d: appendSteps refused finite steps", i)
-		}
+		got := appendSteps([]byte("x"), steps, prefix, nil)
 		if w := "x" + strings.TrimSuffix(want.String(), "\n"); string(got) != w {
 			t.Fatalf("case %d (prefix %q):\n got %s\nwant %s", i, prefix, got, w)
 		}
+	}
+}
+
+// appendSteps hands on what it holds between steps once it holds flushAt
+// bytes; the pieces are the whole.
+func TestAppendStepsFlushes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	steps := make([]Step, 4000)
+	for i := range steps {
+		randomFill(rng, reflect.ValueOf(&steps[i]).Elem())
+	}
+	var want bytes.Buffer
+	if err := encodeIndented(&want, steps, "    "); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	flushes := 0
+	last := appendSteps(nil, steps, "    ", func(b []byte) []byte {
+		if len(b) < flushAt {
+			t.Errorf("flushed %d bytes, want at least %d", len(b), flushAt)
+		}
+		flushes++
+		got = append(got, b...)
+		return b[:0]
+	})
+	got = append(got, last...)
+	if flushes < 2 {
+		t.Errorf("%d flushes of %d bytes", flushes, len(got))
+	}
+	if string(got) != strings.TrimSuffix(want.String(), "\n") {
+		t.Error("the flushed pieces differ from encoding/json")
 	}
 }
 
