@@ -387,7 +387,7 @@ func (p *Process) phase(at time.Time, m *ipc.Message) {
 	for k := len(p.open) - 1; k >= 0; k-- {
 		if sp := &p.spans[p.open[k]]; sp.Name == m.Name && sp.User == m.User {
 			if m.Span == ipc.SpanStep && m.Mem != nil {
-				sp.StepRead, sp.SameAs = readOf(m.Mem), -1
+				sp.StepRead, sp.SameAs = plainOf(m.Mem), -1
 				if m.SameAs != nil {
 					sp.SameAs = *m.SameAs
 				}

@@ -15,10 +15,11 @@ type Span struct {
 	Start time.Time
 	End   time.Time // zero while the phase is open
 	// Begin and Last are the allocator snapshots at the edges (not Taken on
-	// CPU). A begin edge that carries no snapshot takes the newest one
-	// before it, so an exact peak may include the user code just before the
-	// phase.
-	Begin, Last MemRead
+	// CPU; of the end one, what the step table reads). A begin edge that
+	// carries no snapshot takes the newest one before it, so an exact peak
+	// may include the user code just before the phase.
+	Begin MemRead
+	Last  EndRead
 	// PeakAllocated and PeakReserved are the largest values in the phase.
 	PeakAllocated, PeakReserved Bytes
 	// Exact is true when the peak is the allocator's own peak counter (it
@@ -45,7 +46,7 @@ type Span struct {
 	// StepRead is the end read of a plain step (protocol span "step"):
 	// its max_allocated is the whole step's exact peak, not this phase's.
 	// SameAs is the hook's same_as beside it, -1 when none.
-	StepRead MemRead
+	StepRead PlainRead
 	SameAs   int
 	// gap is true when messages were lost since the read before this
 	// phase's end: with an exact-peaks hook its peak is then a lower bound.
@@ -71,6 +72,37 @@ func readOf(m *ipc.Mem) MemRead {
 		return MemRead{}
 	}
 	return MemRead{*m, true}
+}
+
+// EndRead is what a span keeps of the snapshot at its end, Taken false
+// where there is none: a span is kept by value, and a live store holds a
+// thousand of each process's.
+type EndRead struct {
+	Allocated, MaxAllocated, Reserved int64
+	Taken                             bool
+}
+
+// endOf is m kept as an EndRead.
+func endOf(m *ipc.Mem) EndRead {
+	if m == nil {
+		return EndRead{}
+	}
+	return EndRead{m.Allocated, m.MaxAllocated, m.Reserved, true}
+}
+
+// PlainRead is what a span keeps of a plain step's end read (the whole
+// step's peak counters), Taken false where there is none.
+type PlainRead struct {
+	MaxAllocated, MaxReserved int64
+	Taken                     bool
+}
+
+// plainOf is m kept as a PlainRead.
+func plainOf(m *ipc.Mem) PlainRead {
+	if m == nil {
+		return PlainRead{}
+	}
+	return PlainRead{m.MaxAllocated, m.MaxReserved, true}
 }
 
 // copyMem is a copy of m that the store owns, nil when m is nil.
@@ -101,7 +133,7 @@ func (sp *Span) observe(m *ipc.Mem) {
 // close ends the span with its end snapshot and settles its peaks.
 func (sp *Span) close(at time.Time, m *ipc.Mem, resetPeaks bool) {
 	sp.End = at
-	sp.Last = readOf(m)
+	sp.Last = endOf(m)
 	sp.observe(m)
 	if m == nil || sp.StepRead.Taken || resetPeaks && sp.gap {
 		// A plain step's only read holds the step's peak, not the phase's;
