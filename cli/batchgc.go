@@ -18,15 +18,15 @@ const batchGCPercent = 200
 // batchHeadroom caps what report's heap may hold beyond its live data.
 // GOGC 200 lets the heap grow to three times the live heap: 105 MB for a
 // report of a million steps, but 1.1 GB for 64 busy ranks, whose store
-// keeps about 365 MB. Their report allocates about 650 MB in all, so a
+// keeps about 360 MB. Their report allocates about 650 MB in all, so a
 // headroom of 80 MiB is a collection per 40-60 MB allocated once the store
 // is full (24 in all), and the process holds its live heap plus about
-// 100 MB: on those 64 ranks (bench/million/README.md) 465-467 MB and
-// 13.1-13.7 s of user CPU, against 481-491 MB and 12.4-12.9 s at 96 MiB
-// (20 collections), too near the 500 MB such a report may hold. Uncapped
-// (GOGC 200 alone) it held 1.34 GB. The cap follows the live heap, so a
-// report whose store outgrows any fixed limit never makes the collector
-// run back to back; a small report (a million steps) never reaches it.
+// 100 MB: on those 64 ranks (bench/million/README.md) 457-461 MB and
+// 12.7 s of user CPU, against 471-476 MB and 12.2-12.9 s at 96 MiB (20
+// collections) and 1.34 GB uncapped (GOGC 200 alone): the bound such a
+// report may hold is 500 MB. The cap follows the live heap, so a report
+// whose store outgrows any fixed limit never makes the collector run back
+// to back; a small report (a million steps) never reaches it.
 const batchHeadroom = 80 << 20
 
 // batchGC sets batchGCPercent and batchHeadroom, unless the user chose
