@@ -11,9 +11,9 @@ import (
 
 // WriteJSON writes the report as one indented JSON object (schema
 // vramscope.report/v1, docs/report.md) with every step the store holds.
-// It writes one process at a time: encoding/json builds its whole output
-// in memory, twice with indentation, and a report of 64 busy ranks is
-// 430 MB of JSON.
+// It writes a process at a time, in pieces, and its step table itself
+// (appendSteps): encoding/json builds its whole output in memory, twice
+// with indentation, and a report of 64 busy ranks is 430 MB of JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	if err := r.writeJSON(w); err != nil {
 		return fmt.Errorf("write JSON report: %w", err)
