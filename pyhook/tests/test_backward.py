@@ -68,16 +68,19 @@ def test_loss_ends_when_backward_is_called_not_when_autograd_reaches_the_output(
 
 def test_the_global_wrapper_is_refcounted_and_undone_by_the_last_remove(torch_mod):
     torch = torch_mod
-    original = torch.Tensor.backward
+    original, tensor_backward = torch.autograd.backward, torch.Tensor.backward
     a = _watch.Watcher(torch, _client.Client(make_config(), start=False), lm(torch), None,
                        make_config())
     b = _watch.Watcher(torch, _client.Client(make_config(), start=False), lm(torch), None,
                        make_config())
-    assert torch.Tensor.backward is not original and _backward.installed()
+    assert torch.autograd.backward is not original and _backward.installed()
+    # Tensor.backward reaches the wrapper through torch.autograd.backward:
+    # it is never wrapped itself.
+    assert torch.Tensor.backward is tensor_backward
     a.remove()
     assert _backward.installed()
     b.remove()
-    assert torch.Tensor.backward is original and not _backward.installed()
+    assert torch.autograd.backward is original and not _backward.installed()
     assert torch.autograd.backward.__name__ == "backward"
     assert not getattr(torch.autograd.backward, "_vramscope_wrapper", False)
 

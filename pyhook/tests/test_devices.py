@@ -8,6 +8,11 @@ follows.
 
 import json
 import os
+import resource
+import subprocess
+import sys
+import textwrap
+import threading
 import types
 
 import pytest
@@ -64,6 +69,133 @@ def test_host_peak_is_reset_after_each_read_where_the_kernel_allows():
     assert during[1] - during[0] >= 90 * MiB, "the phase's peak holds the freed 96 MiB"
     assert after[1] - after[0] < 16 * MiB, "the next interval starts from the RSS then"
     assert list(peaks.step_reads)[-2:] == [during, after], "the Watcher's plan sees each read"
+
+
+def status_kb(field):
+    """A ``kB`` field of /proc/self/status, in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+@linux_proc
+def test_host_peak_is_this_process_s_in_one_exec_d_from_a_larger_one(tmp_path):
+    # The kernel keeps, in ru_maxrss, the peak of the image a process
+    # replaced by exec (a launcher that imported torch, then exec'd the
+    # job): getrusage answers that one's peak while this process's RSS is
+    # below it, and the reader takes VmHWM from status instead.
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent("""
+        import os, resource, sys
+        sys.path.insert(0, %(pyhook)r)
+        from vramscope import _devices  # no torch: this process stays small
+        MiB = 1 << 20
+
+        def touched(n):
+            b = bytearray(n)
+            b[::4096] = b"\\1" * len(b[::4096])
+            return b
+
+        def status_kb(field):
+            with open("/proc/self/status") as f:
+                return int(next(ln for ln in f if ln.startswith(field + ":")).split()[1]) * 1024
+
+        host = _devices.HostStats()
+        peaks = host.start_exact()
+        carried = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        peaks.read_reset()
+        keep = touched(64 * MiB)
+        del keep
+        during = peaks.read_reset()
+        after = peaks.read_reset()
+        print(carried, during[0], during[1], after[0], after[1], status_kb("VmHWM"),
+              host.source["peaks"])
+    """) % {"pyhook": os.path.dirname(os.path.dirname(_devices.__file__))})
+    launcher = ("import os, sys\nb = bytearray(400 << 20)\nb[::4096] = b'\\1' * len(b[::4096])\n"
+                "os.execv(sys.executable, [sys.executable, %r])\n" % str(script))
+    proc = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    words = proc.stdout.split()
+    carried, d_rss, d_peak, a_rss, a_peak, hwm = (int(w) for w in words[:6])
+    assert carried >= 400 * MiB, "the launcher's 400 MiB peak came over exec: " + proc.stdout
+    assert words[6] == "exact"
+    assert d_peak < 300 * MiB and d_peak - d_rss >= 60 * MiB, \
+        "the phase's peak is the 64 MiB this process freed, not the launcher's"
+    assert a_peak - a_rss < 16 * MiB and a_peak < 300 * MiB, proc.stdout
+    assert hwm < 300 * MiB
+
+
+@linux_proc
+def test_host_peak_is_not_raised_by_a_thread_that_exits():
+    # The peak carried in ru_maxrss is set at exec and when the last thread
+    # exits, never when one of several does: a worker thread that ends
+    # while the RSS is high leaves the next interval's peak its own.
+    host = _devices.HostStats()
+    peaks = host.start_exact()
+    if peaks is None:
+        pytest.skip("this kernel has no writable /proc/self/clear_refs")
+    keep = touched(96 * MiB)
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+    del keep
+    peaks.read_reset()  # the interval that held the 96 MiB
+    later = peaks.read_reset()
+    assert later[1] - later[0] < 16 * MiB, later
+    ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert ru - later[0] < 16 * MiB, "ru_maxrss followed the reset: nothing was carried"
+
+
+@linux_proc
+def test_host_reader_never_touches_numbers_the_process_reused():
+    # The process closes the reader's descriptors behind its back and opens
+    # its own files, which get the same numbers: the reader neither reads
+    # nor writes them, reopens its own, and reads on.
+    host = _devices.HostStats()
+    peaks = host.start_exact()
+    if peaks is None:
+        pytest.skip("this kernel has no writable /proc/self/clear_refs")
+    peaks.read_reset()
+    old = (host._statm, host._status, host._clear)
+    for fd in old:
+        os.close(fd)
+    users = []  # pipes take the lowest free numbers: the reader's among them
+    while not users or max(users) < max(old):
+        users.extend(os.pipe())
+    try:
+        got = peaks.read_reset()
+        assert got is not None and got[0] > 10 * MiB
+        assert not {host._statm, host._status, host._clear} & set(users), "its own, reopened"
+        for fd in users[0::2]:
+            os.set_blocking(fd, False)
+            with pytest.raises(BlockingIOError):
+                os.read(fd, 1)  # nothing written into any of the user's pipes
+        assert peaks.read_reset()[0] > 10 * MiB
+    finally:
+        for fd in users:
+            os.close(fd)
+
+
+@linux_proc
+def test_host_without_clear_refs_reads_the_lifetime_peak(tmp_path):
+    # A kernel (or a sandbox) that lets no process write clear_refs: nothing
+    # is reset, the peak is the process's whole life's (peaks "process").
+    for name in ("statm", "status"):
+        os.symlink("/proc/self/" + name, str(tmp_path / name))
+    host = _devices.HostStats(proc=str(tmp_path))
+    assert host.source == {"kind": "cpu", "peaks": "process"}
+    assert host.start_exact() is None
+    first = host.read_raw()
+    keep = touched(64 * MiB)
+    del keep
+    for _ in range(3):
+        got = host.read_raw()
+        assert got[1] - got[0] >= 60 * MiB, "the freed 64 MiB stay in the lifetime peak"
+        assert got[1] >= first[1]
+    assert abs(got[1] - status_kb("VmHWM")) < MiB
 
 
 def test_host_without_proc_reads_nothing_and_says_so(tmp_path):

@@ -19,16 +19,17 @@ PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 #   forward: _on_forward_pre + begin, _on_forward + end (+ loss begin)    (4)
 #            (1.13's kwargs-peek wrapper of forward is undone at the first
 #            forward with a positional tensor; a keyword-called model keeps it: +1)
-#   backward: the wrapper twice (Tensor.backward, autograd.backward),
+#   backward: the wrapper (torch.autograd.backward, which Tensor.backward calls),
 #             user_backward_begin + end (+ backward begin),
-#             user_backward_end + end                                     (6)
+#             user_backward_end + end                                     (5)
 #   step: the patch, _step_pre + begin, _step_post + _finish_step + end   (6)
 # Reads are a functools.partial of torch's binding: no frame of ours;
 # Activations.note_input and prepare run inline in their common case.
-# 20 on torch 1.13; on torch >= 2.0 the step patch is two step hooks (+1):
-# 21 worked out from the code; 22 measured on torch 2.15 (make test-py runs
-# this file on both). The pin leaves three frames for
-# what a torch 2.x run may show that this reading missed.
+# 19 on torch 1.13; on torch >= 2.0 the step patch is two step hooks (+1)
+# and a step's arguments are searched for a closure (+1): 21 worked out
+# from the code, 22 measured on torch 2.15 (make test-py runs this file on
+# both). The pin leaves room for what a torch 2.x run may show that this
+# reading missed.
 PLAIN_STEP_FRAMES = 24  # 44 before the every-step paths were inlined, 28 before the bare reads
 
 

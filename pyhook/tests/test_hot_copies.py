@@ -97,10 +97,10 @@ def test_each_copy_is_its_originals_body_with_the_arguments_put_in(module, line,
 def test_a_copy_that_differs_from_its_original_is_found():
     # The check itself: one changed statement is a mismatch.
     want, n = with_arguments("_switch", '"forward", "loss", reads')
-    tree = ast.parse('self._open = "loss"\nself._client.put("forward", "loss", None, True)')
+    tree = ast.parse('self._open = "loss"\nself._client.switch("forward", "loss", True)')
     got = [ast.dump(stmt) for stmt in tree.body[:n]]
     assert got != want
-    tree = ast.parse('self._open = "loss"\nself._client.put("forward", "loss", None, reads)')
+    tree = ast.parse('self._open = "loss"\nself._client.switch("forward", "loss", reads)')
     assert [ast.dump(stmt) for stmt in tree.body[:n]] == want
 
 

@@ -1,14 +1,17 @@
-"""One process-wide wrapper of ``torch.Tensor.backward`` and ``torch.autograd.backward``.
+"""One process-wide wrapper of ``torch.autograd.backward``.
 
 ``backward`` must begin when the user's backward starts, not when autograd
 reaches the model's output: a loss over a 30,000-word vocabulary spends most
 of its backward before that point (the seed model of
 the H100 recordings). Every path users
-take ends in these two functions: ``loss.backward()``,
+take ends in this function: ``loss.backward()``,
 ``scaler.scale(loss).backward()`` (a Tensor), ``accelerator.backward(loss)``
-(calls ``loss.backward``; observed in callorders/accelerate.txt) and
-``torch.autograd.backward``. ``Tensor.backward`` calls
-``torch.autograd.backward``; a per-thread depth makes that one backward.
+(calls ``loss.backward``; observed in callorders/accelerate.txt) all reach
+``Tensor.backward``, which calls ``torch.autograd.backward`` by its module
+attribute at every call (torch 1.13 to 2.x, ``torch/_tensor.py``), so one
+wrapper there sees them all and a plain step runs one wrapper frame. A
+per-thread depth makes a backward run inside another (a hook that calls
+backward) part of the outer one.
 
 The wrapper is installed once, when the first Watcher registers, and undone
 when the last one leaves (refcounted). Undo restores the original only when
@@ -27,7 +30,7 @@ _lock = threading.Lock()
 # Weak references to Watchers, in registration order: a Watcher that was
 # never removed goes away with its model instead of listening forever.
 _listeners = []
-_state = {"torch": None, "tensor": None, "autograd": None}
+_state = {"torch": None, "autograd": None}
 
 
 class _Depth(threading.local):
@@ -45,8 +48,8 @@ def _make(original, name):
     passed_through = _tracebacks.passed_through
 
     def backward(*args, **kwargs):
-        # The nested call (Tensor.backward calls torch.autograd.backward) and
-        # a process with no listener take this short path.
+        # A backward inside a backward and a process with no listener take
+        # this short path.
         depth = local.depth
         if depth or not _listeners:
             local.depth = depth + 1
@@ -117,31 +120,25 @@ def discard(listener):
 
 
 def _install(torch):
-    tensor_cls = getattr(torch, "Tensor", None)
     autograd = getattr(torch, "autograd", None)
-    tb = getattr(tensor_cls, "backward", None)
     ab = getattr(autograd, "backward", None)
-    if tb is None or ab is None:
+    if ab is None or getattr(getattr(torch, "Tensor", None), "backward", None) is None:
         return  # the output-grad hook remains the only signal
-    wt, wa = _make(tb, "backward"), _make(ab, "backward")
-    tensor_cls.backward = wt
+    wa = _make(ab, "backward")
     autograd.backward = wa
-    _state.update(torch=torch, tensor=(tb, wt), autograd=(ab, wa))
+    _state.update(torch=torch, autograd=(ab, wa))
 
 
 def _uninstall():
     torch = _state["torch"]
     if torch is None:
         return
-    tb, wt = _state["tensor"]
     ab, wa = _state["autograd"]
-    if torch.Tensor.__dict__.get("backward") is wt:
-        torch.Tensor.backward = tb
     if getattr(torch.autograd, "backward", None) is wa:
         torch.autograd.backward = ab
     # A wrapper someone put on top of ours keeps calling ours, which is inert
     # now: with no listeners it just calls the original.
-    _state.update(torch=None, tensor=None, autograd=None)
+    _state.update(torch=None, autograd=None)
 
 
 def _reset_for_tests():

@@ -19,9 +19,22 @@ class BackwardMixin:
         if not self._active or self._in_backward:
             return False
         with self._lock:
+            client = self._client
+            if self._fast and self._open == "loss" and self._trained \
+                    and not self._in_backward and not self._step_called \
+                    and client.owner is self._self_ref:
+                # The fast path: the loss of a fast forward, at rest.
+                self._bw_step = client.step
+                self._in_backward = True
+                self._user_bw = True
+                self._trained = False
+                self._backward_micro = client.micro
+                self._open = "backward"
+                client.switch("loss", "backward")
+                return True
             if self._in_backward:
                 return False
-            client = self._client
+            self._fast = False
             owner = client.owner
             if owner is not self._self_ref and owner is not None:
                 owner = owner()
@@ -55,7 +68,7 @@ class BackwardMixin:
             self._backward_micro = client.micro
             # copy of _switch("loss", "backward", self._edge_reads)
             self._open = "backward"
-            self._client.put("loss", "backward", None, self._edge_reads)
+            self._client.switch("loss", "backward", self._edge_reads)
             return True
 
     def user_backward_end(self):
@@ -66,7 +79,10 @@ class BackwardMixin:
                     self._open = None
                     client = self._client
                     micro = self._backward_micro
-                    client.put("backward", None, None, self._edge_reads, micro)
+                    if micro == client.micro:
+                        client.switch("backward", None, self._edge_reads)
+                    else:
+                        client.put("backward", None, None, self._edge_reads, micro)
                     client.micro = micro + 1
                     if self._optimizer is None:
                         self._ends_at_forward = client.step

@@ -330,6 +330,37 @@ class Client:
             self._wake.set()
         return True
 
+    def switch(self, end, begin, reads=False, extra=None):
+        """put()'s every-step case, with fewer tests: the edges of an
+        automatic phase switch at this client's step and micro-step, with
+        this client's own read when ``reads`` (a breakdown step), guarded
+        as put() guards it."""
+        raw = None
+        if not reads:
+            t = _monotonic()
+        else:
+            read = self.reader
+            if read is not None:
+                try:
+                    raw = read()
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
+            t = _monotonic()
+            if raw is not None:
+                self.last_read = t
+        queue = self._queue
+        pending = len(queue)
+        if pending >= self._hold:  # a long queue or a closed client: put() decides
+            return self.put(end, begin, raw, False, None, extra)
+        step, micro, model = self.step, self.micro, self.model
+        if end is not None:
+            queue.append(make_edge((t, end, step, micro, "end", False, raw, extra, model)))
+        if begin is not None:
+            queue.append(make_edge((t, begin, step, micro, "begin", False, raw, extra, model)))
+        if pending in self._wake_at:
+            self._wake.set()
+        return True
+
     def mark(self, name):
         """Queue a point event with its allocator snapshot (a read that, with
         exact peaks, resets as a phase edge's does)."""

@@ -133,24 +133,24 @@ class MpsStats(_Seam):
         return (a, a, r, r, None, None)
 
 
+# getrusage's ru_maxrss is the process's peak RSS (its memory map's) whoever
+# asks: RUSAGE_THREAD answers it without summing the times of every thread.
+_RUSAGE_WHO = None if _resource is None else getattr(_resource, "RUSAGE_THREAD",
+                                                     _resource.RUSAGE_SELF)
+_NO_BOUND = 1 << 62  # kB: nothing proved of the peak carried over exec yet
+
+
 class _HostPeaks:
     """The resets of the process's peak RSS (the seam of _peaks.DevicePeaks
     that the client and the Watcher use): each hook read is followed by
     ``clear_refs`` "5"; the step's reads are kept for the Watcher's plan."""
 
-    def __init__(self, read_reset, reset):
+    def __init__(self, host):
         self.lock = threading.Lock()
         self.step_reads = collections.deque(maxlen=64)
         self.clients = []
-        self._reset = reset
-        keep = self.step_reads.append
-
-        def read_reset_kept():
-            raw = read_reset()
-            keep(raw)
-            return raw
-
-        self.read_reset = read_reset_kept
+        self._reset = host._reset
+        self.read_reset = host._read_reset_keeping(self.step_reads.append)
 
     def took(self, raw):
         self.step_reads.append(raw)
@@ -169,36 +169,41 @@ class HostStats(_Seam):
     system: a CPU run has no allocator cache of its own to tell apart),
     ``max_*`` the peak RSS (Linux ``VmHWM``).
 
-    Linux: the RSS is one ``pread`` of ``/proc/self/statm``; the peak is
-    ``getrusage().ru_maxrss`` where it follows ``VmHWM`` (checked once: a
-    process exec'd from a larger one keeps that one's peak in ru_maxrss,
-    then ``/proc/self/status`` is read instead). Where ``/proc/self/clear_refs``
-    takes "5" (Linux 4.0+), the peak is reset after each phase read, so every
-    phase's peak is exact (``peaks: "exact"``); else it is the process's
-    lifetime peak (``"process"``). Elsewhere (macOS, Windows) there is no
-    stdlib read of the RSS now: ``read_raw()`` returns None."""
+    Linux: the RSS is one ``pread`` of ``/proc/self/statm``, the peak
+    ``getrusage().ru_maxrss``. Where ``/proc/self/clear_refs`` takes "5"
+    (Linux 4.0+), the peak is reset after each phase read, so every phase's
+    peak is exact (``peaks: "exact"``); else it is the process's lifetime
+    peak (``"process"``). Elsewhere (macOS, Windows) there is no stdlib read
+    of the RSS now: ``read_raw()`` returns None.
+
+    ``ru_maxrss`` is the larger of the peak since the last reset and E, the
+    peak the process carried over exec (the kernel sets it at exec from the
+    image it replaced, and later only when the last thread exits: it does
+    not change while the hook runs). Every ru_maxrss read is E or more, so
+    their least bounds E (``_bound``). A ru_maxrss above the bound is the
+    peak since the reset. In an interval whose RSS, read just after its
+    reset, was at or above the bound, E is below that RSS, so ru_maxrss is
+    never above the interval's peak (``_clean``). Any other peak is
+    ``VmHWM``, parsed from ``/proc/self/status``: a process exec'd from a
+    larger one, while its RSS stays below that one's."""
 
     def __init__(self, proc="/proc/self"):
         self.device = "cpu"
         self.source = {"kind": SOURCE_CPU, "peaks": PEAKS_PROCESS}
         self._proc = proc
-        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-        self._statm = None
-        self._status = None
-        self._clear = None
-        self._peak = None
+        page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self._page_kb = page // 1024
+        self._statm = self._status = self._clear = None
+        self._ids = (None, None, None)  # _owned.identity of each, as opened
+        self._hot_ids = (None, None)  # (st_dev, st_ino) of statm and clear_refs
+        self._bound = _NO_BOUND  # kB: E (above) is no higher
+        self._clean = False  # E is no higher than this interval's peak
         if not self._open_files():
             self.read_raw = _none
             self.source["peaks"] = PEAKS_NONE
             return
         if self._clear is not None:
             self.source["peaks"] = PEAKS_EXACT
-        self._peak = self._status_peak
-        if _resource is not None:
-            hwm = self._status_peak()
-            ru = _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024
-            if hwm is not None and ru <= hwm + (1 << 20):
-                self._peak = self._rusage_peak
         self.read_raw = self._read
 
     def _open_files(self):
@@ -219,14 +224,19 @@ class HostStats(_Seam):
             if self._clear is not None:
                 os.close(self._clear)
             self._clear = None
-        self._ids = (_owned.identity(self._statm), _owned.identity(self._status),
-                     _owned.identity(self._clear) if self._clear is not None else None)
+        ids = (_owned.identity(self._statm), _owned.identity(self._status),
+               _owned.identity(self._clear) if self._clear is not None else None)
+        self._ids = ids
+        self._hot_ids = (ids[0][:2], ids[2][:2] if ids[2] is not None else None)
+        self._interval_starts()
         return True
 
     def _ours(self):
         """True while the three descriptors are still the files this opened;
         else they are reopened (the old numbers are the process's now, never
         closed by us) and False is returned when that fails."""
+        if self._statm is None:
+            return False  # a reopen failed: nothing is read from then on
         ids = self._ids
         if _owned.identity(self._statm) == ids[0] and _owned.identity(self._status) == ids[1] \
                 and (self._clear is None or _owned.identity(self._clear) == ids[2]):
@@ -236,6 +246,7 @@ class HostStats(_Seam):
         if not self._open_files() or had_clear and self._clear is None:
             self._statm = self._status = self._clear = None
             self._ids = (None, None, None)
+            self._hot_ids = (None, None)
             self.read_raw = _none
             return False
         return True
@@ -246,16 +257,29 @@ class HostStats(_Seam):
                 os.close(fd)
         self._statm = self._status = self._clear = None
 
+    def _rss(self):
+        """The RSS now, kB (statm's second field counts pages)."""
+        return int(os.pread(self._statm, 128, 0).split()[1]) * self._page_kb
+
     def _status_peak(self):
+        """``VmHWM`` from /proc/self/status, kB, or None."""
         data = os.pread(self._status, 8192, 0)
         i = data.find(b"VmHWM:")
         if i < 0:
             return None
-        return int(data[i + 6:data.index(b"kB", i)]) * 1024
+        return int(data[i + 6:data.index(b"kB", i)])
 
-    @staticmethod
-    def _rusage_peak():
-        return _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024
+    def _interval_starts(self, rss=None):
+        """After a reset (or the opening): whether E is below this interval's
+        peak. Where the RSS has fallen below every ru_maxrss read so far, one
+        more read may lower the bound to it."""
+        if rss is None:
+            rss = self._rss()
+        if rss < self._bound and _RUSAGE_WHO is not None:
+            ru = _resource.getrusage(_RUSAGE_WHO).ru_maxrss
+            if ru < self._bound:
+                self._bound = ru
+        self._clean = rss >= self._bound
 
     def _read(self):
         if not self._ours():
@@ -264,15 +288,27 @@ class HostStats(_Seam):
 
     def _read_owned(self):
         """One read, the descriptors known to be ours."""
-        rss = int(os.pread(self._statm, 128, 0).split()[1]) * self._page
-        peak = self._peak()
+        peak = None
+        if _RUSAGE_WHO is not None:
+            ru = _resource.getrusage(_RUSAGE_WHO).ru_maxrss
+            if ru > self._bound or self._clean:
+                peak = ru
+            else:
+                self._bound = ru  # E may be above the peak since the reset
+        if peak is None:
+            peak = self._status_peak()
+            if peak is not None and self._clear is None and _RUSAGE_WHO is not None \
+                    and ru <= peak:
+                self._clean = True  # E <= VmHWM, and nothing resets it
+        rss = self._rss()
         if peak is None or peak < rss:
             peak = rss  # the kernel folds the RSS now into its peak lazily
-        return (rss, peak, rss, peak, None, None)
+        return (rss << 10, peak << 10, rss << 10, peak << 10, None, None)
 
     def _reset(self):
         if self._clear is not None and self._ours():
             os.write(self._clear, b"5")
+            self._interval_starts()
 
     def _read_reset(self):
         """A read and the peak's reset after it, the descriptors checked
@@ -282,13 +318,61 @@ class HostStats(_Seam):
         raw = self._read_owned()
         if self._clear is not None:
             os.write(self._clear, b"5")
+            self._interval_starts()
         return raw
+
+    def _read_reset_keeping(self, keep):
+        """The hook's read at an edge, kept with ``keep``. The usual case
+        (both descriptors still ours, the peak from getrusage) is one frame
+        of five calls into the kernel: fstat of statm and of clear_refs,
+        getrusage, the write of "5", and the pread of statm, which gives the
+        RSS now and starts the next interval. Anything else goes through
+        :meth:`_read_reset`. Only st_dev and st_ino are compared: together
+        they name one inode, whose file type follows."""
+        slow = self._read_reset
+        if _RUSAGE_WHO is None:
+            def read_reset_kept():
+                raw = slow()
+                keep(raw)
+                return raw
+            return read_reset_kept
+        fstat, pread, write = os.fstat, os.pread, os.write
+        getrusage, who, page_kb, me = _resource.getrusage, _RUSAGE_WHO, self._page_kb, self
+
+        def read_reset_kept():
+            statm, clear, (statm_id, clear_id) = me._statm, me._clear, me._hot_ids
+            try:
+                a = fstat(statm)
+                b = fstat(clear)
+                ours = a.st_ino == statm_id[1] and a.st_dev == statm_id[0] \
+                    and b.st_ino == clear_id[1] and b.st_dev == clear_id[0]
+            except (OSError, TypeError):  # closed behind our back; None once gone
+                ours = False
+            if ours:
+                peak = getrusage(who).ru_maxrss
+                if peak > me._bound or me._clean:
+                    write(clear, b"5")
+                    rss = int(pread(statm, 128, 0).split()[1]) * page_kb
+                    if rss >= me._bound:
+                        me._clean = True
+                    else:
+                        me._interval_starts(rss)
+                    if peak < rss:
+                        peak = rss
+                    raw = (rss << 10, peak << 10, rss << 10, peak << 10, None, None)
+                    keep(raw)
+                    return raw
+            raw = slow()  # descriptors to reopen, or a peak only status gives
+            keep(raw)
+            return raw
+
+        return read_reset_kept
 
     def start_exact(self):
         """Exact phase peaks where the kernel resets the peak RSS."""
         if self._clear is None:
             return None
-        return _HostPeaks(self._read_reset, self._reset)
+        return _HostPeaks(self)
 
 
 def _none():

@@ -84,6 +84,15 @@ class StepsMixin:
         if not self._active:
             return args, kwargs
         with self._lock:
+            if self._fast and not args and not kwargs and self._open is None \
+                    and not self._step_called and self._client.owner is self._self_ref:
+                # The fast path: step() with no closure in a step at rest.
+                self._idle = False
+                self._step_called = True
+                self._open = "step"
+                self._client.switch(None, "step")
+                return args, kwargs
+            self._fast = False
             # copy of _activity()
             if self._step_called and not self._closure_depth:
                 self._finish_step()
@@ -106,13 +115,15 @@ class StepsMixin:
                     if self._client.owner is not self._self_ref:
                         self._take_over()
                     self._open = "step"
-                    self._client.put(None, "step", None, False, None, None)
+                    self._client.switch(None, "step", False, None)
                 elif last != "step":  # a framework may have opened it
                     self._begin("step")
                 return args, kwargs
             return _patch.replace_closure(args, kwargs, where, self._wrap_closure(closure))
 
     def _wrap_closure(self, closure):
+        self._fast = False
+
         def closure_watched(*a, **k):
             self._closure_depth += 1
             ok = False
@@ -162,6 +173,7 @@ class StepsMixin:
         if not self._active:
             return
         with self._lock:
+            self._fast = False
             if self._open == "step" or self._step_called:
                 self._finish_step()
 
@@ -170,6 +182,7 @@ class StepsMixin:
         if not self._active:
             return
         with self._lock:
+            self._fast = False
             if not self._idle or self._step_called:
                 self._finish_step()
 
@@ -178,6 +191,29 @@ class StepsMixin:
         self._step_depth = 0
         client = self._client
         last = self._open
+        if self._fast and last == "step":
+            # The fast path: the end of a step whose phases all took theirs.
+            # Its closing read; then what the general path below does for a
+            # step with nothing measured, scheduled or owed.
+            self._open = None
+            client.put("step", None, None, True, None, None, self._step_plan)
+            acts = self._acts
+            if acts.measured is not None and (acts.batch, acts.tokens) != acts.sent:
+                self._fast = False  # a new input size scales the measurement
+            else:
+                nxt = client.step + 1
+                if nxt < self._due and not self._trained:
+                    client.step = nxt
+                    client.micro = 0
+                    self._zero_seen_last = self._zero_seen
+                    self._zero_seen = False
+                    self._idle = True
+                    self._edge_reads = self._moved or self.breakdown_always
+                    self._fast = not self._edge_reads
+                    acts.batch = acts.tokens = None
+                    return
+                self._fast = False
+            last = None
         if last == "step" and self._tail_step is None:
             # _end("step")'s every-step case: the step's closing read, and
             # with exact peaks its plan (docs/protocol.md, "Exact peaks").
@@ -221,10 +257,22 @@ class StepsMixin:
             self._edge_reads = due or self._moved or self.breakdown_always
         if due or acts.scheduled or acts.measuring:
             acts.prepare(nxt)
+            self._fast = False
         else:
             # Activations.prepare's common case inlined: a step that was neither
             # scheduled nor measured left nothing to reset but its input size.
             acts.batch = acts.tokens = None
+            # The next step takes the fast paths when it reads only where it
+            # closes and the loop is at rest: nothing open, nested, measured,
+            # skipped or owed (docs/hook.md, "Cost").
+            meter = acts.meter
+            self._fast = self._fast_loop and not self._edge_reads and self._active \
+                and self._open is None and self._tail_step is None and not self._depth \
+                and not self._zero_depth and not self._closure_depth \
+                and not self._in_backward and not self._user_bw and not self._skip_forward \
+                and not self._quiet and not self._hook_output and self._kw_patch is None \
+                and not self._in_training_step and not self.framework_steps \
+                and self._census_want is None and (meter is None or not meter.active)
 
     def _send_anatomy(self, step, acts):
         if acts.get("activations_source") == "scaled" and self._acts.static is not None:
@@ -282,6 +330,7 @@ class StepsMixin:
         if not self._active:
             return
         with self._lock:
+            self._fast = False
             if self._open == name:
                 return
             if name == "backward":
@@ -307,4 +356,5 @@ class StepsMixin:
         if not self._active:
             return
         with self._lock:
+            self._fast = False
             self._end(name)

@@ -167,7 +167,7 @@ class TrainingStepMixin:
             client = self._client
             self._open = "loss"
             if end is None:
-                client.put("forward", "loss", None, self._edge_reads)
+                client.switch("forward", "loss", self._edge_reads)
                 return
             t, raw = end
             client.edge("forward", "end", raw, t=t)

@@ -133,6 +133,10 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         # (peak low, peak high, held low, held high, {"span": "step", "same_as": k}).
         self._ref = None
         self._moved = False  # the last plain step moved beyond the noise
+        # Whether this step may take the every-step fast paths (docs/hook.md,
+        # "Cost"): set where a plain step ends with the loop at rest
+        # (_steps._finish_step), cleared by anything that leaves it.
+        self._fast = False
         self._grad_hook = self._on_output_grad
         self._done_callback = self._on_backward_done
         self._acts.prepare(client.step)
@@ -145,6 +149,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     # Read and reset at every phase of every step (bench/cost_model.py's
     # "every phase" design), not only on breakdown steps.
     breakdown_always = False
+    _fast_loop = False
 
     # A model copied with copy.deepcopy (an EMA copy) or pickled whole
     # (torch.save(model)) carries our hooks along: a copy keeps calling this
@@ -179,9 +184,14 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
             self._undo.append(h.remove)
             self._undo.append(m.register_forward_hook(self._on_forward).remove)
         self._undo.append(_patch.patch_method(m, "zero_grad", None, None, around=self._zero_grad))
-        if callable(getattr(m, "training_step", None)):
+        training_step = callable(getattr(m, "training_step", None))
+        if training_step:
             # Lightning calls training_step, not forward (callorders/lightning.txt).
             self._undo += self._install_training_step(m)
+        # The fast paths serve a loop of the model's own forward, the global
+        # backward wrapper and an optimizer (_steps._finish_step).
+        self._fast_loop = (global_backward and not training_step
+                           and self._optimizer is not None)
         if global_backward:
             _backward.add(self._torch, self)
             self._undo.append(lambda: _backward.discard(self))
@@ -235,6 +245,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         old one at the fork, and that thread does not exist here)."""
         self._lock = threading.RLock()
         self._active = False
+        self._fast = False
 
     def remove(self):
         """Undo every hook and patch and close the open phase; idempotent."""
@@ -242,6 +253,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
             if not self._active:
                 return
             self._active = False
+            self._fast = False
             self._acts.stop()
             if self._open is EVAL:
                 self._end_eval()
@@ -262,6 +274,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         it carries the read of the end edge of the phase it closes here,
         else mem null.
         """
+        self._fast = False
         last = self._open
         if last is EVAL:  # an evaluation between steps ends at a training phase
             self._end_eval()
@@ -305,14 +318,14 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         if self._client.owner is not self._self_ref:
             self._take_over()
         self._open = name
-        self._client.put(None, name, None, False, None, extra)
+        self._client.switch(None, name, False, extra)
 
     def _switch(self, last, name, reads):
         """End the open phase ``last`` and begin ``name`` in one client call,
         both edges carrying the end's read (made when ``reads``): the
         every-step switches, forward -> loss and loss -> backward."""
         self._open = name
-        self._client.put(last, name, None, reads)
+        self._client.switch(last, name, reads)
 
     def _eval(self):
         """An evaluation between steps begins: a user phase ``eval`` of the step
@@ -320,6 +333,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         its own and the next step's first read starts after it. It ends at
         the next training phase's begin (_begin) or at remove(). (Lock held.)"""
         self._open = EVAL
+        self._fast = False
         self._eval_step = max(self._client.step - 1, 0)
         self._client.phase(EVAL, "begin", True, self._eval_step)
 
@@ -348,6 +362,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         other = client.owner
         other = other() if other is not None else None
         client.owner = self._self_ref
+        self._fast = False
         if other is not None and other is not self and other._open is not None \
                 and other._lock.acquire(False):
             try:
@@ -369,6 +384,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         if self._open != name:
             return None
         self._open = None
+        self._fast = False
         client = self._client
         raw = None
         read = client.reader
@@ -495,6 +511,31 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         if not self._active or module is not self._model:
             return None
         with self._lock:
+            # The fast path: a training forward of a step at rest, its first
+            # tensor input shaped as the last one (whose size it reuses).
+            if self._fast and self._open is None and not self._depth \
+                    and not self._in_backward and not self._step_called and args \
+                    and self._client.owner is self._self_ref and self._grad_enabled():
+                t = args[0]
+                if isinstance(t, self._tensor_type) and t.shape == self._last_shape \
+                        and t.dtype is self._last_dtype:
+                    size, extra = self._last_size
+                    self._depth = 1
+                    self._idle = False
+                    self._trained = True
+                    self._open = "forward"
+                    self._client.switch(None, "forward", False, extra)
+                    acts = self._acts
+                    b, n = size["batch"], size["tokens"]
+                    if acts.batch is None and acts.tokens is None:
+                        if acts.measured is None or acts.meter is None or (b, n) == acts.checked:
+                            acts.batch, acts.tokens = b, n
+                        else:
+                            acts.note_input(size)
+                    elif b is None or b != acts.batch or n != acts.tokens:
+                        acts.note_input(size)
+                    return None
+            self._fast = False  # the general path may leave the rest (a measurement, an eval)
             depth = self._depth + 1
             self._depth = depth
             if depth > 1:
@@ -550,7 +591,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                     if self._client.owner is not self._self_ref:
                         self._take_over()
                     self._open = "forward"
-                    self._client.put(None, "forward", None, False, None, extra)
+                    self._client.switch(None, "forward", False, extra)
                 elif last != "forward":  # training_step or a framework opened it
                     self._begin("forward", input=size)
                 if grad:
@@ -599,6 +640,16 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         if not self._active or module is not self._model:
             return None
         with self._lock:
+            # The fast path: the end of a fast forward whose output is a
+            # tensor that needs a gradient: forward ends and loss begins.
+            if self._fast and self._depth == 1 and self._open == "forward" \
+                    and isinstance(output, self._tensor_type) and output.requires_grad \
+                    and self._grad_enabled():
+                self._depth = 0
+                self._open = "loss"
+                self._client.switch("forward", "loss")
+                return None
+            self._fast = False
             depth = self._depth - 1
             if depth > 0:
                 self._depth = depth
@@ -652,7 +703,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                     return None
                 # copy of _switch("forward", "loss", self._edge_reads)
                 self._open = "loss"
-                self._client.put("forward", "loss", None, self._edge_reads)
+                self._client.switch("forward", "loss", self._edge_reads)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
@@ -676,42 +727,19 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         if self._active:
             try:
                 with self._lock:
-                    depth = self._zero_depth + 1
-                    self._zero_depth = depth
-                    if depth == 1:
-                        # A zero-first loop, once decided, leaves at the third load.
-                        after, seen = self._zero_after, self._zero_seen_last
-                        # Not idle after a backward: a step that skipped its
-                        # update ends here first (_skipped_update).
-                        if (self._idle or self._client.micro and self._skipped_update()) \
-                                and (not seen or after is not False) \
-                                and self._client.step > 0 and self._optimizer is not None \
-                                and self._open is None and (not seen or after
-                                                            or self._zero_shape()):
-                            self._zero_tail()
-                        else:
-                            # The head of a step.
-                            # copy of _activity()
-                            if self._step_called and not self._closure_depth:
-                                self._finish_step()
-                            self._idle = False
-                            # copy of _recover()
-                            meter = self._acts.meter
-                            if meter is not None and meter.active:
-                                meter.stop()
-                            self._depth = 0
-                            self._skip_forward = False
-                            self._quiet = False
-                            self._zero_seen = True
-                            last = self._open
-                            if last is None:  # _begin("zero_grad") with no end to read
-                                # copy of _open_first("zero_grad", None)
-                                if self._client.owner is not self._self_ref:
-                                    self._take_over()
-                                self._open = "zero_grad"
-                                self._client.put(None, "zero_grad", None, False, None, None)
-                            elif last != "zero_grad":
-                                self._begin("zero_grad")
+                    if self._fast and self._open is None and self._idle \
+                            and self._zero_after is False and self._zero_seen_last \
+                            and self._client.owner is self._self_ref:
+                        # The fast path: the head of a step at rest, in a
+                        # loop that zeroes first.
+                        self._zero_depth = 1
+                        self._idle = False
+                        self._zero_seen = True
+                        self._open = "zero_grad"
+                        self._client.switch(None, "zero_grad")
+                    else:
+                        self._fast = False
+                        self._zero_begin()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         try:
@@ -721,7 +749,13 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                 try:
                     with self._lock:
                         depth = self._zero_depth - 1
-                        if depth > 0:
+                        if self._fast and not depth and self._open == "zero_grad":
+                            # The fast path's end (never a return here: it
+                            # would drop what the call returns or raises).
+                            self._zero_depth = 0
+                            self._open = None
+                            self._client.switch("zero_grad", None)
+                        elif depth > 0:
                             self._zero_depth = depth
                         else:
                             self._zero_depth = 0
@@ -730,12 +764,52 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                                 # _end("zero_grad")'s every-step case: read
                                 # on the first steps only (below _zero_until)
                                 self._open = None
-                                client.put("zero_grad", None, None,
-                                           client.step < self._zero_until and self._edge_reads)
+                                client.switch("zero_grad", None,
+                                              client.step < self._zero_until and self._edge_reads)
                             else:
                                 self._end("zero_grad")
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
+
+    def _zero_begin(self):
+        """zero_grad's begin off the fast path: the head of a step, or the
+        tail of the last one (_zero_tail). (Lock held.)"""
+        depth = self._zero_depth + 1
+        self._zero_depth = depth
+        if depth != 1:
+            return
+        # A zero-first loop, once decided, leaves at the third load.
+        after, seen = self._zero_after, self._zero_seen_last
+        # Not idle after a backward: a step that skipped its
+        # update ends here first (_skipped_update).
+        if (self._idle or self._client.micro and self._skipped_update()) \
+                and (not seen or after is not False) \
+                and self._client.step > 0 and self._optimizer is not None \
+                and self._open is None and (not seen or after or self._zero_shape()):
+            self._zero_tail()
+            return
+        # The head of a step.
+        # copy of _activity()
+        if self._step_called and not self._closure_depth:
+            self._finish_step()
+        self._idle = False
+        # copy of _recover()
+        meter = self._acts.meter
+        if meter is not None and meter.active:
+            meter.stop()
+        self._depth = 0
+        self._skip_forward = False
+        self._quiet = False
+        self._zero_seen = True
+        last = self._open
+        if last is None:  # _begin("zero_grad") with no end to read
+            # copy of _open_first("zero_grad", None)
+            if self._client.owner is not self._self_ref:
+                self._take_over()
+            self._open = "zero_grad"
+            self._client.switch(None, "zero_grad", False, None)
+        elif last != "zero_grad":
+            self._begin("zero_grad")
 
     def _skipped_update(self):
         """A zero_grad after a backward, with no optimizer.step() since: the step
@@ -789,5 +863,6 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         no zero_grad, so this one is its tail, not the head of a step of its own
         (the last one would be a step with nothing but zero_grad). The step
         stays idle. (Lock held.)"""
+        self._fast = False
         self._recover()
         self._begin("zero_grad", step=self._client.step - 1)

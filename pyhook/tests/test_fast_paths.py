@@ -1,0 +1,158 @@
+"""The every-step fast paths (docs/hook.md, "Cost") change no message.
+
+A plain step of a loop at rest takes shorter paths through the Watcher's
+hooks; every loop below runs twice on the simulated H100 allocator
+(bench/fakecuda.py SimAllocator), once as it is and once with the fast
+paths turned off, and the two message streams must be the same but for
+their times. Each loop leaves the rest state somewhere (an evaluation, a
+closure, a new batch size, a step that moves, a skipped update, a raising
+backward), so the fall back to the general paths is checked too.
+"""
+
+import os
+import sys
+
+import pytest
+
+from conftest import make_config
+from vramscope import _client, _cuda, _messages, _watch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bench"))
+import fakecuda  # noqa: E402
+
+STEPS = 14
+
+
+def stream(client):
+    out = []
+    for _, msg in client._number(len(client._queue), 0):
+        m = _messages.phase_message(msg) if type(msg) is tuple else dict(msg)
+        m.pop("t", None)
+        out.append(m)
+    return out
+
+
+def run(torch, loop, fast, steps=STEPS, leak_from=None):
+    sys.path.insert(0, os.path.dirname(__file__))
+    import pinloop
+    sim = fakecuda.SimAllocator(leak_from=leak_from, leak=256 << 20).install(torch)
+    taken = []
+    try:
+        torch.manual_seed(0)
+        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch, 0), start=False)
+        step = [0]
+        model = pinloop.Net(sim, step)
+        opt = pinloop.SimSGD(model.parameters(), sim, step)
+        w = _watch.Watcher(torch, client, model, opt, client.config)
+        if not fast:
+            w._fast_loop = False
+        for i in range(steps):
+            step[0] = min(i, 3) if leak_from is None else i
+            loop(torch, i, model, opt, sim)
+            taken.append(w._fast)
+        msgs = stream(client)
+        w.remove()
+        client.close("removed", timeout=0)
+    finally:
+        sim.uninstall()
+    return msgs, taken
+
+
+def plain(torch, i, model, opt, sim, batch=16):
+    model.zero_grad()
+    loss = model(torch.randn(batch, 8)).pow(2).sum()
+    loss.backward()
+    opt.step()
+
+
+def accumulation(torch, i, model, opt, sim):
+    model.zero_grad()
+    for _ in range(3):
+        model(torch.randn(16, 8)).pow(2).sum().backward()
+    opt.step()
+
+
+def zero_after(torch, i, model, opt, sim):
+    model(torch.randn(16, 8)).pow(2).sum().backward()
+    opt.step()
+    model.zero_grad()
+
+
+def evaluation(torch, i, model, opt, sim):
+    plain(torch, i, model, opt, sim)
+    if i % 4 == 3:
+        with torch.no_grad():
+            model(torch.randn(4, 8))
+
+
+def batch_change(torch, i, model, opt, sim):
+    plain(torch, i, model, opt, sim, batch=16 if i < 8 else 32)
+
+
+def closure(torch, i, model, opt, sim):
+    if i % 5 != 4:
+        plain(torch, i, model, opt, sim)
+        return
+
+    def again():
+        model.zero_grad()
+        loss = model(torch.randn(16, 8)).pow(2).sum()
+        loss.backward()
+        return loss
+    opt.step(again)
+
+
+def metric_forward(torch, i, model, opt, sim):
+    model.zero_grad()
+    loss = model(torch.randn(16, 8)).pow(2).sum()
+    with torch.no_grad():
+        model(torch.randn(16, 8))  # a metric inside the step
+    loss.backward()
+    opt.step()
+
+
+def skipped_update(torch, i, model, opt, sim):
+    model.zero_grad()
+    model(torch.randn(16, 8)).pow(2).sum().backward()
+    if i % 6 != 5:  # a GradScaler that found inf gradients skips step()
+        opt.step()
+
+
+def raising_backward(torch, i, model, opt, sim):
+    model.zero_grad()
+    loss = model(torch.randn(16, 8)).pow(2).sum()
+    if i % 5 == 4:
+        loss.register_hook(lambda g: (_ for _ in ()).throw(RuntimeError("boom")))
+        with pytest.raises(RuntimeError):
+            loss.backward()
+        return
+    loss.backward()
+    opt.step()
+
+
+LOOPS = [plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
+         skipped_update, raising_backward]
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=[f.__name__ for f in LOOPS])
+def test_the_fast_paths_send_what_the_general_paths_send(torch_mod, loop):
+    fast, taken = run(torch_mod, loop, True)
+    slow, never = run(torch_mod, loop, False)
+    assert not any(never)
+    assert len(fast) == len(slow)
+    for i, (a, b) in enumerate(zip(fast, slow)):
+        assert a == b, (i, a, b)
+
+
+def test_a_step_that_moves_reads_its_next_steps_phases_on_either_path(torch_mod):
+    fast, taken = run(torch_mod, plain, True, leak_from=6)
+    slow, _ = run(torch_mod, plain, False, leak_from=6)
+    assert fast == slow
+    assert not all(taken[5:])  # a moved step is followed by a breakdown step
+
+
+def test_a_plain_loop_at_rest_takes_the_fast_paths(torch_mod):
+    for loop in (plain, accumulation):
+        _, taken = run(torch_mod, loop, True)
+        assert all(taken[4:]), (loop.__name__, taken)
