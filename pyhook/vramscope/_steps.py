@@ -206,8 +206,11 @@ class StepsMixin:
             self._open = None
             client.put("step", None, None, True, None, None, self._step_plan)
             acts = self._acts
-            if acts.measured is not None and (acts.batch, acts.tokens) != acts.sent:
-                self._fast = False  # a new input size scales the measurement
+            if acts.scheduled or acts.measured is not None \
+                    and (acts.batch, acts.tokens) != acts.sent:
+                # A census asked for from another thread, or a new input
+                # size that scales the measurement: the general path.
+                self._fast = False
             else:
                 nxt = client.step + 1
                 if nxt < self._due and not self._trained:
