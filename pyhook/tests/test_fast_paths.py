@@ -6,7 +6,8 @@ hooks; every loop below runs twice on the simulated H100 allocator
 paths turned off, and the two message streams must be the same but for
 their times. Each loop leaves the rest state somewhere (an evaluation, a
 closure, a new batch size, a step that moves, a skipped update, a raising
-backward), so the fall back to the general paths is checked too.
+backward or forward, a census asked for mid-step), so the fall back to the
+general paths is checked too.
 """
 
 import os
@@ -135,6 +136,19 @@ def raising_backward(torch, i, model, opt, sim):
     opt.step()
 
 
+def raising_forward(torch, i, model, opt, sim):
+    model.zero_grad()
+    if i % 5 == 4:  # a forward that raises, then the step's own
+        h = model.lin.register_forward_hook(
+            lambda m, a, o: (_ for _ in ()).throw(RuntimeError("boom")))
+        with pytest.raises(RuntimeError):
+            model(torch.randn(16, 8))
+        h.remove()
+    loss = model(torch.randn(16, 8)).pow(2).sum()
+    loss.backward()
+    opt.step()
+
+
 def census(torch, i, model, opt, sim):
     model.zero_grad()
     loss = model(torch.randn(16, 8)).pow(2).sum()
@@ -145,7 +159,7 @@ def census(torch, i, model, opt, sim):
 
 
 LOOPS = [census, plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
-         skipped_update, raising_backward]
+         skipped_update, raising_backward, raising_forward]
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=[f.__name__ for f in LOOPS])

@@ -22,9 +22,7 @@ class BackwardMixin:
         lock.acquire()
         try:
             client = self._client
-            if self._fast and self._open == "loss" and self._trained \
-                    and not self._in_backward and not self._step_called \
-                    and client.owner is self._self_ref:
+            if self._fast and self._open == "loss" and client.owner is self._self_ref:
                 # The fast path: the loss of a fast forward, at rest.
                 self._bw_step = client.step
                 self._in_backward = True

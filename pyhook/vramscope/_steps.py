@@ -87,7 +87,7 @@ class StepsMixin:
         lock.acquire()
         try:
             if self._fast and not args and not kwargs and self._open is None \
-                    and not self._step_called and self._client.owner is self._self_ref:
+                    and self._client.owner is self._self_ref:
                 # The fast path: step() with no closure in a step at rest.
                 self._idle = False
                 self._step_called = True

@@ -515,8 +515,10 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         try:
             # The fast path: a training forward of a step at rest, its first
             # tensor input shaped as the last one (whose size it reuses).
-            if self._fast and self._open is None and not self._depth \
-                    and not self._in_backward and not self._step_called and args \
+            # While _fast holds, only the fast paths and user_backward_end
+            # have run since the step began, and they leave nothing nested,
+            # in backward or in step() where no phase is open.
+            if self._fast and self._open is None and args \
                     and self._client.owner is self._self_ref and self._grad_enabled():
                 t = args[0]
                 if isinstance(t, self._tensor_type) and t.shape == self._last_shape \
@@ -648,7 +650,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         try:
             # The fast path: the end of a fast forward whose output is a
             # tensor that needs a gradient: forward ends and loss begins.
-            if self._fast and self._depth == 1 and self._open == "forward" \
+            if self._fast and self._open == "forward" \
                     and isinstance(output, self._tensor_type) and output.requires_grad \
                     and self._grad_enabled():
                 self._depth = 0
