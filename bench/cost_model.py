@@ -46,7 +46,13 @@ SIZES = {"tiny": (256, 64, 16, 1), "wide": (512, 256, 32, 1), "h100mlp": (2048, 
 
 
 def old_package(rev, into):
-    """Extract pyhook/vramscope at ``rev`` as the importable package ``vsold``."""
+    """Extract pyhook/vramscope at ``rev`` as the importable package ``vsold``;
+    ``rev`` may instead name a directory that holds such a package (a copy
+    taken where there is no git history, as on a lent GPU machine)."""
+    if os.path.isdir(rev):
+        shutil.copytree(rev, os.path.join(into, "vsold"))
+        sys.path.insert(0, into)
+        return
     archive = subprocess.run(["git", "-C", ROOT, "archive", rev, "pyhook/vramscope"],
                              check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)

@@ -7,8 +7,9 @@
 # into a temporary directory, with this tree's benchmark programs) and from
 # the working tree, then prints, for each:
 #   - the live store's heap and resident memory, 64 and 256 processes at
-#     2,000 messages/s each (bench/monitor; BASE at 256 processes only with
-#     OLD256=1: it needs about 8 GB);
+#     2,000 messages/s each (bench/monitor; a BASE older than
+#     session.WithLiveBounds at 256 processes only with OLD256=1: it needs
+#     about 8 GB);
 #   - report on a 1M-step recording (bench/million, 2.5 GB) and report --json
 #     on a recording of 64 processes at 2,000 messages/s each for 150 s
 #     (bench/million -procs, 3.85 GB), each output compared byte for byte;
@@ -28,10 +29,16 @@ echo "base $(git rev-parse --short "$base"), new $(git rev-parse --short HEAD)$(
 load
 mkdir -p "$tmp/old"
 git archive "$base" | tar -x -C "$tmp/old"
-# The benchmark programs are this tree's, built against each tree; BASE's
-# live monitor built its store with session.New().
+# The benchmark programs are this tree's, built against each tree; a BASE
+# older than session.WithLiveBounds built its live store with session.New().
 mkdir -p "$tmp/old/bench/monitor" "$tmp/old/bench/million"
-sed 's/session.New(session.WithLiveBounds())/session.New()/' bench/monitor/main.go >"$tmp/old/bench/monitor/main.go"
+oldbounded=0
+if grep -q 'func WithLiveBounds' "$tmp/old/session/options.go" 2>/dev/null; then
+	oldbounded=1
+	cp bench/monitor/main.go "$tmp/old/bench/monitor/"
+else
+	sed 's/session.New(session.WithLiveBounds())/session.New()/' bench/monitor/main.go >"$tmp/old/bench/monitor/main.go"
+fi
 cp bench/million/main.go "$tmp/old/bench/million/"
 cp tui/frame_bench_test.go "$tmp/old/tui/"
 for v in old new; do
@@ -52,7 +59,7 @@ run() {
 echo "## live store: bench/monitor -rate 2000 -for ${MONITOR_FOR:-1m}"
 for procs in 64 256; do
 	for v in old new; do
-		if [ $v = old ] && [ $procs = 256 ] && [ "${OLD256:-0}" != 1 ]; then
+		if [ $v = old ] && [ $procs = 256 ] && [ $oldbounded = 0 ] && [ "${OLD256:-0}" != 1 ]; then
 			echo "old: 256 processes skipped (OLD256=1 runs it)"
 			continue
 		fi

@@ -17,16 +17,17 @@ const batchGCPercent = 200
 
 // batchHeadroom caps what report's heap may hold beyond its live data.
 // GOGC 200 lets the heap grow to three times the live heap: 105 MB for a
-// report of a million steps, but 1.3 GB for 64 busy ranks, whose store
-// keeps about 340 MB. Their report allocates about 1.1 GB in all, so a
-// headroom of 96 MiB is a collection per 60-90 MB allocated once the store
-// is full, and the process holds its live heap plus about 140 MB: on those
-// 64 ranks (bench/million/README.md) 480 MB and 16.1 s of CPU, against
-// 506 MB and 15.7 s at 128 MiB, 549 MB and 15.3 s at 192 MiB, 1.34 GB and
-// 14.6 s uncapped. The cap follows the live heap, so a report whose store
-// outgrows any fixed limit never makes the collector run back to back; a
-// small report (a million steps) never reaches it.
-const batchHeadroom = 96 << 20
+// report of a million steps, but 1.1 GB for 64 busy ranks, whose store
+// keeps about 360 MB. Their report allocates about 650 MB in all, so a
+// headroom of 80 MiB is a collection per 40-60 MB allocated once the store
+// is full (24 in all), and the process holds its live heap plus about
+// 100 MB: on those 64 ranks (bench/million/README.md) 457-461 MB and
+// 12.7 s of user CPU, against 471-476 MB and 12.2-12.9 s at 96 MiB (20
+// collections) and 1.34 GB uncapped (GOGC 200 alone): the bound such a
+// report may hold is 500 MB. The cap follows the live heap, so a report
+// whose store outgrows any fixed limit never makes the collector run back
+// to back; a small report (a million steps) never reaches it.
+const batchHeadroom = 80 << 20
 
 // batchGC sets batchGCPercent and batchHeadroom, unless the user chose
 // GOGC (both left alone) or GOMEMLIMIT (the headroom left alone).

@@ -212,8 +212,8 @@ func memBefore(p *session.Process, step int) *ipc.Mem {
 		if sp.Step < step && at != nil {
 			break // spans are in time order: the step's first one is found
 		}
-		if sp.Begin != nil {
-			at = sp.Begin
+		if sp.Begin.Taken {
+			at = &sp.Begin.Mem
 		}
 	}
 	return at
@@ -233,7 +233,7 @@ func grewIn(p *session.Process, step int) []string {
 	}
 	for k := first; k < len(p.Spans()); k++ {
 		sp := &p.Spans()[k]
-		if sp.Step != step || sp.User || sp.Begin == nil || seen[sp.Name] {
+		if sp.Step != step || sp.User || !sp.Begin.Taken || seen[sp.Name] {
 			continue
 		}
 		seen[sp.Name] = true

@@ -22,7 +22,7 @@ func TestDecodeAdditions(t *testing.T) {
 		t.Errorf("input %+v", got[0].Input)
 	}
 	var fast Message
-	if !fastDecode(lines[0], &fast) || fast.Input == nil || *fast.Input.Batch != 32 {
+	if !fastDecode(lines[0], &fast, nil) || fast.Input == nil || *fast.Input.Batch != 32 {
 		t.Errorf("the fast path does not take a forward begin with its input")
 	}
 	if in := got[1].Input; in == nil || *in.Batch != 64 || in.Tokens != nil {
@@ -58,7 +58,7 @@ func TestDecodeAdditions(t *testing.T) {
 	}
 	for _, i := range []int{8, 9, 10} {
 		var fast Message
-		if !fastDecode(lines[i], &fast) {
+		if !fastDecode(lines[i], &fast, nil) {
 			t.Errorf("line %d: the fast path does not take it", i+1)
 		} else if fast.Span != got[i].Span || (fast.SameAs == nil) != (got[i].SameAs == nil) ||
 			(fast.SameAs != nil && *fast.SameAs != *got[i].SameAs) {
@@ -98,7 +98,7 @@ func TestDecodeModelName(t *testing.T) {
 		}
 	}
 	var fast Message
-	if !fastDecode(lines[1], &fast) || fast.Model != "Net" {
+	if !fastDecode(lines[1], &fast, nil) || fast.Model != "Net" {
 		t.Errorf("the fast path does not take a phase with its model: %q", fast.Model)
 	}
 	if m, err := Decode(lines[4]); err != nil || m.Model != "" || !m.User {

@@ -9,8 +9,10 @@ import "github.com/vramscope/vramscope/internal/jsonscan"
 // escapes, non-ASCII, fractions in integers, ...); the caller then uses
 // encoding/json, which alone decides what is an error. Where it returns
 // true the result equals json.Unmarshal's (FuzzDecode checks this).
-func fastDecode(b []byte, m *Message) bool {
-	p := fastParser{jsonscan.Scanner{B: b}}
+//
+// A mem object is decoded into *mem when mem is not nil, not into a new Mem.
+func fastDecode(b []byte, m *Message, mem *Mem) bool {
+	p := fastParser{Scanner: jsonscan.Scanner{B: b}, mem: mem}
 	if !p.Object(func(key []byte) bool { return p.messageField(key, m) }) {
 		return false
 	}
@@ -18,7 +20,10 @@ func fastDecode(b []byte, m *Message) bool {
 	return p.I == len(p.B)
 }
 
-type fastParser struct{ jsonscan.Scanner }
+type fastParser struct {
+	jsonscan.Scanner
+	mem *Mem // where a mem object goes; nil: a new Mem
+}
 
 // The words every hot message repeats, decoded without an allocation
 // (jsonscan.StringOf): the types, the edges and span, and the five phases
@@ -57,7 +62,11 @@ func (p *fastParser) messageField(key []byte, m *Message) bool {
 			return true
 		}
 		if m.Mem == nil { // encoding/json fills an existing pointer again
-			m.Mem = new(Mem)
+			if m.Mem = p.mem; m.Mem == nil {
+				m.Mem = new(Mem)
+			} else {
+				*m.Mem = Mem{}
+			}
 		}
 		mem := m.Mem
 		return p.Object(func(key []byte) bool { return p.memField(key, mem) })

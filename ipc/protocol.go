@@ -224,12 +224,24 @@ func DecodeBare(line []byte) (*Message, error) {
 // be zero: a reader that folds each message into a store and keeps none
 // of them reuses its messages instead of allocating one a line. What the
 // message points to (Mem, Saved, ...) is allocated afresh, never shared.
-func DecodeBareInto(line []byte, m *Message) error {
+func DecodeBareInto(line []byte, m *Message) error { return decodeBareInto(line, m, nil) }
+
+// DecodeBareReusing is DecodeBareInto that decodes the message's mem object,
+// when it has one, into *mem (m.Mem is then mem), not into a new Mem: a
+// reader that reuses its messages and a Mem for each allocates nothing for
+// the allocator figures most messages carry. The caller that keeps m.Mem
+// past mem's reuse must copy it. A line the fast decoder does not take
+// (encoding/json decodes it) still gets a Mem of its own.
+func DecodeBareReusing(line []byte, m *Message, mem *Mem) error {
+	return decodeBareInto(line, m, mem)
+}
+
+func decodeBareInto(line []byte, m *Message, mem *Mem) error {
 	line = bytes.TrimRight(line, "\r\n")
 	if len(line) >= MaxMessageBytes { // the limit counts the newline
 		return ErrTooLong
 	}
-	if !fastDecode(line, m) {
+	if !fastDecode(line, m, mem) {
 		*m = Message{}
 		if err := json.Unmarshal(line, m); err != nil {
 			return fmt.Errorf("not JSON: %s", oneLine(err))

@@ -251,11 +251,12 @@ var fastPathEdgeCases = []string{
 }
 
 // checkFastPath asserts that wherever fastDecode claims success,
-// encoding/json agrees exactly.
+// encoding/json agrees exactly, also when the mem object goes into a
+// reused Mem (DecodeBareReusing), one that held other figures before.
 func checkFastPath(t *testing.T, line []byte) {
 	t.Helper()
 	var fast Message
-	if !fastDecode(line, &fast) {
+	if !fastDecode(line, &fast, nil) {
 		return
 	}
 	var slow Message
@@ -264,6 +265,17 @@ func checkFastPath(t *testing.T, line []byte) {
 	}
 	if !reflect.DeepEqual(fast, slow) {
 		t.Fatalf("fast path and encoding/json differ on %q:\n%+v\n%+v", line, fast, slow)
+	}
+	var reused Message
+	slot := Mem{Allocated: 1, MaxAllocated: 2, Reserved: 3, MaxReserved: 4, AllocRetries: 5, OOMs: 6}
+	if !fastDecode(line, &reused, &slot) {
+		t.Fatalf("fast path refused %q with a Mem to reuse", line)
+	}
+	if reused.Mem != nil && reused.Mem != &slot {
+		t.Errorf("%q: the mem object is not in the Mem given", line)
+	}
+	if !reflect.DeepEqual(reused, slow) {
+		t.Fatalf("fast path into a reused Mem and encoding/json differ on %q:\n%+v\n%+v", line, reused, slow)
 	}
 }
 
@@ -279,7 +291,7 @@ func TestFastPathAgreesWithJSON(t *testing.T) {
 	for _, s := range all {
 		checkFastPath(t, []byte(s))
 		var m Message
-		if fastDecode([]byte(s), &m) {
+		if fastDecode([]byte(s), &m, nil) {
 			hits++
 		}
 	}

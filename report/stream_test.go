@@ -2,11 +2,9 @@ package report
 
 import (
 	"bytes"
-	"path/filepath"
 	"reflect"
 	"testing"
 
-	"github.com/vramscope/vramscope/record"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -14,26 +12,8 @@ import (
 // and gives the job view the same rows, for every fixture recording and
 // for an empty store.
 func TestStreamWritesWhatBuildWrites(t *testing.T) {
-	var paths []string
-	for _, dir := range []string{"h100", "h200", "recordings"} {
-		found, err := filepath.Glob(filepath.Join("../testdata", dir, "*.jsonl*"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		paths = append(paths, found...)
-	}
-	stores := map[string]*session.Store{"empty": session.New()}
-	for _, p := range paths {
-		if r, err := record.Open(p); err != nil {
-			continue // a fixture of a bad header
-		} else {
-			r.Close()
-		}
-		stores[p] = loadRecording(t, p)
-	}
-	if len(stores) < 10 {
-		t.Fatalf("%d stores, want the fixtures", len(stores))
-	}
+	stores := fixtureStores(t)
+	stores["empty"] = session.New()
 	for name, s := range stores {
 		built, streamed := Build(s), Stream(s)
 		for _, write := range []struct {

@@ -109,7 +109,7 @@ func (p *Process) finish(at time.Time, goodbye bool, reason string) {
 
 // oom records the hook's out-of-memory report.
 func (p *Process) oom(at time.Time, m *ipc.Message) {
-	o := &OOM{At: at, Step: m.Step, Phase: m.Phase, Mem: m.Mem, Requested: Unknown, DeviceFree: Unknown, DeviceTotal: Unknown}
+	o := &OOM{At: at, Step: m.Step, Phase: m.Phase, Mem: copyMem(m.Mem), Requested: Unknown, DeviceFree: Unknown, DeviceTotal: Unknown}
 	for _, f := range []struct {
 		dst *Bytes
 		v   *int64

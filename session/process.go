@@ -54,7 +54,8 @@ type Process struct {
 	// reading: device used minus this process, from the same reading.
 	Others *Series
 
-	// Mem is the newest allocator snapshot, nil on CPU runs.
+	// Mem is the newest allocator snapshot, nil on CPU runs. It is the
+	// process's own, overwritten by each snapshot.
 	Mem *ipc.Mem
 	// Anatomy is the newest tensor accounting, nil before the first.
 	Anatomy *Anatomy
@@ -256,7 +257,10 @@ func (p *Process) observe(at time.Time, m *ipc.Mem) {
 	if m == nil {
 		return
 	}
-	p.Mem = m
+	if p.Mem == nil {
+		p.Mem = new(ipc.Mem)
+	}
+	*p.Mem = *m // a copy: m may be a reused message's (record.Reader.Fold)
 	p.Allocated.Push(at, m.Allocated)
 	p.MaxAllocated.Push(at, m.MaxAllocated)
 	p.Reserved.Push(at, m.Reserved)
@@ -383,7 +387,7 @@ func (p *Process) phase(at time.Time, m *ipc.Message) {
 	for k := len(p.open) - 1; k >= 0; k-- {
 		if sp := &p.spans[p.open[k]]; sp.Name == m.Name && sp.User == m.User {
 			if m.Span == ipc.SpanStep && m.Mem != nil {
-				sp.StepRead, sp.SameAs = m.Mem, -1
+				sp.StepRead, sp.SameAs = plainOf(m.Mem), -1
 				if m.SameAs != nil {
 					sp.SameAs = *m.SameAs
 				}
@@ -416,7 +420,7 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 		base = p.Mem
 	}
 	sp := Span{
-		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: base,
+		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: readOf(base),
 		PeakAllocated: Unknown, PeakReserved: Unknown,
 		PeakGPU: InEffect(p.GPU, at), PeakNonPyTorch: InEffect(p.NonPyTorch, at),
 		Batch: -1, Tokens: -1, SameAs: -1,
@@ -678,7 +682,7 @@ func (p *Process) mark(at time.Time, m *ipc.Message) {
 	if len(p.Marks) >= p.limits.marks {
 		p.Marks = append(p.Marks[:0], p.Marks[1:]...)
 	}
-	p.Marks = append(p.Marks, Mark{At: at, Name: m.Name, Step: m.Step, Mem: m.Mem})
+	p.Marks = append(p.Marks, Mark{At: at, Name: m.Name, Step: m.Step, Mem: copyMem(m.Mem)})
 }
 
 // Spans returns the recent phase spans, oldest first, open ones included.

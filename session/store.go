@@ -219,6 +219,8 @@ func (s *Store) hello(ev Event) {
 	}
 	p.Hello = *m
 	p.Hello.Raw = nil
+	p.Hello.Mem = copyMem(m.Mem) // m may be a reused message's (record.Reader.Fold)
+
 	p.clockShift, p.connAt, p.hasT = 0, time.Time{}, false // a new clock pair
 	p.Conn, p.Connected = ev.Conn, true
 	p.End = nil // a reconnect: the process is still running

@@ -79,7 +79,9 @@ func phaseStrip(spans []session.Span, from, to, now time.Time, left, cells, w in
 		looks = append(looks, seen{name, user, l.letter, wrapOf(l.style)})
 		return l.letter, looks[len(looks)-1].wr
 	}
-	for _, sp := range visibleSpans(spans, from, to) {
+	vis := visibleSpans(spans, from, to)
+	for n := range vis {
+		sp := &vis[n] // a span is 300 bytes: read in place
 		end := sp.End
 		if sp.Open() {
 			end = now
@@ -130,7 +132,9 @@ func stepLabels(spans []session.Span, from, to time.Time, left, cells, w int) st
 		copy(line, []rune("step"))
 	}
 	free, last := left, -1
-	for _, sp := range visibleSpans(spans, from, to) {
+	vis := visibleSpans(spans, from, to)
+	for n := range vis {
+		sp := &vis[n]
 		if sp.User || sp.Step == last || sp.Start.Before(from) {
 			continue
 		}

@@ -8,6 +8,10 @@
 # timeout so a slow one cannot starve the rest.
 #
 #   bash bench/gpu/checks.sh SEED001.py    (from the repository root, bin/vramscope built)
+#   QUICK=1 bash bench/gpu/checks.sh ...   (the read costs, seed 001 and the cost
+#                                           model only: the step path's checks)
+#   OLD_HOOK=DIR ...                        (the cost model also runs the vramscope
+#                                           package copied in DIR: old against new)
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/pyhook
 O=${OUT:-/tmp/vramscope-gpu}; mkdir -p "$O"
@@ -41,6 +45,7 @@ bin/vramscope report "$O/s001_h200.jsonl.gz" > "$O/s001_report.txt" 2>&1
 bin/vramscope report --json "$O/s001_h200.jsonl.gz" > "$O/s001_report.json" 2>&1
 head -30 "$O/s001_report.txt"
 
+if [ -z "${QUICK:-}" ]; then
 log "bounded _record_memory_history capture of a leaking loop"
 timeout 90 python3 bench/gpu/snapshot_capture.py -o "$O/leak_snapshot.pickle" --json "$O/leak_snapshot.json"
 
@@ -71,8 +76,11 @@ for f in "$O"/leak/*.pickle; do
   [ -e "$f" ] && python3 -c 'import pickle, sys, torch.cuda._memory_viz as v; s = pickle.load(open(sys.argv[1], "rb")); print("memory_viz read", sys.argv[1], len(s["segments"]), "segments,", len(v.trace_plot(s)), "bytes of trace_plot")' "$f"
 done
 
+fi
+
 log "cost model on the real allocator"
-timeout 200 python3 bench/cost_model.py --device cuda --size h100mlp --blocks 10 --steps 40 --no-profiler 2>&1 | tee "$O/cost_cuda.txt"
+timeout 200 python3 bench/cost_model.py --device cuda --size h100mlp --blocks 10 --steps 40 --no-profiler \
+  ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 | tee "$O/cost_cuda.txt"
 log done
 # The device tool brings back a few files only: everything travels as one archive.
 tar -C "$O" -czf "$O/../gpu-checks.tar.gz" . && rm -rf "$O"/* && mv "$O/../gpu-checks.tar.gz" "$O/"

@@ -289,10 +289,10 @@ func (b *builder) spans(p *session.Process, pid int) {
 		putBytes(args, "peak_allocated", sp.PeakAllocated)
 		putBytes(args, "peak_reserved", sp.PeakReserved)
 		putBytes(args, "peak_nvml", sp.PeakGPU)
-		if sp.Begin != nil {
+		if sp.Begin.Taken {
 			args["allocated_begin"] = sp.Begin.Allocated
 		}
-		if sp.Last != nil {
+		if sp.Last.Taken {
 			args["allocated_end"] = sp.Last.Allocated
 		}
 		if sp.Open() {

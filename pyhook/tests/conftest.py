@@ -230,7 +230,7 @@ def queued(client):
     numbered as its sender would number them (Client._number), queue untouched."""
     seq, out = client._next_seq, []
     for item in list(client._queue):
-        if type(item) is _messages.Edge:
+        if type(item) is tuple:  # an edge, as the training thread queues it
             out.append(_messages.phase_message((seq, item)))
         else:
             m = dict(item)

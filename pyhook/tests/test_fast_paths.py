@@ -6,7 +6,8 @@ hooks; every loop below runs twice on the simulated H100 allocator
 paths turned off, and the two message streams must be the same but for
 their times. Each loop leaves the rest state somewhere (an evaluation, a
 closure, a new batch size, a step that moves, a skipped update, a raising
-backward), so the fall back to the general paths is checked too.
+backward or forward, a census asked for mid-step), so the fall back to the
+general paths is checked too.
 """
 
 import os
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 import fakecuda  # noqa: E402
 
 STEPS = 14
+CURRENT = []  # the watch a loop runs under
 
 
 def stream(client):
@@ -29,6 +31,8 @@ def stream(client):
     for _, msg in client._number(len(client._queue), 0):
         m = _messages.phase_message(msg) if type(msg) is tuple else dict(msg)
         m.pop("t", None)
+        if m.get("type") == "census":  # what it finds is the whole process's, and timed
+            m = {k: m.get(k) for k in ("type", "step", "reason", "request")}
         out.append(m)
     return out
 
@@ -49,6 +53,7 @@ def run(torch, loop, fast, steps=STEPS, leak_from=None):
             w._fast_loop = False
         for i in range(steps):
             step[0] = min(i, 3) if leak_from is None else i
+            CURRENT[:] = [w]
             loop(torch, i, model, opt, sim)
             taken.append(w._fast)
         msgs = stream(client)
@@ -131,8 +136,30 @@ def raising_backward(torch, i, model, opt, sim):
     opt.step()
 
 
-LOOPS = [plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
-         skipped_update, raising_backward]
+def raising_forward(torch, i, model, opt, sim):
+    model.zero_grad()
+    if i % 5 == 4:  # a forward that raises, then the step's own
+        h = model.lin.register_forward_hook(
+            lambda m, a, o: (_ for _ in ()).throw(RuntimeError("boom")))
+        with pytest.raises(RuntimeError):
+            model(torch.randn(16, 8))
+        h.remove()
+    loss = model(torch.randn(16, 8)).pow(2).sum()
+    loss.backward()
+    opt.step()
+
+
+def census(torch, i, model, opt, sim):
+    model.zero_grad()
+    loss = model(torch.randn(16, 8)).pow(2).sum()
+    if i == 6:  # asked mid-step, as the sender thread asks when the monitor does
+        CURRENT[0].request_census("request", "r1")
+    loss.backward()
+    opt.step()
+
+
+LOOPS = [census, plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
+         skipped_update, raising_backward, raising_forward]
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=[f.__name__ for f in LOOPS])

@@ -11,7 +11,7 @@ import types
 import pytest
 
 from conftest import load_fixture_stats, make_config, nested_of, queued
-from vramscope import _client, _cuda, _watch
+from vramscope import _client, _cuda, _messages, _watch
 
 # The design: one read per end edge, shared with the begin edge that follows
 # in the same hook call; begins otherwise carry mem null; zero_grad (which
@@ -265,7 +265,7 @@ def test_a_read_is_queued_as_torchs_dict_and_kept_as_its_six_values():
     client.step = 5  # past the first steps' store: to the ring
     raw = client.reader()
     assert client.put("forward", None, raw)
-    assert client._queue[-1].raw is binding.stats
+    assert _messages.Edge._make(client._queue[-1]).raw is binding.stats
     want = _cuda.mem_from_stats(load_fixture_stats())
     assert queued(client)[-1]["mem"] == want
     client._drain()  # no monitor: kept for replay
@@ -281,7 +281,7 @@ def test_a_long_queue_holds_six_values_instead_of_dicts():
     client = _client.Client(make_config(sample_hz=0), cuda=stats, start=False)
     for _ in range(_client.HOLD_DICTS + 10):
         client.put("forward", None, binding.stats)
-    kinds = [type(item.raw) for item in client._queue]
+    kinds = [type(_messages.Edge._make(item).raw) for item in client._queue]
     assert kinds[:_client.HOLD_DICTS] == [dict] * _client.HOLD_DICTS
     assert kinds[_client.HOLD_DICTS:] == [tuple] * 10
     mems = {str(m["mem"]) for m in queued(client)}

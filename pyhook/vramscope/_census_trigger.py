@@ -29,6 +29,7 @@ class CensusMixin:
         if not self._active:
             return
         self._census_want = (reason, request, at_step, capture_dir)
+        self._fast = False  # the step's end goes the general way, which takes it
         acts = self._acts
         acts.hold = True
         acts.scheduled = True  # the current step's end takes the measured branch

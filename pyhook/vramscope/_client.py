@@ -3,8 +3,10 @@ thread that owns the socket, replays the backlog on every (re)connection and
 sends stats, and an optional daemon sampler thread.
 
 The training thread never blocks: it reads the clock (and, at an end edge,
-the allocator: torch's dict, untouched) and appends an ``Edge`` to the queue, one
-``deque.append`` with no lock. The sender numbers the queue in its order, so
+the allocator: torch's dict, untouched) and appends an edge to the queue, one
+``deque.append`` with no lock: a plain tuple of ``_messages.Edge``'s fields,
+which the sender makes an ``Edge`` (a named tuple costs the training thread
+a type call and a tracked object that the collector never untracks). The sender numbers the queue in its order, so
 queue order is seq order across threads (the monitor's duplicate detection
 relies on it), and leaves the seqs of messages dropped at a full queue out
 after those queued before them. Picking the allocator's values, making the
@@ -287,8 +289,8 @@ class Client:
         ``micro``, ``step``: numbers other than the client's current ones;
         ``user``: a user phase (no ``model``).
 
-        The training thread only takes the clock and appends an ``Edge`` to
-        the deque (atomic under the GIL: no lock, no seq); the sender numbers
+        The training thread only takes the clock and appends an edge (a
+        tuple of ``Edge``'s fields) to the deque (atomic under the GIL: no lock, no seq); the sender numbers
         the queue in its order and makes the message when it encodes it.
         """
         if reads:
@@ -323,9 +325,9 @@ class Client:
             micro = self.micro
         model = self.model  # a user phase's edge carries none (phase_message)
         if end is not None:
-            queue.append(make_edge((t, end, step, micro, "end", user, raw, extra, model)))
+            queue.append((t, end, step, micro, "end", user, raw, extra, model))
         if begin is not None:
-            queue.append(make_edge((t, begin, step, micro, "begin", user, raw, extra, model)))
+            queue.append((t, begin, step, micro, "begin", user, raw, extra, model))
         if pending in self._wake_at:  # about once per batch, not per edge
             self._wake.set()
         return True
@@ -354,9 +356,9 @@ class Client:
             return self.put(end, begin, raw, False, None, extra)
         step, micro, model = self.step, self.micro, self.model
         if end is not None:
-            queue.append(make_edge((t, end, step, micro, "end", False, raw, extra, model)))
+            queue.append((t, end, step, micro, "end", False, raw, extra, model))
         if begin is not None:
-            queue.append(make_edge((t, begin, step, micro, "begin", False, raw, extra, model)))
+            queue.append((t, begin, step, micro, "begin", False, raw, extra, model))
         if pending in self._wake_at:
             self._wake.set()
         return True
@@ -424,7 +426,10 @@ class Client:
             item = popleft()
             if self._sealed:
                 continue  # after goodbye (a racing thread): the stream has ended
-            if type(item) is _messages.Edge:
+            if type(item) is tuple:
+                # An edge, queued as a plain tuple of Edge's fields (the
+                # training thread makes no named tuple): made one here.
+                item = make_edge(item)
                 if self._carry is not None and item.raw is not None:
                     item = self._carried(item)
                 out.append((item.step < fs, (seq, item)))

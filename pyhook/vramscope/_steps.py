@@ -83,9 +83,11 @@ class StepsMixin:
         phases show as themselves and ``step`` begins when it returns."""
         if not self._active:
             return args, kwargs
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._fast and not args and not kwargs and self._open is None \
-                    and not self._step_called and self._client.owner is self._self_ref:
+                    and self._client.owner is self._self_ref:
                 # The fast path: step() with no closure in a step at rest.
                 self._idle = False
                 self._step_called = True
@@ -120,6 +122,8 @@ class StepsMixin:
                     self._begin("step")
                 return args, kwargs
             return _patch.replace_closure(args, kwargs, where, self._wrap_closure(closure))
+        finally:
+            lock.release()
 
     def _wrap_closure(self, closure):
         self._fast = False
@@ -158,12 +162,16 @@ class StepsMixin:
     def _step_post(self):
         if not self._active:
             return
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if self.framework_steps:
                 self._step_called = False
                 self._end("step")
                 return
             self._finish_step()
+        finally:
+            lock.release()
 
     def finish_open_step(self):
         """End a step the optimizer never finished: ``step`` was opened (by a
@@ -198,8 +206,11 @@ class StepsMixin:
             self._open = None
             client.put("step", None, None, True, None, None, self._step_plan)
             acts = self._acts
-            if acts.measured is not None and (acts.batch, acts.tokens) != acts.sent:
-                self._fast = False  # a new input size scales the measurement
+            if acts.scheduled or acts.measured is not None \
+                    and (acts.batch, acts.tokens) != acts.sent:
+                # A census asked for from another thread, or a new input
+                # size that scales the measurement: the general path.
+                self._fast = False
             else:
                 nxt = client.step + 1
                 if nxt < self._due and not self._trained:

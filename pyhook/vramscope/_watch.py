@@ -510,11 +510,15 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     def _on_forward_pre(self, module, args, kwargs=None):
         if not self._active or module is not self._model:
             return None
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             # The fast path: a training forward of a step at rest, its first
             # tensor input shaped as the last one (whose size it reuses).
-            if self._fast and self._open is None and not self._depth \
-                    and not self._in_backward and not self._step_called and args \
+            # While _fast holds, only the fast paths and user_backward_end
+            # have run since the step began, and they leave nothing nested,
+            # in backward or in step() where no phase is open.
+            if self._fast and self._open is None and args \
                     and self._client.owner is self._self_ref and self._grad_enabled():
                 t = args[0]
                 if isinstance(t, self._tensor_type) and t.shape == self._last_shape \
@@ -612,6 +616,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                         acts.start()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
+        finally:
+            lock.release()
         return None
 
     _on_forward_pre_kw = _on_forward_pre
@@ -639,10 +645,12 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     def _on_forward(self, module, args, output):
         if not self._active or module is not self._model:
             return None
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             # The fast path: the end of a fast forward whose output is a
             # tensor that needs a gradient: forward ends and loss begins.
-            if self._fast and self._depth == 1 and self._open == "forward" \
+            if self._fast and self._open == "forward" \
                     and isinstance(output, self._tensor_type) and output.requires_grad \
                     and self._grad_enabled():
                 self._depth = 0
@@ -706,6 +714,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                 self._client.switch("forward", "loss", self._edge_reads)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
+        finally:
+            lock.release()
         return None
 
     def started_mid_step(self):
@@ -726,7 +736,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         "Cost"). The hook's own errors are reported; the call's propagate."""
         if self._active:
             try:
-                with self._lock:
+                lock = self._lock
+                lock.acquire()
+                try:
                     if self._fast and self._open is None and self._idle \
                             and self._zero_after is False and self._zero_seen_last \
                             and self._client.owner is self._self_ref:
@@ -740,6 +752,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                     else:
                         self._fast = False
                         self._zero_begin()
+                finally:
+                    lock.release()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         try:
@@ -747,7 +761,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         finally:
             if self._active:
                 try:
-                    with self._lock:
+                    lock = self._lock
+                    lock.acquire()
+                    try:
                         depth = self._zero_depth - 1
                         if self._fast and not depth and self._open == "zero_grad":
                             # The fast path's end (never a return here: it
@@ -768,6 +784,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                                               client.step < self._zero_until and self._edge_reads)
                             else:
                                 self._end("zero_grad")
+                    finally:
+                        lock.release()
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
 

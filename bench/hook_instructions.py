@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Instructions the training thread executes per plain step, with and without
+the hook, counted by valgrind's callgrind: deterministic, so a change's effect
+shows on a loaded box where bench/cost_model.py's times cannot (it counts
+instructions, not cache misses: the cost model gives the time).
+
+Runs itself under ``valgrind --tool=callgrind`` with instrumentation off
+until the measured steps (a tiny C helper, built with gcc from
+valgrind/callgrind.h, toggles it), in one process: torch's tiny MLP loop
+with the fake allocator at no cost (bench/fakecuda.py), plain, then watched
+by this tree's hook, then (--old REV) by that revision's.
+
+    PYTHONPATH=pyhook python3 bench/hook_instructions.py [--steps 150] [--old REV]
+"""
+
+import argparse
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+HELPER = r"""
+#include <valgrind/callgrind.h>
+void vs_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
+void vs_stop(const char *name) { CALLGRIND_DUMP_STATS_AT(name); CALLGRIND_STOP_INSTRUMENTATION; }
+"""
+
+
+def measure(args, lib):
+    import fakecuda
+    warnings.simplefilter("ignore")  # the client warns that nothing listens
+    import torch
+    torch.set_num_threads(1)
+    fakecuda.FakeAllocator(0, reset_us=0).install(torch)
+    x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
+    ce = torch.nn.functional.cross_entropy
+    modes = [("plain", None), ("watch", "vramscope")]
+    if args.old:
+        modes.append(("old", "vsold"))
+    for name, pkg in modes:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+        h = None
+        if pkg is not None:
+            mod = __import__(pkg)
+            h = mod.watch(model, opt, socket=os.path.join(tempfile.mkdtemp(), "none.sock"),
+                          sample_hz=0)
+        for _ in range(20):  # past the first steps, read at every phase
+            opt.zero_grad()
+            ce(model(x), y).backward()
+            opt.step()
+        lib.vs_start()
+        for _ in range(args.steps):
+            opt.zero_grad()
+            ce(model(x), y).backward()
+            opt.step()
+        lib.vs_stop(name.encode())
+        if h is not None:
+            h.remove()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--old", help="also count the hook of this git revision")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        if args.old:
+            from cost_model import old_package
+            old_package(args.old, tempfile.mkdtemp())
+        measure(args, ctypes.CDLL(args.child))
+        return
+    work = tempfile.mkdtemp()
+    src, lib = os.path.join(work, "vs.c"), os.path.join(work, "libvs.so")
+    with open(src, "w") as f:
+        f.write(HELPER)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
+    out = os.path.join(work, "cg")
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+           "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
+           "--child", lib, "--steps", str(args.steps)] + (["--old", args.old] if args.old else [])
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    per_step = {}
+    for name in sorted(os.listdir(work)):
+        if not name.startswith("cg.") or not name.endswith("-01"):
+            continue  # thread 1 (the training thread) of each dump
+        mode = total = None
+        with open(os.path.join(work, name)) as f:
+            for line in f:
+                if line.startswith("desc: Trigger: Client Request: "):
+                    mode = line.split(": ")[-1].strip()
+                elif line.startswith("totals:"):
+                    total = int(line.split()[1])
+        if mode is not None and total is not None:
+            per_step[mode] = total / args.steps
+    base = per_step.get("plain")
+    print("instructions per plain step on the training thread (callgrind; %d steps; tiny MLP, "
+          "torch %s, fake allocator at no cost)" % (args.steps, _torch_version()))
+    for mode in ("plain", "watch", "old"):
+        if mode in per_step:
+            extra = "" if mode == "plain" else "  hook +%.0f" % (per_step[mode] - base)
+            label = {"watch": "this tree", "old": "old " + (args.old or "")}.get(mode, mode)
+            print("  %-22s %10.0f%s" % (label, per_step[mode], extra))
+
+
+def _torch_version():
+    try:
+        import torch
+        return torch.__version__
+    except ImportError:
+        return "?"
+
+
+if __name__ == "__main__":
+    main()
