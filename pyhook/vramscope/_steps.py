@@ -196,7 +196,7 @@ class StepsMixin:
             # Its closing read; then what the general path below does for a
             # step with nothing measured, scheduled or owed.
             self._open = None
-            client.put("step", None, None, True, None, None, self._step_plan)
+            client.close_step(self._step_plan)
             acts = self._acts
             if acts.scheduled or acts.measured is not None \
                     and (acts.batch, acts.tokens) != acts.sent:
