@@ -332,36 +332,11 @@ class Client:
             self._wake.set()
         return True
 
-    def close_step(self, plan):
-        """put()'s case for the end of a plain step at rest: ``step``'s end
-        edge with this client's read (guarded as put() guards it) and the
-        fields ``plan`` gives after a read that answered."""
-        raw = extra = None
-        read = self.reader
-        if read is not None:
-            try:
-                raw = read()
-            except Exception as exc:  # noqa: BLE001
-                _safe.report(exc)
-            if raw is not None and plan is not None:
-                extra = plan()
-        t = _monotonic()
-        if raw is not None:
-            self.last_read = t
-        queue = self._queue
-        pending = len(queue)
-        if pending >= self._hold:  # a long queue or a closed client: put() decides
-            return self.put("step", None, raw, False, None, extra)
-        queue.append((t, "step", self.step, self.micro, "end", False, raw, extra, self.model))
-        if pending in self._wake_at:
-            self._wake.set()
-        return True
-
-    def switch(self, end, begin, reads=False, extra=None):
+    def switch(self, end, begin, reads=False, extra=None, plan=None):
         """put()'s every-step case, with fewer tests: the edges of an
         automatic phase switch at this client's step and micro-step, with
-        this client's own read when ``reads`` (a breakdown step), guarded
-        as put() guards it."""
+        this client's own read when ``reads`` (a breakdown step, a step's
+        closing edge), guarded as put() guards it; ``plan`` as put()'s."""
         raw = None
         if not reads:
             t = _monotonic()
@@ -372,6 +347,8 @@ class Client:
                     raw = read()
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
+                if plan is not None and raw is not None:
+                    extra = plan()
             t = _monotonic()
             if raw is not None:
                 self.last_read = t

@@ -196,7 +196,7 @@ class StepsMixin:
             # Its closing read; then what the general path below does for a
             # step with nothing measured, scheduled or owed.
             self._open = None
-            client.close_step(self._step_plan)
+            client.switch("step", None, True, None, self._step_plan)
             acts = self._acts
             if acts.scheduled or acts.measured is not None \
                     and (acts.batch, acts.tokens) != acts.sent:

@@ -425,27 +425,6 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         "Exact peaks")."""
         try:  # the step's end edge must go out whatever happens here
             reads = self._client.peaks.step_reads
-            ref = self._ref
-            if ref is not None and len(reads) == 1 and not self._edge_reads:
-                # A plain step's one read (the loop below for one read, and
-                # the comparison at its end).
-                r = reads[0]
-                if type(r) is tuple and r[1] is not None:
-                    best, held = r[1], r[0]  # six values (the host's RSS)
-                else:
-                    try:  # the binding's dict
-                        a = r["allocated_bytes"]["all"]
-                        best, held = a["peak"], a["current"]
-                    except (KeyError, TypeError, IndexError):
-                        best = None  # another shape: the loop below
-                if best is not None:
-                    reads.clear()
-                    low, high, held_low, held_high, same = ref
-                    if low <= best <= high and held_low <= held <= held_high:
-                        self._moved = False
-                        return same
-                    self._moved = True
-                    return SPAN_STEP
             best = held = None
             for r in reads:
                 if type(r) is tuple and r[1] is not None:
