@@ -18,9 +18,7 @@ class BackwardMixin:
         returns True when it is this model's (a training forward since the last one)."""
         if not self._active or self._in_backward:
             return False
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             client = self._client
             if self._fast and self._open == "loss" and client.owner is self._self_ref:
                 # The fast path: the loss of a fast forward, at rest.
@@ -70,14 +68,10 @@ class BackwardMixin:
             self._open = "backward"
             self._client.switch("loss", "backward", self._edge_reads)
             return True
-        finally:
-            lock.release()
 
     def user_backward_end(self):
         """Called by the global backward wrapper when that backward returned or raised."""
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             if self._user_bw:
                 if self._open == "backward":  # _end("backward")'s every-step case
                     self._open = None
@@ -92,8 +86,6 @@ class BackwardMixin:
                         self._ends_at_forward = client.step
                 self._in_backward = False
                 self._user_bw = False
-        finally:
-            lock.release()
 
     def _on_output_grad(self, grad):
         # Fallback: autograd reached the model output of a backward that did not

@@ -332,11 +332,11 @@ class Client:
             self._wake.set()
         return True
 
-    def switch(self, end, begin, reads=False, extra=None):
+    def switch(self, end, begin, reads=False, extra=None, plan=None):
         """put()'s every-step case, with fewer tests: the edges of an
         automatic phase switch at this client's step and micro-step, with
-        this client's own read when ``reads`` (a breakdown step), guarded
-        as put() guards it."""
+        this client's own read when ``reads`` (a breakdown step, a step's
+        closing edge), guarded as put() guards it; ``plan`` as put()'s."""
         raw = None
         if not reads:
             t = _monotonic()
@@ -347,6 +347,8 @@ class Client:
                     raw = read()
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
+                if plan is not None and raw is not None:
+                    extra = plan()
             t = _monotonic()
             if raw is not None:
                 self.last_read = t

@@ -83,9 +83,7 @@ class StepsMixin:
         phases show as themselves and ``step`` begins when it returns."""
         if not self._active:
             return args, kwargs
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             if self._fast and not args and not kwargs and self._open is None \
                     and self._client.owner is self._self_ref:
                 # The fast path: step() with no closure in a step at rest.
@@ -122,8 +120,6 @@ class StepsMixin:
                     self._begin("step")
                 return args, kwargs
             return _patch.replace_closure(args, kwargs, where, self._wrap_closure(closure))
-        finally:
-            lock.release()
 
     def _wrap_closure(self, closure):
         self._fast = False
@@ -162,16 +158,12 @@ class StepsMixin:
     def _step_post(self):
         if not self._active:
             return
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             if self.framework_steps:
                 self._step_called = False
                 self._end("step")
                 return
             self._finish_step()
-        finally:
-            lock.release()
 
     def finish_open_step(self):
         """End a step the optimizer never finished: ``step`` was opened (by a
@@ -204,7 +196,7 @@ class StepsMixin:
             # Its closing read; then what the general path below does for a
             # step with nothing measured, scheduled or owed.
             self._open = None
-            client.put("step", None, None, True, None, None, self._step_plan)
+            client.switch("step", None, True, None, self._step_plan)
             acts = self._acts
             if acts.scheduled or acts.measured is not None \
                     and (acts.batch, acts.tokens) != acts.sent:

@@ -510,9 +510,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     def _on_forward_pre(self, module, args, kwargs=None):
         if not self._active or module is not self._model:
             return None
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             # The fast path: a training forward of a step at rest, its first
             # tensor input shaped as the last one (whose size it reuses).
             # While _fast holds, only the fast paths and user_backward_end
@@ -616,8 +614,6 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                         acts.start()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
-        finally:
-            lock.release()
         return None
 
     _on_forward_pre_kw = _on_forward_pre
@@ -645,9 +641,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     def _on_forward(self, module, args, output):
         if not self._active or module is not self._model:
             return None
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             # The fast path: the end of a fast forward whose output is a
             # tensor that needs a gradient: forward ends and loss begins.
             if self._fast and self._open == "forward" \
@@ -714,8 +708,6 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                 self._client.switch("forward", "loss", self._edge_reads)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
-        finally:
-            lock.release()
         return None
 
     def started_mid_step(self):
@@ -736,9 +728,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         "Cost"). The hook's own errors are reported; the call's propagate."""
         if self._active:
             try:
-                lock = self._lock
-                lock.acquire()
-                try:
+                with self._lock:
                     if self._fast and self._open is None and self._idle \
                             and self._zero_after is False and self._zero_seen_last \
                             and self._client.owner is self._self_ref:
@@ -752,8 +742,6 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                     else:
                         self._fast = False
                         self._zero_begin()
-                finally:
-                    lock.release()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         try:
@@ -761,9 +749,7 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         finally:
             if self._active:
                 try:
-                    lock = self._lock
-                    lock.acquire()
-                    try:
+                    with self._lock:
                         depth = self._zero_depth - 1
                         if self._fast and not depth and self._open == "zero_grad":
                             # The fast path's end (never a return here: it
@@ -784,8 +770,6 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                                               client.step < self._zero_until and self._edge_reads)
                             else:
                                 self._end("zero_grad")
-                    finally:
-                        lock.release()
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
 
