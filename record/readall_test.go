@@ -71,12 +71,17 @@ func TestEachMatchesNext(t *testing.T) {
 		if !reflect.DeepEqual(r.Warnings(), wantWarn) {
 			t.Errorf("%s: Each warned %q, Next %q", name, r.Warnings(), wantWarn)
 		}
-		// Fold hands each message only for the call: copy it there.
+		// Fold hands each message and its Mem only for the call: copy both
+		// there (the batch that holds them is reused).
 		got = got[:0]
 		r = must(open())
 		if err := r.Fold(func(ev session.Event) {
 			if ev.Msg != nil {
 				m := *ev.Msg
+				if m.Mem != nil {
+					mem := *m.Mem
+					m.Mem = &mem
+				}
 				ev.Msg = &m
 			}
 			got = append(got, ev)
