@@ -191,37 +191,11 @@ class StepsMixin:
         self._step_depth = 0
         client = self._client
         last = self._open
-        if self._fast and last == "step":
-            # The fast path: the end of a step whose phases all took theirs.
-            # Its closing read; then what the general path below does for a
-            # step with nothing measured, scheduled or owed.
-            self._open = None
-            client.switch("step", None, True, None, self._step_plan)
-            acts = self._acts
-            if acts.scheduled or acts.measured is not None \
-                    and (acts.batch, acts.tokens) != acts.sent:
-                # A census asked for from another thread, or a new input
-                # size that scales the measurement: the general path.
-                self._fast = False
-            else:
-                nxt = client.step + 1
-                if nxt < self._due and not self._trained:
-                    client.step = nxt
-                    client.micro = 0
-                    self._zero_seen_last = self._zero_seen
-                    self._zero_seen = False
-                    self._idle = True
-                    self._edge_reads = self._moved or self.breakdown_always
-                    self._fast = not self._edge_reads
-                    acts.batch = acts.tokens = None
-                    return
-                self._fast = False
-            last = None
         if last == "step" and self._tail_step is None:
             # _end("step")'s every-step case: the step's closing read, and
             # with exact peaks its plan (docs/protocol.md, "Exact peaks").
             self._open = None
-            client.put("step", None, None, True, None, None, self._step_plan)
+            client.switch("step", None, True, None, self._step_plan)
         elif last is not None:
             self._end(last, closing=True)
         step = client.step
@@ -245,6 +219,7 @@ class StepsMixin:
             # A training forward that no wrapped backward followed (a loop
             # calling torch.autograd.grad): hook the outputs again.
             self._hook_output = True
+            self._fast = False
         self._trained = False
         # Whether the schedule measures the next step (its activations) and
         # whether it reads its phases (a breakdown step, never a measured
@@ -268,7 +243,11 @@ class StepsMixin:
             acts.batch = acts.tokens = None
             # The next step takes the fast paths when it reads only where it
             # closes and the loop is at rest: nothing open, nested, measured,
-            # skipped or owed (docs/hook.md, "Cost").
+            # skipped or owed (docs/hook.md, "Cost"). A step that took them
+            # all left the loop at rest: only its reads are to decide.
+            if self._fast:
+                self._fast = not self._edge_reads
+                return
             meter = acts.meter
             self._fast = self._fast_loop and not self._edge_reads and self._active \
                 and self._open is None and self._tail_step is None and not self._depth \
