@@ -528,13 +528,7 @@ class SavedTensorMeter:
             exclude = set()
             self._cache.unique_bytes(params + buffers, exclude)
             self._exclude = exclude
-            push = self._push
-            if push is not None:
-                push(self._pack, _unpack)
-                self._ctx = _PUSHED
-                self.active = True
-            else:
-                self._install()
+            self._install()
         if self._mod_hooks is None:
             if self._map is None:
                 self._build_map()
@@ -567,18 +561,11 @@ class SavedTensorMeter:
         if self.loss_sizes is None:
             self.loss_sizes = []
         self._in_loss = True
-        push = self._push
-        if push is not None:
-            push(self._pack, _unpack)
-            self._ctx = _PUSHED
-            self.active = True
-        else:
-            self._install()
+        self._install()
 
     def _install(self):
         # What torch.autograd.graph.saved_tensors_hooks' __enter__ does,
-        # without its two Python frames where the binding is there (start
-        # and start_loss push themselves then).
+        # without its two Python frames where the binding is there.
         push = self._push
         if push is not None:
             push(self._pack, _unpack)
