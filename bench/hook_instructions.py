@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Instructions the training thread executes per plain step, with and without
-the hook, counted by valgrind's callgrind: deterministic, so a change's effect
-shows on a loaded box where bench/cost_model.py's times cannot (it counts
-instructions, not cache misses: the cost model gives the time).
+the hook, counted by valgrind's callgrind: independent of the box's load, so a
+change's effect shows on a loaded box where bench/cost_model.py's times cannot (it counts
+instructions, not cache misses: the cost model gives the time). The cyclic
+collector is off while steps are counted. The sender thread still runs and
+takes the lock Python threads share, so repeated runs differ by a few percent.
 
 Runs itself under ``valgrind --tool=callgrind`` with instrumentation off
 until the measured steps (a tiny C helper, built with gcc from
@@ -15,6 +17,7 @@ by this tree's hook, then (--old REV) by that revision's.
 
 import argparse
 import ctypes
+import gc
 import os
 import subprocess
 import sys
@@ -50,18 +53,24 @@ def measure(args, lib):
         h = None
         if pkg is not None:
             mod = __import__(pkg)
+            # activations_every=0: no measured step, nor (since measured and
+            # breakdown steps share the schedule's period) a scheduled
+            # breakdown step falls among the counted ones: plain steps only.
             h = mod.watch(model, opt, socket=os.path.join(tempfile.mkdtemp(), "none.sock"),
-                          sample_hz=0)
+                          sample_hz=0, activations_every=0)
         for _ in range(20):  # past the first steps, read at every phase
             opt.zero_grad()
             ce(model(x), y).backward()
             opt.step()
+        gc.collect()
+        gc.disable()  # a collection falls where the allocations do: not counted
         lib.vs_start()
         for _ in range(args.steps):
             opt.zero_grad()
             ce(model(x), y).backward()
             opt.step()
         lib.vs_stop(name.encode())
+        gc.enable()
         if h is not None:
             h.remove()
 
