@@ -71,7 +71,7 @@ def measure(args, lib):
             # would move the count by several percent run to run. Its work
             # on the queue is done between steps, uncounted, as it would be
             # off the training thread.
-            client._wake_at, client._poll = frozenset(), 3600.0
+            client._wake_at, client._wake_from, client._poll = frozenset(), 1 << 62, 3600.0
             client._wake.set()  # its current wait ends; the next one is the long one
             time.sleep(0.5)
         gc.collect()

@@ -230,8 +230,12 @@ def queued(client):
     numbered as its sender would number them (Client._number), queue untouched."""
     seq, out = client._next_seq, []
     for item in list(client._queue):
-        if type(item) is tuple:  # an edge, as the training thread queues it
-            out.append(_messages.phase_message((seq, item)))
+        if type(item) is tuple:  # one or two edges, as the training thread queues them
+            edges = _messages.edges_of(item)
+            for edge in edges[:-1]:
+                out.append(_messages.phase_message((seq, edge)))
+                seq += 1
+            out.append(_messages.phase_message((seq, edges[-1])))
         else:
             m = dict(item)
             seq += m.pop(_client._GAP, 0)

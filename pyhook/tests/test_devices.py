@@ -228,7 +228,7 @@ def test_host_client_reads_every_phase_on_breakdown_steps_and_once_a_plain_step(
             opt.step()
     finally:
         watcher.remove()
-    edges = [_messages.Edge._make(item) for item in client._queue if type(item) is tuple]
+    edges = [e for item in client._queue if type(item) is tuple for e in _messages.edges_of(item)]
     ends = [item for item in edges if item.edge == "end"]
     assert len(ends) == 8 * 5
     first = [item for item in ends if item.step < 3]
@@ -450,8 +450,8 @@ def test_host_forward_end_is_read_before_the_loop_lets_go_of_the_last_output(tor
     # Steps 0-2 read every phase end; with the peak RSS reset (exact), step
     # 3 is a plain step, read once where it closes (docs/hook.md, "Which
     # edges read").
-    fwd = [item.raw[0] for item in map(_messages.Edge._make,
-                                         (i for i in client._queue if type(i) is tuple))
+    fwd = [item.raw[0] for item in (e for i in client._queue if type(i) is tuple
+                                    for e in _messages.edges_of(i))
            if item.name == "forward" and item.edge == "end"
            and item.raw is not None]
     assert len(fwd) == (3 if client.exact else 4)

@@ -3,6 +3,8 @@ calls and the output-grad fallback (docs/hook.md). Mixed into
 :class:`_watch.Watcher`; its every-step path ends and begins phases with
 one ``Client.put`` call each, which makes the read (docs/hook.md, "Cost")."""
 
+from time import monotonic as _monotonic
+
 from . import _safe
 from ._anatomy import FIRST_MEASURED
 
@@ -28,7 +30,9 @@ class BackwardMixin:
                 self._trained = False
                 self._backward_micro = client.micro
                 self._open = "backward"
-                client.switch("loss", "backward")
+                # Client.switch's tuple, queued as _fast allows
+                client._queue.append((_monotonic(), "loss", "backward", client.step,
+                                      client.micro, None, client.model))
                 return True
             if self._in_backward:
                 return False
@@ -77,7 +81,10 @@ class BackwardMixin:
                     self._open = None
                     client = self._client
                     micro = self._backward_micro
-                    if micro == client.micro:
+                    if self._fast:  # Client.switch's tuple, queued as _fast allows
+                        client._queue.append((_monotonic(), "backward", None, client.step,
+                                              micro, None, client.model))
+                    elif micro == client.micro:
                         client.switch("backward", None, self._edge_reads)
                     else:
                         client.put("backward", None, None, self._edge_reads, micro)

@@ -27,7 +27,7 @@ import threading
 import time
 
 from . import _cuda, _messages, _owned, _requests, _safe, _sockcheck
-from ._messages import make_edge
+from ._messages import SWITCH_FIELDS, make_edge, switch_edges
 
 QUEUE_SIZE = 8192
 RING_SIZE = 4096
@@ -100,6 +100,7 @@ class Client:
         # The queue lengths at which a switch (one or two edges) brings the
         # queue to the batch, or one short of it: the edges wake the sender.
         self._wake_at = frozenset((self._batch - 2, self._batch - 1))
+        self._wake_from = self._batch - 2
         self._sock = None
         self._sock_id = None  # what the socket is (_owned), to tell it from a reused number
         # Requests from the monitor (docs/protocol.md, "Requests"), read by the
@@ -337,22 +338,29 @@ class Client:
         automatic phase switch at this client's step and micro-step, with
         this client's own read when ``reads`` (a breakdown step, a step's
         closing edge), guarded as put() guards it; ``plan`` as put()'s."""
-        raw = None
-        if not reads:
-            t = _monotonic()
-        else:
-            read = self.reader
-            if read is not None:
-                try:
-                    raw = read()
-                except Exception as exc:  # noqa: BLE001
-                    _safe.report(exc)
-                if plan is not None and raw is not None:
-                    extra = plan()
-            t = _monotonic()
-            if raw is not None:
-                self.last_read = t
         queue = self._queue
+        if not reads:
+            # One tuple for both edges (_messages.SWITCH_FIELDS); the sender
+            # makes the Edges.
+            pending = len(queue)
+            if pending >= self._hold:  # a long queue or a closed client: put() decides
+                return self.put(end, begin, None, False, None, extra)
+            queue.append((_monotonic(), end, begin, self.step, self.micro, extra, self.model))
+            if pending in self._wake_at:
+                self._wake.set()
+            return True
+        raw = None
+        read = self.reader
+        if read is not None:
+            try:
+                raw = read()
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+            if plan is not None and raw is not None:
+                extra = plan()
+        t = _monotonic()
+        if raw is not None:
+            self.last_read = t
         pending = len(queue)
         if pending >= self._hold:  # a long queue or a closed client: put() decides
             return self.put(end, begin, raw, False, None, extra)
@@ -361,7 +369,9 @@ class Client:
             queue.append((t, end, step, micro, "end", False, raw, extra, model))
         if begin is not None:
             queue.append((t, begin, step, micro, "begin", False, raw, extra, model))
-        if pending in self._wake_at:
+        # A step's closing read: the Watcher's fast paths queued the step's
+        # other edges without a test, so the queue may have passed the batch.
+        if pending >= self._wake_from:
             self._wake.set()
         return True
 
@@ -386,7 +396,9 @@ class Client:
         to it since the sender last took the queue.
         """
         if created is None:
-            created = self._next_seq + len(self._queue) + self._lost
+            waiting = sum(len(switch_edges(item)) if type(item) is tuple
+                          and len(item) == SWITCH_FIELDS else 1 for item in list(self._queue))
+            created = self._next_seq + waiting + self._lost
         return {
             "created": created,
             "dropped": self.dropped,
@@ -430,10 +442,18 @@ class Client:
                 continue  # after goodbye (a racing thread): the stream has ended
             if type(item) is tuple:
                 # An edge, queued as a plain tuple of Edge's fields (the
-                # training thread makes no named tuple): made one here.
-                item = make_edge(item)
-                if self._carry is not None and item.raw is not None:
-                    item = self._carried(item)
+                # training thread makes no named tuple): made one here; or
+                # a switch's two edges in one tuple, which carry no read.
+                if len(item) == SWITCH_FIELDS:
+                    edges = switch_edges(item)
+                    for edge in edges[:-1]:
+                        out.append((edge.step < fs, (seq, edge)))
+                        seq += 1
+                    item = edges[-1]
+                else:
+                    item = make_edge(item)
+                    if self._carry is not None and item.raw is not None:
+                        item = self._carried(item)
                 out.append((item.step < fs, (seq, item)))
             elif _CARRY in item:  # a user's reset: no message, no seq
                 self._carry = _max_pair(self._carry, item[_CARRY])

@@ -136,6 +136,29 @@ Edge = collections.namedtuple("Edge", "t name step micro edge user raw extra mod
 # namedtuple's own constructor is a Python function).
 make_edge = functools.partial(tuple.__new__, Edge)
 
+# A switch that reads nothing, as the training thread queues it
+# (Client.switch): the end edge of ``end`` and the begin edge of ``begin``
+# (either may be None) at one clock, in one tuple of these seven fields,
+# which the sender makes into its one or two Edges (switch_edges).
+SWITCH_FIELDS = 7
+
+
+def switch_edges(item):
+    """The Edges of a queued switch (SWITCH_FIELDS fields): the end, then the begin."""
+    t, end, begin, step, micro, extra, model = item
+    out = []
+    if end is not None:
+        out.append(make_edge((t, end, step, micro, "end", False, None, extra, model)))
+    if begin is not None:
+        out.append(make_edge((t, begin, step, micro, "begin", False, None, extra, model)))
+    return out
+
+
+def edges_of(item):
+    """The Edges of a queued tuple: a switch's one or two, or the one Edge
+    whose fields it holds."""
+    return switch_edges(item) if len(item) == SWITCH_FIELDS else [make_edge(item)]
+
 
 def phase_message(numbered):
     """Make the ``phase`` message of one numbered edge, ``(seq, Edge)``

@@ -3,6 +3,7 @@ framework callbacks: the half of the Watcher that decides where a step ends
 (docs/hook.md, docs/integrations.md). Mixed into :class:`_watch.Watcher`."""
 
 import sys
+from time import monotonic as _monotonic
 
 from . import _anatomy, _patch, _safe
 from ._tracebacks import hook_code
@@ -90,7 +91,8 @@ class StepsMixin:
                 self._idle = False
                 self._step_called = True
                 self._open = "step"
-                self._client.switch(None, "step")
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((_monotonic(), None, "step", c.step, c.micro, None, c.model))
                 return args, kwargs
             self._fast = False
             # copy of _activity()
@@ -244,9 +246,12 @@ class StepsMixin:
             # The next step takes the fast paths when it reads only where it
             # closes and the loop is at rest: nothing open, nested, measured,
             # skipped or owed (docs/hook.md, "Cost"). A step that took them
-            # all left the loop at rest: only its reads are to decide.
+            # all left the loop at rest: only its reads are to decide. Its
+            # fast paths queue without Client.switch's tests: the step starts
+            # with the queue short and the client open (a closed one's hold
+            # is -1), and adds one step's edges at most.
             if self._fast:
-                self._fast = not self._edge_reads
+                self._fast = not self._edge_reads and len(client._queue) < client._hold
                 return
             meter = acts.meter
             self._fast = self._fast_loop and not self._edge_reads and self._active \
@@ -255,7 +260,8 @@ class StepsMixin:
                 and not self._in_backward and not self._user_bw and not self._skip_forward \
                 and not self._quiet and not self._hook_output and self._kw_patch is None \
                 and not self._in_training_step and not self.framework_steps \
-                and self._census_want is None and (meter is None or not meter.active)
+                and self._census_want is None and (meter is None or not meter.active) \
+                and len(client._queue) < client._hold
 
     def _send_anatomy(self, step, acts):
         # acts: Activations.finish's fields, every key there but "saved" on

@@ -11,6 +11,7 @@ end edge made in the same hook call, else none): on the every-step path by
 import sys
 import threading
 import weakref
+from time import monotonic as _monotonic
 
 from . import _anatomy, _backward, _cuda, _figures, _messages, _patch, _safe, _steps
 from ._anatomy import FIRST_MEASURED
@@ -526,7 +527,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                     self._idle = False
                     self._trained = True
                     self._open = "forward"
-                    self._client.switch(None, "forward", False, extra)
+                    c = self._client  # Client.switch's tuple, queued as _fast allows
+                    c._queue.append((_monotonic(), None, "forward", c.step, c.micro, extra,
+                                     c.model))
                     acts = self._acts
                     b, n = size["batch"], size["tokens"]
                     if acts.batch is None and acts.tokens is None:
@@ -649,7 +652,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                     and self._grad_enabled():
                 self._depth = 0
                 self._open = "loss"
-                self._client.switch("forward", "loss")
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((_monotonic(), "forward", "loss", c.step, c.micro, None, c.model))
                 return None
             self._fast = False
             depth = self._depth - 1
@@ -738,7 +742,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                         self._idle = False
                         self._zero_seen = True
                         self._open = "zero_grad"
-                        self._client.switch(None, "zero_grad")
+                        c = self._client  # Client.switch's tuple, queued as _fast allows
+                        c._queue.append((_monotonic(), None, "zero_grad", c.step, c.micro, None,
+                                         c.model))
                     else:
                         self._fast = False
                         self._zero_begin()
@@ -756,7 +762,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                             # would drop what the call returns or raises).
                             self._zero_depth = 0
                             self._open = None
-                            self._client.switch("zero_grad", None)
+                            c = self._client  # Client.switch's tuple, queued as _fast allows
+                            c._queue.append((_monotonic(), "zero_grad", None, c.step, c.micro,
+                                             None, c.model))
                         elif depth > 0:
                             self._zero_depth = depth
                         else:
