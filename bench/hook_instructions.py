@@ -12,7 +12,7 @@ valgrind/callgrind.h, toggles it), in one process: torch's tiny MLP loop
 with the fake allocator at no cost (bench/fakecuda.py), plain, then watched
 by this tree's hook, then (--old REV) by that revision's.
 
-    PYTHONPATH=pyhook python3 bench/hook_instructions.py [--steps 150] [--old REV]
+    PYTHONPATH=pyhook python3 bench/hook_instructions.py [--steps 150] [--micro 1] [--old REV]
 """
 
 import argparse
@@ -79,7 +79,8 @@ def measure(args, lib):
         lib.vs_start()
         for _ in range(args.steps):
             opt.zero_grad()
-            ce(model(x), y).backward()
+            for _ in range(args.micro):
+                ce(model(x), y).backward()
             opt.step()
             lib.vs_toggle()
             if client is not None:
@@ -97,6 +98,8 @@ def measure(args, lib):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--micro", type=int, default=1,
+                    help="forward/backward passes per step (gradient accumulation)")
     ap.add_argument("--old", help="also count the hook of this git revision")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -114,7 +117,7 @@ def main():
     out = os.path.join(work, "cg")
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
            "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
-           "--child", lib, "--steps", str(args.steps)] + (["--old", args.old] if args.old else [])
+           "--child", lib, "--steps", str(args.steps), "--micro", str(args.micro)] + (["--old", args.old] if args.old else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     per_step = {}
     for name in sorted(os.listdir(work)):
@@ -130,8 +133,10 @@ def main():
         if mode is not None and total is not None:
             per_step[mode] = total / args.steps
     base = per_step.get("plain")
-    print("instructions per plain step on the training thread (callgrind; %d steps; tiny MLP, "
-          "torch %s, fake allocator at no cost)" % (args.steps, _torch_version()))
+    print("instructions per plain step%s on the training thread (callgrind; %d steps; tiny MLP, "
+          "torch %s, fake allocator at no cost)"
+          % (" of %d micro-steps" % args.micro if args.micro > 1 else "", args.steps,
+             _torch_version()))
     for mode in ("plain", "watch", "old"):
         if mode in per_step:
             extra = "" if mode == "plain" else "  hook +%.0f" % (per_step[mode] - base)
