@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Instructions the training thread executes per plain step, with and without
-the hook, counted by valgrind's callgrind: independent of the box's load, so a
-change's effect shows on a loaded box where bench/cost_model.py's times cannot (it counts
+"""Instructions the training thread executes per plain step (or, with
+--measured, per measured step), with and without the hook, counted by
+valgrind's callgrind: independent of the box's load, so a change's effect
+shows on a loaded box where bench/cost_model.py's times cannot (it counts
 instructions, not cache misses: the cost model gives the time). The cyclic
 collector is off while steps are counted. The sender thread still runs and
 takes the lock Python threads share, so repeated runs differ by a few percent.
@@ -10,9 +11,14 @@ Runs itself under ``valgrind --tool=callgrind`` with instrumentation off
 until the measured steps (a tiny C helper, built with gcc from
 valgrind/callgrind.h, toggles it), in one process: torch's tiny MLP loop
 with the fake allocator at no cost (bench/fakecuda.py), plain, then watched
-by this tree's hook, then (--old REV) by that revision's.
+by this tree's hook, then (--old REV) by that revision's. With --measured
+every step is a measured one (activations_every=1): the counted steps are
+the watch's 21st to 170th measured steps, so the count is the average
+measured step's, whatever share of them takes the split by module
+(docs/anatomy.md, "By module").
 
     PYTHONPATH=pyhook python3 bench/hook_instructions.py [--steps 150] [--micro 1] [--old REV]
+        [--measured]
 """
 
 import argparse
@@ -58,8 +64,9 @@ def measure(args, lib):
             # activations_every=0: no measured step, nor (since measured and
             # breakdown steps share the schedule's period) a scheduled
             # breakdown step falls among the counted ones: plain steps only.
+            # With --measured, 1: every step measured, none a breakdown step.
             h = mod.watch(model, opt, socket=os.path.join(tempfile.mkdtemp(), "none.sock"),
-                          sample_hz=0, activations_every=0)
+                          sample_hz=0, activations_every=1 if args.measured else 0)
         for _ in range(20):  # past the first steps, read at every phase
             opt.zero_grad()
             ce(model(x), y).backward()
@@ -101,6 +108,8 @@ def main():
     ap.add_argument("--micro", type=int, default=1,
                     help="forward/backward passes per step (gradient accumulation)")
     ap.add_argument("--old", help="also count the hook of this git revision")
+    ap.add_argument("--measured", action="store_true",
+                    help="count measured steps (activations_every=1) instead of plain ones")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -117,7 +126,8 @@ def main():
     out = os.path.join(work, "cg")
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
            "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
-           "--child", lib, "--steps", str(args.steps), "--micro", str(args.micro)] + (["--old", args.old] if args.old else [])
+           "--child", lib, "--steps", str(args.steps), "--micro", str(args.micro)] \
+        + (["--old", args.old] if args.old else []) + (["--measured"] if args.measured else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     per_step = {}
     for name in sorted(os.listdir(work)):
@@ -133,9 +143,10 @@ def main():
         if mode is not None and total is not None:
             per_step[mode] = total / args.steps
     base = per_step.get("plain")
-    print("instructions per plain step%s on the training thread (callgrind; %d steps; tiny MLP, "
+    print("instructions per %s step%s on the training thread (callgrind; %d steps; tiny MLP, "
           "torch %s, fake allocator at no cost)"
-          % (" of %d micro-steps" % args.micro if args.micro > 1 else "", args.steps,
+          % ("measured" if args.measured else "plain",
+             " of %d micro-steps" % args.micro if args.micro > 1 else "", args.steps,
              _torch_version()))
     for mode in ("plain", "watch", "old"):
         if mode in per_step:
