@@ -150,9 +150,11 @@ def test_activations_every_schedules_measurement_and_off_installs_nothing(torch_
     got = run(torch, model, opt, torch.randn(4, 8), steps=11, activations_every=5)
     assert [m["step"] for m in got] == [0, 1, 2, 5, 10]
     # on measured steps only: for the forward, then for the loss (until
-    # backward) once a backward came through the wrapper (not at step 0)
-    assert len(made) == 5 + 4, "saved-tensor hooks only on measured steps"
+    # backward) on the steps that take the split once a backward came
+    # through the wrapper (steps 1 and 2: not step 0; 5 and 10 take none)
+    assert len(made) == 5 + 2, "saved-tensor hooks only on measured steps"
     assert all(m["activations"] == (4 * 8 + 4 * 16) * F32 for m in got)
+    assert [m["saved"] is not None for m in got] == [True, True, True, False, False]
 
     made.clear()
     got = run(torch, model, opt, torch.randn(4, 8), steps=4, activations_every=0,

@@ -24,6 +24,8 @@ _is_none = partial(_is, None)
 _call = methodcaller("__call__")  # a weak reference's target; type(None)'s None
 _values = methodcaller("values")
 _dict = attrgetter("__dict__")
+_nbytes = methodcaller("nbytes")
+_device_type = attrgetter("device.type")
 _own = itemgetter("_parameters", "_buffers", "_modules")  # of a module's __dict__
 
 _getters = {}  # tensor class -> its storage accessor (found once per class)
@@ -428,13 +430,16 @@ class SavedTensorMeter:
     which module (docs/anatomy.md, "By module").
 
     ``start()`` installs ``torch.autograd.graph.saved_tensors_hooks`` whose
-    pack hook records each saved tensor's storage (parameters and buffers
-    excluded) and returns the same data (a detached alias), plus two global
-    module forward hooks that keep the innermost module running; ``stop()``
-    removes them. ``start_loss()``, at the model forward's end, installs the
-    pack hook alone again: what is saved from then until ``stop()`` (the
-    backward's start) is the loss's. The meter is only active between those
-    calls, so unmeasured steps pay nothing.
+    pack hook returns the same data (a detached alias) and keeps a weak
+    reference to it; ``stop()`` removes them and counts the storages behind
+    the aliases still alive, each once, parameters and buffers excluded
+    (:meth:`_tally`): what autograd holds for backward. With ``split`` set
+    (a step that takes the split by module, :class:`Activations`), the pack
+    hook also notes the innermost module running, which two global module
+    forward hooks keep, and ``start_loss()``, at the model forward's end,
+    installs the pack hook alone again: what is saved from then until
+    ``stop()`` (the backward's start) is the loss's. The meter is only
+    active between those calls, so unmeasured steps pay nothing.
     """
 
     def __init__(self, torch, model):
@@ -473,6 +478,19 @@ class SavedTensorMeter:
         self._in_loss = False
         self.loss_sizes = None
         self.touched = False
+        # Whether this step takes the split by module (set by Activations
+        # at the step's first measured forward).
+        self.split = True
+        # Since the last tally: weak references to the aliases packed and,
+        # when split, the module running at each pack.
+        self._refs = []
+        self._mods = []
+        tensor = getattr(torch, "Tensor", None)
+        # A saved tensor's storage, as storage_of asks it (the method by name:
+        # a subclass's own is called); None: per tensor class
+        self._storage = next((methodcaller(n) for n in ("untyped_storage", "_storage")
+                              if hasattr(tensor, n)), None)
+        self._lean = self._lean_pack()
 
     @staticmethod
     def supported(torch, model=None):
@@ -492,6 +510,8 @@ class SavedTensorMeter:
         self._sizes = {}
         self.loss_sizes = None
         self.touched = False
+        self._refs.clear()
+        self._mods.clear()
         if self._mstack is not None:
             self._mstack.reset()
             self._stack = self._mstack.stack
@@ -516,7 +536,8 @@ class SavedTensorMeter:
     # start, start_loss and stop run at every measured forward: what they
     # install and remove is written out in them, not called.
     def start(self):
-        """Install the saved-tensor and module hooks for a model forward."""
+        """Install the saved-tensor hooks for a model forward (and, when
+        ``split``, the module hooks)."""
         self._in_loss = False
         self.touched = True
         if self._ctx is None:
@@ -529,7 +550,7 @@ class SavedTensorMeter:
             self._cache.unique_bytes(params + buffers, exclude)
             self._exclude = exclude
             self._install()
-        if self._mod_hooks is None:
+        if self.split and self._mod_hooks is None:
             if self._map is None:
                 self._build_map()
             if self._map:
@@ -553,7 +574,7 @@ class SavedTensorMeter:
         forward's end (after stop()) and the backward's start. Not when the
         forward was not measured, nor under a user's own saved-tensor hooks
         (``save_on_cpu``), which ours would shadow: the loss stays unknown."""
-        if self._ctx is not None or not self.touched:
+        if self._ctx is not None or not self.touched or not self.split:
             return
         top = self._top_hooks
         if top is not None and top(False) is not None:
@@ -567,17 +588,19 @@ class SavedTensorMeter:
         # What torch.autograd.graph.saved_tensors_hooks' __enter__ does,
         # without its two Python frames where the binding is there.
         push = self._push
+        pack = self._pack if self.split else self._lean
         if push is not None:
-            push(self._pack, _unpack)
+            push(pack, _unpack)
             self._ctx = _PUSHED
         else:
-            ctx = self._torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+            ctx = self._torch.autograd.graph.saved_tensors_hooks(pack, _unpack)
             ctx.__enter__()
             self._ctx = ctx
         self.active = True
 
     def stop(self):
-        """Remove the saved-tensor and module hooks if installed."""
+        """Remove the saved-tensor and module hooks if installed, and count
+        what was saved since they were (:meth:`_tally`)."""
         ctx, self._ctx = self._ctx, None
         self.active = False
         self._in_loss = False
@@ -592,59 +615,125 @@ class SavedTensorMeter:
                 self._pop()
             elif ctx is not None:
                 ctx.__exit__(None, None, None)
+        if self._refs:
+            self._tally()
+
+    def _tally(self):
+        """Count the storages behind the aliases packed in a model forward
+        since the last tally that are still alive (what autograd holds for
+        backward: a graph dropped during the forward took its saved tensors
+        with it), each once, parameters, buffers and storages counted
+        before left out: into ``total`` and, when ``split``, by the module
+        that saved each first."""
+        refs, mods = self._refs, self._mods
+        try:
+            seen, exclude = self._seen, self._exclude
+            if not self.split:
+                tensors = list(filter(_not_none, map(_call, refs)))
+                get = self._storage
+                try:  # _sized's map, and the pointers kept
+                    storages = list(map(get, tensors))
+                    ptrs = list(map(_data_ptr, storages))
+                    fresh = dict(zip(zip(map(_device_type, tensors), ptrs),
+                                     map(_nbytes, storages)))
+                except (RuntimeError, AttributeError, TypeError):
+                    fresh = dict(map(storage_of, tensors))
+                    ptrs = [k[1] for k in fresh]
+                new = fresh.keys() - seen.keys()
+                new -= exclude
+                if 0 in ptrs:  # a storage that holds no memory now: not counted
+                    new = [k for k in new if k[1]]
+                if new:
+                    self.total += sum(map(fresh.__getitem__, new))
+                    seen.update(dict.fromkeys(new, 0))
+                return
+            alive = list(map(_call, refs))
+            mask = list(map(_not_none, alive))
+            by_module = self._sizes
+            # in the order they were saved: the first saver owns a storage
+            for (key, size), i in zip(self._sized(list(compress(alive, mask))),
+                                      compress(mods, mask)):
+                if not key[1] or key in seen or key in exclude:
+                    continue
+                self.total += size
+                seen[key] = i
+                s = by_module.get(i)
+                if s is None:
+                    by_module[i] = [size]
+                else:
+                    s.append(size)
+        except Exception as exc:  # noqa: BLE001 - the step's other figures stand
+            from . import _safe
+            _safe.report(exc)
+        finally:
+            refs.clear()
+            mods.clear()
+
+    def _sized(self, tensors):
+        """Return storage_of of each of ``tensors``, in order: asked in C,
+        a map over them all, where each answers the storage method by name,
+        a data pointer and ``nbytes()``; else tensor by tensor."""
+        get = self._storage
+        if get is not None:
+            try:
+                storages = list(map(get, tensors))
+                return list(zip(zip(map(_device_type, tensors), map(_data_ptr, storages)),
+                                map(_nbytes, storages)))
+            except (RuntimeError, AttributeError):
+                pass  # a storage that holds no memory now, or one without nbytes()
+        return list(map(storage_of, tensors))
 
     def breakdown(self):
         """Return the ``saved`` object of this micro-step, made when first
         read (:class:`_modules.Split`); None without a module map."""
-        if not self._map:
+        if not self._map or not self.split:
             return None
         return self._split(self._labels, self._sizes, self._mstack.inputs,
                            self._seen, self.loss_sizes)
 
+    # The pack hooks run once per tensor autograd saves (hundreds a forward
+    # in a real model): in a model forward each keeps a weak reference to
+    # what it returns, and stop() counts them all at once (_tally); in the
+    # loss window, which a backward that bypasses the wrapper ends from
+    # inside the engine after it freed some, each is counted as it is
+    # saved. They return an alias, not
+    # ``t`` itself: returning an op's own output would make output -> grad_fn
+    # -> saved -> output a cycle that outlives a forward without backward.
+    # The alias shares storage and version counter. In a tuple, so that the
+    # unpack hook, run as often in the backward, is itemgetter(0): no
+    # Python frame.
     def _pack(self, t):
-        # Runs once per tensor autograd saves (hundreds a forward in a real
-        # model): storage_key inlined (a frame less per tensor), the size
-        # asked only for a storage not seen yet.
+        # With the split: and the innermost module running (0: the model's own)
+        a = t.detach()
+        if self._in_loss:
+            self._count_loss(a)
+        else:
+            self._refs.append(_weakref(a))
+            st = self._stack
+            self._mods.append(st[-1] if st else 0)
+        return (a,)
+
+    def _count_loss(self, t):
         try:
-            try:
-                get = _getters[type(t)]
-            except KeyError:
-                get = _getter_of(type(t))
-            s = get(t)
-            try:
-                ptr = s.data_ptr()
-            except RuntimeError:  # a storage that holds no memory now (storage_key)
-                ptr = 0
-            if ptr:
-                key = ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), ptr)
-                seen = self._seen
-                if key not in seen and key not in self._exclude:
-                    try:
-                        size = int(s.nbytes())
-                    except AttributeError:  # storage_nbytes: a storage without nbytes()
-                        size = int(s.size() * s.element_size())
-                    if self._in_loss:
-                        seen[key] = -1
-                        self.loss_sizes.append(size)
-                    else:
-                        self.total += size
-                        st = self._stack
-                        i = st[-1] if st else 0
-                        seen[key] = i  # who saved it first: the module's number
-                        sizes = self._sizes.get(i)
-                        if sizes is None:
-                            self._sizes[i] = [size]
-                        else:
-                            sizes.append(size)
+            key, size = storage_of(t)
+            seen = self._seen
+            if key[1] and key not in seen and key not in self._exclude:
+                seen[key] = -1
+                self.loss_sizes.append(size)
         except Exception as exc:  # noqa: BLE001 - never break autograd
             from . import _safe
             _safe.report(exc)
-        # An alias, not ``t`` itself: returning an op's own output would make
-        # output -> grad_fn -> saved -> output a cycle that outlives a forward
-        # without backward. The alias shares storage and version counter. In
-        # a tuple, so that the unpack hook, run as often in the backward, is
-        # itemgetter(0): no Python frame.
-        return (t.detach(),)
+
+    def _lean_pack(self):
+        """Return the pack hook of a step without the split: two C calls
+        and an append, the lists bound once (they are cleared in place)."""
+        add, ref = self._refs.append, _weakref
+
+        def pack(t):
+            a = t.detach()
+            add(ref(a))
+            return (a,)
+        return pack
 
 
 _unpack = itemgetter(0)
@@ -655,6 +744,11 @@ _PUSHED = object()  # SavedTensorMeter._ctx: the hooks were pushed by the bindin
 
 FIRST_MEASURED = 3  # steps 0, 1 and 2 are always measured
 REMEASURE_RATIO = 2.0  # re-measure at most once per doubling of the input
+# The split by module is taken again at least once in this many measured
+# steps, and when a measured total moved by more than 1/SPLIT_NOISE of the
+# total the last split was taken at.
+SPLIT_EVERY = 10
+SPLIT_NOISE = 100
 
 
 def size_ratio(batch, tokens, measured):
@@ -678,6 +772,15 @@ class Activations:
     size differs from the last anatomy sent gets an anatomy message whose
     activations are the last measurement scaled by the size ratio, labelled
     ``"scaled"``.
+
+    A measured step takes the split by module (the message's ``saved``,
+    docs/anatomy.md "By module") when it is one of steps 0-2 or the first
+    measured step of the watch, when its input size differs from the
+    split's, when the split's loss was not measured, when the last measured
+    total moved beyond the noise (SPLIT_NOISE) from the split's, and at
+    least once in SPLIT_EVERY measured steps; the others measure the total
+    alone (``saved`` null: the monitor keeps the last split, labelled with
+    its step and total).
     """
 
     def __init__(self, meter, every):
@@ -697,6 +800,13 @@ class Activations:
         self.batch = None
         self.tokens = None
         self.saved = None  # the measured micro-step's by-module breakdown
+        self.step = None  # the step prepared
+        # The last split taken: (batch, tokens, activations, whether its
+        # loss was measured); None before the first.
+        self.split = None
+        self.unsplit = 0  # measured steps since, without the split
+        self.split_due = False  # a measured total moved: the next one splits
+        self.split_loss = False  # the step's split has its loss
 
     def scheduled_at(self, step):
         """Report whether ``step`` is measured by the schedule."""
@@ -745,6 +855,8 @@ class Activations:
         self.remeasured = False
         self.total = None
         self.saved = None
+        self.split_loss = False
+        self.step = step
         self.batch = self.tokens = None
         if meter is not None:
             if measured and meter.touched:  # (reset's own test)
@@ -779,8 +891,13 @@ class Activations:
                 # the meter's hooks would run inside it (runs_compiled).
                 self.meter, self.measuring = None, False
                 return
-            if self.total is None:
+            if self.total is None:  # the step's first measured forward
                 self.total = 0
+                last = self.split
+                self.meter.split = (
+                    last is None or self.step < FIRST_MEASURED or self.split_due
+                    or not last[3] or self.unsplit + 1 >= SPLIT_EVERY
+                    or self.batch != last[0] or self.tokens != last[1])
             self.meter.start()
 
     def pause(self):
@@ -810,6 +927,7 @@ class Activations:
         if self.saved is None or meter.total > self.total:
             try:
                 self.saved = meter.breakdown()
+                self.split_loss = meter.loss_sizes is not None
             except Exception as exc:  # noqa: BLE001 - the totals stand without it
                 from . import _safe
                 _safe.report(exc)
@@ -827,6 +945,7 @@ class Activations:
             self.checked = None
             self.measured = {"step": step, "batch": self.batch, "tokens": self.tokens,
                              "activations": self.total}
+            self._note_split()
             self.sent = size
             return {"activations": self.total, "activations_step": step,
                     "activations_batch": self.batch, "activations_tokens": self.tokens,
@@ -838,6 +957,19 @@ class Activations:
                 self.sent = size
             return self._scaled()
         return None
+
+    def _note_split(self):
+        """After a measured step: remember its split, or count it without
+        one and see whether its total moved from the split's."""
+        if self.meter.split:
+            self.split = (self.batch, self.tokens, self.total, self.split_loss)
+            self.unsplit = 0
+            self.split_due = False
+            return
+        self.unsplit += 1
+        last = self.split
+        if last is not None and abs(self.total - last[2]) > last[2] // SPLIT_NOISE:
+            self.split_due = True
 
     def _scaled(self):
         m = self.measured
