@@ -121,8 +121,9 @@ type Anatomy struct {
 	ActivationsBatch, ActivationsTokens int64
 	ActivationsSource                   string
 	// Saved is the hook's by-module split of the activations measured at
-	// SavedStep (SavedActivations in all); a scaled anatomy keeps the
-	// last measured one. Nil from hooks that send none.
+	// SavedStep (SavedActivations in all); a scaled anatomy, and a
+	// measured one sent without a split, keep the last one. Nil from
+	// hooks that send none.
 	Saved            *ipc.Saved
 	SavedStep        int
 	SavedActivations Bytes
@@ -653,7 +654,11 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 	a.SavedActivations = Unknown
 	if m.Saved != nil && m.Activations != nil {
 		a.Saved, a.SavedStep, a.SavedActivations = m.Saved, a.ActivationsStep, Bytes(*m.Activations)
-	} else if prev := p.Anatomy; prev != nil && m.ActivationsSource == "scaled" && prev.Saved != nil {
+	} else if prev := p.Anatomy; prev != nil && prev.Saved != nil &&
+		(m.ActivationsSource == "scaled" || m.ActivationsSource == "measured") {
+		// A scaled anatomy, and a measured one that did not take the split
+		// (the hook takes it only where it could have changed), keep the
+		// last split, with the step and total it was taken at.
 		a.Saved, a.SavedStep, a.SavedActivations = prev.Saved, prev.SavedStep, prev.SavedActivations
 	}
 	if len(p.Anatomies) >= p.limits.anatomies {
