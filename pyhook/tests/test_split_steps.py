@@ -1,0 +1,99 @@
+"""Which measured steps take the split by module (docs/anatomy.md, "When
+the split is taken"), and that the others measure the same total without it."""
+
+from conftest import make_config, queued
+from vramscope import _anatomy, _client, _watch
+
+F32 = 4
+
+
+def mlp(torch):
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def train(torch, model, batches, **cfg):
+    """One step per input batch size in ``batches``, every step measured;
+    returns the anatomy messages and, per step, how many global module
+    forward pre-hooks were in force during the forward."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    client = _client.Client(make_config(activations_every=1, **cfg), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    hooks = []
+    table = torch.nn.modules.module._global_forward_pre_hooks
+    probe = model[0].register_forward_hook(lambda *a: hooks.append(len(table)))
+    for b in batches:
+        opt.zero_grad()
+        model(torch.randn(b, 8)).pow(2).mean().backward()
+        opt.step()
+    probe.remove()
+    watcher.remove()
+    return [m for m in queued(client) if m["type"] == "anatomy"], hooks
+
+
+def split_steps(msgs):
+    return [m["step"] for m in msgs if m["saved"] is not None]
+
+
+def test_the_split_is_taken_on_the_first_steps_then_once_in_ten(torch_mod):
+    torch = torch_mod
+    msgs, hooks = train(torch, mlp(torch), [4] * 25)
+    assert [m["step"] for m in msgs] == list(range(25))
+    every = _anatomy.SPLIT_EVERY
+    assert split_steps(msgs) == [0, 1, 2, 2 + every, 2 + 2 * every]
+    # every step measured the same total: the input and the ReLU's output
+    assert {m["activations"] for m in msgs} == {(4 * 8 + 4 * 16) * F32}
+    assert all(m["activations_source"] == "measured" for m in msgs)
+    # the module hooks are in force on the split steps only
+    assert [s for s, n in enumerate(hooks) if n] == split_steps(msgs)
+    # the split holds the total (the loss measured once past step 0)
+    for m in msgs:
+        if m["saved"] is not None:
+            s = m["saved"]
+            assert sum(e["bytes"] for e in s["modules"]) + s["rest"]["bytes"] == m["activations"]
+            assert (s["loss"] is None) == (m["step"] == 0)
+
+
+def test_a_new_input_size_takes_the_split(torch_mod):
+    torch = torch_mod
+    msgs, _ = train(torch, mlp(torch), [4, 4, 4, 4, 4, 6, 6, 4, 4])
+    assert split_steps(msgs) == [0, 1, 2, 5, 7]
+    assert [m["activations"] for m in msgs] == [(b * 8 + b * 16) * F32
+                                                for b in [4, 4, 4, 4, 4, 6, 6, 4, 4]]
+
+
+class Growing:
+    """A model whose forward saves one more tensor from a given step on,
+    at the same input size."""
+
+    def __new__(cls, torch, grow_at):
+        class Model(torch.nn.Sequential):
+            calls = 0
+
+            def forward(self, x):
+                y = super().forward(x)
+                Model.calls += 1
+                return y.exp() if Model.calls > grow_at else y
+        return Model(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def test_a_total_that_moved_takes_the_split_at_the_next_measured_step(torch_mod):
+    torch = torch_mod
+    msgs, _ = train(torch, Growing(torch, 5), [4] * 9)
+    base = (4 * 8 + 4 * 16) * F32
+    assert [m["activations"] for m in msgs] == [base] * 5 + [base + 4 * 4 * F32] * 4
+    # step 5 moved without the split; step 6 takes it, labelled with its own total
+    assert split_steps(msgs) == [0, 1, 2, 6]
+
+
+def test_a_graph_the_forward_drops_is_not_counted_split_or_not(torch_mod):
+    torch = torch_mod
+
+    class Model(torch.nn.Sequential):
+        def forward(self, x):
+            (x * 2).exp().sum()  # saved by exp, then dropped with its graph
+            return super().forward(x)
+
+    msgs, _ = train(torch, Model(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                 torch.nn.Linear(16, 4)), [4] * 5)
+    assert split_steps(msgs) == [0, 1, 2]
+    assert {m["activations"] for m in msgs} == {(4 * 8 + 4 * 16) * F32}
