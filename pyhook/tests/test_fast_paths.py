@@ -37,14 +37,14 @@ def stream(client):
     return out
 
 
-def run(torch, loop, fast, steps=STEPS, leak_from=None):
+def run(torch, loop, fast, steps=STEPS, leak_from=None, **cfg):
     sys.path.insert(0, os.path.dirname(__file__))
     import pinloop
     sim = fakecuda.SimAllocator(leak_from=leak_from, leak=256 << 20).install(torch)
     taken = []
     try:
         torch.manual_seed(0)
-        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch, 0), start=False)
+        client = _client.Client(make_config(**cfg), cuda=_cuda.CudaStats(torch, 0), start=False)
         step = [0]
         model = pinloop.Net(sim, step)
         opt = pinloop.SimSGD(model.parameters(), sim, step)
@@ -177,6 +177,21 @@ def test_a_step_that_moves_reads_its_next_steps_phases_on_either_path(torch_mod)
     slow, _ = run(torch_mod, plain, False, leak_from=6)
     assert fast == slow
     assert not all(taken[5:])  # a moved step is followed by a breakdown step
+
+
+@pytest.mark.parametrize("loop", [plain, accumulation, batch_change, metric_forward],
+                         ids=lambda f: f.__name__)
+def test_measured_steps_take_the_fast_paths_and_send_the_same(torch_mod, loop):
+    # every step measured (activations_every=1 makes no breakdown step),
+    # the split taken on a few of them
+    fast, taken = run(torch_mod, loop, True, steps=24, activations_every=1)
+    slow, _ = run(torch_mod, loop, False, steps=24, activations_every=1)
+    assert fast == slow
+    anatomy = [m for m in fast if m["type"] == "anatomy"]
+    assert [m["step"] for m in anatomy] == list(range(24))
+    assert any(m["saved"] is None for m in anatomy) and all(m["activations"] for m in anatomy)
+    if loop in (plain, accumulation):
+        assert all(taken[4:]), taken
 
 
 def test_a_plain_loop_at_rest_takes_the_fast_paths(torch_mod):

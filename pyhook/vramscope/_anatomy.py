@@ -908,11 +908,16 @@ class Activations:
 
     stop = pause
 
-    def loss(self):
-        """The model's forward ended with an output to train on: count what
-        is saved until the backward starts as the loss's."""
-        if self.measuring and self.total is not None:
-            self.meter.start_loss()
+    def forward_done(self):
+        """The model's forward ended with an output to train on, its
+        backward to come through the wrapper (a measured step): pause, and
+        on a step that takes the split count what is saved until the
+        backward starts as the loss's."""
+        meter = self.meter
+        if meter.active:
+            meter.stop()
+        if meter.split and self.total is not None:
+            meter.start_loss()
 
     def collect(self):
         """Fold the current micro-step's count into the step's (the largest

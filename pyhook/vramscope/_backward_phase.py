@@ -33,6 +33,8 @@ class BackwardMixin:
                 # Client.switch's tuple, queued as _fast allows
                 client._queue.append((_monotonic(), "loss", "backward", client.step,
                                       client.micro, None, client.model))
+                if self._acts.measuring:
+                    self._acts.collect()
                 return True
             if self._in_backward:
                 return False

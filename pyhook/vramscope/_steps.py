@@ -238,30 +238,30 @@ class StepsMixin:
             self._edge_reads = breakdown or self._moved or self.breakdown_always
         if due or acts.scheduled or acts.measuring:
             acts.prepare(nxt)
-            self._fast = False
         else:
             # Activations.prepare's common case inlined: a step that was neither
             # scheduled nor measured left nothing to reset but its input size.
             acts.batch = acts.tokens = None
-            # The next step takes the fast paths when it reads only where it
-            # closes and the loop is at rest: nothing open, nested, measured,
-            # skipped or owed (docs/hook.md, "Cost"). A step that took them
-            # all left the loop at rest: only its reads are to decide. Its
-            # fast paths queue without Client.switch's tests: the step starts
-            # with the queue short and the client open (a closed one's hold
-            # is -1), and adds one step's edges at most.
-            if self._fast:
-                self._fast = not self._edge_reads and len(client._queue) < client._hold
-                return
-            meter = acts.meter
-            self._fast = self._fast_loop and not self._edge_reads and self._active \
-                and self._open is None and self._tail_step is None and not self._depth \
-                and not self._zero_depth and not self._closure_depth \
-                and not self._in_backward and not self._user_bw and not self._skip_forward \
-                and not self._quiet and not self._hook_output and self._kw_patch is None \
-                and not self._in_training_step and not self.framework_steps \
-                and self._census_want is None and (meter is None or not meter.active) \
-                and len(client._queue) < client._hold
+        # The next step takes the fast paths when it reads only where it
+        # closes and the loop is at rest: nothing open, nested, skipped or
+        # owed (docs/hook.md, "Cost"); a measured step too, whose fast paths
+        # make the meter's calls. A step that took them all left the loop at
+        # rest: only its reads are to decide. Its fast paths queue without
+        # Client.switch's tests: the step starts with the queue short and the
+        # client open (a closed one's hold is -1), and adds one step's edges
+        # at most.
+        if self._fast:
+            self._fast = not self._edge_reads and len(client._queue) < client._hold
+            return
+        meter = acts.meter
+        self._fast = self._fast_loop and not self._edge_reads and self._active \
+            and self._open is None and self._tail_step is None and not self._depth \
+            and not self._zero_depth and not self._closure_depth \
+            and not self._in_backward and not self._user_bw and not self._skip_forward \
+            and not self._quiet and not self._hook_output and self._kw_patch is None \
+            and not self._in_training_step and not self.framework_steps \
+            and self._census_want is None and (meter is None or not meter.active) \
+            and len(client._queue) < client._hold
 
     def _send_anatomy(self, step, acts):
         # acts: Activations.finish's fields, every key there but "saved" on

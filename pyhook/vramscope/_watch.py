@@ -539,6 +539,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                             acts.note_input(size)
                     elif b is None or b != acts.batch or n != acts.tokens:
                         acts.note_input(size)
+                    if acts.measuring:
+                        acts.start()
                     return None
             self._fast = False  # the general path may leave the rest (a measurement, an eval)
             depth = self._depth + 1
@@ -654,6 +656,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
                 self._open = "loss"
                 c = self._client  # Client.switch's tuple, queued as _fast allows
                 c._queue.append((_monotonic(), "forward", "loss", c.step, c.micro, None, c.model))
+                if self._acts.measuring:
+                    self._acts.forward_done()
                 return None
             self._fast = False
             depth = self._depth - 1
@@ -670,15 +674,16 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
             try:  # the forward's end, inlined
                 acts = self._acts
                 if acts.measuring:
-                    acts.pause()
-                    if not self._hook_output:
+                    if self._hook_output:
+                        acts.pause()
+                    else:
                         # What is saved until backward is the loss's: only
                         # once backwards come through the wrapper, which
                         # removes the saved-tensor hooks on this thread before
                         # autograd runs. Removed from inside the engine (the
                         # output-grad fallback), they would outlive it in this
                         # thread's state, which the engine restores after.
-                        acts.loss()
+                        acts.forward_done()
                 if not self._grad_enabled():
                     self._end("forward")
                     return None
