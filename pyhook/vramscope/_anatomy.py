@@ -26,6 +26,8 @@ _values = methodcaller("values")
 _dict = attrgetter("__dict__")
 _nbytes = methodcaller("nbytes")
 _device_type = attrgetter("device.type")
+_is_cuda = attrgetter("is_cuda")
+_is_cpu = attrgetter("is_cpu")
 _own = itemgetter("_parameters", "_buffers", "_modules")  # of a module's __dict__
 
 _getters = {}  # tensor class -> its storage accessor (found once per class)
@@ -338,7 +340,7 @@ class StorageCache:
         # The last call's answer and what it was for: the same tensor objects
         # at the same data pointers (weights and optimizer state, step after
         # step) get it back after two list comprehensions and an identity check.
-        self._ids = self._ptrs = None
+        self._ptrs = None
         self._refs = ()
         self._total = 0
         self._keys = ()
@@ -346,13 +348,16 @@ class StorageCache:
     def unique_bytes(self, tensors, keys=None):
         """Return the bytes of the distinct storages behind ``tensors``;
         ``keys``, a set, receives their storage keys."""
-        ids = list(map(id, tensors))
+        # The same tensors (alive, so no other object has their ids) at
+        # the same data pointers: the last answer.
+        refs = self._refs
         ptrs = list(map(_data_ptr, tensors))
-        if ids == self._ids and ptrs == self._ptrs and all(
-                map(_is, map(_deref, self._refs), tensors)):
+        if ptrs == self._ptrs and len(refs) == len(tensors) and all(
+                map(_is, map(_deref, refs), tensors)):
             if keys is not None:
                 keys.update(self._keys)
             return self._total
+        ids = list(map(id, tensors))
         known, now, seen = self._known, {}, {}
         total = 0
         for t, i, ptr in zip(tensors, ids, ptrs):
@@ -379,7 +384,7 @@ class StorageCache:
         if keys is not None:
             keys.update(e[2] for e in now.values())
         self._known = now
-        self._ids, self._ptrs, self._total = ids, ptrs, total
+        self._ptrs, self._total = ptrs, total
         self._refs = [e[0] for e in map(now.__getitem__, ids)]
         self._keys = tuple(e[2] for e in now.values())
         return total
@@ -396,11 +401,12 @@ class FigureCache:
         self.state = StateCache()
 
 
-def static_figures(torch, model, optimizer, cache=None, tensors=None):
+def static_figures(torch, model, optimizer, cache=None, tensors=None, weights=None):
     """Return weights, gradients, optimizer bytes, params and device.
 
     ``cache``: a :class:`FigureCache` kept between calls (the hook's measured
-    steps); ``tensors``: ``(params, buffers)`` already listed this step.
+    steps); ``tensors``: ``(params, buffers)`` already listed this step, and
+    ``weights`` their storages' bytes where counted too.
     """
     if tensors is None:
         params, buffers = list(model.parameters()), list(model.buffers())
@@ -408,7 +414,8 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None):
         params, buffers = tensors
     if cache is None:
         cache = FigureCache()
-    weights = cache.weights.unique_bytes(params + buffers)
+    if weights is None:
+        weights = cache.weights.unique_bytes(params + buffers)
     gradients = cache.gradients.unique_bytes(list(filter(_not_none, map(_grad, params))))
     state = 0
     opt_state = getattr(optimizer, "state", None) if optimizer is not None else None
@@ -455,6 +462,7 @@ class SavedTensorMeter:
         # the Watcher checks it at every zero_grad and step).
         self.active = False
         self.tensors = None
+        self.weights = None  # the bytes of tensors' storages
         self.total = 0
         # By module: built at the first measured forward (False: unavailable).
         self._map = None
@@ -512,7 +520,7 @@ class SavedTensorMeter:
         self.touched = False
         self._refs.clear()
         self._mods.clear()
-        if self._mstack is not None:
+        if self.split and self._mstack is not None:  # the module hooks ran
             self._mstack.reset()
             self._stack = self._mstack.stack
 
@@ -547,7 +555,7 @@ class SavedTensorMeter:
             params, buffers = walked
             self.tensors = (params, buffers)  # static_figures reuses this step's walk
             exclude = set()
-            self._cache.unique_bytes(params + buffers, exclude)
+            self.weights = self._cache.unique_bytes(params + buffers, exclude)
             self._exclude = exclude
             self._install()
         if self.split and self._mod_hooks is None:
@@ -634,8 +642,12 @@ class SavedTensorMeter:
                 try:  # _sized's map, and the pointers kept
                     storages = list(map(get, tensors))
                     ptrs = list(map(_data_ptr, storages))
-                    fresh = dict(zip(zip(map(_device_type, tensors), ptrs),
-                                     map(_nbytes, storages)))
+                    # storage_key's device: from two flags, no torch.device made
+                    cuda = list(map(_is_cuda, tensors))
+                    devices = repeat("cuda") if all(cuda) else (
+                        repeat("cpu") if not any(cuda) and all(map(_is_cpu, tensors))
+                        else map(_device_type, tensors))
+                    fresh = dict(zip(zip(devices, ptrs), map(_nbytes, storages)))
                 except (RuntimeError, AttributeError, TypeError):
                     fresh = dict(map(storage_of, tensors))
                     ptrs = [k[1] for k in fresh]
@@ -861,7 +873,7 @@ class Activations:
         if meter is not None:
             if measured and meter.touched:  # (reset's own test)
                 meter.reset()
-            meter.tensors = None  # a measured step's start() lists them again
+            meter.tensors = meter.weights = None  # a measured step's start() lists them again
 
     def note_input(self, size):
         """Record a training forward's input size (the step keeps the largest)."""
@@ -929,7 +941,7 @@ class Activations:
             meter.stop()
         if not meter.touched:
             return  # nothing counted since the last collect (reset's own test)
-        if self.saved is None or meter.total > self.total:
+        if meter.split and (self.saved is None or meter.total > self.total):
             try:
                 self.saved = meter.breakdown()
                 self.split_loss = meter.loss_sizes is not None
@@ -945,12 +957,23 @@ class Activations:
         size = (self.batch, self.tokens)
         if not self.measuring and not self.scheduled and size == self.sent:
             return None  # the common step: nothing measured, nothing new to say
-        self.collect()
+        meter = self.meter
+        if self.measuring and (meter.active or meter.touched):
+            self.collect()  # (its own tests, but for the count it took)
         if self.measuring and self.total is not None:
-            self.checked = None
+            self.checked = size  # its own size: nothing to compare later
             self.measured = {"step": step, "batch": self.batch, "tokens": self.tokens,
                              "activations": self.total}
-            self._note_split()
+            # the split taken, or a step without it and whether its total moved
+            if meter.split:
+                self.split = (self.batch, self.tokens, self.total, self.split_loss)
+                self.unsplit = 0
+                self.split_due = False
+            else:
+                self.unsplit += 1
+                last = self.split
+                if last is not None and abs(self.total - last[2]) > last[2] // SPLIT_NOISE:
+                    self.split_due = True
             self.sent = size
             return {"activations": self.total, "activations_step": step,
                     "activations_batch": self.batch, "activations_tokens": self.tokens,
@@ -962,19 +985,6 @@ class Activations:
                 self.sent = size
             return self._scaled()
         return None
-
-    def _note_split(self):
-        """After a measured step: remember its split, or count it without
-        one and see whether its total moved from the split's."""
-        if self.meter.split:
-            self.split = (self.batch, self.tokens, self.total, self.split_loss)
-            self.unsplit = 0
-            self.split_due = False
-            return
-        self.unsplit += 1
-        last = self.split
-        if last is not None and abs(self.total - last[2]) > last[2] // SPLIT_NOISE:
-            self.split_due = True
 
     def _scaled(self):
         m = self.measured

@@ -270,9 +270,10 @@ class StepsMixin:
         figures = a.static
         if figures is None or acts["activations_source"] != "scaled":
             # a measured or scheduled step walks; a scaled message reuses the last walk
+            meter = a.meter if a.measuring else None
             figures = a.static = _anatomy.static_figures(
                 self._torch, self._model, self._optimizer, self._figure_cache,
-                getattr(a.meter, "tensors", None) if a.measuring else None)
+                getattr(meter, "tensors", None), getattr(meter, "weights", None))
         batch = self._config.batch_size
         self._client.anatomy(step, {
             "weights": figures["weights"],
