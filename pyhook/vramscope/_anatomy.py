@@ -266,57 +266,58 @@ class TreeCache:
     """TreeCache answers :func:`module_tensors` for a model whose modules
     hold what they held at the last walk.
 
-    It keeps, by weak reference, the modules the last walk visited (in its
-    order), every value of their ``_parameters``, ``_buffers`` and
-    ``_modules`` dicts (in order, None entries included) and the walk's
-    answer. A call takes the same dicts of the same modules again, in C
-    (``map`` over ``attrgetter``/``methodcaller``), and when every value is
-    the same object as before, the walk would visit the same modules in the
-    same order and list the same tensors: the answer is returned without
-    it. Anything else (a module, parameter or buffer added, removed,
-    replaced or freed, a dict reordered, a module without the dicts) walks
-    again. Weak references only: no module or tensor is kept alive.
+    It keeps the ids of every value of the walked modules' ``_parameters``,
+    ``_buffers`` and ``_modules`` dicts (in order, None entries included),
+    a weak reference to each module and value, whose callback notes that it
+    died, and the walk's answer, by weak reference. A call takes the same
+    dicts of the same modules again, in C (``map`` over
+    ``attrgetter``/``methodcaller``): while nothing the walk saw has died,
+    no other object can have the id of one of them, so the same ids in the
+    same order are the same objects; the walk would visit the same modules
+    in the same order and list the same tensors, and the answer is
+    returned without it. Anything else (a module, parameter or buffer
+    added, removed, replaced or freed, a dict reordered, a module without
+    the dicts) walks again. Weak references only: no module or tensor is
+    kept alive.
     """
 
     def __init__(self):
         self._mods = ()  # weak references to the walked modules, the model first
-        self._vals = ()  # weak references to their dicts' values (type(None) for None)
+        self._ids = None  # ids of their dicts' values, in order
         self._params = self._buffers = ()  # weak references to the answer
-        self._nones = 0  # None entries among the values
+        self._watched = ()  # weak references to the values, for their callbacks
+        # What the weak references' callbacks append to (one list per walk)
+        self._died = []
 
     def module_tensors(self, model):
         """Return :func:`module_tensors` of ``model``."""
         refs = self._mods
-        if refs:
+        if refs and not self._died:
             try:
-                mods = list(map(_call, refs))
-                if mods[0] is model:
-                    vals = list(chain.from_iterable(map(
-                        _values, chain.from_iterable(map(_own, map(_dict, mods))))))
-                    old = list(map(_call, self._vals))
-                    # A dead reference answers None too: the count tells it
-                    # from a None entry.
-                    if len(vals) == len(old) and sum(map(_is_none, old)) == self._nones \
-                            and all(map(_is, vals, old)):
-                        return (list(map(_call, self._params)),
-                                list(map(_call, self._buffers)))
-            except Exception:  # noqa: BLE001 - a module gone or without the dicts: walk
+                mods = list(map(_deref, refs))
+                if mods[0] is model and list(map(id, chain.from_iterable(map(
+                        _values, chain.from_iterable(map(_own, map(_dict, mods))))))) \
+                        == self._ids:
+                    return list(map(_deref, self._params)), list(map(_deref, self._buffers))
+            except Exception:  # noqa: BLE001 - a module without the dicts: walk
                 pass
         mods = []
         walked = module_tensors(model, mods)
-        self._mods = self._vals = ()
+        self._mods = ()
         if walked is not None:
             try:
-                none = type(None)
-                vals = chain.from_iterable(map(
-                    _values, chain.from_iterable(map(_own, map(_dict, mods)))))
-                self._vals = [none if v is None else _weakref(v) for v in vals]
-                self._nones = self._vals.count(none)
+                died = []
+                note = died.append  # a C callback: no frame, no reference to self
+                vals = list(chain.from_iterable(map(
+                    _values, chain.from_iterable(map(_own, map(_dict, mods))))))
+                self._watched = [_weakref(v, note) for v in vals if v is not None]
+                self._ids = list(map(id, vals))
                 self._params = list(map(_weakref, walked[0]))
                 self._buffers = list(map(_weakref, walked[1]))
-                self._mods = list(map(_weakref, mods))
+                self._mods = [_weakref(m, note) for m in mods]
+                self._died = died
             except Exception:  # noqa: BLE001 - something not weakly referable: walk each time
-                self._mods = self._vals = ()
+                self._mods = ()
         return walked
 
 
