@@ -164,9 +164,10 @@ class StateCache:
     An optimizer keeps its state tensors (moments, momentum buffers, step
     counters) from step to step and updates them in place. A call takes the
     values of every per-parameter dict again in C and compares their types
-    with the last walk's and, where those were tensors, their identity
-    (weak references): the same, in the same order, and the walk would list
-    the same tensors. Only the usual shape is answered so: every entry a
+    with the last walk's and, where those were tensors, their ids, while a
+    weak-reference callback says none of those tensors died (so none's id
+    was reused): the same, in the same order, and the walk would list the
+    same tensors. Only the usual shape is answered so: every entry a
     dict, every value a tensor or a number, string or None (numbers may
     change: they hold no tensor). Anything else (an entry added or dropped
     with tensors in it, a tensor replaced or freed, a container value)
@@ -176,19 +177,21 @@ class StateCache:
     def __init__(self):
         self._types = None  # the type of every value, in order; None: walk
         self._mask = ()  # which values were tensors
-        self._answer = ()  # weak references to them
+        self._ids = ()  # their ids
+        self._answer = ()  # weak references to them, whose callbacks note a death
+        self._died = []
 
     def tensors(self, opt_state, tensor_type, is_tensor):
         """Return :func:`state_tensors` of ``opt_state``."""
         types = self._types
-        if types is not None:
+        if types is not None and not self._died:
             try:
                 sts = list(opt_state.values())
                 if all(map(_is, map(type, sts), repeat(dict))):
                     vals = list(chain.from_iterable(map(_values, sts)))
                     if list(map(type, vals)) == types:
                         tensors = list(compress(vals, self._mask))
-                        if all(map(_is, tensors, map(_call, self._answer))):
+                        if list(map(id, tensors)) == self._ids:
                             return tensors
             except Exception:  # noqa: BLE001 - a state that cannot be read so: walk
                 pass
@@ -201,7 +204,11 @@ class StateCache:
                 types = list(map(type, vals))
                 mask = [isinstance(v, tensor_type) for v in vals]
                 if all(m or t in _LEAVES for m, t in zip(mask, types)):
-                    self._answer = list(map(_weakref, compress(vals, mask)))
+                    died = []
+                    note = died.append  # a C callback: no frame, no reference to self
+                    tensors = list(compress(vals, mask))
+                    self._answer = [_weakref(t, note) for t in tensors]
+                    self._ids, self._died = list(map(id, tensors)), died
                     self._mask, self._types = mask, types
         except Exception:  # noqa: BLE001 - something not weakly referable: walk each time
             self._types = None
@@ -340,25 +347,25 @@ class StorageCache:
         self._known = {}
         # The last call's answer and what it was for: the same tensor objects
         # at the same data pointers (weights and optimizer state, step after
-        # step) get it back after two list comprehensions and an identity check.
-        self._ptrs = None
-        self._refs = ()
+        # step) get it back after two maps in C. The same ids are the same
+        # objects while none of those died (then no other object has their
+        # ids): the weak references' callbacks say a death.
+        self._ptrs = self._ids = None
+        self._died = []
+        self._note = self._died.append  # a C callback: no frame, no reference to self
         self._total = 0
         self._keys = ()
 
     def unique_bytes(self, tensors, keys=None):
         """Return the bytes of the distinct storages behind ``tensors``;
         ``keys``, a set, receives their storage keys."""
-        # The same tensors (alive, so no other object has their ids) at
-        # the same data pointers: the last answer.
-        refs = self._refs
+        ids = list(map(id, tensors))
         ptrs = list(map(_data_ptr, tensors))
-        if ptrs == self._ptrs and len(refs) == len(tensors) and all(
-                map(_is, map(_deref, refs), tensors)):
+        if ids == self._ids and ptrs == self._ptrs and not self._died:
             if keys is not None:
                 keys.update(self._keys)
             return self._total
-        ids = list(map(id, tensors))
+        self._died.clear()  # deaths before this call are of tensors it looks up afresh
         known, now, seen = self._known, {}, {}
         total = 0
         for t, i, ptr in zip(tensors, ids, ptrs):
@@ -373,7 +380,7 @@ class StorageCache:
                 except RuntimeError:  # a storage that holds no memory now (storage_key)
                     sptr = 0
                 nbytes = getattr(s, "nbytes", None)
-                e = (_weakref(t), ptr,
+                e = (_weakref(t, self._note), ptr,
                      ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), sptr),
                      int(nbytes() if nbytes is not None else s.size() * s.element_size()))
             now[i] = e
@@ -385,8 +392,7 @@ class StorageCache:
         if keys is not None:
             keys.update(e[2] for e in now.values())
         self._known = now
-        self._ptrs, self._total = ptrs, total
-        self._refs = [e[0] for e in map(now.__getitem__, ids)]
+        self._ids, self._ptrs, self._total = ids, ptrs, total
         self._keys = tuple(e[2] for e in now.values())
         return total
 
