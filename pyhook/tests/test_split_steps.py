@@ -97,3 +97,20 @@ def test_a_graph_the_forward_drops_is_not_counted_split_or_not(torch_mod):
                                  torch.nn.Linear(16, 4)), [4] * 5)
     assert split_steps(msgs) == [0, 1, 2]
     assert {m["activations"] for m in msgs} == {(4 * 8 + 4 * 16) * F32}
+
+
+def test_two_forwards_before_one_backward_add_up_split_or_not(torch_mod):
+    torch = torch_mod
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    client = _client.Client(make_config(activations_every=1), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    x = torch.randn(4, 8)
+    for _ in range(6):
+        opt.zero_grad()
+        (model(x) + model(x)).pow(2).mean().backward()  # the input saved twice: once
+        opt.step()
+    watcher.remove()
+    msgs = [m for m in queued(client) if m["type"] == "anatomy"]
+    assert split_steps(msgs) == [0, 1, 2]
+    assert {m["activations"] for m in msgs} == {(4 * 8 + 2 * 4 * 16) * F32}

@@ -21,7 +21,6 @@ _grad = attrgetter("grad")
 _deref = _weakref.__call__
 _not_none = partial(is_not, None)
 _is_none = partial(_is, None)
-_call = methodcaller("__call__")  # a weak reference's target; type(None)'s None
 _values = methodcaller("values")
 _dict = attrgetter("__dict__")
 _nbytes = methodcaller("nbytes")
@@ -354,16 +353,14 @@ class StorageCache:
         self._died = []
         self._note = self._died.append  # a C callback: no frame, no reference to self
         self._total = 0
-        self._keys = ()
+        self.keys = frozenset()  # the storage keys of the last call's tensors
 
-    def unique_bytes(self, tensors, keys=None):
-        """Return the bytes of the distinct storages behind ``tensors``;
-        ``keys``, a set, receives their storage keys."""
+    def unique_bytes(self, tensors):
+        """Return the bytes of the distinct storages behind ``tensors``
+        (and keep their storage keys in ``keys``)."""
         ids = list(map(id, tensors))
         ptrs = list(map(_data_ptr, tensors))
         if ids == self._ids and ptrs == self._ptrs and not self._died:
-            if keys is not None:
-                keys.update(self._keys)
             return self._total
         self._died.clear()  # deaths before this call are of tensors it looks up afresh
         known, now, seen = self._known, {}, {}
@@ -389,11 +386,9 @@ class StorageCache:
                 continue
             seen[key] = e[3]
             total += e[3]
-        if keys is not None:
-            keys.update(e[2] for e in now.values())
         self._known = now
         self._ids, self._ptrs, self._total = ids, ptrs, total
-        self._keys = tuple(e[2] for e in now.values())
+        self.keys = frozenset(e[2] for e in now.values())
         return total
 
 
@@ -461,7 +456,7 @@ class SavedTensorMeter:
         self._model = model
         self._ctx = None
         self._seen = {}
-        self._exclude = set()
+        self._exclude = frozenset()
         self._cache = StorageCache()
         self._tree = TreeCache()
         self._plain = plain_tree(torch, model)
@@ -561,9 +556,9 @@ class SavedTensorMeter:
                 walked = list(self._model.parameters()), list(self._model.buffers())
             params, buffers = walked
             self.tensors = (params, buffers)  # static_figures reuses this step's walk
-            exclude = set()
-            self.weights = self._cache.unique_bytes(params + buffers, exclude)
-            self._exclude = exclude
+            cache = self._cache
+            self.weights = cache.unique_bytes(params + buffers)
+            self._exclude = cache.keys
             self._install()
         if self.split and self._mod_hooks is None:
             if self._map is None:
@@ -644,7 +639,7 @@ class SavedTensorMeter:
         try:
             seen, exclude = self._seen, self._exclude
             if not self.split:
-                tensors = list(filter(_not_none, map(_call, refs)))
+                tensors = list(filter(_not_none, map(_deref, refs)))
                 get = self._storage
                 try:  # _sized's map, and the pointers kept
                     storages = list(map(get, tensors))
@@ -658,15 +653,18 @@ class SavedTensorMeter:
                 except (RuntimeError, AttributeError, TypeError):
                     fresh = dict(map(storage_of, tensors))
                     ptrs = [k[1] for k in fresh]
-                new = fresh.keys() - seen.keys()
-                new -= exclude
+                new = fresh.keys() - exclude
+                if seen:  # a forward of this micro-step was counted before
+                    new -= seen.keys()
+                    seen.update(fresh)
+                else:
+                    self._seen = fresh
                 if 0 in ptrs:  # a storage that holds no memory now: not counted
                     new = [k for k in new if k[1]]
                 if new:
                     self.total += sum(map(fresh.__getitem__, new))
-                    seen.update(dict.fromkeys(new, 0))
                 return
-            alive = list(map(_call, refs))
+            alive = list(map(_deref, refs))
             mask = list(map(_not_none, alive))
             by_module = self._sizes
             # in the order they were saved: the first saver owns a storage
