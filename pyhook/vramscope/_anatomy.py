@@ -551,14 +551,15 @@ class SavedTensorMeter:
         self._in_loss = False
         self.touched = True
         if self._ctx is None:
-            walked = self._tree.module_tensors(self._model) if self._plain else None
-            if walked is None:
-                walked = list(self._model.parameters()), list(self._model.buffers())
-            params, buffers = walked
-            self.tensors = (params, buffers)  # static_figures reuses this step's walk
-            cache = self._cache
-            self.weights = cache.unique_bytes(params + buffers)
-            self._exclude = cache.keys
+            if self.tensors is None:  # the step's first forward: its walk
+                walked = self._tree.module_tensors(self._model) if self._plain else None
+                if walked is None:
+                    walked = list(self._model.parameters()), list(self._model.buffers())
+                params, buffers = walked
+                self.tensors = (params, buffers)  # static_figures reuses this step's walk
+                cache = self._cache
+                self.weights = cache.unique_bytes(params + buffers)
+                self._exclude = cache.keys
             self._install()
         if self.split and self._mod_hooks is None:
             if self._map is None:
@@ -896,6 +897,7 @@ class Activations:
                 self.measuring = True
                 self.remeasured = True
                 self.meter.reset()
+                self.meter.tensors = self.meter.weights = None  # walked at its start
 
     def start(self):
         """Install the meter for a training forward of a measured step."""
