@@ -187,8 +187,9 @@ def test_monitor_killed_and_restarted(torch_mod, vs_bin, workdir, recorders):
     first.wait_for(lambda ms: any(m["type"] == "phase" and m["step"] == 2 for m in ms),
                    "step 2")
     first.kill()  # SIGKILL: no clean shutdown, the socket file stays behind
-    # 450 steps with no monitor: ~5,000 messages, more than the 4,096-message ring.
-    train(torch, model, opt, 450)
+    # 700 steps with no monitor: ~4,900 entries (a phase switch's two
+    # edges are one), more than the ring's 4,096.
+    train(torch, model, opt, 700)
     stats = handle.stats()
     assert stats["send_errors"] >= 1 and stats["connects"] == 1
     assert stats["evicted"] > 0 and stats["dropped"] == 0
@@ -205,7 +206,7 @@ def test_monitor_killed_and_restarted(torch_mod, vs_bin, workdir, recorders):
     assert proc["connected"] is False and proc["steps_total"] > 0
     steps = [s["step"] for s in proc["steps"]]
     assert steps[:3] == [0, 1, 2], "the first steps were replayed"
-    assert steps[-3:] == [452, 453, 454], "and the recent ones"
+    assert steps[-3:] == [702, 703, 704], "and the recent ones"
     # What the hook evicted is exactly the gap the monitor reports as lost.
     assert proc["lost"] == stats["evicted"] and proc["evicted"] == stats["evicted"]
     assert proc["dropped"] == 0

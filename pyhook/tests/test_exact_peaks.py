@@ -81,7 +81,7 @@ def numbered(client):
     """The queue as the sender numbers it (Client._number: carries applied)."""
     out = []
     for _, msg in client._number(len(client._queue), 0):
-        out.append(_messages.phase_message(msg) if type(msg) is tuple else msg)
+        out.extend(_messages.phase_messages(msg) if type(msg) is tuple else [msg])
     return out
 
 

@@ -29,11 +29,11 @@ CURRENT = []  # the watch a loop runs under
 def stream(client):
     out = []
     for _, msg in client._number(len(client._queue), 0):
-        m = _messages.phase_message(msg) if type(msg) is tuple else dict(msg)
-        m.pop("t", None)
-        if m.get("type") == "census":  # what it finds is the whole process's, and timed
-            m = {k: m.get(k) for k in ("type", "step", "reason", "request")}
-        out.append(m)
+        for m in _messages.phase_messages(msg) if type(msg) is tuple else [dict(msg)]:
+            m.pop("t", None)
+            if m.get("type") == "census":  # what it finds is the whole process's, and timed
+                m = {k: m.get(k) for k in ("type", "step", "reason", "request")}
+            out.append(m)
     return out
 
 

@@ -270,8 +270,9 @@ def test_a_read_is_queued_as_torchs_dict_and_kept_as_its_six_values():
     assert queued(client)[-1]["mem"] == want
     client._drain()  # no monitor: kept for replay
     seq, kept = client._ring[-1]
-    assert kept[1].raw == _cuda.compact(binding.stats) and type(kept[1].raw) is tuple
-    assert _cuda.mem_from_raw(kept[1].raw) == want
+    raw = _messages.Edge._make(kept[1]).raw
+    assert raw == _cuda.compact(binding.stats) and type(raw) is tuple
+    assert _cuda.mem_from_raw(raw) == want
 
 
 def test_a_long_queue_holds_six_values_instead_of_dicts():

@@ -18,24 +18,25 @@ class BackwardMixin:
     def user_backward_begin(self):
         """Called by the global backward wrapper at the start of a user's backward;
         returns True when it is this model's (a training forward since the last one)."""
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        client = self._client
+        if self._fast and self._open == "loss" and client.owner is self._self_ref:
+            # The fast path (no lock): the loss of a fast forward, at rest.
+            self._bw_step = client.step
+            self._in_backward = True
+            self._user_bw = True
+            self._trained = False
+            self._backward_micro = client.micro
+            self._open = "backward"
+            # Client.switch's tuple, queued as _fast allows
+            client._queue.append((t, "loss", "backward", client.step, client.micro, None,
+                                  client.model))
+            if self._acts.measuring:
+                self._acts.collect()
+            return True
         if not self._active or self._in_backward:
             return False
         with self._lock:
-            client = self._client
-            if self._fast and self._open == "loss" and client.owner is self._self_ref:
-                # The fast path: the loss of a fast forward, at rest.
-                self._bw_step = client.step
-                self._in_backward = True
-                self._user_bw = True
-                self._trained = False
-                self._backward_micro = client.micro
-                self._open = "backward"
-                # Client.switch's tuple, queued as _fast allows
-                client._queue.append((_monotonic(), "loss", "backward", client.step,
-                                      client.micro, None, client.model))
-                if self._acts.measuring:
-                    self._acts.collect()
-                return True
             if self._in_backward:
                 return False
             self._fast = False
@@ -77,16 +78,27 @@ class BackwardMixin:
 
     def user_backward_end(self):
         """Called by the global backward wrapper when that backward returned or raised."""
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._fast and self._open == "backward" and self._user_bw:
+            # The fast path (no lock): a fast backward's end.
+            self._open = None
+            client = self._client
+            micro = self._backward_micro
+            # Client.switch's tuple, queued as _fast allows
+            client._queue.append((t, "backward", None, client.step, micro, None, client.model))
+            client.micro = micro + 1
+            if self._optimizer is None:
+                self._ends_at_forward = client.step
+            self._in_backward = False
+            self._user_bw = False
+            return
         with self._lock:
             if self._user_bw:
                 if self._open == "backward":  # _end("backward")'s every-step case
                     self._open = None
                     client = self._client
                     micro = self._backward_micro
-                    if self._fast:  # Client.switch's tuple, queued as _fast allows
-                        client._queue.append((_monotonic(), "backward", None, client.step,
-                                              micro, None, client.model))
-                    elif micro == client.micro:
+                    if micro == client.micro:
                         client.switch("backward", None, self._edge_reads)
                     else:
                         client.put("backward", None, None, self._edge_reads, micro)

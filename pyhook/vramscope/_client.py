@@ -20,6 +20,7 @@ so fewer, larger rounds cost it less than a fixed 10 ms poll.
 """
 
 import collections
+import itertools
 import os
 import select
 import socket
@@ -428,8 +429,9 @@ class Client:
     def _number(self, n, lost):
         """Take the ``n`` oldest queued items and give them their seqs, then
         leave ``lost`` seqs out (the messages dropped after them). Returns
-        ``(first, msg)`` pairs: an edge becomes the ``(seq, Edge)`` pair that
-        phase_message takes; a dict gets its seq (and a stats/goodbye its
+        ``(first, msg)`` pairs: a queued tuple becomes the ``(seq, fields)``
+        pair that _messages.phase_messages takes (a switch's two edges take
+        seq and seq + 1); a dict gets its seq (and a stats/goodbye its
         stats)."""
         queue = self._queue
         popleft = queue.popleft
@@ -441,20 +443,17 @@ class Client:
             if self._sealed:
                 continue  # after goodbye (a racing thread): the stream has ended
             if type(item) is tuple:
-                # An edge, queued as a plain tuple of Edge's fields (the
-                # training thread makes no named tuple): made one here; or
-                # a switch's two edges in one tuple, which carry no read.
+                # An edge, queued as a plain tuple of Edge's fields, or a
+                # switch's two edges in one tuple (no read): numbered as it
+                # is, made into messages only if it is ever encoded.
                 if len(item) == SWITCH_FIELDS:
-                    edges = switch_edges(item)
-                    for edge in edges[:-1]:
-                        out.append((edge.step < fs, (seq, edge)))
+                    out.append((item[3] < fs, (seq, item)))
+                    if item[1] is not None and item[2] is not None:
                         seq += 1
-                    item = edges[-1]
                 else:
-                    item = make_edge(item)
-                    if self._carry is not None and item.raw is not None:
-                        item = self._carried(item)
-                out.append((item.step < fs, (seq, item)))
+                    if self._carry is not None and item[6] is not None:
+                        item = self._carried(make_edge(item))
+                    out.append((item[2] < fs, (seq, item)))
             elif _CARRY in item:  # a user's reset: no message, no seq
                 self._carry = _max_pair(self._carry, item[_CARRY])
                 self._carry_src = None
@@ -737,8 +736,11 @@ class Client:
                     rest.append(pair)
             pairs = rest
         ring = self._ring
-        if self._sock is None:
-            self.evicted += max(0, len(ring) + len(pairs) - ring.maxlen)
+        over = len(ring) + len(pairs) - ring.maxlen
+        if over > 0 and self._sock is None:
+            # the messages of the entries pushed out (a switch's are two)
+            out = itertools.chain(ring, pairs)
+            self.evicted += sum(_messages.count(k) for _, k in itertools.islice(out, over))
         ring.extend(pairs)
 
     def _read_requests(self):
@@ -841,6 +843,8 @@ def _compact(raw):
 def _compacted(msg):
     """A numbered edge whose read is the binding's dict, with the dict
     replaced by its six values (``_cuda.compact``); anything else as it is."""
-    if type(msg) is tuple and type(msg[1].raw) is dict:
-        return msg[0], msg[1]._replace(raw=_cuda.compact(msg[1].raw))
+    if type(msg) is tuple:
+        fields = msg[1]
+        if len(fields) != SWITCH_FIELDS and type(fields[6]) is dict:
+            return msg[0], fields[:6] + (_cuda.compact(fields[6]),) + fields[7:]
     return msg

@@ -160,6 +160,25 @@ def edges_of(item):
     return switch_edges(item) if len(item) == SWITCH_FIELDS else [make_edge(item)]
 
 
+def count(kept):
+    """The messages a numbered or kept queue item stands for: a switch's
+    edges, an encoded item's lines, else one (an edge, a message dict)."""
+    if type(kept) is bytes:
+        return kept.count(b"\n")
+    if type(kept) is tuple and len(kept[1]) == SWITCH_FIELDS:
+        return (kept[1][1] is not None) + (kept[1][2] is not None)
+    return 1
+
+
+def phase_messages(numbered):
+    """The ``phase`` messages of a numbered queued tuple, ``(seq, fields)``:
+    one edge's, or a switch's two (seq, then seq + 1)."""
+    seq, fields = numbered
+    if len(fields) != SWITCH_FIELDS:
+        return [phase_message(numbered)]
+    return [phase_message((seq + i, edge)) for i, edge in enumerate(switch_edges(fields))]
+
+
 def phase_message(numbered):
     """Make the ``phase`` message of one numbered edge, ``(seq, Edge)``
     (on the sender thread)."""
@@ -288,8 +307,13 @@ def _input_text(size):
 
 
 def encode_item(item):
-    """Encode a numbered queue item: a message dict, or a ``(seq, Edge)`` pair."""
-    return encode(item if type(item) is dict else phase_message(item))
+    """Encode a numbered queue item: a message dict, or a ``(seq, fields)``
+    pair (a switch's two lines in one bytes object)."""
+    if type(item) is dict:
+        return encode(item)
+    if len(item[1]) == SWITCH_FIELDS:
+        return b"".join([encode(msg) for msg in phase_messages(item)])
+    return encode(phase_message(item))
 
 
 def encode(msg):

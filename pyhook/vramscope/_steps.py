@@ -82,18 +82,19 @@ class StepsMixin:
     def _step_pre(self, args, kwargs):
         """Begin ``step``, or, for ``step(closure)``, wrap the closure so its
         phases show as themselves and ``step`` begins when it returns."""
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._fast and not args and not kwargs and self._open is None \
+                and self._client.owner is self._self_ref:
+            # The fast path (no lock): step() with no closure in a step at rest.
+            self._idle = False
+            self._step_called = True
+            self._open = "step"
+            c = self._client  # Client.switch's tuple, queued as _fast allows
+            c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
+            return args, kwargs
         if not self._active:
             return args, kwargs
         with self._lock:
-            if self._fast and not args and not kwargs and self._open is None \
-                    and self._client.owner is self._self_ref:
-                # The fast path: step() with no closure in a step at rest.
-                self._idle = False
-                self._step_called = True
-                self._open = "step"
-                c = self._client  # Client.switch's tuple, queued as _fast allows
-                c._queue.append((_monotonic(), None, "step", c.step, c.micro, None, c.model))
-                return args, kwargs
             self._fast = False
             # copy of _activity()
             if self._step_called and not self._closure_depth:

@@ -509,39 +509,40 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     # training forward's begin is inlined (docs/hook.md, "Cost": every frame
     # on this path runs at every forward).
     def _on_forward_pre(self, module, args, kwargs=None):
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        # The fast path (no lock: docs/hook.md, "Threads"): a training
+        # forward of a step at rest, its first tensor input shaped as the
+        # last one (whose size it reuses). While _fast holds, only the fast
+        # paths and user_backward_end have run since the step began, and
+        # they leave nothing nested, in backward or in step() where no phase
+        # is open; _fast holds only while the watch is active.
+        if self._fast and module is self._model and self._open is None and args \
+                and self._client.owner is self._self_ref and self._grad_enabled():
+            x = args[0]
+            if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
+                    and x.dtype is self._last_dtype:
+                size, extra = self._last_size
+                self._depth = 1
+                self._idle = False
+                self._trained = True
+                self._open = "forward"
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((t, None, "forward", c.step, c.micro, extra, c.model))
+                acts = self._acts
+                b, n = size["batch"], size["tokens"]
+                if acts.batch is None and acts.tokens is None:
+                    if acts.measured is None or acts.meter is None or (b, n) == acts.checked:
+                        acts.batch, acts.tokens = b, n
+                    else:
+                        acts.note_input(size)
+                elif b is None or b != acts.batch or n != acts.tokens:
+                    acts.note_input(size)
+                if acts.measuring:
+                    acts.start()
+                return None
         if not self._active or module is not self._model:
             return None
         with self._lock:
-            # The fast path: a training forward of a step at rest, its first
-            # tensor input shaped as the last one (whose size it reuses).
-            # While _fast holds, only the fast paths and user_backward_end
-            # have run since the step began, and they leave nothing nested,
-            # in backward or in step() where no phase is open.
-            if self._fast and self._open is None and args \
-                    and self._client.owner is self._self_ref and self._grad_enabled():
-                t = args[0]
-                if isinstance(t, self._tensor_type) and t.shape == self._last_shape \
-                        and t.dtype is self._last_dtype:
-                    size, extra = self._last_size
-                    self._depth = 1
-                    self._idle = False
-                    self._trained = True
-                    self._open = "forward"
-                    c = self._client  # Client.switch's tuple, queued as _fast allows
-                    c._queue.append((_monotonic(), None, "forward", c.step, c.micro, extra,
-                                     c.model))
-                    acts = self._acts
-                    b, n = size["batch"], size["tokens"]
-                    if acts.batch is None and acts.tokens is None:
-                        if acts.measured is None or acts.meter is None or (b, n) == acts.checked:
-                            acts.batch, acts.tokens = b, n
-                        else:
-                            acts.note_input(size)
-                    elif b is None or b != acts.batch or n != acts.tokens:
-                        acts.note_input(size)
-                    if acts.measuring:
-                        acts.start()
-                    return None
             self._fast = False  # the general path may leave the rest (a measurement, an eval)
             depth = self._depth + 1
             self._depth = depth
@@ -644,21 +645,22 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         self._acts.note_input(size)
 
     def _on_forward(self, module, args, output):
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        # The fast path (no lock): the end of a fast forward whose output is
+        # a tensor that needs a gradient: forward ends and loss begins.
+        if self._fast and module is self._model and self._open == "forward" \
+                and isinstance(output, self._tensor_type) and output.requires_grad \
+                and self._grad_enabled():
+            self._depth = 0
+            self._open = "loss"
+            c = self._client  # Client.switch's tuple, queued as _fast allows
+            c._queue.append((t, "forward", "loss", c.step, c.micro, None, c.model))
+            if self._acts.measuring:
+                self._acts.forward_done()
+            return None
         if not self._active or module is not self._model:
             return None
         with self._lock:
-            # The fast path: the end of a fast forward whose output is a
-            # tensor that needs a gradient: forward ends and loss begins.
-            if self._fast and self._open == "forward" \
-                    and isinstance(output, self._tensor_type) and output.requires_grad \
-                    and self._grad_enabled():
-                self._depth = 0
-                self._open = "loss"
-                c = self._client  # Client.switch's tuple, queued as _fast allows
-                c._queue.append((_monotonic(), "forward", "loss", c.step, c.micro, None, c.model))
-                if self._acts.measuring:
-                    self._acts.forward_done()
-                return None
             self._fast = False
             depth = self._depth - 1
             if depth > 0:
@@ -735,42 +737,41 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         """``model.zero_grad()`` / ``optimizer.zero_grad()``, watched: zero_grad's
         begin, the call and its end in one frame besides the patch's (docs/hook.md,
         "Cost"). The hook's own errors are reported; the call's propagate."""
-        if self._active:
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._fast and self._open is None and self._idle \
+                and self._zero_after is False and self._zero_seen_last \
+                and self._client.owner is self._self_ref:
+            # The fast path (no lock): the head of a step at rest, in a loop
+            # that zeroes first.
+            self._zero_depth = 1
+            self._idle = False
+            self._zero_seen = True
+            self._open = "zero_grad"
+            c = self._client  # Client.switch's tuple, queued as _fast allows
+            c._queue.append((t, None, "zero_grad", c.step, c.micro, None, c.model))
+        elif self._active:
             try:
                 with self._lock:
-                    if self._fast and self._open is None and self._idle \
-                            and self._zero_after is False and self._zero_seen_last \
-                            and self._client.owner is self._self_ref:
-                        # The fast path: the head of a step at rest, in a
-                        # loop that zeroes first.
-                        self._zero_depth = 1
-                        self._idle = False
-                        self._zero_seen = True
-                        self._open = "zero_grad"
-                        c = self._client  # Client.switch's tuple, queued as _fast allows
-                        c._queue.append((_monotonic(), None, "zero_grad", c.step, c.micro, None,
-                                         c.model))
-                    else:
-                        self._fast = False
-                        self._zero_begin()
+                    self._fast = False
+                    self._zero_begin()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         try:
             return original(*args, **kwargs)
         finally:
-            if self._active:
+            if self._fast and self._zero_depth == 1 and self._open == "zero_grad":
+                # The fast path's end (never a return here: it would drop
+                # what the call returns or raises).
+                self._zero_depth = 0
+                self._open = None
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((_monotonic(), "zero_grad", None, c.step, c.micro, None,
+                                 c.model))
+            elif self._active:
                 try:
                     with self._lock:
                         depth = self._zero_depth - 1
-                        if self._fast and not depth and self._open == "zero_grad":
-                            # The fast path's end (never a return here: it
-                            # would drop what the call returns or raises).
-                            self._zero_depth = 0
-                            self._open = None
-                            c = self._client  # Client.switch's tuple, queued as _fast allows
-                            c._queue.append((_monotonic(), "zero_grad", None, c.step, c.micro,
-                                             None, c.model))
-                        elif depth > 0:
+                        if depth > 0:
                             self._zero_depth = depth
                         else:
                             self._zero_depth = 0
