@@ -109,6 +109,37 @@ def storage_nbytes(s):
     return int(nbytes() if nbytes is not None else s.size() * s.element_size())
 
 
+_callers = {}  # a storage accessor's name -> its methodcaller
+
+
+def storages_of(tensors):
+    """Return ``[storage_of(t) for t in tensors]`` and whether a key has
+    pointer 0 (a storage that holds no memory now, which no figure counts),
+    asked in C: maps of the storage method by name (the one
+    :func:`_getter_of` finds for the first tensor's class; each tensor
+    answers its own), the storage's data pointer and ``nbytes()``, the
+    device from two flags; tensor by tensor where a storage cannot answer
+    so."""
+    if not tensors:
+        return [], False
+    cls = type(tensors[0])
+    name = (_getters.get(cls) or _getter_of(cls)).__name__
+    get = _callers.get(name) or _callers.setdefault(name, methodcaller(name))
+    try:
+        storages = list(map(get, tensors))
+        ptrs = list(map(_data_ptr, storages))
+        sizes = list(map(_nbytes, storages))
+        cuda = list(map(_is_cuda, tensors))
+        devices = repeat("cuda") if all(cuda) else (
+            repeat("cpu") if not any(cuda) and all(map(_is_cpu, tensors))
+            else map(_device_type, tensors))
+        return list(zip(zip(devices, ptrs), sizes)), 0 in ptrs
+    except (RuntimeError, AttributeError, TypeError):
+        # a storage that holds no memory now, or one without nbytes()
+        pairs = list(map(storage_of, tensors))
+        return pairs, any(not k[1] for k, _ in pairs)
+
+
 def _add(seen, t):
     key, size = storage_of(t)
     if key[1] == 0 or key in seen:
@@ -328,22 +359,24 @@ class TreeCache:
 
 
 class StorageCache:
-    """StorageCache remembers ``storage_of`` per tensor object between calls.
+    """StorageCache remembers the bytes of the storages behind its last
+    call's tensors.
 
     Parameters, buffers and optimizer state are the same tensor objects from
-    one measured step to the next; a measured step looks each one up by
-    identity and checks its ``data_ptr()`` (a C call) instead of asking for
-    its storage again (a Python-level accessor, ``nbytes`` and the device:
-    most of a measured step's accounting). A tensor whose data moved
-    (``p.data = ...``, ``set_``, ``.to()``) is looked up afresh. The cache
-    holds weak references only: a tensor the model or optimizer drops (a
-    gradient ``zero_grad(set_to_none=True)`` releases, a cleared optimizer
-    state) is freed at once, as without the hook, and a new tensor that
-    reuses a dead one's id and data pointer is looked up afresh.
+    one measured step to the next; a measured step compares their ids and
+    ``data_ptr()`` with the last call's (maps in C) instead of asking for
+    their storages again (:func:`storages_of`). Any change (a tensor added,
+    dropped or replaced, data moved by ``p.data = ...``, ``set_``,
+    ``.to()``) asks them all again. The cache holds weak references only: a
+    tensor the model or optimizer drops (a gradient
+    ``zero_grad(set_to_none=True)`` releases, a cleared optimizer state) is
+    freed at once, as without the hook, and its death (a callback) makes
+    the next call ask again, so a new tensor that reuses its id is never
+    taken for it.
     """
 
     def __init__(self):
-        self._known = {}
+        self._watched = ()  # weak references to the last call's tensors, for their callbacks
         # The last call's answer and what it was for: the same tensor objects
         # at the same data pointers (weights and optimizer state, step after
         # step) get it back after two maps in C. The same ids are the same
@@ -362,33 +395,16 @@ class StorageCache:
         ptrs = list(map(_data_ptr, tensors))
         if ids == self._ids and ptrs == self._ptrs and not self._died:
             return self._total
-        self._died.clear()  # deaths before this call are of tensors it looks up afresh
-        known, now, seen = self._known, {}, {}
-        total = 0
-        for t, i, ptr in zip(tensors, ids, ptrs):
-            e = known.get(i)
-            if e is None or e[0]() is not t or e[1] != ptr:
-                # storage_of, inlined: gradients that zero_grad(set_to_none=True)
-                # dropped are new tensors at every measured step
-                cls = type(t)
-                s = (_getters.get(cls) or _getter_of(cls))(t)
-                try:
-                    sptr = s.data_ptr()
-                except RuntimeError:  # a storage that holds no memory now (storage_key)
-                    sptr = 0
-                nbytes = getattr(s, "nbytes", None)
-                e = (_weakref(t, self._note), ptr,
-                     ("cuda" if t.is_cuda else ("cpu" if t.is_cpu else t.device.type), sptr),
-                     int(nbytes() if nbytes is not None else s.size() * s.element_size()))
-            now[i] = e
-            key = e[2]
-            if key[1] == 0 or key in seen:
-                continue
-            seen[key] = e[3]
-            total += e[3]
-        self._known = now
+        died = self._died
+        died.clear()  # deaths before this call are of tensors it looks up afresh
+        self._watched = list(map(_weakref, tensors, repeat(self._note)))
+        pairs, empty = storages_of(tensors)
+        fresh = dict(pairs)  # each storage once
+        total = sum(fresh.values())
+        if empty:
+            total -= sum(n for k, n in fresh.items() if not k[1])
+        self.keys = frozenset(fresh)
         self._ids, self._ptrs, self._total = ids, ptrs, total
-        self.keys = frozenset(e[2] for e in now.values())
         return total
 
 
@@ -495,11 +511,6 @@ class SavedTensorMeter:
         # when split, the module running at each pack.
         self._refs = []
         self._mods = []
-        tensor = getattr(torch, "Tensor", None)
-        # A saved tensor's storage, as storage_of asks it (the method by name:
-        # a subclass's own is called); None: per tensor class
-        self._storage = next((methodcaller(n) for n in ("untyped_storage", "_storage")
-                              if hasattr(tensor, n)), None)
         self._lean = self._lean_pack()
 
     @staticmethod
@@ -640,27 +651,15 @@ class SavedTensorMeter:
         try:
             seen, exclude = self._seen, self._exclude
             if not self.split:
-                tensors = list(filter(_not_none, map(_deref, refs)))
-                get = self._storage
-                try:  # _sized's map, and the pointers kept
-                    storages = list(map(get, tensors))
-                    ptrs = list(map(_data_ptr, storages))
-                    # storage_key's device: from two flags, no torch.device made
-                    cuda = list(map(_is_cuda, tensors))
-                    devices = repeat("cuda") if all(cuda) else (
-                        repeat("cpu") if not any(cuda) and all(map(_is_cpu, tensors))
-                        else map(_device_type, tensors))
-                    fresh = dict(zip(zip(devices, ptrs), map(_nbytes, storages)))
-                except (RuntimeError, AttributeError, TypeError):
-                    fresh = dict(map(storage_of, tensors))
-                    ptrs = [k[1] for k in fresh]
+                pairs, empty = storages_of(list(filter(_not_none, map(_deref, refs))))
+                fresh = dict(pairs)
                 new = fresh.keys() - exclude
                 if seen:  # a forward of this micro-step was counted before
                     new -= seen.keys()
                     seen.update(fresh)
                 else:
                     self._seen = fresh
-                if 0 in ptrs:  # a storage that holds no memory now: not counted
+                if empty:  # a storage that holds no memory now: not counted
                     new = [k for k in new if k[1]]
                 if new:
                     self.total += sum(map(fresh.__getitem__, new))
@@ -669,7 +668,7 @@ class SavedTensorMeter:
             mask = list(map(_not_none, alive))
             by_module = self._sizes
             # in the order they were saved: the first saver owns a storage
-            for (key, size), i in zip(self._sized(list(compress(alive, mask))),
+            for (key, size), i in zip(storages_of(list(compress(alive, mask)))[0],
                                       compress(mods, mask)):
                 if not key[1] or key in seen or key in exclude:
                     continue
@@ -686,20 +685,6 @@ class SavedTensorMeter:
         finally:
             refs.clear()
             mods.clear()
-
-    def _sized(self, tensors):
-        """Return storage_of of each of ``tensors``, in order: asked in C,
-        a map over them all, where each answers the storage method by name,
-        a data pointer and ``nbytes()``; else tensor by tensor."""
-        get = self._storage
-        if get is not None:
-            try:
-                storages = list(map(get, tensors))
-                return list(zip(zip(map(_device_type, tensors), map(_data_ptr, storages)),
-                                map(_nbytes, storages)))
-            except (RuntimeError, AttributeError):
-                pass  # a storage that holds no memory now, or one without nbytes()
-        return list(map(storage_of, tensors))
 
     def breakdown(self):
         """Return the ``saved`` object of this micro-step, made when first
