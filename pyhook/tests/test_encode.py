@@ -80,3 +80,40 @@ def test_client_messages_take_the_fast_path():
     client.mark("checkpoint")
     for msg in queued(client):
         assert _messages._fast(msg) == generic(msg) + "\n"
+
+
+RAW6 = _cuda.compact(load_fixture_stats())
+
+
+def edge_fields():
+    """Queued tuples as the training thread makes them: a switch's seven
+    fields, an edge's nine; shapes the direct line writes and shapes it
+    leaves to the generic encoder."""
+    extras = (None, {"input": {"batch": 8, "tokens": None}}, {"span": "step"},
+              {"span": "step", "same_as": 12}, {"span": "step", "same_as": 1.5},
+              {"other": 1}, {"input": {"batch": 8}})
+    for name in NAMES:
+        for extra in extras:
+            for model in (None, "Sequential", 'm"odel ✓'):
+                yield (2.5, name, "loss", 3, 1, extra, model)
+                yield (2.5, None, name, 3, 0, extra, model)
+                yield (2.5, name, None, 3, 0, extra, model)
+                for raw in (None, RAW6, MEM6, load_fixture_stats()):
+                    for user in (False, True):
+                        yield (1234.000001, name, 3, 1, "end", user, raw, extra,
+                               None if user else model)
+    yield (2.5, "x" * 70000, None, 3, 0, None, None)
+
+
+@pytest.mark.parametrize("fields", list(edge_fields()))
+def test_an_edge_is_written_as_its_messages_are(fields):
+    item = (41, fields)
+    want = b"".join(_messages.encode(msg) for msg in _messages.phase_messages(item)) \
+        if "x" * 70000 not in fields else None
+    if want is None:
+        with pytest.raises(ValueError):
+            _messages.encode_item(item)
+        return
+    assert _messages.encode_item(item) == want
+    for line, msg in zip(want.splitlines(), _messages.phase_messages(item)):
+        assert line.decode("utf-8") == generic(msg), "byte for byte, key order included"

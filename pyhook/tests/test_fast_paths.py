@@ -198,3 +198,49 @@ def test_a_plain_loop_at_rest_takes_the_fast_paths(torch_mod):
     for loop in (plain, accumulation):
         _, taken = run(torch_mod, loop, True)
         assert all(taken[4:]), (loop.__name__, taken)
+
+
+def test_a_watch_removed_from_another_thread_while_fast_steps_run(torch_mod):
+    # The fast paths take no lock: a remove() from another thread may fall
+    # between a fast path's test and its writes. Training goes on untouched,
+    # the hooks go inert, nothing is reported, and the stream ends with the
+    # goodbye queued after remove() (what a racing edge queued after it is
+    # not sent).
+    import threading
+    import warnings
+    torch = torch_mod
+    sys.path.insert(0, os.path.dirname(__file__))
+    import pinloop
+    sim = fakecuda.SimAllocator().install(torch)
+    try:
+        torch.manual_seed(0)
+        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch, 0), start=False)
+        step = [0]
+        model = pinloop.Net(sim, step)
+        opt = pinloop.SimSGD(model.parameters(), sim, step)
+        w = _watch.Watcher(torch, client, model, opt, client.config)
+        started, fast_seen = threading.Event(), []
+
+        def remover():
+            started.wait()
+            w.remove()
+            client.close("removed", timeout=0)
+
+        t = threading.Thread(target=remover)
+        t.start()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for i in range(400):
+                step[0] = min(i, 3)
+                fast_seen.append(w._fast)
+                if i == 20:
+                    started.set()
+                plain(torch, i, model, opt, sim)
+        t.join(5)
+        assert any(fast_seen[5:21]), "the steps before the remove ran fast"
+        assert not w._fast and not w.active
+        msgs = stream(client)
+        assert msgs[-1]["type"] == "goodbye"
+        assert [m["type"] for m in msgs].count("goodbye") == 1
+    finally:
+        sim.uninstall()

@@ -30,7 +30,9 @@ _lock = threading.Lock()
 # Weak references to Watchers, in registration order: a Watcher that was
 # never removed goes away with its model instead of listening forever.
 _listeners = []
-_state = {"torch": None, "autograd": None}
+# "listeners": a tuple of _listeners as it stands, which the wrapper reads
+# (no copy a call; add() and discard() replace it).
+_state = {"torch": None, "autograd": None, "listeners": ()}
 
 
 class _Depth(threading.local):
@@ -62,7 +64,7 @@ def _make(original, name):
                 local.depth = depth
         # _run inlined: a frame less at every backward.
         owner = None  # one watch owns a backward (docs/hook.md, "Several models")
-        for ref in list(_listeners):
+        for ref in _state["listeners"]:
             w = ref()
             if w is None:
                 continue
@@ -104,17 +106,20 @@ def add(torch, listener):
     """Register ``listener``; install the wrappers on the first one."""
     with _lock:
         _listeners[:] = [r for r in _listeners if r() is not None]
+        _state["listeners"] = tuple(_listeners)
         if any(r() is listener for r in _listeners):
             return
         if _state["torch"] is None:
             _install(torch)
         _listeners.append(weakref.ref(listener))
+        _state["listeners"] = tuple(_listeners)
 
 
 def discard(listener):
     """Unregister ``listener``; undo the wrappers after the last one."""
     with _lock:
         _listeners[:] = [r for r in _listeners if r() is not None and r() is not listener]
+        _state["listeners"] = tuple(_listeners)
         if not _listeners:
             _uninstall()
 
@@ -145,4 +150,5 @@ def _reset_for_tests():
     """Forget every listener and undo the wrappers (tests build Watchers they never remove)."""
     with _lock:
         del _listeners[:]
+        _state["listeners"] = ()
         _uninstall()

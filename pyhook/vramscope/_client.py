@@ -371,8 +371,9 @@ class Client:
         if begin is not None:
             queue.append((t, begin, step, micro, "begin", False, raw, extra, model))
         # A step's closing read: the Watcher's fast paths queued the step's
-        # other edges without a test, so the queue may have passed the batch.
-        if pending >= self._wake_from:
+        # other edges without a test, so the queue may have passed the batch
+        # (set once: until the sender wakes, the next steps find it set).
+        if pending >= self._wake_from and not self._wake.is_set():
             self._wake.set()
         return True
 

@@ -308,12 +308,73 @@ def _input_text(size):
 
 def encode_item(item):
     """Encode a numbered queue item: a message dict, or a ``(seq, fields)``
-    pair (a switch's two lines in one bytes object)."""
+    pair (a switch's two lines in one bytes object). An edge's line is
+    written from its fields (_edge_text) where its shape allows, else from
+    the message phase_message makes."""
     if type(item) is dict:
         return encode(item)
-    if len(item[1]) == SWITCH_FIELDS:
+    seq, f = item
+    if len(f) == SWITCH_FIELDS:
+        t, end, begin, step, micro, extra, model = f
+        texts = []
+        if end is not None:
+            texts.append(_edge_text(seq, t, end, step, micro, "end", False, None, extra, model))
+            seq += 1
+        if begin is not None:
+            texts.append(_edge_text(seq, t, begin, step, micro, "begin", False, None, extra,
+                                    model))
+        lines = [text.encode("utf-8") for text in texts if text is not None]
+        if len(lines) == len(texts) and all(len(line) <= MAX_LINE for line in lines):
+            return b"".join(lines)
         return b"".join([encode(msg) for msg in phase_messages(item)])
+    text = _edge_text(seq, *f)
+    if text is not None:
+        line = text.encode("utf-8")
+        if len(line) <= MAX_LINE:
+            return line
     return encode(phase_message(item))
+
+
+_PHASE_LINE = ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
+               '"edge":"%s","user":%s,"mem":%s%s}\n')
+
+
+def _edge_text(seq, t, name, step, micro, edge, user, raw, extra, model):
+    """The ``phase`` line of an edge's fields, as json.dumps writes the
+    message phase_message makes of them (key order included), for the
+    shapes the hook queues: an int seq, step and micro, a finite float
+    clock, a str name and model, a read that _mem_text can write, and
+    ``extra`` None or one of ``input``, ``span`` (with ``same_as``); None
+    for anything else, which the generic encoder takes."""
+    if type(seq) is not int or type(step) is not int or type(micro) is not int \
+            or type(name) is not str or type(t) is not float or t - t != 0.0 \
+            or (edge != "end" and edge != "begin") or type(user) is not bool:
+        return None
+    mem = _mem_text(mem_of(raw))
+    if mem is None:
+        return None
+    tail = ""
+    if extra:
+        if type(extra) is not dict:
+            return None
+        keys = tuple(extra)
+        if keys == ("input",):
+            tail = _input_text(extra["input"])
+        elif keys == ("span",) and type(extra["span"]) is str:
+            tail = ',"span":' + _quote(extra["span"])
+        elif keys == ("span", "same_as") and type(extra["span"]) is str \
+                and type(extra["same_as"]) is int:
+            tail = ',"span":%s,"same_as":%d' % (_quote(extra["span"]), extra["same_as"])
+        else:
+            return None
+        if tail is None:
+            return None
+    if model is not None and not user:
+        if type(model) is not str:
+            return None
+        tail += ',"model":' + _quote(model)
+    return _PHASE_LINE % (seq, t, _quote(name), step, micro, edge, "true" if user else "false",
+                          mem, tail)
 
 
 def encode(msg):

@@ -159,6 +159,10 @@ class StepsMixin:
             _safe.report(exc)
 
     def _step_post(self):
+        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._fast:  # a fast step's end (no lock: docs/hook.md, "A step at rest")
+            self._finish_step()
+            return
         if not self._active:
             return
         with self._lock:
