@@ -20,7 +20,6 @@ _numel = methodcaller("numel")
 _grad = attrgetter("grad")
 _deref = _weakref.__call__
 _not_none = partial(is_not, None)
-_is_none = partial(_is, None)
 _values = methodcaller("values")
 _dict = attrgetter("__dict__")
 _nbytes = methodcaller("nbytes")
@@ -714,12 +713,11 @@ class SavedTensorMeter:
     # what it returns, and stop() counts them all at once (_tally); in the
     # loss window, which a backward that bypasses the wrapper ends from
     # inside the engine after it freed some, each is counted as it is
-    # saved. They return an alias, not
-    # ``t`` itself: returning an op's own output would make output -> grad_fn
-    # -> saved -> output a cycle that outlives a forward without backward.
-    # The alias shares storage and version counter. In a tuple, so that the
-    # unpack hook, run as often in the backward, is itemgetter(0): no
-    # Python frame.
+    # saved. They return an alias, not ``t`` itself: returning an op's own
+    # output would make output -> grad_fn -> saved -> output a cycle that
+    # outlives a forward without backward. The alias shares storage and
+    # version counter. In a tuple, so that the unpack hook, run as often in
+    # the backward, is itemgetter(0): no Python frame.
     def _pack(self, t):
         # With the split: and the innermost module running (0: the model's own)
         a = t.detach()
