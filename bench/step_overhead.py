@@ -156,7 +156,7 @@ def accounting(args):
         cfg = _config.resolve(socket="/nonexistent", activations_every=every, environ={})
         w = _watch.Watcher(torch, client, model, opt, cfg)
         client.step = 3  # past the always-measured first steps
-        # The step bookkeeping moved to _anatomy.Activations; older copies (--pyhook) have _prepare.
+        # The step bookkeeping moved to _schedule.Activations; older copies (--pyhook) have _prepare.
         prepare = getattr(w, "_prepare", None) or w._acts.prepare
         prepare(3)
         samples = []

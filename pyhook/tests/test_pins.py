@@ -17,7 +17,7 @@ from conftest import ROOT, FakeCuda, checkpoint
 from test_e2e import has_goodbye, report_json, start, stop_ok, the_process
 import vramscope
 from vramscope import _api, _client, _oom
-from vramscope._anatomy import FIRST_MEASURED
+from vramscope._schedule import FIRST_MEASURED
 
 H100 = os.path.join(ROOT, "testdata", "h100")
 # The previous step's logits are still alive at the end of forward and freed

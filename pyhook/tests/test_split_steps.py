@@ -2,7 +2,7 @@
 the split is taken"), and that the others measure the same total without it."""
 
 from conftest import make_config, queued
-from vramscope import _anatomy, _client, _watch
+from vramscope import _client, _schedule, _watch
 
 F32 = 4
 
@@ -38,7 +38,7 @@ def test_the_split_is_taken_on_the_first_steps_then_once_in_ten(torch_mod):
     torch = torch_mod
     msgs, hooks = train(torch, mlp(torch), [4] * 25)
     assert [m["step"] for m in msgs] == list(range(25))
-    every = _anatomy.SPLIT_EVERY
+    every = _schedule.SPLIT_EVERY
     assert split_steps(msgs) == [0, 1, 2, 2 + every, 2 + 2 * every]
     # every step measured the same total: the input and the ReLU's output
     assert {m["activations"] for m in msgs} == {(4 * 8 + 4 * 16) * F32}

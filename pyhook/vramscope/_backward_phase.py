@@ -6,7 +6,7 @@ one ``Client.put`` call each, which makes the read (docs/hook.md, "Cost")."""
 from time import monotonic as _monotonic
 
 from . import _safe
-from ._anatomy import FIRST_MEASURED
+from ._schedule import FIRST_MEASURED
 
 
 class BackwardMixin:

@@ -13,8 +13,8 @@ import threading
 import weakref
 from time import monotonic as _monotonic
 
-from . import _anatomy, _backward, _cuda, _figures, _messages, _patch, _safe, _steps
-from ._anatomy import FIRST_MEASURED
+from . import _anatomy, _backward, _cuda, _figures, _messages, _meter, _patch, _safe, _schedule, _steps
+from ._schedule import FIRST_MEASURED
 
 # A plain step's closing edge (docs/protocol.md, "Exact peaks"): its only read.
 SPAN_STEP = {"span": "step"}
@@ -112,9 +112,9 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         self.step_fallback = (opt is not None and not self.uses_step_hooks
                               and callable(getattr(opt, "register_step_pre_hook", None)))
         if meter is None and config.activations_every > 0 \
-                and _anatomy.SavedTensorMeter.supported(torch, model):
-            meter = _anatomy.SavedTensorMeter(torch, model)
-        self._acts = _anatomy.Activations(meter, config.activations_every)
+                and _meter.SavedTensorMeter.supported(torch, model):
+            meter = _meter.SavedTensorMeter(torch, model)
+        self._acts = _schedule.Activations(meter, config.activations_every)
         self._due = 0  # no step before this one is measured by the schedule
         self._figure_cache = _anatomy.FigureCache()
         # torch.is_tensor is a Python function; isinstance against this is not.
