@@ -5,7 +5,8 @@ optimizer step, the five phases and no other):
 
 * ``torch.compile`` with its default backend, inductor (C++ kernels built
   with the machine's compiler on CPU), of the model and in place
-  (``Module.compile(fullgraph=True)``);
+  (``Module.compile(fullgraph=True)``), and of a function that calls the
+  optimizer's step;
 * non-reentrant activation checkpointing
   (``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``): the
   checkpointed blocks run again inside backward;
@@ -99,6 +100,34 @@ def compiled_after_watch(torch, sock=None):
                           watch_original=True)
 
 
+def compiled_step(torch, sock=None):
+    """The optimizer's step compiled (a ``torch.compile``d function that
+    calls ``opt.step()``, the compiled-optimizer recipe): dynamo reaches the
+    step hooks, breaks the graph at their first call (a read of the clock)
+    and runs them eagerly; the same weights, warnings and compiled ops as
+    without them."""
+    need_attr(torch, "compile", "torch.compile")
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    net = mlp(torch)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    handle = vramscope.watch(net, opt, socket=sock) if sock else None
+
+    @torch.compile
+    def step():
+        opt.step()
+
+    torch._dynamo.utils.counters.clear()
+    for x, y in batches(torch, STEPS):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        step()
+    if handle is not None:
+        handle.remove()
+    # the same ops compiled (the hooks add graph breaks, a fixed few, not ops)
+    return (param_hash(net), torch._dynamo.utils.counters["stats"]["calls_captured"]), STEPS
+
+
 def checkpointed(torch, sock=None):
     torch.manual_seed(0)
     net = Checkpointed.build(torch)
@@ -116,10 +145,15 @@ def autocast_bf16(torch, sock=None):
 
 
 LOOPS = {"compile": compiled, "compile_in_place": compiled_in_place,
-         "compile_after_watch": compiled_after_watch,
+         "compile_after_watch": compiled_after_watch, "compiled_step": compiled_step,
          "checkpoint": checkpointed, "autocast_bf16": autocast_bf16}
 
 
 @pytest.mark.parametrize("name", sorted(LOOPS))
 def test_torch_feature(name, torch_mod, vs_bin, workdir, recorders, capfd):
+    if name == "compiled_step":
+        # Dynamo logs its tracing of the step's profiler context once a
+        # process: a first run, not compared, takes that line.
+        LOOPS[name](torch_mod)
+        capfd.readouterr()
     check_loop(LOOPS[name], STEPS, 1, torch_mod, vs_bin, workdir, recorders, capfd)
