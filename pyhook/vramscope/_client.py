@@ -28,7 +28,7 @@ import threading
 import time
 
 from . import _cuda, _messages, _owned, _requests, _safe, _sockcheck
-from ._messages import SWITCH_FIELDS, make_edge, switch_edges
+from ._messages import SWITCH_FIELDS, make_edge
 
 QUEUE_SIZE = 8192
 RING_SIZE = 4096
@@ -398,8 +398,7 @@ class Client:
         to it since the sender last took the queue.
         """
         if created is None:
-            waiting = sum(len(switch_edges(item)) if type(item) is tuple
-                          and len(item) == SWITCH_FIELDS else 1 for item in list(self._queue))
+            waiting = sum(map(_messages.count, list(self._queue)))
             created = self._next_seq + waiting + self._lost
         return {
             "created": created,
@@ -449,8 +448,7 @@ class Client:
                 # is, made into messages only if it is ever encoded.
                 if len(item) == SWITCH_FIELDS:
                     out.append((item[3] < fs, (seq, item)))
-                    if item[1] is not None and item[2] is not None:
-                        seq += 1
+                    seq += _messages.count(item) - 1
                 else:
                     if self._carry is not None and item[6] is not None:
                         item = self._carried(make_edge(item))
@@ -741,7 +739,8 @@ class Client:
         if over > 0 and self._sock is None:
             # the messages of the entries pushed out (a switch's are two)
             out = itertools.chain(ring, pairs)
-            self.evicted += sum(_messages.count(k) for _, k in itertools.islice(out, over))
+            self.evicted += sum(_messages.count(k[1] if type(k) is tuple else k)
+                                for _, k in itertools.islice(out, over))
         ring.extend(pairs)
 
     def _read_requests(self):

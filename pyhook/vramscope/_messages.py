@@ -160,13 +160,13 @@ def edges_of(item):
     return switch_edges(item) if len(item) == SWITCH_FIELDS else [make_edge(item)]
 
 
-def count(kept):
-    """The messages a numbered or kept queue item stands for: a switch's
-    edges, an encoded item's lines, else one (an edge, a message dict)."""
-    if type(kept) is bytes:
-        return kept.count(b"\n")
-    if type(kept) is tuple and len(kept[1]) == SWITCH_FIELDS:
-        return (kept[1][1] is not None) + (kept[1][2] is not None)
+def count(item):
+    """The messages a queued item stands for (its fields, a message dict or
+    an encoded line): a switch's edges, a line's lines, else one."""
+    if type(item) is bytes:
+        return item.count(b"\n")
+    if type(item) is tuple and len(item) == SWITCH_FIELDS:
+        return (item[1] is not None) + (item[2] is not None)
     return 1
 
 
