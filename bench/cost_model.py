@@ -291,13 +291,22 @@ def run(args, torch, fake, work, procs):
         print(line)
     print("reads: allocator reads per optimizer step on the training thread "
           "(accumulation: per step of %d micro-steps)" % micro)
+    # On a GPU the step synchronises and the training thread spins in the
+    # wait: its CPU time is the step's wall time plus the spin's noise, so
+    # the ratios there are of added wall time (medians).
+    col = 1 if dev == "cpu" else 0
     for tag, _ in packages:
         name = "%swatch" % tag
         if name not in added:
             continue
-        cost = max(added[name][1], 1e-9)
-        print("%sratios (training-thread cpu per plain step, median %.1f us, paired %.1f us, "
-              "p10 %.1f us):" % (tag, cost, added[name][3], added[name][2]))
+        cost = max(added[name][col], 1e-9)
+        if dev == "cpu":
+            print("%sratios (training-thread cpu per plain step, median %.1f us, paired %.1f us, "
+                  "p10 %.1f us):" % (tag, cost, added[name][3], added[name][2]))
+        else:
+            print("%sratios (added wall time per plain step, median %.1f us, %.2f %% of the "
+                  "step; training-thread cpu spins in the GPU's wait there):"
+                  % (tag, cost, 100 * cost / (med["plain"][0] / 1e3)))
         print("  H100 _record_memory_history %.0f us/step: %.1fx; H100 profiler %.0f us/step: "
               "%.1fx" % (H100_RECORD_HISTORY_US, H100_RECORD_HISTORY_US / cost,
                          H100_PROFILER_US, H100_PROFILER_US / cost))
@@ -307,13 +316,19 @@ def run(args, torch, fake, work, procs):
             print("  this box's torch.profiler(profile_memory) %.0f us/step: %.1fx (p10: %.0f us, "
                   "%.1fx)" % (p, p / cost, pp, pp / max(added[name][2], 1e-9)))
         m = added.get("%swatch, measured" % tag)
-        if m:
+        if m and dev == "cpu":
             print("  measured step / plain step hook cost: %.2fx (p10: %.2fx)"
                   % (m[1] / cost, m[2] / max(added[name][2], 1e-9)))
+        elif m:
+            print("  measured step / plain step hook cost: %.2fx (added wall time, medians)"
+                  % (m[0] / cost))
         a = added.get("%swatch, accumulation" % tag)
-        if a:
+        if a and dev == "cpu":
             print("  accumulation: %.1f us per step, %.1f us per micro-step (p10: %.1f, %.1f)"
                   % (a[1], a[1] / micro, a[2], a[2] / micro))
+        elif a:
+            print("  accumulation: %.1f us per step, %.1f us per micro-step (added wall time)"
+                  % (a[0], a[0] / micro))
     fake.uninstall()
 
 
