@@ -200,6 +200,57 @@ def test_a_plain_loop_at_rest_takes_the_fast_paths(torch_mod):
         assert all(taken[4:]), (loop.__name__, taken)
 
 
+class CountingLock:
+    """The Watcher's lock, counting how often it is taken: the fast paths
+    take it never."""
+
+    def __init__(self, lock):
+        self._lock = lock
+        self.taken = 0
+
+    def __enter__(self):
+        self.taken += 1
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self._lock.__exit__(*exc)
+
+    def acquire(self, *args, **kwargs):
+        self.taken += 1
+        return self._lock.acquire(*args, **kwargs)
+
+    def release(self):
+        return self._lock.release()
+
+
+@pytest.mark.parametrize("loop", [plain, accumulation], ids=lambda f: f.__name__)
+def test_a_step_at_rest_runs_every_hook_on_its_fast_path(torch_mod, loop):
+    # Every hook of a step at rest, the optimizer's step hooks on torch >=
+    # 2.0 too (they get the optimizer itself as args[0]), runs without the
+    # lock: the general paths all take it.
+    sim = fakecuda.SimAllocator().install(torch_mod)
+    sys.path.insert(0, os.path.dirname(__file__))
+    import pinloop
+    try:
+        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch_mod, 0), start=False)
+        step = [0]
+        model = pinloop.Net(sim, step)
+        opt = pinloop.SimSGD(model.parameters(), sim, step)
+        w = _watch.Watcher(torch_mod, client, model, opt, client.config)
+        lock = w._lock = CountingLock(w._lock)
+        locked = []
+        for i in range(10):
+            step[0] = min(i, 3)
+            before = lock.taken
+            loop(torch_mod, i, model, opt, sim)
+            locked.append(lock.taken - before)
+        w.remove()
+        client.close("removed", timeout=0)
+    finally:
+        sim.uninstall()
+    assert locked[0] > 0 and locked[5:] == [0] * 5, locked
+
+
 def test_a_watch_removed_from_another_thread_while_fast_steps_run(torch_mod):
     # The fast paths take no lock: a remove() from another thread may fall
     # between a fast path's test and its writes. Training goes on untouched,
