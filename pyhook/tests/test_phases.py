@@ -302,6 +302,27 @@ def test_zero_grad_after_step_belongs_to_the_step_it_follows(torch_mod):
     assert spans(client) == want, "no step 3 made of a lone zero_grad"
 
 
+def test_one_line_loops_are_told_apart_by_where_each_call_stands(torch_mod):
+    # zero_grad and step on one line: the order of the calls in the line
+    # says which loop it is (a zero-first loop on one line was taken for
+    # one that zeroes after the update, and left the fast paths).
+    torch = torch_mod
+    model, opt, client, watcher = build(torch)
+    for _ in range(3): opt.zero_grad(); model(torch.randn(4, 8)).pow(2).mean().backward(); opt.step()  # noqa: E501,E701,E702
+    assert client.step == 3 and watcher._zero_after is False
+    want = []
+    for s in range(3):
+        want += expected_step(s)
+    assert spans(client) == want
+    model, opt, client, watcher = build(torch)
+    for _ in range(3): model(torch.randn(4, 8)).pow(2).mean().backward(); opt.step(); opt.zero_grad()  # noqa: E501,E701,E702
+    assert client.step == 3 and watcher.idle
+    want = []
+    for s in range(3):
+        want += expected_step(s)[2:] + [("zero_grad", "begin", s, 0), ("zero_grad", "end", s, 0)]
+    assert spans(client) == want
+
+
 def test_zero_grad_first_loops_keep_zero_grad_at_the_head(torch_mod):
     torch = torch_mod
     model, opt, client, _ = build(torch)

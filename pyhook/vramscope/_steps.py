@@ -10,13 +10,14 @@ from ._tracebacks import hook_code
 
 
 def user_frames(frame):
-    """``(id, code, line)`` of ``frame`` and each of its callers, innermost
-    first, the hook's own frames left out (no frame object is kept)."""
+    """``(id, code, line, instruction)`` of ``frame`` and each of its
+    callers, innermost first, the hook's own frames left out (no frame
+    object is kept); the instruction is the call's offset in the code."""
     out = []
     while frame is not None:
         code = frame.f_code
         if not hook_code(code):
-            out.append((id(frame), code, frame.f_lineno))
+            out.append((id(frame), code, frame.f_lineno, frame.f_lasti))
         frame = frame.f_back
     return out
 
@@ -25,19 +26,22 @@ def zero_follows_step(step_frames, zero_frames):
     """Whether a zero_grad, called between steps, was written after
     ``optimizer.step()`` in the loop (docs/hook.md, "zero_grad after the
     update"). Both stacks are walked from the outermost frame down to where
-    they part. Parting inside one frame (same frame, other line): the
+    they part. Parting inside one frame (same frame, other call): the
     zero_grad's line there is after the step's (it ends the step) or before
-    it (it heads the next one). Parting below a line both went through (a
-    new call of the per-step function): it heads the next step. A frame is
-    matched only under matching parents, so a dead frame whose id a new one
-    reuses is never taken for it. Nothing to go by: after, so that no step
-    is ever made of a lone zero_grad."""
+    it (it heads the next one); on one line (``for b in data: opt.zero_grad();
+    ...; opt.step()``), its call's offset in the code. Parting below a call
+    both went through (a new call of the per-step function): it heads the
+    next step. A frame is matched only under matching parents, so a dead
+    frame whose id a new one reuses is never taken for it. Nothing to go
+    by: after, so that no step is ever made of a lone zero_grad."""
     a, b = step_frames[::-1], zero_frames[::-1]
-    for depth, ((sid, scode, sline), (zid, zcode, zline)) in enumerate(zip(a, b)):
+    for depth, ((sid, scode, sline, sat), (zid, zcode, zline, zat)) in enumerate(zip(a, b)):
         if sid != zid or scode is not zcode:
             return depth == 0  # no frame in common (another thread): after
         if sline != zline:
             return zline > sline
+        if sat != zat:
+            return zat > sat
     return True
 
 
