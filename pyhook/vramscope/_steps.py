@@ -71,8 +71,20 @@ class StepsMixin:
     _step_depth = 0
 
     def _on_step_pre_hook(self, optimizer, args, kwargs):
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         if self._step_depth:
             self._step_depth += 1
+            return None
+        if self._fast and not kwargs and self._open is None and len(args) == 1 \
+                and args[0] is self._optimizer and self._client.owner is self._self_ref:
+            # _step_pre's fast path written out, a frame less each step
+            # (the hook gets the optimizer itself as args[0]).
+            self._idle = False
+            self._step_called = True
+            self._open = "step"
+            c = self._client  # Client.switch's tuple, queued as _fast allows
+            c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
+            self._step_depth = 1
             return None
         try:
             new = self._step_pre(args, kwargs)  # may finish the last step (depth 0)
@@ -155,13 +167,17 @@ class StepsMixin:
                 self._begin("step")  # the parameter update follows the closure
 
     def _on_step_post_hook(self, optimizer, args, kwargs):
+        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         depth = self._step_depth
         if depth > 1:
             self._step_depth = depth - 1
             return
         self._step_depth = 0
-        try:  # _guarded inlined: a frame less each step on torch >= 2.0
-            self._step_post()
+        try:  # _guarded and _step_post's fast path inlined: frames less each step
+            if self._fast:
+                self._finish_step()
+            else:
+                self._step_post()
         except Exception as exc:  # noqa: BLE001
             _safe.report(exc)
 
