@@ -8,9 +8,15 @@ import collections
 import os
 import sys
 
+from conftest import make_config
 from test_reads import plain_step, watched
 
 import vramscope
+from vramscope import _client, _cuda, _watch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bench"))
+import fakecuda  # noqa: E402
 
 PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 
@@ -59,3 +65,38 @@ def test_plain_step_runs_at_most_the_pinned_number_of_hook_frames(torch_mod):
     total = sum(calls.values())
     assert total > 0, "the profiler saw the hook run"
     assert total <= PLAIN_STEP_FRAMES, sorted(calls.items())
+
+
+
+# One plain step of a loop at rest (the fast paths: docs/hook.md, "Cost"):
+#   zero_grad: the optimizer patch and _zero_grad                           (2)
+#   forward: _on_forward_pre, _on_forward                                   (2)
+#   backward: the wrapper and Watcher.user_backward                         (2)
+#   step: the patch and _step_pre, _step_post, _finish_step (torch 1.13) or
+#         the two step hooks and _finish_step (torch >= 2.0), with the
+#         closing read's Client.switch, _plan and PeakTracker.read_reset    (7 or 6)
+# 13 on torch 1.13 and 12 on torch 2.15 (bench/hook_ops.py counts the same
+# step, on the fake allocator the cost model times).
+FAST_STEP_FRAMES = 13
+
+
+def test_a_step_at_rest_runs_at_most_the_pinned_number_of_hook_frames(torch_mod):
+    fake = fakecuda.FakeAllocator(0).install(torch_mod)
+    try:
+        client = _client.Client(make_config(sample_hz=0), cuda=_cuda.detect(torch_mod, None),
+                                start=False)
+        client.step = 3
+        model = torch_mod.nn.Sequential(torch_mod.nn.Linear(8, 8), torch_mod.nn.ReLU(),
+                                        torch_mod.nn.Linear(8, 2))
+        opt = torch_mod.optim.SGD(model.parameters(), lr=0.1)
+        watcher = _watch.Watcher(torch_mod, client, model, opt, client.config)
+        for _ in range(6):  # past the steps that read every phase
+            plain_step(torch_mod, model, opt)
+        assert watcher._fast, "the loop is at rest"
+        calls = frames_of_one_step(torch_mod, model, opt)
+        assert watcher._fast
+        watcher.remove()
+        client.close("removed", timeout=0)
+    finally:
+        fake.uninstall()
+    assert 0 < sum(calls.values()) <= FAST_STEP_FRAMES, sorted(calls.items())

@@ -62,9 +62,21 @@ def _make(original, name):
                 raise
             finally:
                 local.depth = depth
+        listeners = _state["listeners"]
+        if len(listeners) == 1:
+            # One watch whose step is at rest: its whole backward in one
+            # frame of its own (Watcher.user_backward), a frame less at
+            # every backward.
+            w = listeners[0]()
+            if w is not None and w._fast:
+                local.depth = 1
+                try:
+                    return w.user_backward(original, args, kwargs, passed_through)
+                finally:
+                    local.depth = 0
         # _run inlined: a frame less at every backward.
         owner = None  # one watch owns a backward (docs/hook.md, "Several models")
-        for ref in _state["listeners"]:
+        for ref in listeners:
             w = ref()
             if w is None:
                 continue

@@ -76,6 +76,60 @@ class BackwardMixin:
             self._client.switch("loss", "backward", self._edge_reads)
             return True
 
+    def user_backward(self, original, args, kwargs, passed_through):
+        """The global wrapper's begin, ``original(*args, **kwargs)`` and end
+        in one frame, for a watch whose step is at rest (``_fast``) and the
+        only one listening: user_backward_begin's and user_backward_end's
+        fast paths written out, the general ones called where they do not
+        apply. Returns what the backward returns; its errors propagate."""
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        client = self._client
+        if self._fast and self._open == "loss" and client.owner is self._self_ref:
+            # user_backward_begin's fast path
+            self._bw_step = client.step
+            self._in_backward = True
+            self._user_bw = True
+            self._trained = False
+            self._backward_micro = client.micro
+            self._open = "backward"
+            client._queue.append((t, "loss", "backward", client.step, client.micro, None,
+                                  client.model))
+            if self._acts.measuring:
+                self._acts.collect()
+            owner = True
+        else:
+            try:
+                owner = self.user_backward_begin()
+            except Exception as exc:  # noqa: BLE001 - never break backward()
+                _safe.report(exc)
+                owner = False
+        try:
+            return original(*args, **kwargs)
+        except BaseException as exc:
+            if owner:
+                _safe.call(self.unwound)
+            passed_through(exc)
+            raise
+        finally:
+            if owner:
+                t = _monotonic()
+                if self._fast and self._open == "backward" and self._user_bw:
+                    # user_backward_end's fast path
+                    self._open = None
+                    micro = self._backward_micro
+                    client._queue.append((t, "backward", None, client.step, micro, None,
+                                          client.model))
+                    client.micro = micro + 1
+                    if self._optimizer is None:
+                        self._ends_at_forward = client.step
+                    self._in_backward = False
+                    self._user_bw = False
+                else:
+                    try:
+                        self.user_backward_end()
+                    except Exception as exc:  # noqa: BLE001
+                        _safe.report(exc)
+
     def user_backward_end(self):
         """Called by the global backward wrapper when that backward returned or raised."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
