@@ -50,9 +50,30 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
     the update stays in the step it belongs to.
     """
 
+    # What the every-step paths read and write, in slots of their own, side
+    # by side in a few cache lines (the rest of the Watcher's state is in
+    # its __dict__): on a training step these paths run with cold caches,
+    # and a dict of some 60 attributes spreads them over dozens of lines
+    # (docs/hook.md, "Cost").
+    __slots__ = ("_fast", "_open", "_client", "_self_ref", "_acts", "_depth", "_idle",
+                 "_step_depth", "_edge_reads", "_active", "_step_called", "_zero_depth",
+                 "_trained", "_user_bw", "_model", "_grad_enabled", "_tensor_type",
+                 "_in_backward", "_optimizer", "_tail_step", "_last_shape", "_last_dtype",
+                 "_last_size", "_moved", "_ref", "_zero_seen", "_zero_seen_last",
+                 "_zero_after", "_due", "_census_want", "_backward_micro", "_bw_step",
+                 "_ends_at_forward", "_exact", "_step_plan", "_skip_forward", "_quiet",
+                 "_hook_output", "_kw_patch", "_closure_depth", "_lock")
+
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
                  queue_callback="detect", meter=None, global_backward=True, name=None,
                  wrapper=None):
+        self._fast = False
+        self._step_depth = 0  # (StepsMixin)
+        self._census_want = None  # (CensusMixin)
+        # The last training input's shape and dtype, and its size and message dicts
+        self._last_shape = self._last_dtype = None
+        self._last_size = (None, None)
+        self._kw_patch = None  # the undo of torch 1.13's forward wrapper while it is in place
         self._torch = torch
         self._grad_enabled = torch.is_grad_enabled  # bound once: hooks ask at every forward
         # What the edges of this watch carry as ``model`` (docs/protocol.md).
@@ -636,10 +657,6 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         return args, kwargs
 
     _pending_kw = False
-    # The shape and dtype of the last tensor input, and (size, {"input": size})
-    _last_shape = _last_dtype = None
-    _last_size = (None, None)
-    _kw_patch = None  # the undo of torch 1.13's forward wrapper while it is in place
 
     def _note_input(self, size):
         self._acts.note_input(size)
