@@ -58,6 +58,14 @@ class Client:
     ones the protocol's ``stats`` object carries.
     """
 
+    # What the training thread's every-step paths read and write (the
+    # Watcher's fast paths queue here directly), in slots side by side: a
+    # dict of some 50 attributes spreads them over dozens of cache lines,
+    # cold on a training step. The rest is in the instance's __dict__.
+    __slots__ = ("_queue", "step", "micro", "model", "owner", "reader", "_hold",
+                 "_wake_from", "_wake_at", "_wake", "last_read", "peaks", "exact",
+                 "__dict__", "__weakref__")
+
     # User phases open now (vramscope.phase): an evaluation inside one is
     # the user's phase, not an automatic one (Watcher._eval).
     user_depth = 0
