@@ -18,7 +18,9 @@ when the last one leaves (refcounted). Undo restores the original only when
 the attribute is still ours; if someone wrapped on top of us, ours stays in
 place but inert. Each listener decides whether a backward is its own
 (``user_backward_begin`` returns True); the first that claims it is the only
-one asked and the only one to get the end call.
+one asked and the only one to get the end call. A listener whose step is at
+rest is asked first, by ``user_backward``, which runs the whole backward
+when it is its own (begin, the call and the end in one frame).
 """
 
 import threading
@@ -33,6 +35,10 @@ _listeners = []
 # "listeners": a tuple of _listeners as it stands, which the wrapper reads
 # (no copy a call; add() and discard() replace it).
 _state = {"torch": None, "autograd": None, "listeners": ()}
+
+
+# What Watcher.user_backward answers for a backward it does not take.
+NOT_MINE = object()
 
 
 class _Depth(threading.local):
@@ -63,17 +69,20 @@ def _make(original, name):
             finally:
                 local.depth = depth
         listeners = _state["listeners"]
-        if len(listeners) == 1:
-            # One watch whose step is at rest: its whole backward in one
-            # frame of its own (Watcher.user_backward), a frame less at
-            # every backward.
-            w = listeners[0]()
+        # A watch whose step is at rest (its _fast) runs the backward it owns
+        # whole, in one frame of its own (Watcher.user_backward), or answers
+        # NOT_MINE without running it. At most one watch owns the client's
+        # phases at a time, so at most one can take it so.
+        for ref in listeners:
+            w = ref()
             if w is not None and w._fast:
                 local.depth = 1
                 try:
-                    return w.user_backward(original, args, kwargs, passed_through)
+                    out = w.user_backward(original, args, kwargs, passed_through)
                 finally:
                     local.depth = 0
+                if out is not NOT_MINE:
+                    return out
         # _run inlined: a frame less at every backward.
         owner = None  # one watch owns a backward (docs/hook.md, "Several models")
         for ref in listeners:

@@ -6,6 +6,7 @@ one ``Client.put`` call each, which makes the read (docs/hook.md, "Cost")."""
 from time import monotonic as _monotonic
 
 from . import _safe
+from ._backward import NOT_MINE
 from ._schedule import FIRST_MEASURED
 
 
@@ -18,22 +19,8 @@ class BackwardMixin:
     def user_backward_begin(self):
         """Called by the global backward wrapper at the start of a user's backward;
         returns True when it is this model's (a training forward since the last one)."""
-        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         client = self._client
-        if self._fast and self._open == "loss" and client.owner is self._self_ref:
-            # The fast path (no lock): the loss of a fast forward, at rest.
-            self._bw_step = client.step
-            self._in_backward = True
-            self._user_bw = True
-            self._trained = False
-            self._backward_micro = client.micro
-            self._open = "backward"
-            # Client.switch's tuple, queued as _fast allows
-            client._queue.append((t, "loss", "backward", client.step, client.micro, None,
-                                  client.model))
-            if self._acts.measuring:
-                self._acts.collect()
-            return True
         if not self._active or self._in_backward:
             return False
         with self._lock:
@@ -77,75 +64,55 @@ class BackwardMixin:
             return True
 
     def user_backward(self, original, args, kwargs, passed_through):
-        """The global wrapper's begin, ``original(*args, **kwargs)`` and end
-        in one frame, for a watch whose step is at rest (``_fast``) and the
-        only one listening: user_backward_begin's and user_backward_end's
-        fast paths written out, the general ones called where they do not
-        apply. Returns what the backward returns; its errors propagate."""
+        """The fast path (no lock) of a user's backward, for the global
+        wrapper: the loss of a fast forward, at rest, ends, ``original(*args,
+        **kwargs)`` runs and the backward's end follows, in one frame.
+        Returns what the backward returns (its errors propagate), or
+        ``_backward.NOT_MINE``, having run nothing, when this watch's state
+        does not take it so (the wrapper asks user_backward_begin then)."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         client = self._client
-        if self._fast and self._open == "loss" and client.owner is self._self_ref:
-            # user_backward_begin's fast path
-            self._bw_step = client.step
-            self._in_backward = True
-            self._user_bw = True
-            self._trained = False
-            self._backward_micro = client.micro
-            self._open = "backward"
-            client._queue.append((t, "loss", "backward", client.step, client.micro, None,
-                                  client.model))
-            if self._acts.measuring:
-                self._acts.collect()
-            owner = True
-        else:
-            try:
-                owner = self.user_backward_begin()
-            except Exception as exc:  # noqa: BLE001 - never break backward()
-                _safe.report(exc)
-                owner = False
+        if not (self._fast and self._open == "loss" and client.owner is self._self_ref):
+            return NOT_MINE
+        self._bw_step = client.step
+        self._in_backward = True
+        self._user_bw = True
+        self._trained = False
+        self._backward_micro = client.micro
+        self._open = "backward"
+        # Client.switch's tuple, queued as _fast allows
+        client._queue.append((t, "loss", "backward", client.step, client.micro, None,
+                              client.model))
+        if self._acts.measuring:
+            self._acts.collect()
         try:
             return original(*args, **kwargs)
         except BaseException as exc:
-            if owner:
-                _safe.call(self.unwound)
+            _safe.call(self.unwound)
             passed_through(exc)
             raise
         finally:
-            if owner:
-                t = _monotonic()
-                if self._fast and self._open == "backward" and self._user_bw:
-                    # user_backward_end's fast path
-                    self._open = None
-                    micro = self._backward_micro
-                    client._queue.append((t, "backward", None, client.step, micro, None,
-                                          client.model))
-                    client.micro = micro + 1
-                    if self._optimizer is None:
-                        self._ends_at_forward = client.step
-                    self._in_backward = False
-                    self._user_bw = False
-                else:
-                    try:
-                        self.user_backward_end()
-                    except Exception as exc:  # noqa: BLE001
-                        _safe.report(exc)
+            t = _monotonic()
+            if self._fast and self._open == "backward" and self._user_bw:
+                # The backward's end
+                self._open = None
+                micro = self._backward_micro
+                client._queue.append((t, "backward", None, client.step, micro, None,
+                                      client.model))
+                client.micro = micro + 1
+                if self._optimizer is None:
+                    self._ends_at_forward = client.step
+                self._in_backward = False
+                self._user_bw = False
+            else:  # the backward left the rest state (a remove() from another thread)
+                try:
+                    self.user_backward_end()
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
 
     def user_backward_end(self):
         """Called by the global backward wrapper when that backward returned or raised."""
-        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
-        if self._fast and self._open == "backward" and self._user_bw:
-            # The fast path (no lock): a fast backward's end.
-            self._open = None
-            client = self._client
-            micro = self._backward_micro
-            # Client.switch's tuple, queued as _fast allows
-            client._queue.append((t, "backward", None, client.step, micro, None, client.model))
-            client.micro = micro + 1
-            if self._optimizer is None:
-                self._ends_at_forward = client.step
-            self._in_backward = False
-            self._user_bw = False
-            return
+        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         with self._lock:
             if self._user_bw:
                 if self._open == "backward":  # _end("backward")'s every-step case
