@@ -99,12 +99,11 @@ class StepsMixin:
         """Begin ``step``, or, for ``step(closure)``, wrap the closure so its
         phases show as themselves and ``step`` begins when it returns."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
-        if self._fast and not kwargs and self._open is None \
-                and (not args or len(args) == 1 and args[0] is self._optimizer) \
+        if self._fast and not args and not kwargs and self._open is None \
                 and self._client.owner is self._self_ref:
             # The fast path (no lock): step() with no closure in a step at
-            # rest. torch >= 2.0's step hooks get the optimizer itself as
-            # args[0]; the patch on torch 1.13 gets the call's arguments.
+            # rest, through torch 1.13's patch (torch >= 2.0's step hook
+            # takes its own, with the optimizer as args[0]).
             self._idle = False
             self._step_called = True
             self._open = "step"
