@@ -127,7 +127,13 @@ def run(args, torch, fake, work, procs):
         packages.append(("old ", "vsold"))
     inp, width, batch, hidden = SIZES[args.size]
     dev = args.device
-    torch.manual_seed(0)
+    if dev == "cuda":
+        torch.manual_seed(0)
+    else:
+        # The CPU generator alone: on a CUDA build the fake allocator says
+        # CUDA is initialised, and torch.manual_seed would seed CUDA's
+        # generators, which were never made (IndexError).
+        torch.random.default_generator.manual_seed(0)
     layers = [torch.nn.Linear(inp, width), torch.nn.ReLU()]
     for _ in range(hidden):
         layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
