@@ -128,16 +128,16 @@ func firstStepPhases(p *session.Process) []FirstStepPhase {
 	}
 	st := p.Steps()[0]
 	var out []FirstStepPhase
-	start := session.Unknown
+	prev := (*session.Cell)(nil)
 	for i := range st.Phases {
 		c := &st.Phases[i]
 		if c.User {
 			continue
 		}
-		if start.Known() && c.AllocatedEnd.Known() {
+		if start := startOf(prev, c.Name); start.Known() && c.AllocatedEnd.Known() {
 			out = append(out, FirstStepPhase{Phase: c.Name, Start: start, End: c.AllocatedEnd, Peak: c.PeakAllocated, Exact: c.Exact})
 		}
-		start = c.AllocatedEnd
+		prev = c
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/session"
@@ -75,6 +76,30 @@ func TestH200LeakNamesTheHolder(t *testing.T) {
 	g := c.Grew[0]
 	if g.Name != "kept[...]" || g.Function != "main" || g.Line != 47 || g.BytesPerStep != 8<<20 {
 		t.Fatalf("culprit %+v", g)
+	}
+}
+
+// The same loop calls the watched model's submodules (model[0](x), ...):
+// the hook sees zero_grad and the step, not the forward and backward
+// between them, whose work the step's read covers. No figure of the
+// optimizer's is made of that read: no spike, no "optimizer step
+// allocated", no first-step line for it.
+func TestH200UnseenForwardIsNoOptimizerFigure(t *testing.T) {
+	p := Build(loadRecording(t, "../testdata/h200/leak.jsonl.gz")).Processes[0]
+	st := p.Steps[0]
+	if len(st.Phases) != 2 || st.Phases[0].Phase != "zero_grad" || st.Phases[1].Phase != "step" {
+		t.Fatalf("step 0's phases: %+v", st.Phases)
+	}
+	d := p.Diagnosis
+	for _, l := range d.Lines {
+		if strings.Contains(l, "optimizer step") {
+			t.Errorf("a figure of the optimizer's from a read that covers the unseen forward and backward: %q", l)
+		}
+	}
+	for _, a := range d.Advice {
+		if strings.Contains(a.Text, "fused=True") {
+			t.Errorf("advice %q", a.Text)
+		}
 	}
 }
 
