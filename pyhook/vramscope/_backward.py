@@ -95,6 +95,10 @@ def _make(original, name):
                     break
             except Exception as exc:  # noqa: BLE001 - never break backward()
                 _safe.report(exc)
+        if owner is None and len(listeners) == 1:
+            w = listeners[0]()
+            if w is not None:
+                w.unclaimed_backward()
         local.depth = 1
         try:
             return original(*args, **kwargs)

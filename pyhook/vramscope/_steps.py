@@ -283,6 +283,12 @@ class StepsMixin:
         if self._fast:
             self._fast = not self._edge_reads and len(client._queue) < client._hold
             return
+        if self._unseen_backward:
+            # A backward no watch claimed in a step of this watch's own that
+            # had none it claimed: the loop calls the model's children.
+            self._unseen_backward = False
+            if self._bw_step != step:
+                self._hook_children()
         meter = acts.meter
         self._fast = self._fast_loop and not self._edge_reads and self._active \
             and self._open is None and self._tail_step is None and not self._depth \

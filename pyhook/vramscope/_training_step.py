@@ -1,5 +1,7 @@
 """Where the forward of a ``training_step`` ends (Lightning; docs/hook.md,
-"Where forward ends"). Mixed into :class:`_watch.Watcher`.
+"Where forward ends"), and where it begins and ends in a plain loop that
+calls the model's children instead of the model (docs/hook.md, "Loop
+shapes"). Mixed into :class:`_watch.Watcher`.
 
 ``forward`` ends when the model's own computation ends, wherever the loss
 is computed:
@@ -153,7 +155,7 @@ class TrainingStepMixin:
         return None
 
     def _on_loss_module(self, module, args):
-        if self._in_training_step and not self._depth and self._active \
+        if (self._in_training_step or self._child_layout) and not self._depth and self._active \
                 and self._open == "forward" and not self._sub_depth:
             with self._lock:
                 self._forward_done()
@@ -180,3 +182,96 @@ class TrainingStepMixin:
         end, self._sub_end = self._sub_end, None
         if end is not None and end[1] is not None:
             self._client.carry(end[1])
+
+    # ---- a loop that calls the model's children ---------------------------------------
+
+    # A plain loop may train the watched model without calling it: its
+    # children are called instead (model[0](x), model.encoder(x) then
+    # model.decoder(z), a method of the model's that calls them). The model's
+    # forward hooks never fire and the backward is no watch's. At the end of
+    # a step with such a backward (the wrapper tells the only watch), the
+    # children are hooked, as a training_step's are, and from the next step
+    # on the first child call of a training forward begins ``forward``, which
+    # ends where the last child whose output needs a gradient ended (kept
+    # until the backward, a loss module or another phase begins).
+    _child_layout = False
+    _unseen_backward = False  # a backward no watch claimed, in this step
+
+    def unclaimed_backward(self):
+        """The global wrapper: a backward began that no watch claimed."""
+        self._unseen_backward = True
+
+    def _hook_children(self):
+        """Hook the model's direct children for the child layout (once; not
+        on a model with a training_step, which has its own). (Lock held.)"""
+        model = self._model
+        if self._child_layout or self._sub_hooks or callable(getattr(model, "training_step", None)):
+            return
+        loss_type = getattr(getattr(getattr(self._torch, "nn", None), "modules", None), "loss", None)
+        loss_type = getattr(loss_type, "_Loss", None) or ()
+        subs = []
+        try:
+            for child in model.children():
+                if isinstance(child, loss_type):
+                    subs.append(child.register_forward_pre_hook(self._on_loss_module).remove)
+                    continue
+                subs.append(child.register_forward_pre_hook(self._on_child_pre).remove)
+                subs.append(child.register_forward_hook(self._on_child).remove)
+        except Exception as exc:  # noqa: BLE001 - the layout stays unseen
+            for remove in subs:
+                _safe.call(remove)
+            _safe.report(exc)
+            return
+        if subs:
+            self._sub_hooks = subs
+            self._undo.extend(subs)
+            self._child_layout = True
+            self._fast_loop = False  # its steps take the general paths
+            self._fast = False
+
+    def _on_child_pre(self, module, args):
+        if not self._active or self._depth or self._in_backward:
+            return None  # inside the model's own forward, or a recomputation in backward
+        with self._lock:
+            try:
+                if self._sub_depth:  # a child called inside another's forward
+                    self._sub_depth += 1
+                    return None
+                if not self._grad_enabled():
+                    self._eval_between_steps()  # an evaluation between steps
+                    return None
+                self._sub_depth = 1
+                if self._open != "forward":
+                    self._activity()
+                    self._trained = True
+                    self._drop_sub_end()
+                    size = _patch.input_size(self._torch.is_tensor, args, {})
+                    self._begin("forward", input=size)
+                    if size is not None:
+                        self._note_input(size)
+                self._acts.start()  # what the children save is the model's
+            except Exception as exc:  # noqa: BLE001 - a forward hook must not raise
+                _safe.report(exc)
+        return None
+
+    def _on_child(self, module, args, output):
+        if not self._active or self._depth or self._in_backward or not self._sub_depth:
+            return None
+        with self._lock:
+            self._sub_depth -= 1
+            if self._sub_depth > 0 or self._open != "forward":
+                return None
+            try:
+                self._acts.pause()  # the loss's saved tensors are not the model's
+                found = []
+                _patch.grad_tensors(self._torch, output, found)
+                if not found:
+                    return None  # a frozen child, or one under no_grad inside
+                self._drop_sub_end()  # the model's computation went on
+                raw = None
+                if self._edge_reads:
+                    raw = self._client.read_raw()
+                self._sub_end = (time.monotonic(), raw)
+            except Exception as exc:  # noqa: BLE001 - a forward hook must not raise
+                _safe.report(exc)
+        return None

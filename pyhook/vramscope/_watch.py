@@ -301,7 +301,8 @@ class Watcher(BackwardMixin, StepsMixin, CensusMixin, TrainingStepMixin):
         if last is EVAL:  # an evaluation between steps ends at a training phase
             self._end_eval()
             last = None
-        if last == "forward" and self._in_training_step and name != "loss":
+        if last == "forward" and (self._in_training_step or self._child_layout) \
+                and name != "loss":
             self._forward_done()  # a phase that training_step itself begins
             last = "loss"
         extra = None if input is None else {"input": input}
