@@ -103,6 +103,31 @@ func TestH200UnseenForwardIsNoOptimizerFigure(t *testing.T) {
 	}
 }
 
+// The same loop recorded by the hook that hooks the children of a model
+// it never sees called (docs/hook.md, "Loop shapes"): from step 1 the
+// steps have all five phases, and the optimizer's spike is measured from
+// the backward's end: Adam's foreach temporaries, 33,653,248 B (the
+// weights' 8,409,098 fp32 parameters, in 512 B blocks), under the 64 MiB
+// that reports it. The user's counters and weights were identical without
+// the hook (testdata/h200/README.md).
+func TestH200ChildrenLoopHasItsPhases(t *testing.T) {
+	p := Build(loadRecording(t, "../testdata/h200/leak_children.jsonl.gz")).Processes[0]
+	var names []string
+	for _, ph := range p.Steps[1].Phases {
+		names = append(names, ph.Phase)
+	}
+	if strings.Join(names, " ") != "zero_grad forward loss backward step" {
+		t.Fatalf("step 1's phases: %v", names)
+	}
+	o := p.Diagnosis.Spike
+	if o.Bytes != 33653248 || !o.Exact || o.Reported || o.Start != 706095616 {
+		t.Fatalf("spike %+v", o)
+	}
+	if g := p.Diagnosis.Culprits.Grew[0]; g.Name != "kept[...]" || g.Line != 69 || g.BytesPerStep != 8<<20 {
+		t.Fatalf("culprit %+v", g)
+	}
+}
+
 // A real out-of-memory error in the forward of step 12 (a GELU's 512 MiB):
 // the ending names that step and phase, and the step is left out.
 func TestH200OutOfMemoryEnding(t *testing.T) {
