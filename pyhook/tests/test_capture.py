@@ -172,6 +172,20 @@ def test_the_real_h200_window_names_the_line_that_keeps_activations():
     assert top["bytes"] == 4 * 1048576 and top["count"] == 4
 
 
+def test_the_hooks_own_capture_on_a_real_h200_names_the_line_that_makes_the_kept_tensors():
+    """testdata/snapshots/h200_capture_steps30-35.pickle: what the hook's
+    capture on suspicion wrote on an H200 (bench/gpu/leak_run.py recorded,
+    census at step 30, follow-up at 35): the five hidden activations the
+    loop kept in the window, 8 MiB each, all made on line 64 (h = ...); the
+    gradients the engine made in the last backward (no Python frame: the
+    weights' size) come unnamed after them."""
+    sites = _capture.grown_sites(_real("h200_capture_steps30-35.pickle"))
+    top = sites[0]
+    assert top["file"].endswith("bench/gpu/leak_run.py") and top["line"] == 64
+    assert top["function"] == "main" and top["bytes"] == 5 * (8 << 20) and top["count"] == 5
+    assert sites[1]["file"] is None and sites[1]["count"] == 6 and sites[1]["bytes"] == 33652776
+
+
 def test_the_real_h200_oom_is_the_limit_not_fragmentation():
     """testdata/snapshots/h200_oom.pickle and its allocator JSON: 2,193,408 B
     free in the cache (reserved - allocated, and inactive_split_bytes), the
