@@ -53,20 +53,32 @@ class TrainingStepMixin:
         submodules (returns their undos)."""
         undo = [_patch.patch_method(model, "training_step", None, self._training_step_end,
                                     wrap_args=self._training_step_begin)]
-        loss_type = getattr(getattr(getattr(self._torch, "nn", None), "modules", None), "loss", None)
-        loss_type = getattr(loss_type, "_Loss", None) or ()
-        subs = []
-        for child in model.children():
-            if isinstance(child, loss_type):
-                subs.append(child.register_forward_pre_hook(self._on_loss_module).remove)
-                continue
-            subs.append(child.register_forward_pre_hook(self._on_sub_pre).remove)
-            subs.append(child.register_forward_hook(self._on_sub).remove)
+        subs = self._hook_each_child(self._on_sub_pre, self._on_sub)
         self._sub_hooks = subs
         if callable(getattr(model, "validation_step", None)):
             undo.append(_patch.patch_method(model, "validation_step", None, None,
                                             wrap_args=self._validation_step_begin))
         return undo + subs
+
+    def _hook_each_child(self, pre, post):
+        """Hook the model's direct children with ``pre`` and ``post``, a
+        loss module (``torch.nn.modules.loss._Loss``) with the call that
+        ends forward; returns the removes (none left on an error)."""
+        loss_type = getattr(getattr(getattr(self._torch, "nn", None), "modules", None), "loss", None)
+        loss_type = getattr(loss_type, "_Loss", None) or ()
+        subs = []
+        try:
+            for child in self._model.children():
+                if isinstance(child, loss_type):
+                    subs.append(child.register_forward_pre_hook(self._on_loss_module).remove)
+                    continue
+                subs.append(child.register_forward_pre_hook(pre).remove)
+                subs.append(child.register_forward_hook(post).remove)
+        except Exception:
+            for remove in subs:
+                _safe.call(remove)
+            raise
+        return subs
 
     def _validation_step_begin(self, args, kwargs):
         # A validation between steps is an evaluation whatever the layout:
@@ -139,20 +151,25 @@ class TrainingStepMixin:
                 return None
             self._sub_depth = 0
             try:
-                found = []
-                _patch.grad_tensors(self._torch, output, found)
-                if not found:
-                    # Nothing to train on: a metric updated after the loss
-                    # (torchmetrics), a frozen module: not the model's forward.
-                    return None
-                self._drop_sub_end()  # the model's computation went on
-                raw = None
-                if self._edge_reads:
-                    raw = self._client.read_raw()
-                self._sub_end = (time.monotonic(), raw)
+                self._keep_sub_end(output)
             except Exception as exc:  # noqa: BLE001 - a forward hook must not raise
                 _safe.report(exc)
         return None
+
+    def _keep_sub_end(self, output):
+        """A child's end while forward is open: where the model's computation
+        ended so far, kept, when its output needs a gradient (a metric
+        updated after the loss, a frozen module: not the model's forward).
+        (Lock held.)"""
+        found = []
+        _patch.grad_tensors(self._torch, output, found)
+        if not found:
+            return
+        self._drop_sub_end()  # the model's computation went on
+        raw = None
+        if self._edge_reads:
+            raw = self._client.read_raw()
+        self._sub_end = (time.monotonic(), raw)
 
     def _on_loss_module(self, module, args):
         if (self._in_training_step or self._child_layout) and not self._depth and self._active \
@@ -207,19 +224,9 @@ class TrainingStepMixin:
         model = self._model
         if self._child_layout or self._sub_hooks or callable(getattr(model, "training_step", None)):
             return
-        loss_type = getattr(getattr(getattr(self._torch, "nn", None), "modules", None), "loss", None)
-        loss_type = getattr(loss_type, "_Loss", None) or ()
-        subs = []
         try:
-            for child in model.children():
-                if isinstance(child, loss_type):
-                    subs.append(child.register_forward_pre_hook(self._on_loss_module).remove)
-                    continue
-                subs.append(child.register_forward_pre_hook(self._on_child_pre).remove)
-                subs.append(child.register_forward_hook(self._on_child).remove)
+            subs = self._hook_each_child(self._on_child_pre, self._on_child)
         except Exception as exc:  # noqa: BLE001 - the layout stays unseen
-            for remove in subs:
-                _safe.call(remove)
             _safe.report(exc)
             return
         if subs:
@@ -263,15 +270,7 @@ class TrainingStepMixin:
                 return None
             try:
                 self._acts.pause()  # the loss's saved tensors are not the model's
-                found = []
-                _patch.grad_tensors(self._torch, output, found)
-                if not found:
-                    return None  # a frozen child, or one under no_grad inside
-                self._drop_sub_end()  # the model's computation went on
-                raw = None
-                if self._edge_reads:
-                    raw = self._client.read_raw()
-                self._sub_end = (time.monotonic(), raw)
+                self._keep_sub_end(output)
             except Exception as exc:  # noqa: BLE001 - a forward hook must not raise
                 _safe.report(exc)
         return None
