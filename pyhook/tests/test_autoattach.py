@@ -93,6 +93,40 @@ print(json.dumps({
     assert got == {"before": 1, "after": 0, "model": True, "optimizer": True, "watching": True}
 
 
+def test_a_loop_calling_the_models_children_gets_the_model_watched(startup, torch_mod):
+    # The first training forward is a child's (model[0]): the model the
+    # optimizer trains is watched, and from its second step on its
+    # children's calls make the forward (docs/run.md, "Which module").
+    proc = run_py(startup, STATE + """
+for _ in range(3):
+    opt.zero_grad()
+    out = torch.randn(4, 8)
+    for child in model:
+        out = child(out)
+    out.sum().backward()
+    opt.step()
+print(json.dumps({"model": st.model is model, "optimizer": st.optimizer is opt,
+                  "children": st.handle.watcher._child_layout}))
+""")
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"model": True, "optimizer": True, "children": True}, got
+
+
+def test_find_owner_climbs_to_the_model_the_optimizer_trains(torch_mod):
+    torch = torch_mod
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)),
+                                torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert _autoattach.find_owner(torch, model[0][0], opt) is model
+    own = torch.optim.SGD(model[0].parameters(), lr=0.1)
+    assert _autoattach.find_owner(torch, model[0][0], own) is model[0]
+    alone = torch.optim.SGD(model[0][0].parameters(), lr=0.1)
+    assert _autoattach.find_owner(torch, model[0][0], alone) is model[0][0]
+    apart = torch.nn.Linear(3, 3)  # a second model under one optimizer: no ancestor holds both
+    both = torch.optim.SGD(list(model.parameters()) + list(apart.parameters()), lr=0.1)
+    assert _autoattach.find_owner(torch, model[1], both) is model[1]
+
+
 def test_explicit_watch_after_attach_takes_over_the_same_connection(startup, torch_mod):
     proc = run_py(startup, STATE + """
 step()

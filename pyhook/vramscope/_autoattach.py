@@ -252,9 +252,15 @@ def _attach(st, module, args, caller=None):
             st.standing_down = True
             _remove_global_hooks(st)
             return None
-        st.model = module
         _remove_module_hook(st)
         optimizer = find_optimizer(torch, module)
+        called = module
+        if optimizer is not None:
+            # The module called may be a child of the model the optimizer
+            # trains (a loop that calls model.encoder(x), a training_step
+            # that calls self.net(x)): watch that model.
+            module = find_owner(torch, module, optimizer)
+        st.model = module
         st.optimizer = optimizer
         before = set(getattr(module, "_forward_pre_hooks", {}))
         st.handle = st.real_watch(module, optimizer)
@@ -266,6 +272,8 @@ def _attach(st, module, args, caller=None):
                        % type(module).__name__)
         elif optimizer is not None:
             _remove_step_hook(st)
+    if module is not called:
+        return None  # the model is not the module called: its forward is not running
     # torch took the list of this call's pre-hooks before ours ran, so the
     # hooks watch() just registered on the model miss this first forward:
     # run them now, as torch would have (a hook may replace the inputs).
@@ -346,6 +354,33 @@ def find_optimizer(torch, model):
     if not scored:
         return None
     return max(scored, key=lambda t: t[:3])[3]
+
+
+def find_owner(torch, module, optimizer, depth=8):
+    """Return ``module``, or the nearest of its ancestors whose parameters
+    include every one of ``optimizer``'s: the model the optimizer trains,
+    when the module called first is one of its children. ``module`` when
+    the optimizer trains only it, or no ancestor holds all its parameters
+    (separate models under one optimizer). Parents are found among the
+    live modules (``gc.get_objects()``, once per process), by their
+    ``_modules``."""
+    want = _param_ids(optimizer)
+    if want <= {id(p) for p in module.parameters()}:
+        return module
+    base = getattr(getattr(torch, "nn", None), "Module", None)
+    if base is None:
+        return module
+    mods = [o for o in gc.get_objects() if issubclass(type(o), base)]  # type(): as find_optimizer
+    cur = module
+    for _ in range(depth):
+        parent = next((m for m in mods if any(c is cur for c in
+                                               (getattr(m, "_modules", None) or {}).values())), None)
+        if parent is None:
+            return module
+        if want <= {id(p) for p in parent.parameters()}:
+            return parent
+        cur = parent
+    return module
 
 
 def _remove_module_hook(st):
