@@ -129,6 +129,19 @@ class BackwardMixin:
                 self._in_backward = False
                 self._user_bw = False
 
+    def unwound(self):
+        """An error left ``backward()`` (the global wrapper's except): keep the
+        phase then open, so an out-of-memory report made after the wrapper
+        closed it still names it."""
+        self._unwound = (self._client.step, self._open)
+
+    def failing_phase(self):
+        """The phase in progress, else the one an error left at this step."""
+        if self._open is not None:
+            return self._open
+        step, phase = self._unwound
+        return phase if step == self._client.step else None
+
     def _on_output_grad(self, grad):
         # Fallback: autograd reached the model output of a backward that did not
         # enter through the wrapper (torch.autograd.grad, a C++ caller).

@@ -1,0 +1,225 @@
+"""The forward phase of the Watcher: the model's forward pre and post hooks
+and torch 1.13's peek at keyword inputs (docs/hook.md, "Phase detection";
+their fast paths, docs/hook.md "Cost"). Mixed into :class:`_watch.Watcher`."""
+
+from time import monotonic as _monotonic
+
+from . import _patch, _safe
+
+
+class ForwardMixin:
+    """Forward methods of the Watcher (which defines ``_begin``, ``_end``,
+    ``_finish_step`` and the state they use)."""
+
+    # Registered with with_kwargs=True where pre-hooks take kwargs (torch >= 2.0)
+    # and plain on torch 1.13; it returns None either way. The body of the
+    # training forward's begin is inlined (docs/hook.md, "Cost": every frame
+    # on this path runs at every forward).
+    def _on_forward_pre(self, module, args, kwargs=None):
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        # The fast path (no lock: docs/hook.md, "Threads"): a training
+        # forward of a step at rest, its first tensor input shaped as the
+        # last one (whose size it reuses). While _fast holds, only the fast
+        # paths and user_backward_end have run since the step began, and
+        # they leave nothing nested, in backward or in step() where no phase
+        # is open; _fast holds only while the watch is active.
+        if self._fast and module is self._model and self._open is None and args \
+                and self._client.owner is self._self_ref and self._grad_enabled():
+            x = args[0]
+            if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
+                    and x.dtype is self._last_dtype:
+                size, extra = self._last_size
+                self._depth = 1
+                self._idle = False
+                self._trained = True
+                self._open = "forward"
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((t, None, "forward", c.step, c.micro, extra, c.model))
+                acts = self._acts
+                b, n = size["batch"], size["tokens"]
+                if acts.batch is None and acts.tokens is None:
+                    if acts.measured is None or acts.meter is None or (b, n) == acts.checked:
+                        acts.batch, acts.tokens = b, n
+                    else:
+                        acts.note_input(size)
+                elif b is None or b != acts.batch or n != acts.tokens:
+                    acts.note_input(size)
+                if acts.measuring:
+                    acts.start()
+                return None
+        if not self._active or module is not self._model:
+            return None
+        with self._lock:
+            self._fast = False  # the general path may leave the rest (a measurement, an eval)
+            depth = self._depth + 1
+            self._depth = depth
+            if depth > 1:
+                return None
+            if self._in_backward and (self._user_bw or self._queue_callback is not None):
+                self._skip_forward = True  # recomputation inside backward (checkpointing)
+                return None
+            try:
+                grad = self._grad_enabled()
+                if not grad and (self._idle and self._optimizer is not None
+                                 or self._ends_at_forward == self._client.step):
+                    # Evaluation between steps: no training phase, no step, no batch;
+                    # with an optimizer, a user phase "eval" of its own (_eval).
+                    self._quiet = True
+                    self._eval_between_steps()
+                    return None
+                size = extra = None
+                if grad:
+                    if self._ends_at_forward == self._client.step:
+                        self._finish_step()  # no optimizer: a backward ended this step
+                    # copy of _activity()
+                    if self._step_called and not self._closure_depth:
+                        self._finish_step()
+                    self._idle = False
+                    t = args[0] if args else None
+                    if isinstance(t, self._tensor_type):
+                        # _patch.input_size inlined for the common tensor first
+                        # argument; the same shape as the last one reuses its
+                        # (never mutated) size and message dicts.
+                        shape = t.shape
+                        dtype = t.dtype
+                        if shape == self._last_shape and dtype is self._last_dtype:
+                            size, extra = self._last_size
+                        else:
+                            # tokens only for integer index inputs (_patch.size_of)
+                            size = _patch.size_of(t)
+                            extra = {"input": size}
+                            self._last_shape, self._last_dtype = shape, dtype
+                            self._last_size = size, extra
+                    else:
+                        size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+                    if self._kw_patch is not None:  # torch 1.13's peek at keyword inputs
+                        self._pending_kw = size is None
+                        if size is not None:
+                            self._kw_patch()  # positional inputs: no kwargs peek needed
+                            self._kw_patch = None
+                    self._trained = True
+                last = self._open
+                if last is None:  # _begin("forward", input=size) with no end to read
+                    if extra is None and size is not None:
+                        extra = {"input": size}
+                    # copy of _open_first("forward", extra)
+                    if self._client.owner is not self._self_ref:
+                        self._take_over()
+                    self._open = "forward"
+                    self._client.switch(None, "forward", False, extra)
+                elif last != "forward":  # training_step or a framework opened it
+                    self._begin("forward", input=size)
+                if grad:
+                    acts = self._acts
+                    if size is not None:
+                        b, n = size["batch"], size["tokens"]
+                        if acts.batch is None and acts.tokens is None and not acts.measuring \
+                                and (acts.measured is None or acts.meter is None
+                                     or (b, n) == acts.checked):
+                            # Activations.note_input's common case inlined: the
+                            # step's first forward, nothing to compare its size with
+                            # (or compared before).
+                            acts.batch, acts.tokens = b, n
+                        elif b is None or b != acts.batch or n != acts.tokens:
+                            # (the same size again in this step: nothing to note)
+                            acts.note_input(size)
+                    if acts.measuring:  # unmeasured steps make no meter call
+                        acts.start()
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+        return None
+
+    _on_forward_pre_kw = _on_forward_pre
+
+    def _peek_kwargs(self, args, kwargs):
+        # torch 1.13: the pre-hook (which ran first) saw only positional inputs.
+        if kwargs and self._pending_kw and self._active:
+            self._pending_kw = False
+            size = _patch.input_size(self._torch.is_tensor, (), kwargs)
+            if size is not None:
+                with self._lock:
+                    self._note_input(size)
+                    self._acts.start()
+        return args, kwargs
+
+    _pending_kw = False
+
+    def _note_input(self, size):
+        self._acts.note_input(size)
+
+    def _on_forward(self, module, args, output):
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        # The fast path (no lock): the end of a fast forward whose output is
+        # a tensor that needs a gradient: forward ends and loss begins.
+        if self._fast and module is self._model and self._open == "forward" \
+                and isinstance(output, self._tensor_type) and output.requires_grad \
+                and self._grad_enabled():
+            self._depth = 0
+            self._open = "loss"
+            c = self._client  # Client.switch's tuple, queued as _fast allows
+            c._queue.append((t, "forward", "loss", c.step, c.micro, None, c.model))
+            if self._acts.measuring:
+                self._acts.forward_done()
+            return None
+        if not self._active or module is not self._model:
+            return None
+        with self._lock:
+            self._fast = False
+            depth = self._depth - 1
+            if depth > 0:
+                self._depth = depth
+                return None
+            self._depth = 0
+            if self._skip_forward:
+                self._skip_forward = False
+                return None
+            if self._quiet:
+                self._quiet = False
+                return None
+            try:  # the forward's end, inlined
+                acts = self._acts
+                if acts.measuring:
+                    if self._hook_output:
+                        acts.pause()
+                    else:
+                        # What is saved until backward is the loss's: only
+                        # once backwards come through the wrapper, which
+                        # removes the saved-tensor hooks on this thread before
+                        # autograd runs. Removed from inside the engine (the
+                        # output-grad fallback), they would outlive it in this
+                        # thread's state, which the engine restores after.
+                        acts.forward_done()
+                if not self._grad_enabled():
+                    self._end("forward")
+                    return None
+                if isinstance(output, self._tensor_type):  # the common output, without the walk
+                    if not output.requires_grad:
+                        self._end("forward")
+                        return None
+                    if self._hook_output:
+                        output.register_hook(self._grad_hook)
+                else:
+                    found = []
+                    _patch.grad_tensors(self._torch, output, found)
+                    if not found:
+                        self._end("forward")
+                        return None
+                    if self._hook_output:
+                        # The backward fallback (torch.autograd.grad, a C++ caller). Once
+                        # the global wrapper has seen this loop's backwards it is skipped:
+                        # register_hook and the engine's call cost ~8 us a step in torch.
+                        hook = self._grad_hook
+                        for t in found:
+                            t.register_hook(hook)
+                # Ends forward (read on a breakdown step) and begins loss with
+                # that read: no user code between. Anything but an open
+                # forward goes through _begin.
+                if self._open != "forward" or self._tail_step is not None:
+                    self._begin("loss")
+                    return None
+                # copy of _switch("forward", "loss", self._edge_reads)
+                self._open = "loss"
+                self._client.switch("forward", "loss", self._edge_reads)
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+        return None

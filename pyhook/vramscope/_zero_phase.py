@@ -1,0 +1,161 @@
+"""The zero_grad phase of the Watcher: the patched ``zero_grad`` of the
+model and optimizer, and where a ``zero_grad`` between steps belongs (the
+head of the next step or the tail of the last; docs/hook.md, "zero_grad
+after the update"). Mixed into :class:`_watch.Watcher`."""
+
+import sys
+from time import monotonic as _monotonic
+
+from . import _safe, _steps
+
+
+class ZeroGradMixin:
+    """zero_grad methods of the Watcher (which defines ``_begin``, ``_end``,
+    ``_finish_step`` and the state they use)."""
+
+    def started_mid_step(self):
+        """Say that watch() ran inside step 0, after any zero_grad it had
+        (auto-attach hooks at the first training forward): step 0 counts as
+        having had its zero_grad, so the first zero_grad between steps is
+        placed by where it is called (:meth:`_zero_shape`): after
+        ``optimizer.step()`` it ends the step, before the forward it heads
+        the next one."""
+        with self._lock:
+            self._zero_seen = True
+
+    def _zero_grad(self, original, args, kwargs):
+        """``model.zero_grad()`` / ``optimizer.zero_grad()``, watched: zero_grad's
+        begin, the call and its end in one frame besides the patch's (docs/hook.md,
+        "Cost"). The hook's own errors are reported; the call's propagate."""
+        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._fast and self._open is None and self._idle \
+                and self._zero_after is False and self._zero_seen_last \
+                and self._client.owner is self._self_ref:
+            # The fast path (no lock): the head of a step at rest, in a loop
+            # that zeroes first.
+            self._zero_depth = 1
+            self._idle = False
+            self._zero_seen = True
+            self._open = "zero_grad"
+            c = self._client  # Client.switch's tuple, queued as _fast allows
+            c._queue.append((t, None, "zero_grad", c.step, c.micro, None, c.model))
+        elif self._active:
+            try:
+                with self._lock:
+                    self._fast = False
+                    self._zero_begin()
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            if self._fast and self._zero_depth == 1 and self._open == "zero_grad":
+                # The fast path's end (never a return here: it would drop
+                # what the call returns or raises).
+                self._zero_depth = 0
+                self._open = None
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((_monotonic(), "zero_grad", None, c.step, c.micro, None,
+                                 c.model))
+            elif self._active:
+                try:
+                    with self._lock:
+                        depth = self._zero_depth - 1
+                        if depth > 0:
+                            self._zero_depth = depth
+                        else:
+                            self._zero_depth = 0
+                            client = self._client
+                            if self._open == "zero_grad" and self._tail_step is None:
+                                # _end("zero_grad")'s every-step case: read
+                                # on the first steps only (below _zero_until)
+                                self._open = None
+                                client.switch("zero_grad", None,
+                                              client.step < self._zero_until and self._edge_reads)
+                            else:
+                                self._end("zero_grad")
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
+
+    def _zero_begin(self):
+        """zero_grad's begin off the fast path: the head of a step, or the
+        tail of the last one (_zero_tail). (Lock held.)"""
+        depth = self._zero_depth + 1
+        self._zero_depth = depth
+        if depth != 1:
+            return
+        # A zero-first loop, once decided, leaves at the third load.
+        after, seen = self._zero_after, self._zero_seen_last
+        # Not idle after a backward: a step that skipped its
+        # update ends here first (_skipped_update).
+        if (self._idle or self._client.micro and self._skipped_update()) \
+                and (not seen or after is not False) \
+                and self._client.step > 0 and self._optimizer is not None \
+                and self._open is None and (not seen or after or self._zero_shape()):
+            self._zero_tail()
+            return
+        # The head of a step.
+        # copy of _activity()
+        if self._step_called and not self._closure_depth:
+            self._finish_step()
+        self._idle = False
+        # copy of _recover()
+        meter = self._acts.meter
+        if meter is not None and meter.active:
+            meter.stop()
+        self._depth = 0
+        self._skip_forward = False
+        self._quiet = False
+        self._zero_seen = True
+        last = self._open
+        if last is None:  # _begin("zero_grad") with no end to read
+            # copy of _open_first("zero_grad", None)
+            if self._client.owner is not self._self_ref:
+                self._take_over()
+            self._open = "zero_grad"
+            self._client.switch(None, "zero_grad", False, None)
+        elif last != "zero_grad":
+            self._begin("zero_grad")
+
+    def _skipped_update(self):
+        """A zero_grad after a backward, with no optimizer.step() since: the step
+        ran and skipped its update (a GradScaler that found inf gradients skips
+        ``optimizer.step()``), never a micro-step of the next. Finish it (True);
+        the zero_grad is then placed as after any step: the tail of the step
+        in a loop that zeroes after the update, else the head of the next.
+        Where it ended says nothing of the loop's shape. (Lock held.)"""
+        if self._step_called or self._closure_depth or self._optimizer is None \
+                or self._open is not None or self.framework_steps:
+            return False  # a framework ends its steps itself (finish_open_step)
+        frames = self._step_frames
+        self._finish_step()
+        if frames is None:
+            self._step_frames = None
+        return True
+
+    def _zero_shape(self):
+        """Decide, once, whether this loop zeroes after ``optimizer.step()``:
+        the step before this idle zero_grad had one at its head, which a loop
+        that zeroes first has, and so has one that zeroes once before the loop
+        and after every step (or step 0 under auto-attach, assumed to have
+        had one). Where the call stands against step 0's tells them apart.
+        (Lock held.)"""
+        frames = self._step_frames
+        if frames is None:
+            # No step of this watcher has ended (a watch() that joined a
+            # connection mid-run): a head, and nothing decided yet.
+            return False
+        self._step_frames = ()
+        after = True if not frames else _steps.zero_follows_step(
+            frames, _steps.user_frames(sys._getframe(1)))
+        self._zero_after = after
+        return after
+
+    def _zero_tail(self):
+        """A loop that zeroes after optimizer.step(): the step just finished had
+        no zero_grad, so this one is its tail, not the head of a step of its own
+        (the last one would be a step with nothing but zero_grad). The step
+        stays idle. (Lock held.)"""
+        self._fast = False
+        self._recover()
+        self._begin("zero_grad", step=self._client.step - 1)
