@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+import pytest
+
 from conftest import make_config
 from vramscope import _client, _cuda, _messages, _watch
 
@@ -156,3 +158,54 @@ def test_the_recorded_report_of_a_loop_calling_the_children(torch_mod, vs_bin, w
     rows = table(proc)
     assert rows[0] == [("zero_grad", 1), ("step", 1)]
     assert rows[1:] == [[(n, 1) for n in ["zero_grad"] + TRAIN]] * (want_steps - 1)
+
+
+def test_a_child_that_raised_leaves_the_next_steps_their_phases(torch_mod):
+    torch = torch_mod
+    sim = fakecuda.SimAllocator().install(torch)
+    try:
+        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch, 0), start=False)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        w = _watch.Watcher(torch, client, model, opt, client.config)
+        for i in range(5):
+            opt.zero_grad()
+            h = model[0](torch.randn(5, 8))
+            if i == 2:
+                try:
+                    model[2](h)  # the wrong shape: the child raises, its end never comes
+                except RuntimeError:
+                    pass
+            model[2](model[1](h)).pow(2).mean().backward()
+            opt.step()
+        msgs, _ = messages(client)
+        w.remove()
+        client.close("removed", timeout=0)
+    finally:
+        sim.uninstall()
+    assert [m["name"] for m in msgs if m["step"] == 4 and m["edge"] == "begin"] == \
+        ["zero_grad", "forward", "loss", "backward", "step"]
+
+
+def test_a_child_compiled_in_place_is_not_hooked(torch_mod):
+    torch = torch_mod
+    if not hasattr(torch.nn.Module, "compile"):
+        pytest.skip("this torch has no Module.compile()")
+    # A CPU run (no simulated CUDA: dynamo would look for the device it claims)
+    client = _client.Client(make_config(), cuda=None, start=False)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    model[1].compile(backend="eager", fullgraph=True)  # hooks traced there would raise
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = _watch.Watcher(torch, client, model, opt, client.config)
+    for _ in range(4):
+        opt.zero_grad()
+        model[2](model[1](model[0](torch.randn(5, 8)))).pow(2).mean().backward()
+        opt.step()
+    msgs, _ = messages(client)
+    hooked = [len(m._forward_pre_hooks) for m in model]
+    w.remove()
+    client.close("removed", timeout=0)
+    assert hooked == [1, 0, 1]
+    assert [m["name"] for m in msgs if m["step"] == 3 and m["edge"] == "begin"] == \
+        ["zero_grad", "forward", "loss", "backward", "step"]

@@ -29,9 +29,10 @@ A ``training_step`` that called the submodules only inside ``self(x)``
 unhooks them when it returns: from then on they cost nothing.
 """
 
-import time
+from time import monotonic as _monotonic
 
 from . import _patch, _safe
+from ._meter import runs_compiled
 
 
 class TrainingStepMixin:
@@ -63,12 +64,17 @@ class TrainingStepMixin:
     def _hook_each_child(self, pre, post):
         """Hook the model's direct children with ``pre`` and ``post``, a
         loss module (``torch.nn.modules.loss._Loss``) with the call that
-        ends forward; returns the removes (none left on an error)."""
+        ends forward; returns the removes (none left on an error). A child
+        that runs compiled code is left alone: compiled in place
+        (``Module.compile()``), its call would trace the hooks, which break
+        the graph, and raise into training under ``fullgraph=True``."""
         loss_type = getattr(getattr(getattr(self._torch, "nn", None), "modules", None), "loss", None)
         loss_type = getattr(loss_type, "_Loss", None) or ()
         subs = []
         try:
             for child in self._model.children():
+                if runs_compiled(child):
+                    continue
                 if isinstance(child, loss_type):
                     subs.append(child.register_forward_pre_hook(self._on_loss_module).remove)
                     continue
@@ -169,7 +175,7 @@ class TrainingStepMixin:
         raw = None
         if self._edge_reads:
             raw = self._client.read_raw()
-        self._sub_end = (time.monotonic(), raw)
+        self._sub_end = (_monotonic(), raw)
 
     def _on_loss_module(self, module, args):
         if (self._in_training_step or self._child_layout) and not self._depth and self._active \
@@ -237,10 +243,13 @@ class TrainingStepMixin:
             self._fast = False
 
     def _on_child_pre(self, module, args):
+        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         if not self._active or self._depth or self._in_backward:
             return None  # inside the model's own forward, or a recomputation in backward
         with self._lock:
             try:
+                if self._open != "forward":
+                    self._sub_depth = 0  # a new forward: a child that raised left its count
                 if self._sub_depth:  # a child called inside another's forward
                     self._sub_depth += 1
                     return None
@@ -262,6 +271,7 @@ class TrainingStepMixin:
         return None
 
     def _on_child(self, module, args, output):
+        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         if not self._active or self._depth or self._in_backward or not self._sub_depth:
             return None
         with self._lock:
