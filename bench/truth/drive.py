@@ -153,20 +153,39 @@ class Memory:
 SimGrad = fakecuda.on_backward(torch)  # Memory.backward inside autograd's backward
 
 
-class Net(torch.nn.Module):
+class Head(torch.nn.Linear):
+    """The model's last child, whose call makes the simulated forward's
+    memory, whoever calls it: the model's forward, or a loop that calls
+    the children itself (``layout="children"``)."""
+
     def __init__(self, mem):
-        super().__init__()
-        self.emb = torch.nn.Embedding(64, 8)
-        self.head = torch.nn.Linear(8, 4)
+        super().__init__(8, 4)
         self.mem = mem
 
     def forward(self, x):
-        out = self.head(self.emb(x % 64).mean(1))
+        out = super().forward(x)
         grad = torch.is_grad_enabled()
         mem = self.mem
         mem.sim.truth_at(mem.step, "forward" if grad else "eval")
         mem.forward(grad)
         return SimGrad.apply(out, mem.on_backward) if grad else out
+
+
+class Net(torch.nn.Module):
+    def __init__(self, mem):
+        super().__init__()
+        self.emb = torch.nn.Embedding(64, 8)
+        self.head = Head(mem)
+
+    def forward(self, x):
+        return self.head(self.emb(x % 64).mean(1))
+
+
+def call(kind, model, x):
+    """The model's forward as the kind's loop writes it."""
+    if kind.layout == "children":
+        return model.head(model.emb(x % 64).mean(1))
+    return model(x)
 
 
 class Adam(torch.optim.SGD):
@@ -221,7 +240,7 @@ def run(kind, socket, rank):
             if kind.zero == "before":
                 opt.zero_grad(set_to_none=set_to_none)
             for _ in range(kind.micro):
-                out = model(x)
+                out = call(kind, model, x)
                 sim.truth_at(i, "loss")
                 loss = out.pow(2).mean()
                 mem.loss()
@@ -233,7 +252,7 @@ def run(kind, socket, rank):
             truth["held"][i] = sim.allocated
             if kind.eval_every and (i + 1) % kind.eval_every == 0:
                 with torch.no_grad():
-                    model(x)
+                    call(kind, model, x)
                     mem.eval_pass()
             if kind.save_every and (i + 1) % kind.save_every == 0:
                 with vramscope.phase("checkpoint"):

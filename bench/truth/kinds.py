@@ -43,7 +43,7 @@ class Kind:
                         leak=0, leak_from=0, leak_rank=None, buffer_at=None, buffer=0,
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
-                        gather=0, observer=True, batch_bytes=0, held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
+                        gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -141,6 +141,10 @@ K = [
     Kind("held-jitter-leak", 300, dict(pattern="growth", growth_kind="leak", growth_from=100,
                                        rate=2 * MIB),
          held_jitter=64 * MIB, leak=2 * MIB, leak_from=100, batch=4, seq=512),
+    # A loop that calls the model's children, never the model (model.emb,
+    # then model.head): docs/hook.md, "Loop shapes".
+    Kind("children-calls", 120, dict(pattern="warmup"), layout="children", eval_every=40,
+         eval_batches=2, batch=4, seq=512),
     Kind("gpt2-medium-ckpt", 40, dict(pattern="warmup"), model=sizes.GPT2_MEDIUM,
          checkpointed=True, batch=8, seq=1024),
 ]

@@ -38,6 +38,15 @@ def shape(msgs):
     return [(m["step"], m["name"], m["edge"], m["micro"]) for m in msgs]
 
 
+def begins(msgs, step):
+    """(phase, micro) of each phase that began in ``step``."""
+    return [(m["name"], m["micro"]) for m in msgs if m["step"] == step and m["edge"] == "begin"]
+
+
+def after_step_0(msgs):
+    return shape([m for m in msgs if m["step"] >= 1])
+
+
 def watched(torch, layout, steps, every=100, micro=1, evaluate=False, loss_wait=0.0):
     """Train a GELU MLP for ``steps`` steps under a watch, calling it by
     ``layout`` ("model": model(x); "children": each child in turn; "method":
@@ -87,12 +96,10 @@ def test_a_loop_calling_the_children_has_the_phases_of_one_calling_the_model(tor
     for layout in ("children", "method"):
         kids, _, wk, kid_weights = watched(torch_mod, layout, 5)
         assert all((a == b).all() for a, b in zip(weights, kid_weights)), "the same training"
-        # Step 0: zero_grad and the step only; the backward no watch
-        # claimed hooks the children at its end.
-        assert shape(kids)[:4] == [(0, "zero_grad", "begin", 0), (0, "zero_grad", "end", 0),
-                                   (0, "step", "begin", 0), (0, "step", "end", 0)]
-        first = next(i for i, m in enumerate(model) if m["step"] == 1)
-        assert shape(kids[4:]) == shape(model[first:]), layout
+        # Step 0: the forward went unseen; the backward no watch claimed is
+        # the step's, and the children are hooked when it begins.
+        assert begins(kids, 0) == [("zero_grad", 0), ("backward", 0), ("step", 1)], layout
+        assert after_step_0(kids) == after_step_0(model), layout
         assert wk._child_layout and not wm._child_layout and wm._sub_hooks == ()
 
 
@@ -108,18 +115,20 @@ def test_forward_ends_where_the_last_child_ended(torch_mod):
 def test_accumulation_through_the_children_counts_its_micro_steps(torch_mod):
     model, _, _, _ = watched(torch_mod, "model", 4, micro=3)
     kids, _, _, _ = watched(torch_mod, "children", 4, micro=3)
-    first = next(i for i, m in enumerate(model) if m["step"] == 1)
-    assert shape(kids[4:]) == shape(model[first:])
+    assert after_step_0(kids) == after_step_0(model)
     assert [m["micro"] for m in kids if m["name"] == "backward" and m["edge"] == "begin"
             and m["step"] == 2] == [0, 1, 2]
+    # Step 0's first micro-step's forward went unseen; the others are seen,
+    # the children hooked at its first backward.
+    assert begins(kids, 0) == [("zero_grad", 0), ("backward", 0), ("forward", 1), ("loss", 1),
+                               ("backward", 1), ("forward", 2), ("loss", 2), ("backward", 2),
+                               ("step", 3)]
 
 
 def test_the_children_under_no_grad_between_steps_are_an_evaluation(torch_mod):
     model, _, _, _ = watched(torch_mod, "model", 4, evaluate=True)
     kids, _, _, _ = watched(torch_mod, "children", 4, evaluate=True)
-    first = next(i for i, m in enumerate(model) if m["step"] == 1)
-    start = next(i for i, m in enumerate(kids) if m["step"] == 1 and m["name"] == "zero_grad")
-    assert shape(kids[start:]) == shape(model[first:])
+    assert after_step_0(kids) == after_step_0(model)
     assert ("eval", "begin") in [(m["name"], m["edge"]) for m in kids if m["step"] == 2]
 
 
@@ -156,7 +165,7 @@ def test_the_recorded_report_of_a_loop_calling_the_children(torch_mod, vs_bin, w
     done, digest, proc = recorded_in_process(torch_mod, vs_bin, workdir, recorders, children_loop)
     assert (done, digest) == (want_steps, want_hash), "the hook changed the result"
     rows = table(proc)
-    assert rows[0] == [("zero_grad", 1), ("step", 1)]
+    assert rows[0] == [("zero_grad", 1), ("backward", 1), ("step", 1)]
     assert rows[1:] == [[(n, 1) for n in ["zero_grad"] + TRAIN]] * (want_steps - 1)
 
 

@@ -96,9 +96,14 @@ def _make(original, name):
             except Exception as exc:  # noqa: BLE001 - never break backward()
                 _safe.report(exc)
         if owner is None and len(listeners) == 1:
+            # Nobody's: the only watch's step may be one whose model is
+            # trained through its children (Watcher.unclaimed_backward).
             w = listeners[0]()
-            if w is not None:
-                w.unclaimed_backward()
+            try:
+                if w is not None and w.unclaimed_backward():
+                    owner = w
+            except Exception as exc:  # noqa: BLE001 - never break backward()
+                _safe.report(exc)
         local.depth = 1
         try:
             return original(*args, **kwargs)

@@ -221,8 +221,33 @@ class TrainingStepMixin:
     _unseen_backward = False  # a backward no watch claimed, in this step
 
     def unclaimed_backward(self):
-        """The global wrapper: a backward began that no watch claimed."""
-        self._unseen_backward = True
+        """The global wrapper: a backward began that no watch claimed, this
+        the only one. In a step of this watch's at work (its zero_grad began
+        it, nothing is open, no backward of its own yet) of a model that a
+        loop could train through its children, it is this step's backward:
+        the children are hooked now and the backward is taken (True). Else
+        it is noted for the step's end (_steps._finish_step)."""
+        with self._lock:
+            if not self._active or self._in_backward:
+                return False
+            self._unseen_backward = True
+            client = self._client
+            owner = client.owner
+            if self._idle or self._open is not None or self._optimizer is None \
+                    or self._bw_step == client.step or self._in_training_step \
+                    or owner is not None and owner is not self._self_ref:
+                return False
+            self._hook_children()
+            if not self._child_layout:
+                return False
+            # user_backward_begin's taking of a backward, from no phase open
+            self._bw_step = client.step
+            self._in_backward = True
+            self._user_bw = True
+            self._hook_output = False
+            self._trained = False
+            self._begin("backward")
+            return True
 
     def _hook_children(self):
         """Hook the model's direct children for the child layout (once; not
