@@ -240,14 +240,10 @@ class TrainingStepMixin:
             self._hook_children()
             if not self._child_layout:
                 return False
-            # user_backward_begin's taking of a backward, from no phase open
-            self._bw_step = client.step
-            self._in_backward = True
-            self._user_bw = True
-            self._hook_output = False
-            self._trained = False
-            self._begin("backward")
-            return True
+            # The unseen forward was a training one: user_backward_begin takes
+            # the backward as it takes one after a forward it saw.
+            self._trained = True
+            return self.user_backward_begin()
 
     def _hook_children(self):
         """Hook the model's direct children for the child layout (once; not
@@ -273,7 +269,8 @@ class TrainingStepMixin:
             return None  # inside the model's own forward, or a recomputation in backward
         with self._lock:
             try:
-                if self._open != "forward":
+                fresh = self._open != "forward"
+                if fresh:
                     self._sub_depth = 0  # a new forward: a child that raised left its count
                 if self._sub_depth:  # a child called inside another's forward
                     self._sub_depth += 1
@@ -282,7 +279,7 @@ class TrainingStepMixin:
                     self._eval_between_steps()  # an evaluation between steps
                     return None
                 self._sub_depth = 1
-                if self._open != "forward":
+                if fresh:
                     self._activity()
                     self._trained = True
                     self._drop_sub_end()
