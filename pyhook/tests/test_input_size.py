@@ -93,6 +93,36 @@ def test_growth_by_half_alternates_scaled_and_measured(torch_mod):
     assert src == ["scaled", "measured", "scaled", "measured"]
 
 
+def test_a_scaled_anatomy_counts_weights_gradients_and_optimizer_at_its_own_step(torch_mod):
+    # A layer unfrozen after the last measured step (gradual unfreezing):
+    # its gradient and its momentum appear at the next step, whose input
+    # size is new but not doubled (a scaled anatomy). Each figure is that
+    # step's own, not the last measured step's.
+    torch = torch_mod
+    model = mlp(torch)
+    first = model[0]
+    for p in first.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    client = _client.Client(make_config(), start=False)
+    w = _watch.Watcher(torch, client, model, opt, client.config)
+    for step, size in enumerate([4, 4, 4, 6]):
+        if step == 3:
+            for p in first.parameters():
+                p.requires_grad_(True)
+        opt.zero_grad()
+        model(torch.randn(size, 8)).pow(2).mean().backward()
+        opt.step()
+    w.remove()
+    a = anatomy(client)
+    frozen = (8 * 16 + 16) * F32
+    trained = (16 * 4 + 4) * F32
+    assert (a[2]["gradients"], a[2]["optimizer"]) == (trained, trained)
+    assert a[3]["activations_source"] == "scaled"
+    assert (a[3]["gradients"], a[3]["optimizer"]) == (frozen + trained, frozen + trained)
+    assert a[3]["weights"] == frozen + trained
+
+
 @pytest.mark.parametrize("every", [0])
 def test_without_measurement_activations_stay_unknown(torch_mod, every):
     torch = torch_mod

@@ -388,13 +388,16 @@ class StorageCache:
 
 class FigureCache:
     """The per-watch caches of :func:`static_figures`: one StorageCache per
-    kind, and the optimizer state's StateCache."""
+    kind, the optimizer state's StateCache and, for a model that lists its
+    tensors as torch.nn.Module does (:func:`plain_tree`), the TreeCache
+    that lists them on a step whose meter did not."""
 
-    def __init__(self):
+    def __init__(self, tree=False):
         self.weights = StorageCache()
         self.gradients = StorageCache()
         self.optimizer = StorageCache()
         self.state = StateCache()
+        self.tree = TreeCache() if tree else None
 
 
 def static_figures(torch, model, optimizer, cache=None, tensors=None, weights=None):
@@ -404,12 +407,14 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None, weights=No
     steps); ``tensors``: ``(params, buffers)`` already listed this step, and
     ``weights`` their storages' bytes where counted too.
     """
+    if cache is None:
+        cache = FigureCache()
+    if tensors is None and cache.tree is not None:
+        tensors = cache.tree.module_tensors(model)
     if tensors is None:
         params, buffers = list(model.parameters()), list(model.buffers())
     else:
         params, buffers = tensors
-    if cache is None:
-        cache = FigureCache()
     if weights is None:
         weights = cache.weights.unique_bytes(params + buffers)
     gradients = cache.gradients.unique_bytes(list(filter(_not_none, map(_grad, params))))

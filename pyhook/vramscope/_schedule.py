@@ -52,7 +52,6 @@ class Activations:
     def __init__(self, meter, every):
         self.meter = meter
         self.every = every
-        self.static = None  # the last static_figures(), reused by scaled messages
         self.measured = None  # {"step", "batch", "tokens", "activations"}
         self.sent = None  # (batch, tokens) of the last anatomy message
         # (batch, tokens) last compared with the measurement (read by the

@@ -303,13 +303,13 @@ class StepsMixin:
         # acts: Activations.finish's fields, every key there but "saved" on
         # a scaled message
         a = self._acts
-        figures = a.static
-        if figures is None or acts["activations_source"] != "scaled":
-            # a measured or scheduled step walks; a scaled message reuses the last walk
-            meter = a.meter if a.measuring else None
-            figures = a.static = _anatomy.static_figures(
-                self._torch, self._model, self._optimizer, self._figure_cache,
-                getattr(meter, "tensors", None), getattr(meter, "weights", None))
+        # Every message counts at its own step: a measured step from the
+        # tensors its meter listed, any other through the caches, which
+        # answer without a walk while nothing changed.
+        meter = a.meter if a.measuring else None
+        figures = _anatomy.static_figures(
+            self._torch, self._model, self._optimizer, self._figure_cache,
+            getattr(meter, "tensors", None), getattr(meter, "weights", None))
         batch = self._config.batch_size
         self._client.anatomy(step, {
             "weights": figures["weights"],

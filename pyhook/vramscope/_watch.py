@@ -138,7 +138,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
             meter = _meter.SavedTensorMeter(torch, model)
         self._acts = _schedule.Activations(meter, config.activations_every)
         self._due = 0  # no step before this one is measured by the schedule
-        self._figure_cache = _anatomy.FigureCache()
+        self._figure_cache = _anatomy.FigureCache(_anatomy.plain_tree(torch, model))
         # torch.is_tensor is a Python function; isinstance against this is not.
         self._tensor_type = getattr(torch, "Tensor", None) or _NoTensor
         # Exact peaks (docs/protocol.md, "Exact peaks"): whether this step
