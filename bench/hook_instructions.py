@@ -17,8 +17,15 @@ the watch's 21st to 170th measured steps, so the count is the average
 measured step's, whatever share of them takes the split by module
 (docs/anatomy.md, "By module").
 
+With --cache-sim, callgrind also simulates the caches (its own model of a
+32 KiB L1i, 48 KiB L1d and this box's last level) and each row gains the
+hook's added L1 instruction and data misses: the share of a hook entry's
+cost that comes from running after torch's kernels, which evict the
+interpreter's code and the hook's objects between entries. Deterministic
+too, and several times slower.
+
     PYTHONPATH=pyhook python3 bench/hook_instructions.py [--steps 150] [--micro 1] [--old REV]
-        [--measured]
+        [--measured] [--cache-sim]
 """
 
 import argparse
@@ -110,6 +117,8 @@ def main():
     ap.add_argument("--old", help="also count the hook of this git revision")
     ap.add_argument("--measured", action="store_true",
                     help="count measured steps (activations_every=1) instead of plain ones")
+    ap.add_argument("--cache-sim", action="store_true",
+                    help="also count the hook's added L1 cache misses (callgrind's cache model)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -125,6 +134,7 @@ def main():
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
     out = os.path.join(work, "cg")
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+           "--cache-sim=%s" % ("yes" if args.cache_sim else "no"),
            "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
            "--child", lib, "--steps", str(args.steps), "--micro", str(args.micro)] \
         + (["--old", args.old] if args.old else []) + (["--measured"] if args.measured else [])
@@ -134,14 +144,17 @@ def main():
         if not name.startswith("cg.") or not name.endswith("-01"):
             continue  # thread 1 (the training thread) of each dump
         mode = total = None
+        events = ["Ir"]
         with open(os.path.join(work, name)) as f:
             for line in f:
                 if line.startswith("desc: Trigger: Client Request: "):
                     mode = line.split(": ")[-1].strip()
+                elif line.startswith("events:"):
+                    events = line.split()[1:]
                 elif line.startswith("totals:"):
-                    total = int(line.split()[1])
+                    total = dict(zip(events, map(int, line.split()[1:])))
         if mode is not None and total is not None:
-            per_step[mode] = total / args.steps
+            per_step[mode] = {k: v / args.steps for k, v in total.items()}
     base = per_step.get("plain")
     print("instructions per %s step%s on the training thread (callgrind; %d steps; tiny MLP, "
           "torch %s, fake allocator at no cost)"
@@ -150,9 +163,16 @@ def main():
              _torch_version()))
     for mode in ("plain", "watch", "old"):
         if mode in per_step:
-            extra = "" if mode == "plain" else "  hook +%.0f" % (per_step[mode] - base)
+            row = per_step[mode]
+            extra = ""
+            if mode != "plain":
+                extra = "  hook +%.0f" % (row["Ir"] - base["Ir"])
+                if "I1mr" in row:
+                    extra += ", L1 misses +%.0f instruction, +%.0f data" % (
+                        row["I1mr"] - base["I1mr"],
+                        row["D1mr"] + row["D1mw"] - base["D1mr"] - base["D1mw"])
             label = {"watch": "this tree", "old": "old " + (args.old or "")}.get(mode, mode)
-            print("  %-22s %10.0f%s" % (label, per_step[mode], extra))
+            print("  %-22s %10.0f%s" % (label, row["Ir"], extra))
 
 
 def _torch_version():
