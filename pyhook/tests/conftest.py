@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import vramscope  # noqa: E402
-from vramscope import _api, _backward, _client, _config, _cuda, _messages, _safe  # noqa: E402
+from vramscope import _api, _backward, _client, _config, _cuda, _messages, _safe, _sender  # noqa: E402
 
 try:
     import torch
@@ -238,7 +238,7 @@ def queued(client):
             out.append(_messages.phase_message((seq, edges[-1])))
         else:
             m = dict(item)
-            seq += m.pop(_client._GAP, 0)
+            seq += m.pop(_sender.GAP, 0)
             m["seq"] = seq
             out.append(m)
         seq += 1
