@@ -7,7 +7,11 @@ change's effect on the hook's work shows without this box's timing noise;
 bench/cost_model.py gives the time. Counts depend on the Python version
 (3.11 here); torch's own count is the baseline to compare with.
 
-    PYTHONPATH=pyhook python3 bench/hook_ops.py [--steps-before 5] [--micro 4] [--measured]
+With --hf the model is shaped as a transformers model given labels:
+called with keyword inputs, ``model(input_ids=x, labels=y).loss``, and
+returning its loss and logits in an OrderedDict (a ``ModelOutput``).
+
+    PYTHONPATH=pyhook python3 bench/hook_ops.py [--steps-before 5] [--micro 4] [--measured] [--hf]
 """
 
 import argparse
@@ -33,6 +37,8 @@ def main():
                     help="a measured step (activations_every=1: saved tensors and anatomy)")
     ap.add_argument("--micro", type=int, default=1,
                     help="forward/backward passes per step (gradient accumulation)")
+    ap.add_argument("--hf", action="store_true",
+                    help="keyword inputs and a ModelOutput with the loss, as a transformers model")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # the client warns that nothing listens
     import torch
@@ -40,7 +46,8 @@ def main():
 
     torch.set_num_threads(1)
     fake = fakecuda.FakeAllocator(0).install(torch)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    body = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    model = LMHead(torch, body) if args.hf else body
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
     ce = torch.nn.functional.cross_entropy
@@ -54,7 +61,10 @@ def main():
     def step():
         opt.zero_grad()
         for _ in range(args.micro):
-            ce(model(x), y).backward()
+            if args.hf:
+                model(input_ids=x, labels=y).loss.backward()
+            else:
+                ce(model(x), y).backward()
         opt.step()
 
     for _ in range(args.steps_before):
@@ -87,6 +97,7 @@ def main():
     for key, n in calls.items():
         frames[key[0]] += n
     what = ("one measured step" if args.measured else "one plain step") \
+        + (" of a transformers-shaped model" if args.hf else "") \
         + (" (every phase read+reset)" if args.every_phase else "") \
         + (" of %d micro-steps" % args.micro if args.micro > 1 else "")
     print((what + " (Python %d.%d, torch %s): vramscope %d opcodes in %d frames; "
@@ -96,6 +107,33 @@ def main():
     watcher.remove()
     client.close("done", timeout=1)
     fake.uninstall()
+
+
+class ModelOutput(collections.OrderedDict):
+    """What a transformers model returns: an OrderedDict whose keys are
+    also attributes (``modeling_outputs.ModelOutput``)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def LMHead(torch, body):
+    """``body`` as a transformers model given labels computes its loss."""
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = body
+
+        def forward(self, input_ids=None, labels=None):
+            logits = self.body(input_ids)
+            loss = torch.nn.functional.cross_entropy(logits, labels)
+            return ModelOutput(loss=loss, logits=logits)
+
+    return Head()
 
 
 if __name__ == "__main__":

@@ -10,13 +10,14 @@ backward or forward, a census asked for mid-step), so the fall back to the
 general paths is checked too.
 """
 
+import collections
 import os
 import sys
 
 import pytest
 
 from conftest import make_config
-from vramscope import _client, _cuda, _messages, _watch
+from vramscope import _client, _cuda, _messages, _patch, _watch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "bench"))
@@ -46,7 +47,7 @@ def run(torch, loop, fast, steps=STEPS, leak_from=None, **cfg):
         torch.manual_seed(0)
         client = _client.Client(make_config(**cfg), cuda=_cuda.CudaStats(torch, 0), start=False)
         step = [0]
-        model = pinloop.Net(sim, step)
+        model = net_of(loop, pinloop)(sim, step)
         opt = pinloop.SimSGD(model.parameters(), sim, step)
         w = _watch.Watcher(torch, client, model, opt, client.config)
         if not fast:
@@ -158,8 +159,57 @@ def census(torch, i, model, opt, sim):
     opt.step()
 
 
+class ModelOutput(collections.OrderedDict):
+    """What a transformers model returns (``modeling_outputs.ModelOutput``):
+    an OrderedDict whose keys are also attributes, the loss first when the
+    call gave labels."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def net_of(loop, pinloop):
+    """The model a loop trains: pinloop.Net, or one that takes keyword inputs
+    and returns its own loss with the logits (``loop.output``: "dict", a
+    ModelOutput, or "tuple", as ``return_dict=False`` gives)."""
+    output = getattr(loop, "output", None)
+    if output is None:
+        return pinloop.Net
+
+    class LossNet(pinloop.Net):
+        def forward(self, input_ids=None, labels=None):
+            logits = super().forward(input_ids)
+            loss = logits.pow(2).sum()
+            return ModelOutput(loss=loss, logits=logits) if output == "dict" else (loss, logits)
+
+    return LossNet
+
+
+def keyword_model_output(torch, i, model, opt, sim):
+    # model(**batch).loss: the HF shape, keyword inputs and a ModelOutput
+    model.zero_grad()
+    model(input_ids=torch.randn(16, 8), labels=True).loss.backward()
+    opt.step()
+
+
+keyword_model_output.output = "dict"
+
+
+def tuple_output(torch, i, model, opt, sim):
+    model.zero_grad()
+    loss, _ = model(torch.randn(16, 8), labels=True)
+    loss.backward()
+    opt.step()
+
+
+tuple_output.output = "tuple"
+
+
 LOOPS = [census, plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
-         skipped_update, raising_backward, raising_forward]
+         skipped_update, raising_backward, raising_forward, keyword_model_output, tuple_output]
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=[f.__name__ for f in LOOPS])
@@ -270,18 +320,23 @@ class CountingLock:
         return self._lock.release()
 
 
-@pytest.mark.parametrize("loop", [plain, accumulation], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("loop", [plain, accumulation, keyword_model_output, tuple_output],
+                         ids=lambda f: f.__name__)
 def test_a_step_at_rest_runs_every_hook_on_its_fast_path(torch_mod, loop):
     # Every hook of a step at rest, the optimizer's step hooks on torch >=
     # 2.0 too (they get the optimizer itself as args[0]), runs without the
-    # lock: the general paths all take it.
+    # lock: the general paths all take it. So does a model called with
+    # keyword inputs (where its pre hook gets them: torch >= 2.0) that
+    # returns its loss in a ModelOutput or a tuple.
     sim = fakecuda.SimAllocator().install(torch_mod)
     sys.path.insert(0, os.path.dirname(__file__))
     import pinloop
+    if loop is keyword_model_output and not _patch.kwargs_pre_hooks(torch_mod.nn.Linear(1, 1)):
+        pytest.skip("torch 1.13's pre hooks get no keyword inputs (docs/hook.md, \"Cost\")")
     try:
         client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch_mod, 0), start=False)
         step = [0]
-        model = pinloop.Net(sim, step)
+        model = net_of(loop, pinloop)(sim, step)
         opt = pinloop.SimSGD(model.parameters(), sim, step)
         w = _watch.Watcher(torch_mod, client, model, opt, client.config)
         lock = w._lock = CountingLock(w._lock)

@@ -19,13 +19,15 @@ class ForwardMixin:
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         # The fast path (no lock: docs/hook.md, "Threads"): a training
         # forward of a step at rest, its first tensor input shaped as the
-        # last one (whose size it reuses). While _fast holds, only the fast
-        # paths and user_backward_end have run since the step began, and
-        # they leave nothing nested, in backward or in step() where no phase
-        # is open; _fast holds only while the watch is active.
-        if self._fast and module is self._model and self._open is None and args \
+        # last one (whose size it reuses): the first positional argument,
+        # or with none the first keyword one (model(**batch), where the hook
+        # gets keyword inputs: torch >= 2.0). While _fast holds, only the
+        # fast paths and user_backward_end have run since the step began,
+        # and they leave nothing nested, in backward or in step() where no
+        # phase is open; _fast holds only while the watch is active.
+        if self._fast and module is self._model and self._open is None \
                 and self._client.owner is self._self_ref and self._grad_enabled():
-            x = args[0]
+            x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
             if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
                     and x.dtype is self._last_dtype:
                 size, extra = self._last_size
@@ -75,11 +77,13 @@ class ForwardMixin:
                     if self._step_called and not self._closure_depth:
                         self._finish_step()
                     self._idle = False
-                    t = args[0] if args else None
+                    t = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
                     if isinstance(t, self._tensor_type):
                         # _patch.input_size inlined for the common tensor first
-                        # argument; the same shape as the last one reuses its
-                        # (never mutated) size and message dicts.
+                        # input (positional, else the first keyword one: what
+                        # input_size finds first there too); the same shape as
+                        # the last one reuses its (never mutated) size and
+                        # message dicts.
                         shape = t.shape
                         dtype = t.dtype
                         if shape == self._last_shape and dtype is self._last_dtype:
@@ -149,10 +153,12 @@ class ForwardMixin:
 
     def _on_forward(self, module, args, output):
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
-        # The fast path (no lock): the end of a fast forward whose output is
+        # The fast path (no lock): the end of a fast forward whose output is,
+        # or holds at its first level (a ModelOutput's or a tuple's values),
         # a tensor that needs a gradient: forward ends and loss begins.
         if self._fast and module is self._model and self._open == "forward" \
-                and isinstance(output, self._tensor_type) and output.requires_grad \
+                and (output.requires_grad if isinstance(output, self._tensor_type)
+                     else _patch.holds_grad_tensor(output, self._tensor_type)) \
                 and self._grad_enabled():
             self._depth = 0
             self._open = "loss"

@@ -331,6 +331,20 @@ def grad_tensors(torch, out, found, depth=0):
             grad_tensors(torch, v, found, depth + 1)
 
 
+def holds_grad_tensor(out, tensor_type):
+    """Whether a forward's output holds, at its first level (a tuple's or a
+    list's items, a dict's values, as a transformers ModelOutput's), a
+    tensor requiring grad: then :func:`grad_tensors` finds one too."""
+    if isinstance(out, dict):
+        out = out.values()
+    elif not isinstance(out, (tuple, list)):
+        return False
+    for v in out:
+        if isinstance(v, tensor_type) and v.requires_grad:
+            return True
+    return False
+
+
 def kwargs_pre_hooks(module):
     """Report whether ``register_forward_pre_hook`` takes ``with_kwargs`` (torch >= 2.0)."""
     try:
