@@ -50,6 +50,7 @@ def run(torch, loop, fast, steps=STEPS, leak_from=None, **cfg):
         model = net_of(loop, pinloop)(sim, step)
         opt = pinloop.SimSGD(model.parameters(), sim, step)
         w = _watch.Watcher(torch, client, model, opt, client.config)
+        w.framework_steps = getattr(loop, "framework", False)
         if not fast:
             w._fast_loop = False
         for i in range(steps):
@@ -208,8 +209,30 @@ def tuple_output(torch, i, model, opt, sim):
 tuple_output.output = "tuple"
 
 
+def trainer_steps(torch, i, model, opt, sim):
+    # transformers' Trainer under the callback (integrations/transformers.py):
+    # the step from on_pre_optimizer_step to on_optimizer_step, then
+    # model.zero_grad(), which stays in the step, and on_step_end; an
+    # evaluation between steps every few (no step of its own)
+    w = CURRENT[0]
+    model(input_ids=torch.randn(16, 8), labels=True).loss.backward()
+    w.framework_phase("step")
+    opt.step()
+    w.framework_end("step")
+    model.zero_grad()
+    w.finish_step()
+    if i % 5 == 4:
+        with torch.no_grad():
+            model(input_ids=torch.randn(16, 8), labels=True)
+
+
+trainer_steps.output = "dict"
+trainer_steps.framework = True
+
+
 LOOPS = [census, plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
-         skipped_update, raising_backward, raising_forward, keyword_model_output, tuple_output]
+         skipped_update, raising_backward, raising_forward, keyword_model_output, tuple_output,
+         trainer_steps]
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=[f.__name__ for f in LOOPS])
@@ -304,9 +327,11 @@ class CountingLock:
     def __init__(self, lock):
         self._lock = lock
         self.taken = 0
+        self.by = []  # the functions that took it
 
     def __enter__(self):
         self.taken += 1
+        self.by.append(sys._getframe(1).f_code.co_name)
         return self._lock.__enter__()
 
     def __exit__(self, *exc):
@@ -314,6 +339,7 @@ class CountingLock:
 
     def acquire(self, *args, **kwargs):
         self.taken += 1
+        self.by.append(sys._getframe(1).f_code.co_name)
         return self._lock.acquire(*args, **kwargs)
 
     def release(self):
@@ -397,3 +423,36 @@ def test_a_watch_removed_from_another_thread_while_fast_steps_run(torch_mod):
         assert [m["type"] for m in msgs].count("goodbye") == 1
     finally:
         sim.uninstall()
+
+
+def test_a_trainer_steps_forward_and_backward_take_the_fast_paths(torch_mod):
+    # Under transformers' Trainer the step, the zero_grad after it and the
+    # step's end come from its callbacks (general paths, each under the
+    # lock); the forward and the backward of a step at rest do not take it.
+    if not _patch.kwargs_pre_hooks(torch_mod.nn.Linear(1, 1)):
+        pytest.skip("torch 1.13's pre hooks get no keyword inputs")
+    sim = fakecuda.SimAllocator().install(torch_mod)
+    sys.path.insert(0, os.path.dirname(__file__))
+    import pinloop
+    try:
+        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch_mod, 0), start=False)
+        step = [0]
+        model = net_of(trainer_steps, pinloop)(sim, step)
+        opt = pinloop.SimSGD(model.parameters(), sim, step)
+        w = _watch.Watcher(torch_mod, client, model, opt, client.config)
+        w.framework_steps = True
+        lock = w._lock = CountingLock(w._lock)
+        by = []
+        for i in range(9):
+            step[0] = min(i, 3)
+            CURRENT[:] = [w]
+            before = len(lock.by)
+            trainer_steps(torch_mod, i, model, opt, sim)
+            by.append(set(lock.by[before:]))
+        w.remove()
+        client.close("removed", timeout=0)
+    finally:
+        sim.uninstall()
+    hooks = {"_on_forward_pre", "_on_forward", "user_backward_begin", "user_backward_end"}
+    # step 5 follows the evaluation after step 4, which leaves the rest state
+    assert by[0] & hooks and not any(b & hooks for b in by[6:]), [sorted(b & hooks) for b in by]

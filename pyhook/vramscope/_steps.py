@@ -76,7 +76,8 @@ class StepsMixin:
             self._step_depth += 1
             return None
         if self._fast and not kwargs and self._open is None and len(args) == 1 \
-                and args[0] is self._optimizer and self._client.owner is self._self_ref:
+                and args[0] is self._optimizer and self._client.owner is self._self_ref \
+                and not self.framework_steps:
             # _step_pre's fast path written out, a frame less each step
             # (the hook gets the optimizer itself as args[0]).
             self._idle = False
@@ -100,7 +101,7 @@ class StepsMixin:
         phases show as themselves and ``step`` begins when it returns."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         if self._fast and not args and not kwargs and self._open is None \
-                and self._client.owner is self._self_ref:
+                and self._client.owner is self._self_ref and not self.framework_steps:
             # The fast path (no lock): step() with no closure in a step at
             # rest, through torch 1.13's patch (torch >= 2.0's step hook
             # takes its own, with the optimizer as args[0]).
@@ -275,7 +276,9 @@ class StepsMixin:
         # The next step takes the fast paths when it reads only where it
         # closes and the loop is at rest: nothing open, nested, skipped or
         # owed (docs/hook.md, "Cost"); a measured step too, whose fast paths
-        # make the meter's calls. A step that took them all left the loop at
+        # make the meter's calls. Under a framework's steps (framework_steps)
+        # only its forwards and backwards do: its callbacks open and end the
+        # step, under the lock, and the step hooks then take theirs. A step that took them all left the loop at
         # rest: only its reads are to decide. Its fast paths queue without
         # Client.switch's tests: the step starts with the queue short and the
         # client open (a closed one's hold is -1), and adds one step's edges
@@ -295,7 +298,7 @@ class StepsMixin:
             and not self._zero_depth and not self._closure_depth \
             and not self._in_backward and not self._user_bw and not self._skip_forward \
             and not self._quiet and not self._hook_output and self._kw_patch is None \
-            and not self._in_training_step and not self.framework_steps \
+            and not self._in_training_step \
             and self._census_want is None and (meter is None or not meter.active) \
             and len(client._queue) < client._hold
 
