@@ -19,7 +19,7 @@ profile_memory=True in the same loop, and the H100 figures of
 _record_memory_history and the profiler from shared/recordings/h100.
 
     PYTHONPATH=pyhook python3 bench/cost_model.py [--read-us 12.8] [--blocks 24]
-        [--steps 40] [--micro 4] [--old REV] [--bin bin/vramscope] [--sample-hz HZ]
+        [--steps 40] [--micro 4] [--old REV] [--bin bin/vramscope] [--sample-hz HZ] [--hf]
 """
 
 import argparse
@@ -35,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import fakecuda  # noqa: E402
+import shapes  # noqa: E402
 
 # H100, torch 2.11, 8x2048 MLP + Adam, 3.34 ms synced step, same-process
 # rotated blocks (shared/recordings/h100/README.md): the peers' cost per step.
@@ -77,6 +78,9 @@ def main():
     ap.add_argument("--reset-us", type=float, default=fakecuda.H100_RESET_US,
                     help="cost of one peak reset (busy wait; assumed, bench/fakecuda.py)")
     ap.add_argument("--size", default="tiny", choices=sorted(SIZES))
+    ap.add_argument("--hf", action="store_true",
+                    help="the model shaped as a transformers model: keyword inputs, its loss "
+                         "in a ModelOutput (bench/shapes.py)")
     ap.add_argument("--blocks", type=int, default=24)
     ap.add_argument("--steps", type=int, default=40, help="optimizer steps per block")
     ap.add_argument("--micro", type=int, default=4, help="micro-steps per accumulation step")
@@ -138,6 +142,9 @@ def run(args, torch, fake, work, procs):
     for _ in range(hidden):
         layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10)).to(dev)
+    hf = args.hf
+    if hf:  # model(input_ids=x, labels=y).loss: a transformers model's shape
+        model = shapes.lm_head(torch, model)
     if args.size == "h100mlp":
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     else:
@@ -153,7 +160,7 @@ def run(args, torch, fake, work, procs):
         for _ in range(n):
             w0, c0 = ns(), tns()
             opt.zero_grad()
-            loss = ce(model(x), y)
+            loss = model(input_ids=x, labels=y).loss if hf else ce(model(x), y)
             loss.backward()
             opt.step()
             sync()
@@ -164,7 +171,7 @@ def run(args, torch, fake, work, procs):
             w0, c0 = ns(), tns()
             opt.zero_grad()
             for _ in range(micro):
-                loss = ce(model(x), y) / micro
+                loss = (model(input_ids=x, labels=y).loss if hf else ce(model(x), y)) / micro
                 loss.backward()
             opt.step()
             sync()
@@ -266,9 +273,11 @@ def run(args, torch, fake, work, procs):
     reader = ("%.1f us per allocator read, %.1f us per peak reset (busy waits, GIL held)"
               % (args.read_us, fake.reset_ns / 1e3)
               if dev == "cpu" else "REAL allocator on %s" % torch.cuda.get_device_name(0))
-    print("cost model: %s; %s MLP %d-%d x%d-10 batch %d, %s, torch %s, %d torch threads; "
+    print("cost model: %s; %s MLP %d-%d x%d-10 batch %d%s, %s, torch %s, %d torch threads; "
           "%d blocks x %d steps per mode; accumulation: %d micro-steps; load %.2f; %s"
-          % (reader, args.size, inp, width, hidden + 1, batch, type(opt).__name__,
+          % (reader, args.size, inp, width, hidden + 1, batch,
+             " shaped as a transformers model (keyword inputs, a ModelOutput)" if hf else "",
+             type(opt).__name__,
              torch.__version__, torch.get_num_threads(), args.blocks, args.steps, micro,
              os.getloadavg()[0],
              "monitor: %s record" % args.bin if args.bin else "no monitor listening"))

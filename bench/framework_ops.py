@@ -18,7 +18,6 @@ both: pyhook/requirements-torch2.txt).
 """
 
 import argparse
-import collections
 import contextlib
 import logging
 import os
@@ -28,33 +27,14 @@ import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-
-class ModelOutput(collections.OrderedDict):
-    """What a transformers model returns: an OrderedDict whose keys are
-    also attributes (``modeling_outputs.ModelOutput``)."""
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
+import shapes  # noqa: E402
 
 
 def own_loop(torch, vramscope, steps, hf):
     body = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-
-    class LM(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.body = body
-
-        def forward(self, input_ids=None, labels=None):
-            logits = self.body(input_ids)
-            return ModelOutput(loss=torch.nn.functional.cross_entropy(logits, labels),
-                               logits=logits)
-
-    model = LM() if hf else body
+    model = shapes.lm_head(torch, body) if hf else body
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
     handle = vramscope.watch(model, opt, socket=socket_path(), sample_hz=0)

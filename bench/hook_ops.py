@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import fakecuda  # noqa: E402
+import shapes  # noqa: E402
 
 
 def main():
@@ -47,7 +48,7 @@ def main():
     torch.set_num_threads(1)
     fake = fakecuda.FakeAllocator(0).install(torch)
     body = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-    model = LMHead(torch, body) if args.hf else body
+    model = shapes.lm_head(torch, body) if args.hf else body
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
     ce = torch.nn.functional.cross_entropy
@@ -107,33 +108,6 @@ def main():
     watcher.remove()
     client.close("done", timeout=1)
     fake.uninstall()
-
-
-class ModelOutput(collections.OrderedDict):
-    """What a transformers model returns: an OrderedDict whose keys are
-    also attributes (``modeling_outputs.ModelOutput``)."""
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-def LMHead(torch, body):
-    """``body`` as a transformers model given labels computes its loss."""
-
-    class Head(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.body = body
-
-        def forward(self, input_ids=None, labels=None):
-            logits = self.body(input_ids)
-            loss = torch.nn.functional.cross_entropy(logits, labels)
-            return ModelOutput(loss=loss, logits=logits)
-
-    return Head()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ backward or forward, a census asked for mid-step), so the fall back to the
 general paths is checked too.
 """
 
-import collections
 import os
 import sys
 
@@ -22,6 +21,7 @@ from vramscope import _client, _cuda, _messages, _patch, _watch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "bench"))
 import fakecuda  # noqa: E402
+from shapes import ModelOutput  # noqa: E402
 
 STEPS = 14
 CURRENT = []  # the watch a loop runs under
@@ -158,18 +158,6 @@ def census(torch, i, model, opt, sim):
         CURRENT[0].request_census("request", "r1")
     loss.backward()
     opt.step()
-
-
-class ModelOutput(collections.OrderedDict):
-    """What a transformers model returns (``modeling_outputs.ModelOutput``):
-    an OrderedDict whose keys are also attributes, the loss first when the
-    call gave labels."""
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
 
 
 def net_of(loop, pinloop):
