@@ -22,6 +22,7 @@ sys.path[:0] = [HERE, os.path.join(ROOT, "bench"), os.path.join(ROOT, "pyhook")]
 
 import fakecuda  # noqa: E402
 import kinds  # noqa: E402
+import shapes  # noqa: E402
 import torch  # noqa: E402
 
 import vramscope  # noqa: E402
@@ -176,16 +177,37 @@ class Net(torch.nn.Module):
         super().__init__()
         self.emb = torch.nn.Embedding(64, 8)
         self.head = Head(mem)
+        self.mem = mem
 
-    def forward(self, x):
-        return self.head(self.emb(x % 64).mean(1))
+    def forward(self, x=None, input_ids=None, labels=None):
+        if input_ids is None:
+            return self.head(self.emb(x % 64).mean(1))
+        # A transformers model given labels (layout="hf"): its loss is its
+        # forward's, returned with the logits in a ModelOutput.
+        logits = self.head(self.emb(input_ids % 64).mean(1))
+        if not torch.is_grad_enabled():
+            return shapes.ModelOutput(logits=logits)
+        loss = logits.pow(2).mean()
+        self.mem.loss()
+        return shapes.ModelOutput(loss=loss, logits=logits)
 
 
 def call(kind, model, x):
     """The model's forward as the kind's loop writes it."""
     if kind.layout == "children":
         return model.head(model.emb(x % 64).mean(1))
+    if kind.layout == "hf":
+        return model(input_ids=x, labels=x)
     return model(x)
+
+
+def loss_of(kind, mem, out):
+    """The loss as the kind's loop computes it from the forward's output."""
+    if kind.layout == "hf":
+        return out.loss  # computed in the forward
+    loss = out.pow(2).mean()
+    mem.loss()
+    return loss
 
 
 class Adam(torch.optim.SGD):
@@ -242,9 +264,7 @@ def run(kind, socket, rank):
             for _ in range(kind.micro):
                 out = call(kind, model, x)
                 sim.truth_at(i, "loss")
-                loss = out.pow(2).mean()
-                mem.loss()
-                loss.backward()
+                loss_of(kind, mem, out).backward()
             if i not in kind.skipped:
                 opt.step()
             if kind.zero == "after":

@@ -147,6 +147,12 @@ K = [
          eval_batches=2, batch=4, seq=512),
     Kind("gpt2-medium-ckpt", 40, dict(pattern="warmup"), model=sizes.GPT2_MEDIUM,
          checkpointed=True, batch=8, seq=1024),
+    # A transformers model in a loop of one's own: model(input_ids=x,
+    # labels=x).loss, the loss computed inside the forward and returned in a
+    # ModelOutput, with an evaluation every 40 steps; and with accumulation.
+    Kind("hf-model-own-loop", 120, dict(pattern="warmup"), layout="hf", eval_every=40,
+         eval_batches=2, batch=4, seq=512),
+    Kind("hf-model-accum", 60, dict(pattern="warmup"), layout="hf", micro=4, batch=2, seq=1024),
 ]
 
 KINDS = {k.name: k for k in K}
