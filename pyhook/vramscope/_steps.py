@@ -278,11 +278,11 @@ class StepsMixin:
         # owed (docs/hook.md, "Cost"); a measured step too, whose fast paths
         # make the meter's calls. Under a framework's steps (framework_steps)
         # only its forwards and backwards do: its callbacks open and end the
-        # step, under the lock, and the step hooks then take theirs. A step that took them all left the loop at
-        # rest: only its reads are to decide. Its fast paths queue without
-        # Client.switch's tests: the step starts with the queue short and the
-        # client open (a closed one's hold is -1), and adds one step's edges
-        # at most.
+        # step, under the lock, and the step hooks then take theirs. A step
+        # that took them all left the loop at rest: only its reads are to
+        # decide. Its fast paths queue without Client.switch's tests: the
+        # step starts with the queue short and the client open (a closed
+        # one's hold is -1), and adds one step's edges at most.
         if self._fast:
             self._fast = not self._edge_reads and len(client._queue) < client._hold
             return
