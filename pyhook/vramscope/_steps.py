@@ -75,18 +75,27 @@ class StepsMixin:
         if self._step_depth:
             self._step_depth += 1
             return None
-        if self._fast and not kwargs and self._open is None and len(args) == 1 \
-                and args[0] is self._optimizer and self._client.owner is self._self_ref \
-                and not self.framework_steps:
-            # _step_pre's fast path written out, a frame less each step
-            # (the hook gets the optimizer itself as args[0]).
-            self._idle = False
-            self._step_called = True
-            self._open = "step"
-            c = self._client  # Client.switch's tuple, queued as _fast allows
-            c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
-            self._step_depth = 1
-            return None
+        # step() or step(None), as accelerate's optimizer wrapper calls it
+        # (the hook gets the optimizer itself as args[0]): no closure
+        if self._fast and not kwargs and args and args[0] is self._optimizer \
+                and (len(args) == 1 or len(args) == 2 and args[1] is None) \
+                and self._client.owner is self._self_ref:
+            if self._open is None and not self.framework_steps:
+                # _step_pre's fast path written out, a frame less each step.
+                self._idle = False
+                self._step_called = True
+                self._open = "step"
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
+                self._step_depth = 1
+                return None
+            if self._open == "step" and self.framework_steps:
+                # The step a framework's callback opened (framework_phase's
+                # fast path): _step_pre's work at rest, no closure to wrap.
+                self._idle = False
+                self._step_called = True
+                self._step_depth = 1
+                return None
         try:
             new = self._step_pre(args, kwargs)  # may finish the last step (depth 0)
         except Exception as exc:  # noqa: BLE001
@@ -174,12 +183,28 @@ class StepsMixin:
             return
         self._step_depth = 0
         try:  # _guarded and _step_post's fast path inlined: frames less each step
-            if self._fast:
-                self._finish_step()
-            else:
+            if not self._fast:
                 self._step_post()
+            elif self.framework_steps:
+                self._framework_step_end()
+            else:
+                self._finish_step()
         except Exception as exc:  # noqa: BLE001
             _safe.report(exc)
+
+    def _framework_step_end(self):
+        """The end of a fast step's update under a framework's steps (no
+        lock): _step_post's framework case, ``step`` ending with the step's
+        closing read, as _finish_step's every-step case makes it (exact
+        peaks); the framework's callback ends the step itself."""
+        self._step_called = False
+        if self._open == "step" and self._tail_step is None and self._exact:
+            self._open = None
+            self._client.switch("step", None, True, None, self._step_plan)
+            return
+        with self._lock:
+            self._fast = False
+            self._end("step")
 
     def _step_post(self):
         _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
@@ -358,6 +383,17 @@ class StepsMixin:
 
         ``batch`` (forward only) is the framework's batch object, read for its size.
         """
+        if self._fast and name == "step" and self._open is None \
+                and self._client.owner is self._self_ref:
+            # The fast path (no lock): the update of a step at rest (the
+            # Trainer's on_pre_optimizer_step after a fast backward), as
+            # _begin opens a phase from none.
+            t = _monotonic()
+            self._idle = False
+            self._open = "step"
+            c = self._client  # Client.switch's tuple, queued as _fast allows
+            c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
+            return
         if not self._active:
             return
         with self._lock:
@@ -384,6 +420,8 @@ class StepsMixin:
 
     def framework_end(self, name):
         """End ``name`` from a framework callback when it is the open phase."""
+        if self._fast and self._open != name:
+            return  # nothing to end in a step at rest (the step hook ended it)
         if not self._active:
             return
         with self._lock:
