@@ -2,7 +2,8 @@
 """What the hook runs per optimizer step under the loops people train with:
 its Python frames and bytecode instructions (sys.settrace, per opcode,
 nothing timed), for a loop of one's own calling ``model(x)``, the same
-loop with a transformers-shaped model (``model(**batch).loss``),
+loop with a transformers-shaped model (``model(**batch).loss``), one
+driven by accelerate (``Accelerator.prepare``, ``accelerator.backward``),
 transformers' ``Trainer`` with the callback (a tiny GPT-2 built from its
 config) and Lightning's ``Trainer`` with the callback (the README's
 layout: ``training_step`` calls the submodules). All on CPU, the host's
@@ -46,6 +47,22 @@ def own_loop(torch, vramscope, steps, hf):
                 model(input_ids=x, labels=y).loss.backward()
             else:
                 torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    return run, handle.remove
+
+
+def accelerate_loop(torch, vramscope, steps):
+    import accelerate
+    acc = accelerate.Accelerator(cpu=True)
+    body = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    model, opt = acc.prepare(body, torch.optim.SGD(body.parameters(), lr=1e-3, momentum=0.9))
+    x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
+    handle = vramscope.watch(model, opt, socket=socket_path(), sample_hz=0)
+
+    def run():
+        for _ in range(steps):
+            opt.zero_grad()
+            acc.backward(torch.nn.functional.cross_entropy(model(x), y))
             opt.step()
     return run, handle.remove
 
@@ -109,10 +126,11 @@ def socket_path():
 LOOPS = {
     "own-loop": lambda torch, vs, n: own_loop(torch, vs, n, False),
     "own-loop-hf-model": lambda torch, vs, n: own_loop(torch, vs, n, True),
+    "accelerate": accelerate_loop,
     "hf-trainer": hf_trainer,
     "lightning": lightning_trainer,
 }
-NEEDS = {"hf-trainer": "transformers", "lightning": "lightning"}
+NEEDS = {"accelerate": "accelerate", "hf-trainer": "transformers", "lightning": "lightning"}
 
 
 def count(torch, vramscope, make, steps):
