@@ -234,6 +234,9 @@ class StepsMixin:
 
     def finish_step(self):
         """End the step now (HF Trainer's ``on_step_end``); no-op when idle."""
+        if self._fast and not self._idle and self._open is None:
+            self._finish_step()  # a step whose every phase took its fast path (no lock)
+            return
         if not self._active:
             return
         with self._lock:

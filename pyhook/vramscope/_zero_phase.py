@@ -28,11 +28,13 @@ class ZeroGradMixin:
         begin, the call and its end in one frame besides the patch's (docs/hook.md,
         "Cost"). The hook's own errors are reported; the call's propagate."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
-        if self._fast and self._open is None and self._idle \
-                and self._zero_after is False and self._zero_seen_last \
-                and self._client.owner is self._self_ref:
+        if self._fast and self._open is None and self._client.owner is self._self_ref \
+                and (self._idle and self._zero_after is False and self._zero_seen_last
+                     or self.framework_steps and not self._idle):
             # The fast path (no lock): the head of a step at rest, in a loop
-            # that zeroes first.
+            # that zeroes first; or under a framework's steps the zero_grad
+            # after the update, which stays in the step (_zero_begin's head
+            # of a step: a framework ends its steps itself).
             self._zero_depth = 1
             self._idle = False
             self._zero_seen = True
