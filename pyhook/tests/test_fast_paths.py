@@ -361,6 +361,35 @@ class CountingLock:
         return self._lock.release()
 
 
+def locks_by_step(torch, loop, steps):
+    """Run ``loop`` for ``steps`` steps (its model, net_of; a framework's steps
+    where ``loop.framework`` says) on a watch whose lock counts its takers:
+    per step, the functions that took it, once a take."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import pinloop
+    sim = fakecuda.SimAllocator().install(torch)
+    try:
+        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch, 0), start=False)
+        step = [0]
+        model = net_of(loop, pinloop)(sim, step)
+        opt = pinloop.SimSGD(model.parameters(), sim, step)
+        w = _watch.Watcher(torch, client, model, opt, client.config)
+        w.framework_steps = getattr(loop, "framework", False)
+        lock = w._lock = CountingLock(w._lock)
+        by = []
+        for i in range(steps):
+            step[0] = min(i, 3)
+            CURRENT[:] = [w]
+            before = len(lock.by)
+            loop(torch, i, model, opt, sim)
+            by.append(lock.by[before:])
+        w.remove()
+        client.close("removed", timeout=0)
+    finally:
+        sim.uninstall()
+    return by
+
+
 @pytest.mark.parametrize("loop", [plain, accumulation, keyword_model_output, tuple_output,
                                   step_none], ids=lambda f: f.__name__)
 def test_a_step_at_rest_runs_every_hook_on_its_fast_path(torch_mod, loop):
@@ -369,31 +398,12 @@ def test_a_step_at_rest_runs_every_hook_on_its_fast_path(torch_mod, loop):
     # lock: the general paths all take it. So does a model called with
     # keyword inputs (where its pre hook gets them: torch >= 2.0) that
     # returns its loss in a ModelOutput or a tuple.
-    sim = fakecuda.SimAllocator().install(torch_mod)
-    sys.path.insert(0, os.path.dirname(__file__))
-    import pinloop
     if loop is keyword_model_output and not _patch.kwargs_pre_hooks(torch_mod.nn.Linear(1, 1)):
         pytest.skip("torch 1.13's pre hooks get no keyword inputs (docs/hook.md, \"Cost\")")
-    if loop is step_none and not _patch.has_step_hooks(pinloop.SimSGD(
-            [torch_mod.nn.Parameter(torch_mod.zeros(1))], sim, [0])):
+    if loop is step_none and not _patch.has_step_hooks(torch_mod.optim.SGD(
+            [torch_mod.nn.Parameter(torch_mod.zeros(1))], lr=0.1)):
         pytest.skip("torch 1.13's step patch takes step() without arguments alone")
-    try:
-        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch_mod, 0), start=False)
-        step = [0]
-        model = net_of(loop, pinloop)(sim, step)
-        opt = pinloop.SimSGD(model.parameters(), sim, step)
-        w = _watch.Watcher(torch_mod, client, model, opt, client.config)
-        lock = w._lock = CountingLock(w._lock)
-        locked = []
-        for i in range(10):
-            step[0] = min(i, 3)
-            before = lock.taken
-            loop(torch_mod, i, model, opt, sim)
-            locked.append(lock.taken - before)
-        w.remove()
-        client.close("removed", timeout=0)
-    finally:
-        sim.uninstall()
+    locked = [len(b) for b in locks_by_step(torch_mod, loop, 10)]
     assert locked[0] > 0 and locked[5:] == [0] * 5, locked
 
 
@@ -450,28 +460,7 @@ def test_a_trainer_step_at_rest_takes_no_lock(torch_mod):
     # fast paths at rest, as the forward and the backward do.
     if not _patch.kwargs_pre_hooks(torch_mod.nn.Linear(1, 1)):
         pytest.skip("torch 1.13's pre hooks get no keyword inputs")
-    sim = fakecuda.SimAllocator().install(torch_mod)
-    sys.path.insert(0, os.path.dirname(__file__))
-    import pinloop
-    try:
-        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch_mod, 0), start=False)
-        step = [0]
-        model = net_of(trainer_steps, pinloop)(sim, step)
-        opt = pinloop.SimSGD(model.parameters(), sim, step)
-        w = _watch.Watcher(torch_mod, client, model, opt, client.config)
-        w.framework_steps = True
-        lock = w._lock = CountingLock(w._lock)
-        by = []
-        for i in range(9):
-            step[0] = min(i, 3)
-            CURRENT[:] = [w]
-            before = len(lock.by)
-            trainer_steps(torch_mod, i, model, opt, sim)
-            by.append(set(lock.by[before:]))
-        w.remove()
-        client.close("removed", timeout=0)
-    finally:
-        sim.uninstall()
+    by = [set(b) for b in locks_by_step(torch_mod, trainer_steps, 9)]
     # step 5 follows the evaluation after step 4, which leaves the rest state
     assert by[0] >= {"_on_forward_pre", "_on_forward", "user_backward_begin", "framework_phase",
                      "_step_pre", "_step_post", "_zero_grad", "finish_step"}, by[0]
