@@ -167,6 +167,8 @@ def net_of(loop, pinloop):
     output = getattr(loop, "output", None)
     if output is None:
         return pinloop.Net
+    if output == "training_step":
+        return LitNet(pinloop)
 
     class LossNet(pinloop.Net):
         def forward(self, input_ids=None, labels=None):
@@ -245,9 +247,90 @@ trainer_accumulation_skips.output = "dict"
 trainer_accumulation_skips.framework = True
 
 
+def LitNet(pinloop):
+    """A LightningModule's shape: a ``training_step`` that calls the
+    submodules (Lightning's README layout), computes the loss itself and
+    returns it; ``validation_step`` the same under no_grad."""
+
+    class Lit(pinloop.Net):
+        def __init__(self, sim, step):
+            super().__init__(sim, step)
+            self.head = pinloop.torch.nn.Linear(4, 4)
+
+        def training_step(self, batch, i):
+            x, _ = batch
+            out = self.head(self.lin(x))
+            self.sim.phase(self.step[0], "forward")
+            return pinloop.SimGrad.apply(out, lambda: self.sim.phase(self.step[0], "backward")) \
+                .pow(2).sum()
+
+        def validation_step(self, batch, i):
+            return self.head(self.lin(batch[0])).sum()
+
+    return Lit
+
+
+def lightning_batch(torch, i, model, opt, sim, step=True, zero=True, size=16):
+    # One batch of Lightning's automatic optimization under the callback
+    # (integrations/lightning.py), in the order of Lightning 2.6's sources:
+    # on_train_batch_start; the closure (loops/optimization/automatic.py:
+    # training_step, on_before_zero_grad and zero_grad on the first batch
+    # of an accumulation, on_before_backward, backward, on_after_backward),
+    # run by optimizer.step(closure=...) through the precision plugin,
+    # which calls on_before_optimizer_step once the closure returned, or
+    # called alone on a batch that accumulates; on_train_batch_end.
+    w = CURRENT[0]
+    batch = (torch.randn(size, 8), torch.zeros(size))
+    w.framework_phase("forward", batch)
+
+    def closure():
+        loss = model.training_step(batch, i)
+        if zero:
+            w.framework_phase("zero_grad")
+            opt.zero_grad()
+        w.framework_phase("backward")
+        loss.backward()
+        w.framework_end("backward")
+        return loss
+
+    def after_closure():
+        out = closure()
+        w.framework_phase("step")
+        return out
+
+    if step:
+        opt.step(closure=after_closure)
+    else:
+        closure()
+    w.finish_open_step()
+
+
+def lightning_steps(torch, i, model, opt, sim):
+    # a validation every few steps, between them
+    lightning_batch(torch, i, model, opt, sim)
+    if i % 5 == 4:
+        with torch.no_grad():
+            model.validation_step((torch.randn(4, 8), None), 0)
+
+
+lightning_steps.output = "training_step"
+
+
+def lightning_accumulation(torch, i, model, opt, sim):
+    # accumulate_grad_batches=2: the first batch zeroes and accumulates, the
+    # second steps; a batch of another size at step 7
+    size = 16 if i < 7 else 32
+    lightning_batch(torch, i, model, opt, sim, step=False, size=size)
+    lightning_batch(torch, i, model, opt, sim, zero=False, size=size)
+
+
+lightning_accumulation.output = "training_step"
+
+
 LOOPS = [census, plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
          skipped_update, raising_backward, raising_forward, keyword_model_output, tuple_output,
-         step_none, trainer_steps, trainer_accumulation_skips]
+         step_none, trainer_steps, trainer_accumulation_skips, lightning_steps,
+         lightning_accumulation]
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=[f.__name__ for f in LOOPS])
@@ -267,7 +350,8 @@ def test_a_step_that_moves_reads_its_next_steps_phases_on_either_path(torch_mod)
     assert not all(taken[5:])  # a moved step is followed by a breakdown step
 
 
-@pytest.mark.parametrize("loop", [plain, accumulation, batch_change, metric_forward],
+@pytest.mark.parametrize("loop", [plain, accumulation, batch_change, metric_forward,
+                                  lightning_steps, lightning_accumulation],
                          ids=lambda f: f.__name__)
 def test_measured_steps_take_the_fast_paths_and_send_the_same(torch_mod, loop):
     # every step measured (activations_every=1 makes no breakdown step),
@@ -277,8 +361,12 @@ def test_measured_steps_take_the_fast_paths_and_send_the_same(torch_mod, loop):
     assert fast == slow
     anatomy = [m for m in fast if m["type"] == "anatomy"]
     assert [m["step"] for m in anatomy] == list(range(24))
-    assert any(m["saved"] is None for m in anatomy) and all(m["activations"] for m in anatomy)
-    if loop in (plain, accumulation):
+    assert all(m["activations"] for m in anatomy)
+    if loop not in (lightning_steps, lightning_accumulation):
+        # (a training_step's loss is never split from its forward's saved
+        # tensors, and its measured steps all take the split: _schedule)
+        assert any(m["saved"] is None for m in anatomy)
+    if loop in (plain, accumulation) or loop is lightning_accumulation and step_hooks(torch_mod):
         assert all(taken[4:]), taken
 
 
@@ -361,6 +449,11 @@ class CountingLock:
         return self._lock.release()
 
 
+def step_hooks(torch):
+    """Whether this torch's optimizers take step hooks (torch >= 2.0)."""
+    return _patch.has_step_hooks(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1))
+
+
 def locks_by_step(torch, loop, steps):
     """Run ``loop`` for ``steps`` steps (its model, net_of; a framework's steps
     where ``loop.framework`` says) on a watch whose lock counts its takers:
@@ -400,8 +493,7 @@ def test_a_step_at_rest_runs_every_hook_on_its_fast_path(torch_mod, loop):
     # returns its loss in a ModelOutput or a tuple.
     if loop is keyword_model_output and not _patch.kwargs_pre_hooks(torch_mod.nn.Linear(1, 1)):
         pytest.skip("torch 1.13's pre hooks get no keyword inputs (docs/hook.md, \"Cost\")")
-    if loop is step_none and not _patch.has_step_hooks(torch_mod.optim.SGD(
-            [torch_mod.nn.Parameter(torch_mod.zeros(1))], lr=0.1)):
+    if loop is step_none and not step_hooks(torch_mod):
         pytest.skip("torch 1.13's step patch takes step() without arguments alone")
     locked = [len(b) for b in locks_by_step(torch_mod, loop, 10)]
     assert locked[0] > 0 and locked[5:] == [0] * 5, locked
@@ -465,3 +557,18 @@ def test_a_trainer_step_at_rest_takes_no_lock(torch_mod):
     assert by[0] >= {"_on_forward_pre", "_on_forward", "user_backward_begin", "framework_phase",
                      "_step_pre", "_step_post", "_zero_grad", "finish_step"}, by[0]
     assert by[6:] == [set()] * 3, by
+
+
+def test_a_lightning_step_at_rest_takes_no_lock(torch_mod):
+    # Under Lightning's callbacks the forward, zero_grad, backward and step
+    # come from them and from training_step, its submodules and the
+    # closure that optimizer.step(closure=...) runs: at rest none takes the
+    # lock. torch 1.13's step patch takes step(closure) on its general path.
+    if not step_hooks(torch_mod):
+        pytest.skip("torch 1.13 has no optimizer step hooks")
+    by = [set(b) for b in locks_by_step(torch_mod, lightning_steps, 9)]
+    # step 5 follows the validation after step 4, which leaves the rest state
+    assert by[0] >= {"framework_phase", "framework_end", "_training_step_begin", "_on_sub_pre",
+                     "_on_sub", "_training_step_end", "_zero_grad", "_step_pre",
+                     "_closure_done", "_step_post", "finish_open_step"}, by[0]
+    assert by[4] == {"_validation_step_begin"} and by[6:] == [set()] * 3, by

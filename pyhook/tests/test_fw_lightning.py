@@ -12,6 +12,7 @@ import time
 import pytest
 
 import vramscope
+from conftest import FakeMonitor
 from frameworks import PHASES, Recording, lightning, phase_counts, phase_order, quietly
 
 BATCHES = 6
@@ -131,11 +132,11 @@ def make_module(L, torch, manual, watch_sock, layout="self_call", slow=False):
 
 
 def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, callback_kw=None,
-        **trainer_kw):
+        callback=None, batches=BATCHES, **trainer_kw):
     L = lightning()
     torch.manual_seed(0)
-    data = torch.utils.data.TensorDataset(torch.randn(8 * BATCHES, 16),
-                                          torch.randint(0, 4, (8 * BATCHES,)))
+    data = torch.utils.data.TensorDataset(torch.randn(8 * batches, 16),
+                                          torch.randint(0, 4, (8 * batches,)))
     train = torch.utils.data.DataLoader(data, batch_size=8)
     val = torch.utils.data.DataLoader(data, batch_size=8)
     module = make_module(L, torch, manual=(mode == "manual"),
@@ -143,8 +144,10 @@ def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, callback_k
                          slow=slow)
     callbacks = []
     if hook == "callback":
-        from vramscope.integrations.lightning import VramscopeCallback
-        callbacks.append(VramscopeCallback(socket=sock, **(callback_kw or {})))
+        if callback is None:
+            from vramscope.integrations.lightning import VramscopeCallback
+            callback = VramscopeCallback(socket=sock, **(callback_kw or {}))
+        callbacks.append(callback)
     trainer_kw.setdefault("logger", False)
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1,
                         enable_checkpointing=False, enable_progress_bar=False,
@@ -289,3 +292,51 @@ def test_figures_in_the_users_csv_log(torch_mod, vs_bin, workdir, recorders):  #
         need = s["peak_allocated"] if s["step"] <= 1 else max(need, s["peak_allocated"])
         assert float(row["vramscope/need_allocated"]) == need, (row, s)
         assert float(row["vramscope/need_exact"]) == 1.0, row
+
+
+@pytest.mark.parametrize("case,layout", [("validation", "submodules"),
+                                         ("accumulation", "submodules"),
+                                         ("bf16-mixed", "submodules"),
+                                         ("automatic", "self_call"),
+                                         ("automatic", "functional")])
+def test_the_fast_paths_send_what_the_general_paths_send(case, layout, torch_mod, workdir):
+    """The same fit twice, once with the watch's fast paths turned off: the
+    same phase edges, step by step (their times and reads aside). With the
+    README's layout the steps at rest take them (docs/hook.md, "Cost")."""
+    from vramscope.integrations.lightning import VramscopeCallback
+
+    class Counting(VramscopeCallback):
+        def __init__(self, fast, **kw):
+            super().__init__(**kw)
+            self.fast, self.taken = fast, []
+
+        def on_train_start(self, trainer, pl_module):
+            super().on_train_start(trainer, pl_module)
+            self._vramscope.watcher._fast_loop = self.fast
+
+        def on_train_batch_end(self, *args):
+            super().on_train_batch_end(*args)
+            self.taken.append(self._vramscope.watcher._fast)
+
+    mode, kw = CASES[case]
+    micro = kw.get("accumulate_grad_batches", 1)
+    steps = 8
+    edges, taken = {}, {}
+    for fast in (True, False):
+        mon = FakeMonitor(os.path.join(workdir, "m%d.sock" % fast)).start()
+        cb = Counting(fast, socket=mon.path)
+        try:
+            fit(torch_mod, mode, "callback", layout=layout, callback=cb, batches=steps * micro,
+                **kw)
+            assert mon.wait_for(lambda m: any(x.get("type") == "goodbye" for x in m.messages()))
+            edges[fast] = [(m["name"], m["edge"], m["step"], m.get("micro"), m.get("input"),
+                            m.get("user", False)) for m in mon.messages()
+                           if m.get("type") == "phase"]
+        finally:
+            mon.stop()
+        taken[fast] = cb.taken
+    assert edges[True] == edges[False]
+    assert len(edges[True]) > 10 * steps, edges[True]
+    assert not any(taken[False])
+    # (steps 0-2 are measured, and a validation leaves the rest state)
+    assert sum(taken[True]) >= (steps - 4) * micro, taken[True]

@@ -5,7 +5,7 @@ one ``Client.put`` call each, which makes the read (docs/hook.md, "Cost")."""
 
 from time import monotonic as _monotonic
 
-from . import _safe
+from . import _backward, _safe
 from ._backward import NOT_MINE
 from ._schedule import FIRST_MEASURED
 
@@ -73,6 +73,17 @@ class BackwardMixin:
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         client = self._client
         if not (self._fast and self._open == "loss" and client.owner is self._self_ref):
+            if self._fast and self._open == "backward" and self._user_bw \
+                    and len(_backward._state["listeners"]) == 1:
+                # The backward a framework's callback began, in a step at
+                # rest: no watch takes it (user_backward_begin and
+                # unclaimed_backward see it in backward), and the only
+                # one's callback ends it.
+                try:
+                    return original(*args, **kwargs)
+                except BaseException as exc:
+                    passed_through(exc)
+                    raise
             return NOT_MINE
         self._bw_step = client.step
         self._in_backward = True

@@ -24,8 +24,11 @@ class ForwardMixin:
         # gets keyword inputs: torch >= 2.0). While _fast holds, only the
         # fast paths and user_backward_end have run since the step began,
         # and they leave nothing nested, in backward or in step() where no
-        # phase is open; _fast holds only while the watch is active.
-        if self._fast and module is self._model and self._open is None \
+        # phase is open; _fast holds only while the watch is active. In a
+        # training_step (self(x)) the framework's callback began forward.
+        last = self._open
+        if self._fast and module is self._model and (
+                last is None or last == "forward" and self._in_training_step and not self._depth) \
                 and self._client.owner is self._self_ref and self._grad_enabled():
             x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
             if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
@@ -34,9 +37,10 @@ class ForwardMixin:
                 self._depth = 1
                 self._idle = False
                 self._trained = True
-                self._open = "forward"
-                c = self._client  # Client.switch's tuple, queued as _fast allows
-                c._queue.append((t, None, "forward", c.step, c.micro, extra, c.model))
+                if last is None:
+                    self._open = "forward"
+                    c = self._client  # Client.switch's tuple, queued as _fast allows
+                    c._queue.append((t, None, "forward", c.step, c.micro, extra, c.model))
                 acts = self._acts
                 b, n = size["batch"], size["tokens"]
                 if acts.batch is None and acts.tokens is None:
@@ -134,6 +138,18 @@ class ForwardMixin:
         return None
 
     _on_forward_pre_kw = _on_forward_pre
+
+    def _input_size(self, t):
+        """The size of training input ``t`` (_patch.size_of), through the
+        cache of the last input's shape and dtype that the fast paths reuse
+        (as _on_forward_pre's general path fills it)."""
+        shape, dtype = t.shape, t.dtype
+        if shape == self._last_shape and dtype is self._last_dtype:
+            return self._last_size[0]
+        size = _patch.size_of(t)
+        self._last_shape, self._last_dtype = shape, dtype
+        self._last_size = size, {"input": size}
+        return size
 
     def _peek_kwargs(self, args, kwargs):
         # torch 1.13: the pre-hook (which ran first) saw only positional inputs.

@@ -96,6 +96,18 @@ class StepsMixin:
                 self._step_called = True
                 self._step_depth = 1
                 return None
+        if self._fast and len(args) == 1 and len(kwargs) == 1 and args[0] is self._optimizer \
+                and self._open == "forward" and not self._step_called \
+                and self._client.owner is self._self_ref:
+            # step(closure=...) in a step at rest, as Lightning calls it in
+            # its forward (its callback opened that): _step_pre's work,
+            # the closure wrapped to take the fast paths on its return.
+            closure = kwargs.get("closure")
+            if closure is not None:
+                self._idle = False
+                self._step_called = True
+                self._step_depth = 1
+                return args, {"closure": self._wrap_closure(closure)}
         try:
             new = self._step_pre(args, kwargs)  # may finish the last step (depth 0)
         except Exception as exc:  # noqa: BLE001
@@ -153,8 +165,6 @@ class StepsMixin:
             return _patch.replace_closure(args, kwargs, where, self._wrap_closure(closure))
 
     def _wrap_closure(self, closure):
-        self._fast = False
-
         def closure_watched(*a, **k):
             self._closure_depth += 1
             ok = False
@@ -164,13 +174,21 @@ class StepsMixin:
                 return out
             finally:
                 self._closure_depth -= 1
-                if ok and self._active:
+                if ok and self._fast and self._open == "step":
+                    # _closure_done at rest (no lock): the step is open (the
+                    # framework's callback opened it), nothing left to recover
+                    # but a meter the closure's forward installed.
+                    meter = self._acts.meter
+                    if meter is not None and meter.active:
+                        meter.stop()
+                elif ok and self._active:
                     self._guarded(self._closure_done)
 
         return closure_watched
 
     def _closure_done(self):
         with self._lock:
+            self._fast = False
             self._recover()
             if self._open != "step":
                 self._begin("step")  # the parameter update follows the closure
@@ -225,6 +243,8 @@ class StepsMixin:
         framework, or a step hook whose step raised) but no post hook ran, as when
         a mixed-precision scaler skips ``optimizer.step()`` (Lightning's
         ``on_train_batch_end``). No-op otherwise."""
+        if self._fast and self._open is None and not self._step_called:
+            return  # a step at rest, ended by the step hook (no lock)
         if not self._active:
             return
         with self._lock:
@@ -386,17 +406,60 @@ class StepsMixin:
 
         ``batch`` (forward only) is the framework's batch object, read for its size.
         """
-        if self._fast and name == "step" and self._open is None \
-                and self._client.owner is self._self_ref:
-            # The fast path (no lock): the update of a step at rest (the
-            # Trainer's on_pre_optimizer_step after a fast backward), as
-            # _begin opens a phase from none.
+        if self._fast and self._client.owner is self._self_ref \
+                and not (self._step_called and not self._closure_depth):
+            # The fast paths (no lock) of a step at rest: the phases a
+            # framework's callbacks begin (Lightning's, transformers'
+            # on_pre_optimizer_step), as the general path below begins
+            # them with nothing read (_activity finishes nothing here).
             t = _monotonic()
-            self._idle = False
-            self._open = "step"
+            last = self._open
             c = self._client  # Client.switch's tuple, queued as _fast allows
-            c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
-            return
+            if last is None and name == "step":
+                self._idle = False
+                self._open = "step"
+                c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
+                return
+            if last is None and name == "forward" and isinstance(batch, (tuple, list)) \
+                    and batch and isinstance(batch[0], self._tensor_type) \
+                    and batch[0].shape == self._last_shape \
+                    and batch[0].dtype is self._last_dtype:
+                # a batch (x, ...) shaped as the last training input, whose
+                # size it reuses (input_size finds x first)
+                size, extra = self._last_size
+                self._idle = False
+                self._trained = True
+                self._open = "forward"
+                c._queue.append((t, None, "forward", c.step, c.micro, extra, c.model))
+                acts = self._acts  # _note_input's common case, as _on_forward_pre has it
+                b, n = size["batch"], size["tokens"]
+                if acts.batch is None and acts.tokens is None:
+                    if acts.measured is None or acts.meter is None or (b, n) == acts.checked:
+                        acts.batch, acts.tokens = b, n
+                    else:
+                        acts.note_input(size)
+                elif b is None or b != acts.batch or n != acts.tokens:
+                    acts.note_input(size)
+                return
+            if last == "loss" and name == "zero_grad" and self._tail_step is None:
+                self._idle = False
+                self._open = "zero_grad"
+                c._queue.append((t, "loss", "zero_grad", c.step, c.micro, None, c.model))
+                return
+            if name == "backward" and not self._in_backward and self._tail_step is None \
+                    and (last is None or last == "loss"):
+                self._in_backward = True
+                self._user_bw = True  # ended by framework_end("backward")
+                self._idle = False
+                acts = self._acts
+                if acts.measuring:
+                    acts.collect()
+                self._trained = False
+                self._bw_step = c.step
+                self._backward_micro = c.micro
+                self._open = "backward"
+                c._queue.append((t, last, "backward", c.step, c.micro, None, c.model))
+                return
         if not self._active:
             return
         with self._lock:
@@ -407,12 +470,18 @@ class StepsMixin:
                 if not self._in_backward:
                     self._in_backward = True
                     self._user_bw = True  # ended by framework_end("backward")
+                    # The framework announces its backwards: no forward
+                    # output need be hooked for one (_on_output_grad).
+                    self._hook_output = False
                     self._backward_begin()
                 return
             self._activity()
             if name == "forward":
                 size = None
-                if batch is not None:
+                if isinstance(batch, (tuple, list)) and batch \
+                        and isinstance(batch[0], self._tensor_type):
+                    size = self._input_size(batch[0])  # what input_size finds first
+                elif batch is not None:
                     size = _patch.input_size(self._torch.is_tensor, (batch,), None)
                 self._trained = True
                 self._begin("forward", input=size)
@@ -423,8 +492,22 @@ class StepsMixin:
 
     def framework_end(self, name):
         """End ``name`` from a framework callback when it is the open phase."""
-        if self._fast and self._open != name:
-            return  # nothing to end in a step at rest (the step hook ended it)
+        if self._fast:
+            last = self._open
+            if last != name:
+                return  # nothing to end in a step at rest (the step hook ended it)
+            if last == "backward" and self._user_bw and self._tail_step is None:
+                # The fast path (no lock): the end of the backward
+                # framework_phase began, _end("backward") with nothing read.
+                t = _monotonic()
+                self._open = None
+                self._in_backward = False
+                self._user_bw = False
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                micro = self._backward_micro
+                c._queue.append((t, "backward", None, c.step, micro, None, c.model))
+                c.micro = micro + 1
+                return
         if not self._active:
             return
         with self._lock:

@@ -92,6 +92,7 @@ class TrainingStepMixin:
         # hook, where a self(x) validation begins it.
         if self._active and not self._torch.is_grad_enabled():
             with self._lock:
+                self._fast = False
                 self._eval_between_steps()
         return args, kwargs
 
@@ -104,8 +105,26 @@ class TrainingStepMixin:
             remove()  # a RemovableHandle's remove; remove() calls it again, harmlessly
 
     def _training_step_begin(self, args, kwargs):
+        if self._fast and self._open == "forward" and not self._in_training_step \
+                and self._wrappers_checked and not (self._step_called and not self._closure_depth) \
+                and self._client.owner is self._self_ref and self._grad_enabled():
+            # The fast path (no lock): the training_step of a step at rest,
+            # its forward begun by the framework's callback (the
+            # optimizers' wrappers were looked at on the first step).
+            self._idle = False
+            self._trained = True
+            self._in_training_step = True
+            self._sub_depth = 0
+            self._subs_inside = self._subs_outside = False
+            if self._sub_end is not None:
+                self._drop_sub_end()
+            acts = self._acts
+            if acts.measuring:
+                acts.start()
+            return args, kwargs
         if self._active and self._torch.is_grad_enabled():
             with self._lock:
+                self._fast = False
                 if not self._wrappers_checked:
                     self._watch_lightning_optimizers()
                 self._activity()
@@ -123,8 +142,25 @@ class TrainingStepMixin:
         return args, kwargs
 
     def _training_step_end(self):
+        if self._fast and self._in_training_step \
+                and not (self._subs_inside and not self._subs_outside and self._sub_hooks):
+            # The fast path (no lock), nothing read at rest: forward ends
+            # where the last submodule ended (_forward_done) and loss begins,
+            # or the model's own forward hook ended it (self(x)).
+            self._in_training_step = False
+            meter = self._acts.meter  # Activations.pause, written out
+            if meter is not None and meter.active:
+                meter.stop()
+            end, self._sub_end = self._sub_end, None
+            if self._open == "forward":
+                t = _monotonic() if end is None else end[0]
+                self._open = "loss"
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((t, "forward", "loss", c.step, c.micro, None, c.model))
+            return
         if self._active and self._in_training_step:
             with self._lock:
+                self._fast = False
                 self._in_training_step = False
                 self._acts.pause()
                 if self._open == "forward":
@@ -143,6 +179,10 @@ class TrainingStepMixin:
         if self._depth:
             self._subs_inside = True
             return None
+        if self._fast:  # a step at rest: the count alone (no lock)
+            self._subs_outside = True
+            self._sub_depth += 1
+            return None
         with self._lock:
             self._subs_outside = True
             self._sub_depth += 1
@@ -150,6 +190,22 @@ class TrainingStepMixin:
 
     def _on_sub(self, module, args, output):
         if not self._in_training_step or self._depth or not self._active:
+            return None
+        if self._fast:
+            # A step at rest (no lock): a submodule's end while forward is
+            # open is kept with its time alone (_keep_sub_end, nothing read).
+            depth = self._sub_depth - 1
+            self._sub_depth = depth
+            if depth > 0 or self._open != "forward":
+                return None
+            self._sub_depth = 0
+            if isinstance(output, self._tensor_type) and output.requires_grad:
+                self._sub_end = (_monotonic(), None)
+                return None
+            try:
+                self._keep_sub_end(output)
+            except Exception as exc:  # noqa: BLE001 - a forward hook must not raise
+                _safe.report(exc)
             return None
         with self._lock:
             self._sub_depth -= 1
@@ -181,6 +237,7 @@ class TrainingStepMixin:
         if (self._in_training_step or self._child_layout) and not self._depth and self._active \
                 and self._open == "forward" and not self._sub_depth:
             with self._lock:
+                self._fast = False
                 self._forward_done()
         return None
 
@@ -227,6 +284,8 @@ class TrainingStepMixin:
         loop could train through its children, it is this step's backward:
         the children are hooked now and the backward is taken (True). Else
         it is noted for the step's end (_steps._finish_step)."""
+        if not self._active or self._in_backward:
+            return False  # (tested again under the lock)
         with self._lock:
             if not self._active or self._in_backward:
                 return False

@@ -211,10 +211,10 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         if training_step:
             # Lightning calls training_step, not forward (callorders/lightning.txt).
             self._undo += self._install_training_step(m)
-        # The fast paths serve a loop of the model's own forward, the global
-        # backward wrapper and an optimizer (_steps._finish_step).
-        self._fast_loop = (global_backward and not training_step
-                           and self._optimizer is not None)
+        # The fast paths serve a loop of the global backward wrapper and an
+        # optimizer (_steps._finish_step): of the model's own forward, or
+        # a training_step under a framework's callbacks.
+        self._fast_loop = global_backward and self._optimizer is not None
         if global_backward:
             _backward.add(self._torch, self)
             self._undo.append(lambda: _backward.discard(self))
