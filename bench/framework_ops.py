@@ -96,26 +96,13 @@ def lightning_trainer(torch, vramscope, steps):
     from vramscope.integrations.lightning import VramscopeCallback
     logging.disable(logging.WARNING)
 
-    class Lit(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.encoder = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU())
-            self.decoder = torch.nn.Linear(64, 10)
-
-        def training_step(self, batch, i):
-            x, y = batch
-            return torch.nn.functional.cross_entropy(self.decoder(self.encoder(x)), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=1e-3, momentum=0.9)
-
     data = torch.utils.data.TensorDataset(torch.randn(16 * steps, 256),
                                           torch.randint(0, 10, (16 * steps,)))
     trainer = L.Trainer(max_steps=steps, accelerator="cpu", logger=False,
                         enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False,
                         callbacks=[VramscopeCallback(socket=socket_path(), sample_hz=0)])
-    model = Lit()
+    model = shapes.lightning_module(L, torch)
     return (lambda: trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=16))), None
 
 

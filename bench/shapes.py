@@ -4,6 +4,11 @@
 labels: called with keyword inputs, ``model(input_ids=x, labels=y)``, it
 computes its own cross-entropy loss and returns it with the logits in a
 :class:`ModelOutput`, as ``GPT2LMHeadModel`` and its kin do.
+
+``lightning_module(L, torch)`` is a LightningModule laid out as
+Lightning's README lays it out: ``training_step`` calls the submodules
+(``self.decoder(self.encoder(x))``), never ``self(x)``, and computes the
+loss itself.
 """
 
 import collections
@@ -34,3 +39,23 @@ def lm_head(torch, body):
             return ModelOutput(loss=loss, logits=logits)
 
     return LMHead()
+
+
+def lightning_module(L, torch):
+    """A LightningModule of the README's layout (the tiny MLP the other
+    benchmarks train: 256-64-10, SGD with momentum)."""
+
+    class Lit(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.encoder = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU())
+            self.decoder = torch.nn.Linear(64, 10)
+
+        def training_step(self, batch, i):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.decoder(self.encoder(x)), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=1e-3, momentum=0.9)
+
+    return Lit()

@@ -258,7 +258,7 @@ def LitNet(pinloop):
             self.head = pinloop.torch.nn.Linear(4, 4)
 
         def training_step(self, batch, i):
-            x, _ = batch
+            x = batch["x"] if isinstance(batch, dict) else batch[0]
             out = self.head(self.lin(x))
             self.sim.phase(self.step[0], "forward")
             return pinloop.SimGrad.apply(out, lambda: self.sim.phase(self.step[0], "backward")) \
@@ -270,7 +270,7 @@ def LitNet(pinloop):
     return Lit
 
 
-def lightning_batch(torch, i, model, opt, sim, step=True, zero=True, size=16):
+def lightning_batch(torch, i, model, opt, sim, step=True, zero=True, size=16, as_dict=False):
     # One batch of Lightning's automatic optimization under the callback
     # (integrations/lightning.py), in the order of Lightning 2.6's sources:
     # on_train_batch_start; the closure (loops/optimization/automatic.py:
@@ -281,6 +281,8 @@ def lightning_batch(torch, i, model, opt, sim, step=True, zero=True, size=16):
     # called alone on a batch that accumulates; on_train_batch_end.
     w = CURRENT[0]
     batch = (torch.randn(size, 8), torch.zeros(size))
+    if as_dict:  # a batch of named tensors, as a tokenizer's collator gives
+        batch = {"x": batch[0], "y": batch[1]}
     w.framework_phase("forward", batch)
 
     def closure():
@@ -318,10 +320,10 @@ lightning_steps.output = "training_step"
 
 def lightning_accumulation(torch, i, model, opt, sim):
     # accumulate_grad_batches=2: the first batch zeroes and accumulates, the
-    # second steps; a batch of another size at step 7
+    # second steps; batches of named tensors, of another size from step 7
     size = 16 if i < 7 else 32
-    lightning_batch(torch, i, model, opt, sim, step=False, size=size)
-    lightning_batch(torch, i, model, opt, sim, zero=False, size=size)
+    lightning_batch(torch, i, model, opt, sim, step=False, size=size, as_dict=True)
+    lightning_batch(torch, i, model, opt, sim, zero=False, size=size, as_dict=True)
 
 
 lightning_accumulation.output = "training_step"

@@ -271,6 +271,21 @@ def _tensor_in(is_tensor, a):
     return None
 
 
+def lead_tensor(batch, tensor_type):
+    """The tensor a framework's ``batch`` leads with: the batch itself, its
+    first item (a tuple or a list) or its first value (a dict), or None.
+    Where there is one, it is what :func:`input_size` finds first."""
+    if isinstance(batch, tensor_type):
+        return batch
+    if isinstance(batch, (tuple, list)):
+        x = batch[0] if batch else None
+    elif isinstance(batch, dict):
+        x = next(iter(batch.values()), None)
+    else:
+        return None
+    return x if isinstance(x, tensor_type) else None
+
+
 def input_size(is_tensor, args, kwargs, tensor_type=None):
     """Return ``{"batch": int|None, "tokens": int|None}`` of a forward's inputs,
     or None when no tensor input was found (protocol additions item 1).

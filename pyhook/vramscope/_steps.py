@@ -420,12 +420,11 @@ class StepsMixin:
                 self._open = "step"
                 c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
                 return
-            if last is None and name == "forward" and isinstance(batch, (tuple, list)) \
-                    and batch and isinstance(batch[0], self._tensor_type) \
-                    and batch[0].shape == self._last_shape \
-                    and batch[0].dtype is self._last_dtype:
-                # a batch (x, ...) shaped as the last training input, whose
-                # size it reuses (input_size finds x first)
+            x = _patch.lead_tensor(batch, self._tensor_type) \
+                if last is None and name == "forward" else None
+            if x is not None and x.shape == self._last_shape and x.dtype is self._last_dtype:
+                # a batch that leads with a tensor shaped as the last
+                # training input, whose size it reuses
                 size, extra = self._last_size
                 self._idle = False
                 self._trained = True
@@ -478,9 +477,9 @@ class StepsMixin:
             self._activity()
             if name == "forward":
                 size = None
-                if isinstance(batch, (tuple, list)) and batch \
-                        and isinstance(batch[0], self._tensor_type):
-                    size = self._input_size(batch[0])  # what input_size finds first
+                x = _patch.lead_tensor(batch, self._tensor_type)
+                if x is not None:
+                    size = self._input_size(x)  # what input_size finds first
                 elif batch is not None:
                     size = _patch.input_size(self._torch.is_tensor, (batch,), None)
                 self._trained = True

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""What the hook adds to a Lightning step: training-thread CPU time per
+optimizer step of a real ``Trainer.fit`` with the callback, against the
+same fit without it (and, with ``--old REV``, the callback of another
+revision in the same process).
+
+The step is timed from the first ``on_train_batch_start`` to the last
+``on_train_batch_end`` of the callbacks (a timer before vramscope's and
+one after it), so Lightning's own work in the step is in every mode and
+the data loader's is in none. The module is the README's layout
+(bench/shapes.py ``lightning_module``: ``training_step`` calls the
+submodules), on CPU, where the hook reads the RSS at the step's end;
+nothing listens on the socket (the sender drops what it cannot send, off
+the training thread). Modes run in rotated rounds, a fresh Trainer each;
+the first ``--skip`` steps of each fit are left out (the hook measures
+steps 0-2). Reported: the median over rounds of each mode's median step,
+and the added time against the round's own fit without the hook (paired).
+
+    python bench/lightning_cost.py [--steps 300] [--rounds 6] [--old REV]
+
+Needs Lightning (the torch-2 test venv has it: pyhook/requirements-torch2.txt).
+"""
+
+import argparse
+import contextlib
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "pyhook"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import shapes  # noqa: E402
+from cost_model import old_package  # noqa: E402
+
+
+def fit(L, torch, callback, steps):
+    """Per-step training-thread CPU time (µs) of one fit with ``callback`` (or none)."""
+    times, started = [], [0]
+
+    class Start(L.Callback):
+        def on_train_batch_start(self, *args):
+            started[0] = time.thread_time_ns()
+
+    class End(L.Callback):
+        def on_train_batch_end(self, *args):
+            times.append((time.thread_time_ns() - started[0]) / 1000.0)
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(16 * steps, 256),
+                                          torch.randint(0, 10, (16 * steps,)))
+    callbacks = [Start()] + ([callback] if callback is not None else []) + [End()]
+    trainer = L.Trainer(max_steps=steps, accelerator="cpu", logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=callbacks)
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), \
+            contextlib.redirect_stderr(quiet):
+        trainer.fit(shapes.lightning_module(L, torch),
+                    torch.utils.data.DataLoader(data, batch_size=16))
+    return times
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--skip", type=int, default=20, help="first steps of each fit left out")
+    ap.add_argument("--old", help="also time the callback of this git revision")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")  # nothing listens; Lightning's own notices
+    logging.disable(logging.WARNING)
+    try:
+        import lightning as L
+    except ImportError:
+        import pytorch_lightning as L
+    import torch
+    torch.set_num_threads(1)
+    work = tempfile.mkdtemp(prefix="vs-lcost-")
+    # An empty Callback: what Lightning's own dispatch of a callback's hooks
+    # costs a step (every hook of every callback is called, each under the
+    # profiler's context), the floor under any callback's cost.
+    modes = [("no hook", None), ("empty", "empty"), ("new", "vramscope")]
+    if args.old:
+        old_package(args.old, work)
+        modes.append(("old", "vsold"))
+    import importlib
+
+    def callback(package):
+        if package is None:
+            return None
+        if package == "empty":
+            return L.Callback()
+        cls = importlib.import_module(package + ".integrations.lightning").VramscopeCallback
+        return cls(socket=os.path.join(work, "none.sock"), sample_hz=0)
+
+    medians = {name: [] for name, _ in modes}
+    for r in range(args.rounds):
+        for k in range(len(modes)):
+            name, package = modes[(r + k) % len(modes)]  # rotated
+            times = fit(L, torch, callback(package), args.steps)[args.skip:]
+            medians[name].append(statistics.median(times))
+    print("Lightning %s, torch %s, Python %d.%d; %d rounds x %d steps; load %.2f"
+          % (L.__version__, torch.__version__, sys.version_info[0], sys.version_info[1],
+             args.rounds, args.steps, os.getloadavg()[0]))
+    base = medians["no hook"]
+    print("  %-8s step %7.1f µs" % ("no hook", statistics.median(base)))
+    for name, _ in modes[1:]:
+        added = [m - b for m, b in zip(medians[name], base)]
+        print("  %-8s step %7.1f µs, added %+6.1f µs (paired median; rounds %s)"
+              % (name, statistics.median(medians[name]), statistics.median(added),
+                 " ".join("%+.0f" % a for a in added)))
+
+
+if __name__ == "__main__":
+    main()
