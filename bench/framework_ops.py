@@ -106,6 +106,27 @@ def lightning_trainer(torch, vramscope, steps):
     return (lambda: trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=16))), None
 
 
+def fabric_loop(torch, vramscope, steps):
+    try:
+        import lightning as L
+    except ImportError:
+        import pytorch_lightning as L
+    logging.disable(logging.WARNING)
+    fabric = L.Fabric(accelerator="cpu", devices=1)
+    net = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    model, opt = fabric.setup(net, torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9))
+    x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
+    handle = vramscope.watch(model, opt, socket=socket_path(), sample_hz=0)
+
+    def run():
+        for _ in range(steps):
+            opt.zero_grad()
+            fabric.backward(torch.nn.functional.cross_entropy(model(x), y))
+            opt.step()
+
+    return run, handle.remove
+
+
 def socket_path():
     return os.path.join(tempfile.mkdtemp(), "none.sock")  # nothing listens
 
@@ -116,8 +137,10 @@ LOOPS = {
     "accelerate": accelerate_loop,
     "hf-trainer": hf_trainer,
     "lightning": lightning_trainer,
+    "fabric": fabric_loop,
 }
-NEEDS = {"accelerate": "accelerate", "hf-trainer": "transformers", "lightning": "lightning"}
+NEEDS = {"accelerate": "accelerate", "hf-trainer": "transformers", "lightning": "lightning",
+         "fabric": "lightning"}
 
 
 def count(torch, vramscope, make, steps):
