@@ -229,6 +229,53 @@ class Adam(torch.optim.SGD):
         self.mem.zero_grad(set_to_none)
 
 
+def run_lightning(kind, socket, sim, mem, model, truth):
+    """The kind trained by a real Lightning ``Trainer.fit`` with the
+    callback (integrations/lightning.py), the module laid out as Lightning's
+    README lays it out: ``training_step`` calls the submodules and
+    computes the loss; ``accumulate_grad_batches`` is the kind's micro.
+    Lightning zeroes the gradients inside the step, after training_step
+    (loops/optimization/automatic.py): the ledger follows wherever it
+    does. Fixed input sizes only."""
+    import lightning as L
+    from vramscope.integrations.lightning import VramscopeCallback
+
+    b, s = mem.shape()
+
+    class Lit(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = model.emb, model.head
+
+        def training_step(self, batch, i):
+            out = self.head(self.emb(batch[0] % 64).mean(1))
+            sim.truth_at(mem.step, "loss")
+            loss = out.pow(2).mean()
+            mem.loss()
+            return loss
+
+        def configure_optimizers(self):
+            return Adam(self.parameters(), mem)
+
+    class Ledger(L.Callback):
+        def on_train_batch_start(self, trainer, module, batch, i):
+            mem.step = i // kind.micro
+            truth["inputs"][mem.step] = b * s
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, i):
+            if (i + 1) % kind.micro == 0:
+                truth["held"][mem.step] = sim.allocated
+
+    n = kind.steps * kind.micro
+    data = torch.utils.data.TensorDataset(torch.randint(0, 64, (b * n, s)))
+    trainer = L.Trainer(max_steps=kind.steps, accumulate_grad_batches=kind.micro,
+                        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0,
+                        callbacks=[Ledger(), VramscopeCallback(socket=socket)])
+    trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=b))
+
+
 def run(kind, socket, rank):
     warnings.simplefilter("ignore")
     torch.manual_seed(kind.seed)
@@ -238,6 +285,13 @@ def run(kind, socket, rank):
         del torch._C._cuda_attach_out_of_memory_observer
     mem = Memory(sim, kind, rank)
     model = Net(mem)
+    if kind.layout == "lightning":
+        truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
+        try:
+            run_lightning(kind, socket, sim, mem, model, truth)
+        finally:
+            write_truth(sim, truth)
+        return
     opt = Adam(model.parameters(), mem)
     if kind.world:
         import torch.distributed as dist
@@ -285,13 +339,18 @@ def run(kind, socket, rank):
         truth["oom"] = {"step": key[0], "phase": key[1], "error": type(exc).__name__}
         raise
     finally:
-        for (step, phase), peak in sim.truth.items():
-            if phase in ("eval", "checkpoint"):
-                truth["eval"].setdefault(phase, {})[step] = peak
-            else:
-                truth["steps"].setdefault(step, {})[phase] = peak
-        with open(TRUTH, "w") as f:
-            json.dump(truth, f)
+        write_truth(sim, truth)
+
+
+def write_truth(sim, truth):
+    """Write ``truth`` with the allocator's ledger of peaks to TRUTH."""
+    for (step, phase), peak in sim.truth.items():
+        if phase in ("eval", "checkpoint"):
+            truth["eval"].setdefault(phase, {})[step] = peak
+        else:
+            truth["steps"].setdefault(step, {})[phase] = peak
+    with open(TRUTH, "w") as f:
+        json.dump(truth, f)
 
 
 TRUTH = None

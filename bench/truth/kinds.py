@@ -153,6 +153,23 @@ K = [
     Kind("hf-model-own-loop", 120, dict(pattern="warmup"), layout="hf", eval_every=40,
          eval_batches=2, batch=4, seq=512),
     Kind("hf-model-accum", 60, dict(pattern="warmup"), layout="hf", micro=4, batch=2, seq=1024),
+    # Lightning's Trainer with the callback, the README's module layout:
+    # the gradients are zeroed after training_step, so the last step's
+    # live through the forward; and with accumulate_grad_batches.
+    Kind("lightning-readme", 80, dict(pattern="warmup"), layout="lightning", batch=4, seq=512),
+    Kind("lightning-accum", 40, dict(pattern="warmup"), layout="lightning", micro=4, batch=2,
+         seq=1024),
 ]
+
+# What a kind's loop needs beyond torch, by layout: the scorecard leaves
+# out a kind whose package is not installed (torch 1.13 has no Lightning).
+NEEDS = {"lightning": "lightning"}
+
+
+def available(kind):
+    """Whether the packages ``kind``'s loop needs are installed."""
+    import importlib.util
+    need = NEEDS.get(kind.layout)
+    return need is None or importlib.util.find_spec(need) is not None
 
 KINDS = {k.name: k for k in K}

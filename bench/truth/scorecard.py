@@ -265,6 +265,10 @@ def main():
     global KEEP
     KEEP = args.keep
     chosen = [kinds.KINDS[n] for n in args.names] if args.names else kinds.K
+    for k in chosen:
+        if not kinds.available(k):
+            print("%s: left out, %s is not installed" % (k.name, kinds.NEEDS[k.layout]))
+    chosen = [k for k in chosen if kinds.available(k)]
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda k: run_kind(args.bin, k), chosen))
