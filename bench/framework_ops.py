@@ -5,8 +5,9 @@ nothing timed), for a loop of one's own calling ``model(x)``, the same
 loop with a transformers-shaped model (``model(**batch).loss``), one
 driven by accelerate (``Accelerator.prepare``, ``accelerator.backward``),
 transformers' ``Trainer`` with the callback (a tiny GPT-2 built from its
-config) and Lightning's ``Trainer`` with the callback (the README's
-layout: ``training_step`` calls the submodules). All on CPU, the host's
+config), Lightning's ``Trainer`` with the callback (the README's
+layout: ``training_step`` calls the submodules) and with ``watch()`` in
+``configure_optimizers`` instead, and a Fabric loop. All on CPU, the host's
 RSS read (the Trainers' own device here); bench/hook_ops.py counts the
 first two on the simulated GPU allocator.
 
@@ -88,7 +89,7 @@ def hf_trainer(torch, vramscope, steps):
     return trainer.train, None
 
 
-def lightning_trainer(torch, vramscope, steps):
+def lightning_trainer(torch, vramscope, steps, callback=True):
     try:
         import lightning as L
     except ImportError:
@@ -98,12 +99,21 @@ def lightning_trainer(torch, vramscope, steps):
 
     data = torch.utils.data.TensorDataset(torch.randn(16 * steps, 256),
                                           torch.randint(0, 10, (16 * steps,)))
+    handles = []
     trainer = L.Trainer(max_steps=steps, accelerator="cpu", logger=False,
                         enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False,
-                        callbacks=[VramscopeCallback(socket=socket_path(), sample_hz=0)])
-    model = shapes.lightning_module(L, torch)
-    return (lambda: trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=16))), None
+                        callbacks=[VramscopeCallback(socket=socket_path(), sample_hz=0)]
+                        if callback else [])
+    model = shapes.lightning_module(L, torch, None if callback else (
+        lambda module, opt: handles.append(
+            vramscope.watch(module, opt, socket=socket_path(), sample_hz=0))))
+
+    def undo():
+        for h in handles:
+            h.remove()
+
+    return (lambda: trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=16))), undo
 
 
 def fabric_loop(torch, vramscope, steps):
@@ -137,10 +147,11 @@ LOOPS = {
     "accelerate": accelerate_loop,
     "hf-trainer": hf_trainer,
     "lightning": lightning_trainer,
+    "lightning-watch": lambda torch, vs, n: lightning_trainer(torch, vs, n, callback=False),
     "fabric": fabric_loop,
 }
 NEEDS = {"accelerate": "accelerate", "hf-trainer": "transformers", "lightning": "lightning",
-         "fabric": "lightning"}
+         "lightning-watch": "lightning", "fabric": "lightning"}
 
 
 def count(torch, vramscope, make, steps):

@@ -39,8 +39,9 @@ import shapes  # noqa: E402
 from cost_model import old_package  # noqa: E402
 
 
-def fit(L, torch, callback, steps):
-    """Per-step training-thread CPU time (µs) of one fit with ``callback`` (or none)."""
+def fit(L, torch, callback, steps, watch=None):
+    """Per-step training-thread CPU time (µs) of one fit with ``callback`` (or
+    none), ``watch`` called in ``configure_optimizers`` (shapes.lightning_module)."""
     times, started = [], [0]
 
     class Start(L.Callback):
@@ -60,7 +61,7 @@ def fit(L, torch, callback, steps):
                         enable_model_summary=False, callbacks=callbacks)
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), \
             contextlib.redirect_stderr(quiet):
-        trainer.fit(shapes.lightning_module(L, torch),
+        trainer.fit(shapes.lightning_module(L, torch, watch),
                     torch.utils.data.DataLoader(data, batch_size=16))
     return times
 
@@ -84,34 +85,46 @@ def main():
     # An empty Callback: what Lightning's own dispatch of a callback's hooks
     # costs a step (every hook of every callback is called, each under the
     # profiler's context), the floor under any callback's cost.
-    modes = [("no hook", None), ("empty", "empty"), ("new", "vramscope")]
+    # The hook comes from the callback, or from watch() in
+    # configure_optimizers (the handle removed after the fit).
+    modes = [("no hook", None), ("empty", "empty"), ("new", "vramscope"),
+             ("new, watch()", "vramscope watch")]
     if args.old:
         old_package(args.old, work)
-        modes.append(("old", "vsold"))
+        modes += [("old", "vsold"), ("old, watch()", "vsold watch")]
     import importlib
+    sock = os.path.join(work, "none.sock")
 
-    def callback(package):
+    def one(package):
         if package is None:
-            return None
+            return fit(L, torch, None, args.steps)
         if package == "empty":
-            return L.Callback()
-        cls = importlib.import_module(package + ".integrations.lightning").VramscopeCallback
-        return cls(socket=os.path.join(work, "none.sock"), sample_hz=0)
+            return fit(L, torch, L.Callback(), args.steps)
+        name, _, how = package.partition(" ")
+        vs = importlib.import_module(name)
+        if how == "watch":
+            handles = []
+            times = fit(L, torch, None, args.steps, lambda module, opt: handles.append(
+                vs.watch(module, opt, socket=sock, sample_hz=0)))
+            for h in handles:
+                h.remove()
+            return times
+        cls = importlib.import_module(name + ".integrations.lightning").VramscopeCallback
+        return fit(L, torch, cls(socket=sock, sample_hz=0), args.steps)
 
     medians = {name: [] for name, _ in modes}
     for r in range(args.rounds):
         for k in range(len(modes)):
             name, package = modes[(r + k) % len(modes)]  # rotated
-            times = fit(L, torch, callback(package), args.steps)[args.skip:]
-            medians[name].append(statistics.median(times))
+            medians[name].append(statistics.median(one(package)[args.skip:]))
     print("Lightning %s, torch %s, Python %d.%d; %d rounds x %d steps; load %.2f"
           % (L.__version__, torch.__version__, sys.version_info[0], sys.version_info[1],
              args.rounds, args.steps, os.getloadavg()[0]))
     base = medians["no hook"]
-    print("  %-8s step %7.1f µs" % ("no hook", statistics.median(base)))
+    print("  %-12s step %7.1f µs" % ("no hook", statistics.median(base)))
     for name, _ in modes[1:]:
         added = [m - b for m, b in zip(medians[name], base)]
-        print("  %-8s step %7.1f µs, added %+6.1f µs (paired median; rounds %s)"
+        print("  %-12s step %7.1f µs, added %+6.1f µs (paired median; rounds %s)"
               % (name, statistics.median(medians[name]), statistics.median(added),
                  " ".join("%+.0f" % a for a in added)))
 

@@ -41,9 +41,11 @@ def lm_head(torch, body):
     return LMHead()
 
 
-def lightning_module(L, torch):
+def lightning_module(L, torch, watch=None):
     """A LightningModule of the README's layout (the tiny MLP the other
-    benchmarks train: 256-64-10, SGD with momentum)."""
+    benchmarks train: 256-64-10, SGD with momentum). ``watch``: a function
+    ``configure_optimizers`` calls with the module and its optimizer (a
+    ``vramscope.watch`` there, without the callback)."""
 
     class Lit(L.LightningModule):
         def __init__(self):
@@ -56,6 +58,9 @@ def lightning_module(L, torch):
             return torch.nn.functional.cross_entropy(self.decoder(self.encoder(x)), y)
 
         def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=1e-3, momentum=0.9)
+            opt = torch.optim.SGD(self.parameters(), lr=1e-3, momentum=0.9)
+            if watch is not None:
+                watch(self, opt)
+            return opt
 
     return Lit()

@@ -307,6 +307,50 @@ def lightning_batch(torch, i, model, opt, sim, step=True, zero=True, size=16, as
     w.finish_open_step()
 
 
+def lightning_watch(torch, i, model, opt, sim):
+    # The same without the callback (watch() in configure_optimizers): the
+    # closure's training_step, zero_grad and backward mark the phases, and
+    # the step begins when it returns; a validation every few steps
+    batch = (torch.randn(16, 8), torch.zeros(16))
+
+    def closure():
+        loss = model.training_step(batch, i)
+        opt.zero_grad()
+        loss.backward()
+        return loss
+
+    opt.step(closure=closure)
+    if i % 5 == 4:
+        with torch.no_grad():
+            model.validation_step((torch.randn(4, 8), None), 0)
+
+
+lightning_watch.output = "training_step"
+
+
+def closure_keyword(torch, i, model, opt, sim):
+    # step(closure=...) in a loop of one's own: zero_grad outside the
+    # closure on even steps, inside it on odd ones; and zero_grad between
+    # the forward and the backward in the steps between
+    if i % 3 == 2:
+        model.zero_grad()
+        loss = model(torch.randn(16, 8)).pow(2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return
+    if i % 2 == 0:
+        model.zero_grad()
+
+    def again():
+        if i % 2:
+            model.zero_grad()
+        loss = model(torch.randn(16, 8)).pow(2).sum()
+        loss.backward()
+        return loss
+    opt.step(closure=again)
+
+
 def lightning_steps(torch, i, model, opt, sim):
     # a validation every few steps, between them
     lightning_batch(torch, i, model, opt, sim)
@@ -332,7 +376,7 @@ lightning_accumulation.output = "training_step"
 LOOPS = [census, plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
          skipped_update, raising_backward, raising_forward, keyword_model_output, tuple_output,
          step_none, trainer_steps, trainer_accumulation_skips, lightning_steps,
-         lightning_accumulation]
+         lightning_accumulation, lightning_watch, closure_keyword]
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=[f.__name__ for f in LOOPS])
@@ -353,7 +397,7 @@ def test_a_step_that_moves_reads_its_next_steps_phases_on_either_path(torch_mod)
 
 
 @pytest.mark.parametrize("loop", [plain, accumulation, batch_change, metric_forward,
-                                  lightning_steps, lightning_accumulation],
+                                  lightning_steps, lightning_accumulation, lightning_watch],
                          ids=lambda f: f.__name__)
 def test_measured_steps_take_the_fast_paths_and_send_the_same(torch_mod, loop):
     # every step measured (activations_every=1 makes no breakdown step),
@@ -364,7 +408,7 @@ def test_measured_steps_take_the_fast_paths_and_send_the_same(torch_mod, loop):
     anatomy = [m for m in fast if m["type"] == "anatomy"]
     assert [m["step"] for m in anatomy] == list(range(24))
     assert all(m["activations"] for m in anatomy)
-    if loop not in (lightning_steps, lightning_accumulation):
+    if loop not in (lightning_steps, lightning_accumulation, lightning_watch):
         # (a training_step's loss is never split from its forward's saved
         # tensors, and its measured steps all take the split: _schedule)
         assert any(m["saved"] is None for m in anatomy)
@@ -561,16 +605,17 @@ def test_a_trainer_step_at_rest_takes_no_lock(torch_mod):
     assert by[6:] == [set()] * 3, by
 
 
-def test_a_lightning_step_at_rest_takes_no_lock(torch_mod):
-    # Under Lightning's callbacks the forward, zero_grad, backward and step
-    # come from them and from training_step, its submodules and the
-    # closure that optimizer.step(closure=...) runs: at rest none takes the
-    # lock. torch 1.13's step patch takes step(closure) on its general path.
+@pytest.mark.parametrize("loop", [lightning_steps, lightning_watch], ids=lambda f: f.__name__)
+def test_a_lightning_step_at_rest_takes_no_lock(torch_mod, loop):
+    # Under Lightning the forward, zero_grad, backward and step come from
+    # its callbacks (or, without them, from zero_grad and the backward),
+    # from training_step, its submodules and the closure that
+    # optimizer.step(closure=...) runs: at rest none takes the lock. torch
+    # 1.13's step patch takes step(closure) on its general path.
     if not step_hooks(torch_mod):
         pytest.skip("torch 1.13 has no optimizer step hooks")
-    by = [set(b) for b in locks_by_step(torch_mod, lightning_steps, 9)]
+    by = [set(b) for b in locks_by_step(torch_mod, loop, 9)]
     # step 5 follows the validation after step 4, which leaves the rest state
-    assert by[0] >= {"framework_phase", "framework_end", "_training_step_begin", "_on_sub_pre",
-                     "_on_sub", "_training_step_end", "_zero_grad", "_step_pre",
-                     "_closure_done", "_step_post", "finish_open_step"}, by[0]
+    assert by[0] >= {"_training_step_general", "_on_sub_pre", "_on_sub", "_training_step_end",
+                     "_zero_grad", "_step_pre", "_closure_done", "_step_post"}, by[0]
     assert by[4] == {"_validation_step_begin"} and by[6:] == [set()] * 3, by

@@ -132,7 +132,7 @@ def make_module(L, torch, manual, watch_sock, layout="self_call", slow=False):
 
 
 def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, callback_kw=None,
-        callback=None, batches=BATCHES, **trainer_kw):
+        callback=None, batches=BATCHES, extra_callbacks=(), **trainer_kw):
     L = lightning()
     torch.manual_seed(0)
     data = torch.utils.data.TensorDataset(torch.randn(8 * batches, 16),
@@ -148,6 +148,7 @@ def fit(torch, mode, hook, sock=None, layout="self_call", slow=False, callback_k
             from vramscope.integrations.lightning import VramscopeCallback
             callback = VramscopeCallback(socket=sock, **(callback_kw or {}))
         callbacks.append(callback)
+    callbacks += list(extra_callbacks)
     trainer_kw.setdefault("logger", False)
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1,
                         enable_checkpointing=False, enable_progress_bar=False,
@@ -294,30 +295,32 @@ def test_figures_in_the_users_csv_log(torch_mod, vs_bin, workdir, recorders):  #
         assert float(row["vramscope/need_exact"]) == 1.0, row
 
 
+@pytest.mark.parametrize("hook", ["callback", "watch"])
 @pytest.mark.parametrize("case,layout", [("validation", "submodules"),
                                          ("accumulation", "submodules"),
                                          ("bf16-mixed", "submodules"),
                                          ("automatic", "self_call"),
                                          ("automatic", "functional")])
-def test_the_fast_paths_send_what_the_general_paths_send(case, layout, torch_mod, workdir):
+def test_the_fast_paths_send_what_the_general_paths_send(case, layout, hook, torch_mod, workdir):
     """The same fit twice, once with the watch's fast paths turned off: the
-    same phase edges, step by step (their times and reads aside). With the
-    README's layout the steps at rest take them (docs/hook.md, "Cost")."""
-    lightning()  # skips where Lightning is not installed
+    same phase edges, step by step (their times and reads aside), with the
+    callback and with watch() in configure_optimizers. The steps at rest
+    take them (docs/hook.md, "Lightning's steps")."""
+    L = lightning()  # skips where Lightning is not installed
     from vramscope.integrations.lightning import VramscopeCallback
 
-    class Counting(VramscopeCallback):
-        def __init__(self, fast, **kw):
-            super().__init__(**kw)
-            self.fast, self.taken = fast, []
+    class Counting(L.Callback):
+        """After the watch's own callback: its fast paths on or off, and
+        whether each batch ended with the loop at rest."""
+
+        def __init__(self, fast, watched):
+            self.fast, self.watched, self.taken = fast, watched, []
 
         def on_train_start(self, trainer, pl_module):
-            super().on_train_start(trainer, pl_module)
-            self._vramscope.watcher._fast_loop = self.fast
+            self.watched(pl_module)._fast_loop = self.fast
 
-        def on_train_batch_end(self, *args):
-            super().on_train_batch_end(*args)
-            self.taken.append(self._vramscope.watcher._fast)
+        def on_train_batch_end(self, trainer, pl_module, *args):
+            self.taken.append(self.watched(pl_module)._fast)
 
     mode, kw = CASES[case]
     micro = kw.get("accumulate_grad_batches", 1)
@@ -325,17 +328,19 @@ def test_the_fast_paths_send_what_the_general_paths_send(case, layout, torch_mod
     edges, taken = {}, {}
     for fast in (True, False):
         mon = FakeMonitor(os.path.join(workdir, "m%d.sock" % fast)).start()
-        cb = Counting(fast, socket=mon.path)
+        cb = VramscopeCallback(socket=mon.path) if hook == "callback" else None
+        counting = Counting(fast, (lambda m: cb._vramscope.watcher) if cb is not None
+                            else (lambda m: m.handle.watcher))
         try:
-            fit(torch_mod, mode, "callback", layout=layout, callback=cb, batches=steps * micro,
-                **kw)
+            fit(torch_mod, mode, hook, sock=mon.path, layout=layout, callback=cb,
+                batches=steps * micro, extra_callbacks=[counting], **kw)
             assert mon.wait_for(lambda m: any(x.get("type") == "goodbye" for x in m.messages()))
             edges[fast] = [(m["name"], m["edge"], m["step"], m.get("micro"), m.get("input"),
                             m.get("user", False)) for m in mon.messages()
                            if m.get("type") == "phase"]
         finally:
             mon.stop()
-        taken[fast] = cb.taken
+        taken[fast] = counting.taken
     assert edges[True] == edges[False]
     assert len(edges[True]) > 10 * steps, edges[True]
     assert not any(taken[False])

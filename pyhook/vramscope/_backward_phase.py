@@ -72,8 +72,14 @@ class BackwardMixin:
         does not take it so (the wrapper asks user_backward_begin then)."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         client = self._client
-        if not (self._fast and self._open == "loss" and client.owner is self._self_ref):
-            if self._fast and self._open == "backward" and self._user_bw \
+        last = self._open
+        # Its loss open, or nothing open after a training forward (a
+        # zero_grad between them, as Lightning's closure has) where this is
+        # the only watch (user_backward_begin asks each in turn).
+        if not (self._fast and client.owner is self._self_ref and (
+                last == "loss" or last is None and self._trained
+                and len(_backward._state["listeners"]) == 1)):
+            if self._fast and last == "backward" and self._user_bw \
                     and len(_backward._state["listeners"]) == 1:
                 # The backward a framework's callback began, in a step at
                 # rest: no watch takes it (user_backward_begin and
@@ -92,7 +98,7 @@ class BackwardMixin:
         self._backward_micro = client.micro
         self._open = "backward"
         # Client.switch's tuple, queued as _fast allows
-        client._queue.append((t, "loss", "backward", client.step, client.micro, None,
+        client._queue.append((t, last, "backward", client.step, client.micro, None,
                               client.model))
         if self._acts.measuring:
             self._acts.collect()

@@ -97,11 +97,12 @@ class StepsMixin:
                 self._step_depth = 1
                 return None
         if self._fast and len(args) == 1 and len(kwargs) == 1 and args[0] is self._optimizer \
-                and self._open == "forward" and not self._step_called \
+                and (self._open == "forward" or self._open is None) and not self._step_called \
                 and self._client.owner is self._self_ref:
-            # step(closure=...) in a step at rest, as Lightning calls it in
-            # its forward (its callback opened that): _step_pre's work,
-            # the closure wrapped to take the fast paths on its return.
+            # step(closure=...) in a step at rest, as Lightning calls it
+            # (its callback began forward, or nothing is open without it):
+            # _step_pre's work, the closure wrapped to take the fast paths
+            # on its return.
             closure = kwargs.get("closure")
             if closure is not None:
                 self._idle = False
@@ -174,13 +175,20 @@ class StepsMixin:
                 return out
             finally:
                 self._closure_depth -= 1
-                if ok and self._fast and self._open == "step":
-                    # _closure_done at rest (no lock): the step is open (the
-                    # framework's callback opened it), nothing left to recover
-                    # but a meter the closure's forward installed.
+                last = self._open
+                if ok and self._fast and (last == "step" or last is None) \
+                        and self._client.owner is self._self_ref:
+                    # _closure_done at rest (no lock): nothing left to recover
+                    # but a meter the closure's forward installed; the step
+                    # begins unless the framework's callback began it.
                     meter = self._acts.meter
                     if meter is not None and meter.active:
                         meter.stop()
+                    if last is None:
+                        self._open = "step"
+                        c = self._client  # Client.switch's tuple, queued as _fast allows
+                        c._queue.append((_monotonic(), None, "step", c.step, c.micro, None,
+                                         c.model))
                 elif ok and self._active:
                     self._guarded(self._closure_done)
 

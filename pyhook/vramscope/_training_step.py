@@ -105,12 +105,24 @@ class TrainingStepMixin:
             remove()  # a RemovableHandle's remove; remove() calls it again, harmlessly
 
     def _training_step_begin(self, args, kwargs):
-        if self._fast and self._open == "forward" and not self._in_training_step \
+        last = self._open
+        if self._fast and (last == "forward" or last is None) and not self._in_training_step \
                 and self._wrappers_checked and not (self._step_called and not self._closure_depth) \
                 and self._client.owner is self._self_ref and self._grad_enabled():
             # The fast path (no lock): the training_step of a step at rest,
-            # its forward begun by the framework's callback (the
-            # optimizers' wrappers were looked at on the first step).
+            # its forward begun by the framework's callback, or here (a
+            # watch() without the callback) for a batch that leads with a
+            # tensor shaped as the last input (the optimizers' wrappers
+            # were looked at on the first step).
+            if last is None:
+                x = _patch.lead_tensor(args[0], self._tensor_type) if args else None
+                if x is None or x.shape != self._last_shape or x.dtype is not self._last_dtype:
+                    return self._training_step_general(args, kwargs)
+                size, extra = self._last_size
+                self._open = "forward"
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((_monotonic(), None, "forward", c.step, c.micro, extra, c.model))
+                self._acts.note_input(size)
             self._idle = False
             self._trained = True
             self._in_training_step = True
@@ -122,6 +134,9 @@ class TrainingStepMixin:
             if acts.measuring:
                 acts.start()
             return args, kwargs
+        return self._training_step_general(args, kwargs)
+
+    def _training_step_general(self, args, kwargs):
         if self._active and self._torch.is_grad_enabled():
             with self._lock:
                 self._fast = False
@@ -134,7 +149,11 @@ class TrainingStepMixin:
                 self._subs_inside = self._subs_outside = False
                 self._drop_sub_end()
                 if self._open != "forward":
-                    size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+                    x = _patch.lead_tensor(args[0], self._tensor_type) if args else None
+                    if x is not None:
+                        size = self._input_size(x)  # what input_size finds first
+                    else:
+                        size = _patch.input_size(self._torch.is_tensor, args, kwargs)
                     self._begin("forward", input=size)
                     if size is not None:
                         self._note_input(size)

@@ -41,19 +41,24 @@ class ZeroGradMixin:
             self._open = "zero_grad"
             c = self._client  # Client.switch's tuple, queued as _fast allows
             c._queue.append((t, None, "zero_grad", c.step, c.micro, None, c.model))
-        elif self._fast and self._open == "zero_grad" and not self._zero_depth \
-                and self._tail_step is None and not self._client.micro \
+        elif self._fast and (self._open == "zero_grad" or self._open == "loss") \
+                and not self._zero_depth and self._tail_step is None and not self._client.micro \
                 and not (self._step_called and not self._closure_depth) \
                 and self._client.owner is self._self_ref:
-            # The fast path (no lock) of a zero_grad whose phase a framework's
-            # callback began (Lightning's on_before_zero_grad): _zero_begin's
-            # head of a step, with that phase open.
+            # The fast path (no lock) of a zero_grad between a step's first
+            # forward and its backward (Lightning's, after training_step):
+            # _zero_begin's head of a step, with its phase begun by a
+            # framework's callback (on_before_zero_grad), or ending loss.
             self._zero_depth = 1
             self._idle = False
             self._zero_seen = True
             meter = self._acts.meter  # _recover's work at rest
             if meter is not None and meter.active:
                 meter.stop()
+            if self._open == "loss":
+                self._open = "zero_grad"
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                c._queue.append((t, "loss", "zero_grad", c.step, c.micro, None, c.model))
         elif self._active:
             try:
                 with self._lock:
