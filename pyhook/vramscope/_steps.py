@@ -438,15 +438,7 @@ class StepsMixin:
                 self._trained = True
                 self._open = "forward"
                 c._queue.append((t, None, "forward", c.step, c.micro, extra, c.model))
-                acts = self._acts  # _note_input's common case, as _on_forward_pre has it
-                b, n = size["batch"], size["tokens"]
-                if acts.batch is None and acts.tokens is None:
-                    if acts.measured is None or acts.meter is None or (b, n) == acts.checked:
-                        acts.batch, acts.tokens = b, n
-                    else:
-                        acts.note_input(size)
-                elif b is None or b != acts.batch or n != acts.tokens:
-                    acts.note_input(size)
+                self._acts.note_input(size)
                 return
             if last == "loss" and name == "zero_grad" and self._tail_step is None:
                 self._idle = False
