@@ -75,9 +75,11 @@ class BackwardMixin:
         last = self._open
         # Its loss open, or nothing open after a training forward (a
         # zero_grad between them, as Lightning's closure has) where this is
-        # the only watch (user_backward_begin asks each in turn).
+        # the only watch (user_backward_begin asks each in turn) and no
+        # step() is left to finish (_activity).
         if not (self._fast and client.owner is self._self_ref and (
                 last == "loss" or last is None and self._trained
+                and not (self._step_called and not self._closure_depth)
                 and len(_backward._state["listeners"]) == 1)):
             if self._fast and last == "backward" and self._user_bw \
                     and len(_backward._state["listeners"]) == 1:
