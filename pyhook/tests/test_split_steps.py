@@ -53,6 +53,39 @@ def test_the_split_is_taken_on_the_first_steps_then_once_in_ten(torch_mod):
             assert (s["loss"] is None) == (m["step"] == 0)
 
 
+def test_a_layout_that_never_measures_the_loss_splits_as_often_as_one_that_does(torch_mod):
+    # A training_step (Lightning's) ends forward where the model's computation
+    # ends, and its loss is never measured apart: two splits in a row
+    # without it say so, and the split is taken as for any other layout
+    # (before, every measured step took it).
+    torch = torch_mod
+
+    class Lit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = mlp(torch)
+
+        def training_step(self, x):
+            return self.body(x).pow(2).mean()
+
+    model = Lit()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    client = _client.Client(make_config(activations_every=1), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    for _ in range(25):
+        opt.zero_grad()
+        model.training_step(torch.randn(4, 8)).backward()
+        opt.step()
+    watcher.remove()
+    msgs = [m for m in queued(client) if m["type"] == "anatomy"]
+    assert [m["step"] for m in msgs] == list(range(25))
+    every = _schedule.SPLIT_EVERY
+    assert split_steps(msgs) == [0, 1, 2, 2 + every, 2 + 2 * every]
+    assert all(m["saved"]["loss"] is None for m in msgs if m["saved"] is not None)
+    # the same total every step, the loss's saved tensors in it
+    assert len({m["activations"] for m in msgs}) == 1 and msgs[0]["activations"] > 0
+
+
 def test_a_new_input_size_takes_the_split(torch_mod):
     torch = torch_mod
     msgs, _ = train(torch, mlp(torch), [4, 4, 4, 4, 4, 6, 6, 4, 4])

@@ -14,6 +14,10 @@ REMEASURE_RATIO = 2.0  # re-measure at most once per doubling of the input
 # steps, and when a measured total moved by more than 1/SPLIT_NOISE of the
 # total the last split was taken at.
 SPLIT_EVERY = 10
+# Splits in a row without the loss's part after which an unmeasured loss
+# no longer takes the split (step 0's has none where its backward's path
+# is not known yet; the next one measures it).
+LOSSLESS_RETRIES = 2
 SPLIT_NOISE = 100
 
 
@@ -42,7 +46,8 @@ class Activations:
     A measured step takes the split by module (the message's ``saved``,
     docs/anatomy.md "By module") when it is one of steps 0-2 or the first
     measured step of the watch, when its input size differs from the
-    split's, when the split's loss was not measured, when the last measured
+    split's, when the split's loss was not measured (unless the last
+    LOSSLESS_RETRIES splits all missed it), when the last measured
     total moved beyond the noise (SPLIT_NOISE) from the split's, and at
     least once in SPLIT_EVERY measured steps; the others measure the total
     alone (``saved`` null: the monitor keeps the last split, labelled with
@@ -72,6 +77,11 @@ class Activations:
         self.unsplit = 0  # measured steps since, without the split
         self.split_due = False  # a measured total moved: the next one splits
         self.split_loss = False  # the step's split has its loss
+        # Splits in a row whose loss was not measured: past LOSSLESS_RETRIES
+        # the loop's layout leaves the loss unmeasured (a training_step, a
+        # loop calling the model's children, a user's saved-tensor hooks),
+        # and another split would not measure it either.
+        self.lossless = 0
 
     def scheduled_at(self, step):
         """Report whether ``step`` is measured by the schedule."""
@@ -162,7 +172,8 @@ class Activations:
                 last = self.split
                 self.meter.split = (
                     last is None or self.step < FIRST_MEASURED or self.split_due
-                    or not last[3] or self.unsplit + 1 >= SPLIT_EVERY
+                    or not last[3] and self.lossless < LOSSLESS_RETRIES
+                    or self.unsplit + 1 >= SPLIT_EVERY
                     or self.batch != last[0] or self.tokens != last[1])
             self.meter.start()
 
@@ -221,6 +232,7 @@ class Activations:
             # the split taken, or a step without it and whether its total moved
             if meter.split:
                 self.split = (self.batch, self.tokens, self.total, self.split_loss)
+                self.lossless = 0 if self.split_loss else self.lossless + 1
                 self.unsplit = 0
                 self.split_due = False
             else:
