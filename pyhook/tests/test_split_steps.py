@@ -53,12 +53,11 @@ def test_the_split_is_taken_on_the_first_steps_then_once_in_ten(torch_mod):
             assert (s["loss"] is None) == (m["step"] == 0)
 
 
-def test_a_layout_that_never_measures_the_loss_splits_as_often_as_one_that_does(torch_mod):
-    # A training_step (Lightning's) ends forward where the model's computation
-    # ends, and its loss is never measured apart: two splits in a row
-    # without it say so, and the split is taken as for any other layout
-    # (before, every measured step took it).
-    torch = torch_mod
+def train_step_layout(torch, functional):
+    """25 measured steps of a model trained through a training_step
+    (Lightning's) that calls its submodules (the README's layout) or, with
+    ``functional``, uses their weights directly; returns the anatomy
+    messages."""
 
     class Lit(torch.nn.Module):
         def __init__(self):
@@ -66,6 +65,10 @@ def test_a_layout_that_never_measures_the_loss_splits_as_often_as_one_that_does(
             self.body = mlp(torch)
 
         def training_step(self, x):
+            if functional:
+                lin0, lin1 = self.body[0], self.body[2]
+                h = torch.relu(torch.nn.functional.linear(x, lin0.weight, lin0.bias))
+                return torch.nn.functional.linear(h, lin1.weight, lin1.bias).pow(2).mean()
             return self.body(x).pow(2).mean()
 
     model = Lit()
@@ -79,11 +82,36 @@ def test_a_layout_that_never_measures_the_loss_splits_as_often_as_one_that_does(
     watcher.remove()
     msgs = [m for m in queued(client) if m["type"] == "anatomy"]
     assert [m["step"] for m in msgs] == list(range(25))
+    return msgs
+
+
+def test_a_training_step_that_calls_submodules_measures_its_loss_apart(torch_mod):
+    # What training_step saves after its last submodule ended (pow's input)
+    # is the loss's, as what a loop saves after the model's forward is: in
+    # saved.loss and not in activations, on steps with the split or without.
+    torch = torch_mod
+    msgs = train_step_layout(torch, functional=False)
+    assert {m["activations"] for m in msgs} == {(4 * 8 + 4 * 16) * F32}
+    every = _schedule.SPLIT_EVERY
+    assert split_steps(msgs) == [0, 1, 2, 2 + every, 2 + 2 * every]
+    for m in msgs:
+        if m["saved"] is not None:
+            assert m["saved"]["loss"] == {"bytes": 4 * 4 * F32, "largest": 4 * 4 * F32,
+                                          "tensors": 1}, m["saved"]
+
+
+def test_a_layout_that_never_measures_the_loss_splits_as_often_as_one_that_does(torch_mod):
+    # A training_step that calls no module keeps its loss in forward: no
+    # split measures it apart. Two splits in a row without it say so, and
+    # the split is taken as for any other layout (before, every measured
+    # step took it).
+    torch = torch_mod
+    msgs = train_step_layout(torch, functional=True)
     every = _schedule.SPLIT_EVERY
     assert split_steps(msgs) == [0, 1, 2, 2 + every, 2 + 2 * every]
     assert all(m["saved"]["loss"] is None for m in msgs if m["saved"] is not None)
-    # the same total every step, the loss's saved tensors in it
-    assert len({m["activations"] for m in msgs}) == 1 and msgs[0]["activations"] > 0
+    # the same total every step, the loss's saved tensor in it
+    assert {m["activations"] for m in msgs} == {(4 * 8 + 4 * 16 + 4 * 4) * F32}
 
 
 def test_a_new_input_size_takes_the_split(torch_mod):

@@ -49,6 +49,10 @@ def in_compiled_call(frame, depth=200):
     return False
 
 
+# The module number of what the loss saved (the owner breakdown() is given).
+LOSS = -1
+
+
 class SavedTensorMeter:
     """SavedTensorMeter counts the bytes autograd saves for backward, and by
     which module (docs/anatomy.md, "By module").
@@ -271,6 +275,10 @@ class SavedTensorMeter:
                                       compress(mods, mask)):
                 if not key[1] or key in seen or key in exclude:
                     continue
+                if i == LOSS:  # saved after the model's computation (loss_from)
+                    seen[key] = LOSS
+                    self.loss_sizes.append(size)
+                    continue
                 self.total += size
                 seen[key] = i
                 s = by_module.get(i)
@@ -284,6 +292,29 @@ class SavedTensorMeter:
         finally:
             refs.clear()
             mods.clear()
+
+    def mark(self):
+        """Where the packs of this forward stand now (a training_step's
+        submodule ended here), for :meth:`loss_from`; None when no model
+        forward is being measured."""
+        return len(self._refs) if self.active and not self._in_loss else None
+
+    def loss_from(self, mark):
+        """The model's computation ended at ``mark`` (:meth:`mark`; a
+        ``training_step`` that calls the submodules, then computes its
+        loss): what was packed since is the loss's, not the model's. With
+        the split it is counted as the loss window counts it; without, it
+        is left out, as the loss is on a step without the split."""
+        refs = self._refs
+        n = len(refs) - mark
+        if not self.active or self._in_loss or n <= 0:
+            return
+        if not self.split:
+            del refs[mark:]
+            return
+        self._mods[mark:] = [LOSS] * n
+        if self.loss_sizes is None:
+            self.loss_sizes = []
 
     def breakdown(self):
         """Return the ``saved`` object of this micro-step, made when first
@@ -319,7 +350,7 @@ class SavedTensorMeter:
             key, size = storage_of(t)
             seen = self._seen
             if key[1] and key not in seen and key not in self._exclude:
-                seen[key] = -1
+                seen[key] = LOSS
                 self.loss_sizes.append(size)
         except Exception as exc:  # noqa: BLE001 - never break autograd
             from . import _safe

@@ -45,8 +45,8 @@ class TrainingStepMixin:
     # Whether this training_step called a submodule inside the model's own
     # forward, and outside it (the layout: self(x), or the submodules).
     _subs_inside = _subs_outside = False
-    # (time, read) of the end of the last submodule called in this
-    # training_step while forward was open; None when there is none.
+    # (time, read, the meter's mark) of the end of the last submodule called
+    # in this training_step while forward was open; None when there is none.
     _sub_end = None
 
     def _install_training_step(self, model):
@@ -167,10 +167,12 @@ class TrainingStepMixin:
             # where the last submodule ended (_forward_done) and loss begins,
             # or the model's own forward hook ended it (self(x)).
             self._in_training_step = False
+            end, self._sub_end = self._sub_end, None
             meter = self._acts.meter  # Activations.pause, written out
             if meter is not None and meter.active:
+                if end is not None and end[2] is not None:
+                    meter.loss_from(end[2])  # the loss's, computed after the submodules
                 meter.stop()
-            end, self._sub_end = self._sub_end, None
             if self._open == "forward":
                 t = _monotonic() if end is None else end[0]
                 self._open = "loss"
@@ -181,6 +183,9 @@ class TrainingStepMixin:
             with self._lock:
                 self._fast = False
                 self._in_training_step = False
+                end, meter = self._sub_end, self._acts.meter
+                if end is not None and end[2] is not None and meter is not None:
+                    meter.loss_from(end[2])  # the loss's, computed after the submodules
                 self._acts.pause()
                 if self._open == "forward":
                     self._forward_done()
@@ -219,7 +224,9 @@ class TrainingStepMixin:
                 return None
             self._sub_depth = 0
             if isinstance(output, self._tensor_type) and output.requires_grad:
-                self._sub_end = (_monotonic(), None)
+                acts = self._acts
+                self._sub_end = (_monotonic(), None,
+                                 acts.meter.mark() if acts.measuring else None)
                 return None
             try:
                 self._keep_sub_end(output)
@@ -250,13 +257,19 @@ class TrainingStepMixin:
         raw = None
         if self._edge_reads:
             raw = self._client.read_raw()
-        self._sub_end = (_monotonic(), raw)
+        acts = self._acts
+        self._sub_end = (_monotonic(), raw, acts.meter.mark() if acts.measuring else None)
 
     def _on_loss_module(self, module, args):
         if (self._in_training_step or self._child_layout) and not self._depth and self._active \
                 and self._open == "forward" and not self._sub_depth:
             with self._lock:
                 self._fast = False
+                acts = self._acts
+                if self._in_training_step and acts.measuring:
+                    # what the loss module saves is the loss's (as after a
+                    # model forward: the loss window until training_step returns)
+                    acts.forward_done()
                 self._forward_done()
         return None
 
@@ -270,7 +283,7 @@ class TrainingStepMixin:
             if end is None:
                 client.switch("forward", "loss", self._edge_reads)
                 return
-            t, raw = end
+            t, raw = end[0], end[1]
             client.edge("forward", "end", raw, t=t)
             client.edge("loss", "begin", raw, t=t)
         except Exception as exc:  # noqa: BLE001
