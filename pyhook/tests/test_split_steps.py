@@ -1,6 +1,8 @@
 """Which measured steps take the split by module (docs/anatomy.md, "When
 the split is taken"), and that the others measure the same total without it."""
 
+import pytest
+
 from conftest import make_config, queued
 from vramscope import _client, _schedule, _watch
 
@@ -53,22 +55,29 @@ def test_the_split_is_taken_on_the_first_steps_then_once_in_ten(torch_mod):
             assert (s["loss"] is None) == (m["step"] == 0)
 
 
-def train_step_layout(torch, functional):
+def train_step_layout(torch, layout):
     """25 measured steps of a model trained through a training_step
-    (Lightning's) that calls its submodules (the README's layout) or, with
-    ``functional``, uses their weights directly; returns the anatomy
-    messages."""
+    (Lightning's) that calls its submodules (the README's layout), then a
+    loss module (``"loss_module"``), or uses their weights directly
+    (``"functional"``); returns the anatomy messages."""
+
+    class PowLoss(torch.nn.modules.loss._Loss):
+        def forward(self, out):
+            return out.pow(2).mean()
 
     class Lit(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.body = mlp(torch)
+            self.criterion = PowLoss()
 
         def training_step(self, x):
-            if functional:
+            if layout == "functional":
                 lin0, lin1 = self.body[0], self.body[2]
                 h = torch.relu(torch.nn.functional.linear(x, lin0.weight, lin0.bias))
                 return torch.nn.functional.linear(h, lin1.weight, lin1.bias).pow(2).mean()
+            if layout == "loss_module":
+                return self.criterion(self.body(x))
             return self.body(x).pow(2).mean()
 
     model = Lit()
@@ -85,12 +94,14 @@ def train_step_layout(torch, functional):
     return msgs
 
 
-def test_a_training_step_that_calls_submodules_measures_its_loss_apart(torch_mod):
-    # What training_step saves after its last submodule ended (pow's input)
-    # is the loss's, as what a loop saves after the model's forward is: in
-    # saved.loss and not in activations, on steps with the split or without.
+@pytest.mark.parametrize("layout", ["submodules", "loss_module"])
+def test_a_training_step_that_calls_submodules_measures_its_loss_apart(torch_mod, layout):
+    # What training_step saves after its last submodule ended, or from its
+    # loss module's call (pow's input), is the loss's, as what a loop saves
+    # after the model's forward is: in saved.loss and not in activations,
+    # on steps with the split or without.
     torch = torch_mod
-    msgs = train_step_layout(torch, functional=False)
+    msgs = train_step_layout(torch, layout)
     assert {m["activations"] for m in msgs} == {(4 * 8 + 4 * 16) * F32}
     every = _schedule.SPLIT_EVERY
     assert split_steps(msgs) == [0, 1, 2, 2 + every, 2 + 2 * every]
@@ -106,7 +117,7 @@ def test_a_layout_that_never_measures_the_loss_splits_as_often_as_one_that_does(
     # the split is taken as for any other layout (before, every measured
     # step took it).
     torch = torch_mod
-    msgs = train_step_layout(torch, functional=True)
+    msgs = train_step_layout(torch, "functional")
     every = _schedule.SPLIT_EVERY
     assert split_steps(msgs) == [0, 1, 2, 2 + every, 2 + 2 * every]
     assert all(m["saved"]["loss"] is None for m in msgs if m["saved"] is not None)
