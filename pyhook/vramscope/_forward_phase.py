@@ -139,6 +139,15 @@ class ForwardMixin:
 
     _on_forward_pre_kw = _on_forward_pre
 
+    def _batch_size(self, batch, args, kwargs):
+        """The size of a training step's input (_patch.input_size of
+        ``args`` and ``kwargs``), through the cache when ``batch``, where
+        input_size looks first, leads with a tensor (_patch.lead_tensor)."""
+        x = _patch.lead_tensor(batch, self._tensor_type)
+        if x is not None:
+            return self._input_size(x)
+        return _patch.input_size(self._torch.is_tensor, args, kwargs)
+
     def _input_size(self, t):
         """The size of training input ``t`` (_patch.size_of), through the
         cache of the last input's shape and dtype that the fast paths reuse

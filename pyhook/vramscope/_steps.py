@@ -476,12 +476,7 @@ class StepsMixin:
                 return
             self._activity()
             if name == "forward":
-                size = None
-                x = _patch.lead_tensor(batch, self._tensor_type)
-                if x is not None:
-                    size = self._input_size(x)  # what input_size finds first
-                elif batch is not None:
-                    size = _patch.input_size(self._torch.is_tensor, (batch,), None)
+                size = None if batch is None else self._batch_size(batch, (batch,), None)
                 self._trained = True
                 self._begin("forward", input=size)
                 if size is not None:

@@ -149,11 +149,7 @@ class TrainingStepMixin:
                 self._subs_inside = self._subs_outside = False
                 self._drop_sub_end()
                 if self._open != "forward":
-                    x = _patch.lead_tensor(args[0], self._tensor_type) if args else None
-                    if x is not None:
-                        size = self._input_size(x)  # what input_size finds first
-                    else:
-                        size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+                    size = self._batch_size(args[0] if args else None, args, kwargs)
                     self._begin("forward", input=size)
                     if size is not None:
                         self._note_input(size)
