@@ -35,7 +35,7 @@ import shapes  # noqa: E402
 
 
 def own_loop(torch, vramscope, steps, hf):
-    body = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    body = shapes.mlp(torch)
     model = shapes.lm_head(torch, body) if hf else body
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
@@ -52,20 +52,27 @@ def own_loop(torch, vramscope, steps, hf):
     return run, handle.remove
 
 
-def accelerate_loop(torch, vramscope, steps):
-    import accelerate
-    acc = accelerate.Accelerator(cpu=True)
-    body = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-    model, opt = acc.prepare(body, torch.optim.SGD(body.parameters(), lr=1e-3, momentum=0.9))
+def prepared_loop(torch, vramscope, steps, prepare, backward):
+    """A loop of one's own through a framework's wrappers: ``prepare(model,
+    optimizer)`` gives what the loop trains, ``backward(loss)`` is its
+    backward."""
+    body = shapes.mlp(torch)
+    model, opt = prepare(body, torch.optim.SGD(body.parameters(), lr=1e-3, momentum=0.9))
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
     handle = vramscope.watch(model, opt, socket=socket_path(), sample_hz=0)
 
     def run():
         for _ in range(steps):
             opt.zero_grad()
-            acc.backward(torch.nn.functional.cross_entropy(model(x), y))
+            backward(torch.nn.functional.cross_entropy(model(x), y))
             opt.step()
     return run, handle.remove
+
+
+def accelerate_loop(torch, vramscope, steps):
+    import accelerate
+    acc = accelerate.Accelerator(cpu=True)
+    return prepared_loop(torch, vramscope, steps, acc.prepare, acc.backward)
 
 
 def hf_trainer(torch, vramscope, steps):
@@ -90,12 +97,8 @@ def hf_trainer(torch, vramscope, steps):
 
 
 def lightning_trainer(torch, vramscope, steps, callback=True):
-    try:
-        import lightning as L
-    except ImportError:
-        import pytorch_lightning as L
+    L = lightning()
     from vramscope.integrations.lightning import VramscopeCallback
-    logging.disable(logging.WARNING)
 
     data = torch.utils.data.TensorDataset(torch.randn(16 * steps, 256),
                                           torch.randint(0, 10, (16 * steps,)))
@@ -117,24 +120,19 @@ def lightning_trainer(torch, vramscope, steps, callback=True):
 
 
 def fabric_loop(torch, vramscope, steps):
+    L = lightning()
+    fabric = L.Fabric(accelerator="cpu", devices=1)
+    return prepared_loop(torch, vramscope, steps, fabric.setup, fabric.backward)
+
+
+def lightning():
+    """Lightning (``lightning``, else ``pytorch_lightning``), its info lines off."""
     try:
         import lightning as L
     except ImportError:
         import pytorch_lightning as L
     logging.disable(logging.WARNING)
-    fabric = L.Fabric(accelerator="cpu", devices=1)
-    net = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-    model, opt = fabric.setup(net, torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9))
-    x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
-    handle = vramscope.watch(model, opt, socket=socket_path(), sample_hz=0)
-
-    def run():
-        for _ in range(steps):
-            opt.zero_grad()
-            fabric.backward(torch.nn.functional.cross_entropy(model(x), y))
-            opt.step()
-
-    return run, handle.remove
+    return L
 
 
 def socket_path():

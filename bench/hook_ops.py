@@ -47,7 +47,7 @@ def main():
 
     torch.set_num_threads(1)
     fake = fakecuda.FakeAllocator(0).install(torch)
-    body = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    body = shapes.mlp(torch)
     model = shapes.lm_head(torch, body) if args.hf else body
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))

@@ -25,6 +25,11 @@ class ModelOutput(collections.OrderedDict):
             raise AttributeError(name) from None
 
 
+def mlp(torch):
+    """The tiny MLP the benchmarks train: 256-64-10 with a ReLU."""
+    return torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+
+
 def lm_head(torch, body):
     """``body`` (logits from ``input_ids``) as a transformers model."""
 
