@@ -46,24 +46,33 @@ def lm_head(torch, body):
     return LMHead()
 
 
-def lightning_module(L, torch, watch=None):
-    """A LightningModule of the README's layout (the tiny MLP the other
-    benchmarks train: 256-64-10, SGD with momentum). ``watch``: a function
-    ``configure_optimizers`` calls with the module and its optimizer (a
-    ``vramscope.watch`` there, without the callback)."""
+def lightning_module(L, torch, watch=None, mlp=None):
+    """A LightningModule of the README's layout. By default the tiny MLP the
+    other benchmarks train (256-64-10, SGD with momentum); ``mlp=(inp, width,
+    hidden)`` makes the encoder ``inp``-``width`` and ``hidden`` more
+    ``width``-``width`` layers, trained by Adam (the cost model's "h100mlp").
+    ``watch``: a function ``configure_optimizers`` calls with the module and
+    its optimizer (a ``vramscope.watch`` there, without the callback)."""
+    inp, width, hidden = mlp or (256, 64, 0)
 
     class Lit(L.LightningModule):
         def __init__(self):
             super().__init__()
-            self.encoder = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU())
-            self.decoder = torch.nn.Linear(64, 10)
+            layers = [torch.nn.Linear(inp, width), torch.nn.ReLU()]
+            for _ in range(hidden):
+                layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+            self.encoder = torch.nn.Sequential(*layers)
+            self.decoder = torch.nn.Linear(width, 10)
 
         def training_step(self, batch, i):
             x, y = batch
             return torch.nn.functional.cross_entropy(self.decoder(self.encoder(x)), y)
 
         def configure_optimizers(self):
-            opt = torch.optim.SGD(self.parameters(), lr=1e-3, momentum=0.9)
+            if mlp is not None:
+                opt = torch.optim.Adam(self.parameters(), lr=1e-4)
+            else:
+                opt = torch.optim.SGD(self.parameters(), lr=1e-3, momentum=0.9)
             if watch is not None:
                 watch(self, opt)
             return opt

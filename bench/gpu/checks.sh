@@ -3,21 +3,27 @@
 # the real allocator's read and reset costs, seed 001 with the user's own
 # stat_cuda prints compared with and without the hook (recorded by the real
 # monitor), a bounded _record_memory_history capture of a leaking loop, a real
-# out-of-memory error with and without the hook, and bench/cost_model.py on
-# the real allocator. Everything lands under $OUT; each step has its own
-# timeout so a slow one cannot starve the rest.
+# out-of-memory error with and without the hook, bench/cost_model.py on the
+# real allocator, and a real Lightning fit on the GPU (bench/lightning_cost.py).
+# Everything lands under $OUT; each step has its own timeout, cut to what is
+# left of BUDGET seconds (default 520) so that the archive is always written.
 #
 #   bash bench/gpu/checks.sh SEED001.py    (from the repository root, bin/vramscope built)
-#   QUICK=1 bash bench/gpu/checks.sh ...   (the read costs, seed 001 and the cost
-#                                           model only: the step path's checks)
-#   OLD_HOOK=DIR ...                        (the cost model also runs the vramscope
-#                                           package copied in DIR: old against new)
+#   QUICK=1 bash bench/gpu/checks.sh ...   (the read costs, seed 001, the cost
+#                                           model and Lightning only: the step
+#                                           path's checks)
+#   OLD_HOOK=DIR ...                        (the cost model and Lightning also run
+#                                           the vramscope package copied in DIR:
+#                                           old against new)
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/pyhook
 O=${OUT:-/tmp/vramscope-gpu}; mkdir -p "$O"
 SEED=${1:?usage: checks.sh path/to/seed001.py}
 S=$(mktemp -d /tmp/vsgpu.XXXXXX)
 log() { echo "== $(date +%T) $*"; }
+END=$(( $(date +%s) + ${BUDGET:-520} ))
+# left N: N seconds, or what is left of the budget (at least 1) when that is less
+left() { local l=$(( END - $(date +%s) )); [ "$l" -lt "$1" ] && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
 
 log machine
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -26,14 +32,14 @@ bin/vramscope version
 bin/vramscope devices 2>&1 | head -12
 
 log "read and reset cost"
-timeout 60 python3 bench/gpu/read_cost.py --n 20000 --json "$O/read_cost.json"
+timeout $(left 60) python3 bench/gpu/read_cost.py --n 20000 --json "$O/read_cost.json"
 
 log "seed 001 without the hook"
-timeout 90 python3 "$SEED" --steps 8 --truth "$O/s001_nohook.json" > "$O/s001_nohook.txt" 2>&1
+timeout $(left 90) python3 "$SEED" --steps 8 --truth "$O/s001_nohook.json" > "$O/s001_nohook.txt" 2>&1
 log "seed 001 with the hook, recorded"
-bin/vramscope record -o "$O/s001_h200.jsonl.gz" --socket "$S/s.sock" > "$O/s001_record.txt" 2>&1 & R=$!
+bin/vramscope record -o "$O/s001_gpu.jsonl.gz" --socket "$S/s.sock" > "$O/s001_record.txt" 2>&1 & R=$!
 sleep 1
-VRAMSCOPE_SOCKET="$S/s.sock" timeout 90 python3 "$SEED" --hook --steps 8 --truth "$O/s001_hook.json" > "$O/s001_hook.txt" 2>&1
+VRAMSCOPE_SOCKET="$S/s.sock" timeout $(left 90) python3 "$SEED" --hook --steps 8 --truth "$O/s001_hook.json" > "$O/s001_hook.txt" 2>&1
 sleep 1.5; kill -INT $R; wait $R
 if diff <(grep -- '^--' "$O/s001_nohook.txt") <(grep -- '^--' "$O/s001_hook.txt"); then
   echo "SEED001: the user's stat_cuda prints are IDENTICAL with and without the hook"
@@ -41,46 +47,51 @@ else
   echo "SEED001: the prints DIFFER"
 fi
 cat "$O/s001_record.txt"
-bin/vramscope report "$O/s001_h200.jsonl.gz" > "$O/s001_report.txt" 2>&1
-bin/vramscope report --json "$O/s001_h200.jsonl.gz" > "$O/s001_report.json" 2>&1
+bin/vramscope report "$O/s001_gpu.jsonl.gz" > "$O/s001_report.txt" 2>&1
+bin/vramscope report --json "$O/s001_gpu.jsonl.gz" > "$O/s001_report.json" 2>&1
 head -30 "$O/s001_report.txt"
+
+log "cost model on the real allocator"
+timeout $(left 200) python3 bench/cost_model.py --device cuda --size h100mlp --blocks 10 --steps 40 --no-profiler \
+  ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 | tee "$O/cost_cuda.txt"
+
+log "Lightning on the GPU"
+timeout $(left 200) python3 bench/lightning_cost.py --device cuda --steps 200 --rounds 4 \
+  ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 | tee "$O/lightning_cuda.txt"
 
 if [ -z "${QUICK:-}" ]; then
 log "bounded _record_memory_history capture of a leaking loop"
-timeout 90 python3 bench/gpu/snapshot_capture.py -o "$O/leak_snapshot.pickle" --json "$O/leak_snapshot.json"
+timeout $(left 90) python3 bench/gpu/snapshot_capture.py -o "$O/leak_snapshot.pickle" --json "$O/leak_snapshot.json"
 
 log "out of memory with the hook, recorded"
-bin/vramscope record -o "$O/oom_h200.jsonl.gz" --socket "$S/o.sock" > "$O/oom_record.txt" 2>&1 & R=$!
+bin/vramscope record -o "$O/oom_gpu.jsonl.gz" --socket "$S/o.sock" > "$O/oom_record.txt" 2>&1 & R=$!
 sleep 1
-VRAMSCOPE_SOCKET="$S/o.sock" timeout 120 python3 bench/gpu/oom_capture.py --hook --json "$O/oom_hook.json" 2>&1 | tail -3
+VRAMSCOPE_SOCKET="$S/o.sock" timeout $(left 120) python3 bench/gpu/oom_capture.py --hook --json "$O/oom_hook.json" 2>&1 | tail -3
 sleep 1.5; kill -INT $R; wait $R; cat "$O/oom_record.txt"
 log "out of memory without the hook, snapshot at the error"
-timeout 120 python3 bench/gpu/oom_capture.py --json "$O/oom_nohook.json" --snapshot "$O/oom_snapshot.pickle" --max-entries 2000 2>&1 | tail -3
+timeout $(left 120) python3 bench/gpu/oom_capture.py --json "$O/oom_nohook.json" --snapshot "$O/oom_snapshot.pickle" --max-entries 2000 2>&1 | tail -3
 
 log "a leaking loop watched by the hook, recorded: census and capture on suspicion"
 mkdir -p "$O/leak"
-bin/vramscope record -o "$O/leak/leak_h200.jsonl.gz" --socket "$S/l.sock" > "$O/leak_record.txt" 2>&1 & R=$!
+bin/vramscope record -o "$O/leak/leak_gpu.jsonl.gz" --socket "$S/l.sock" > "$O/leak_record.txt" 2>&1 & R=$!
 sleep 1
-VRAMSCOPE_SOCKET="$S/l.sock" timeout 120 python3 bench/gpu/leak_run.py > "$O/leak_hook.txt" 2>&1
+VRAMSCOPE_SOCKET="$S/l.sock" timeout $(left 120) python3 bench/gpu/leak_run.py > "$O/leak_hook.txt" 2>&1
 sleep 2; kill -INT $R; wait $R; cat "$O/leak_record.txt"
-timeout 120 python3 bench/gpu/leak_run.py --no-hook > "$O/leak_nohook.txt" 2>&1
+timeout $(left 120) python3 bench/gpu/leak_run.py --no-hook > "$O/leak_nohook.txt" 2>&1
 if diff <(grep -v '^vramscope' "$O/leak_nohook.txt") <(grep -v '^vramscope' "$O/leak_hook.txt"); then
   echo "LEAK RUN: the user's counters and weights are IDENTICAL with and without the hook"
 else
   echo "LEAK RUN: the counters or weights DIFFER"
 fi
 ls -la "$O/leak"
-bin/vramscope report "$O/leak/leak_h200.jsonl.gz" > "$O/leak_report.txt" 2>&1; head -12 "$O/leak_report.txt"
-bin/vramscope report --json "$O/leak/leak_h200.jsonl.gz" > "$O/leak_report.json" 2>&1
+bin/vramscope report "$O/leak/leak_gpu.jsonl.gz" > "$O/leak_report.txt" 2>&1; head -12 "$O/leak_report.txt"
+bin/vramscope report --json "$O/leak/leak_gpu.jsonl.gz" > "$O/leak_report.json" 2>&1
 for f in "$O"/leak/*.pickle; do
   [ -e "$f" ] && python3 -c 'import pickle, sys, torch.cuda._memory_viz as v; s = pickle.load(open(sys.argv[1], "rb")); print("memory_viz read", sys.argv[1], len(s["segments"]), "segments,", len(v.trace_plot(s)), "bytes of trace_plot")' "$f"
 done
 
 fi
 
-log "cost model on the real allocator"
-timeout 200 python3 bench/cost_model.py --device cuda --size h100mlp --blocks 10 --steps 40 --no-profiler \
-  ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 | tee "$O/cost_cuda.txt"
 log done
 # The device tool brings back a few files only: everything travels as one archive.
 tar -C "$O" -czf "$O/../gpu-checks.tar.gz" . && rm -rf "$O"/* && mv "$O/../gpu-checks.tar.gz" "$O/"
