@@ -160,45 +160,67 @@ def _real(name):
         return pickle.load(f)
 
 
-def test_the_real_h200_window_names_the_line_that_keeps_activations():
-    """testdata/snapshots/h200_leak_window.pickle (its README): the loop
-    keeps each step's hidden activation, 1,048,576 B, and the history ran
-    for steps 4-7: four of them are live at the window's end, all made on
-    one line of bench/gpu/snapshot_capture.py."""
-    sites = _capture.grown_sites(_real("h200_leak_window.pickle"))
+@pytest.mark.parametrize("gpu", ["h200", "h100"])
+def test_the_real_window_names_the_line_that_keeps_activations(gpu):
+    """testdata/snapshots/{h200,h100}_leak_window.pickle (its README): the
+    loop keeps each step's hidden activation, 1,048,576 B, and the history
+    ran for steps 4-7: four of them are live at the window's end, all made
+    on one line of bench/gpu/snapshot_capture.py."""
+    sites = _capture.grown_sites(_real(gpu + "_leak_window.pickle"))
     named = [s for s in sites if s["file"]]
     top = named[0]
     assert top["file"].endswith("bench/gpu/snapshot_capture.py") and top["function"] == "main"
     assert top["bytes"] == 4 * 1048576 and top["count"] == 4
 
 
-def test_the_hooks_own_capture_on_a_real_h200_names_the_line_that_makes_the_kept_tensors():
-    """testdata/snapshots/h200_capture_steps30-35.pickle: what the hook's
-    capture on suspicion wrote on an H200 (bench/gpu/leak_run.py recorded,
-    census at step 30, follow-up at 35): the five hidden activations the
-    loop kept in the window, 8 MiB each, all made on line 64 (h = ...); the
-    gradients the engine made in the last backward (no Python frame: the
-    weights' size) come unnamed after them."""
-    sites = _capture.grown_sites(_real("h200_capture_steps30-35.pickle"))
+@pytest.mark.parametrize("name", ["h200_capture_steps30-35.pickle", "h100_capture_steps29-34.pickle"])
+def test_the_hooks_own_capture_on_a_real_gpu_names_the_line_that_makes_the_kept_tensors(name):
+    """What the hook's capture on suspicion wrote on an H200 (census at step
+    30, follow-up at 35) and on an H100 (29 and 34) while bench/gpu/leak_run.py
+    ran recorded: the five hidden activations the loop kept in the window,
+    8 MiB each, all made on line 64 (h = ...); the gradients the engine made
+    in the last backward (no Python frame: the weights' size) come unnamed
+    after them."""
+    sites = _capture.grown_sites(_real(name))
     top = sites[0]
     assert top["file"].endswith("bench/gpu/leak_run.py") and top["line"] == 64
     assert top["function"] == "main" and top["bytes"] == 5 * (8 << 20) and top["count"] == 5
     assert sites[1]["file"] is None and sites[1]["count"] == 6 and sites[1]["bytes"] == 33652776
 
 
-def test_the_real_h200_oom_is_the_limit_not_fragmentation():
-    """testdata/snapshots/h200_oom.pickle and its allocator JSON: 2,193,408 B
-    free in the cache (reserved - allocated, and inactive_split_bytes), the
-    largest free block 1,572,864 B against a request of 536,870,912 B: the
-    cache could not hold the request however it were laid out."""
+@pytest.mark.parametrize("gpu, request_bytes, cache, largest", [
+    ("h200", 536870912, 2193408, 1572864),
+    ("h100", 268435456, 2324480, 1966080),
+])
+def test_the_real_oom_is_the_limit_not_fragmentation(gpu, request_bytes, cache, largest):
+    """testdata/snapshots/{h200,h100}_oom.pickle and their allocator JSON:
+    a few MiB free in the cache (reserved - allocated, and
+    inactive_split_bytes), the largest free block under 2 MiB against a
+    request of 512 MiB (H200) or 256 MiB (H100, a smaller limit): the cache
+    could not hold the request however it were laid out."""
     import json
-    with open(os.path.join(SNAPSHOTS, "h200_oom_allocator.json")) as f:
+    with open(os.path.join(SNAPSHOTS, gpu + "_oom_allocator.json")) as f:
         facts = json.load(f)
+    assert "Tried to allocate %d.00 MiB" % (request_bytes >> 20) in facts["error"]
     st = facts["memory_stats"]
     mem = {"allocated": st["allocated_bytes.all.current"], "reserved": st["reserved_bytes.all.current"]}
     free, total = facts["mem_get_info"]
-    got = _fragments.state(None, mem, 536870912, free, total, snapshot=_real("h200_oom.pickle"))
-    assert got["cache"] == got["free_in_cache"] == st["inactive_split_bytes.all.current"] == 2193408
-    assert got["largest_free"] == max(s["largest_free"] for s in facts["segments"]) == 1572864
+    got = _fragments.state(None, mem, request_bytes, free, total, snapshot=_real(gpu + "_oom.pickle"))
+    assert got["cache"] == got["free_in_cache"] == st["inactive_split_bytes.all.current"] == cache
+    assert got["largest_free"] == max(s["largest_free"] for s in facts["segments"]) == largest
     assert got["segments"] == len(facts["segments"]) == 22
     assert got["fragmented"] is False and got["expandable"] is False
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(SNAPSHOTS) if n.endswith(".pickle")))
+def test_torchs_viewer_reads_every_real_snapshot(name):
+    """Each real snapshot of testdata/snapshots (H200 and H100, written by
+    torch's _dump_snapshot or by the hook's capture) is read back by the
+    installed torch's own _memory_viz: its segment summary and both plots."""
+    viz = pytest.importorskip("torch.cuda._memory_viz")
+    if not hasattr(viz, "trace_plot"):
+        pytest.skip("this torch's _memory_viz has no trace_plot()")
+    data = _real(name)
+    assert data["segments"] and data["device_traces"][0]
+    assert "segments:" in viz.segsum(data)
+    assert "<html" in viz.trace_plot(data).lower() and "<html" in viz.segment_plot(data).lower()

@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -9,14 +10,31 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// The recordings of testdata/h200 (README there) were made on a real H200
-// by today's hook and monitor; the no-hook runs' own counters are the truth.
+// The recordings of testdata/h200 and testdata/h100/2026-11-26 (READMEs
+// there) were made on a real H200 and a real H100 by the hook and monitor
+// of their day; the no-hook runs' own counters are the truth. Both ran the
+// same scripts (bench/gpu/checks.sh).
+var gpuRuns = []struct {
+	gpu, dir string
+	// oomStep is the step whose forward ran out of memory; leakLine the
+	// line of leak_run.py that keeps the activations in leak_children.
+	oomStep, leakLine int
+}{
+	{"H200", "../testdata/h200", 12, 69},
+	{"H100", "../testdata/h100/2026-11-26", 10, 69},
+}
 
 // seed 001: every step's held memory is the user's own memory_allocated()
 // after optimizer.step() without the hook, and the running maximum of the
 // step peaks is the user's max_memory_allocated() there, to the byte.
-func TestH200Seed001IsTheUsersOwnCounters(t *testing.T) {
-	raw, err := os.ReadFile("../testdata/h200/s001_stat_cuda.json")
+func TestGPUSeed001IsTheUsersOwnCounters(t *testing.T) {
+	for _, run := range gpuRuns {
+		t.Run(run.gpu, func(t *testing.T) { seed001IsTheUsersOwnCounters(t, run.dir) })
+	}
+}
+
+func seed001IsTheUsersOwnCounters(t *testing.T, dir string) {
+	raw, err := os.ReadFile(dir + "/s001_stat_cuda.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +47,7 @@ func TestH200Seed001IsTheUsersOwnCounters(t *testing.T) {
 	if err := json.Unmarshal(raw, &rows); err != nil {
 		t.Fatal(err)
 	}
-	p := Build(loadRecording(t, "../testdata/h200/s001.jsonl.gz")).Processes[0]
+	p := Build(loadRecording(t, dir+"/s001.jsonl.gz")).Processes[0]
 	byStep := map[int]*Step{}
 	for i := range p.Steps {
 		byStep[p.Steps[i].Step] = &p.Steps[i]
@@ -110,8 +128,14 @@ func TestH200UnseenForwardIsNoOptimizerFigure(t *testing.T) {
 // weights' 8,409,098 fp32 parameters, in 512 B blocks), under the 64 MiB
 // that reports it. The user's counters and weights were identical without
 // the hook (testdata/h200/README.md).
-func TestH200ChildrenLoopHasItsPhases(t *testing.T) {
-	p := Build(loadRecording(t, "../testdata/h200/leak_children.jsonl.gz")).Processes[0]
+func TestGPUChildrenLoopHasItsPhases(t *testing.T) {
+	for _, run := range gpuRuns {
+		t.Run(run.gpu, func(t *testing.T) { childrenLoopHasItsPhases(t, run.dir, run.leakLine) })
+	}
+}
+
+func childrenLoopHasItsPhases(t *testing.T, dir string, line int) {
+	p := Build(loadRecording(t, dir+"/leak_children.jsonl.gz")).Processes[0]
 	var names []string
 	for _, ph := range p.Steps[1].Phases {
 		names = append(names, ph.Phase)
@@ -123,20 +147,64 @@ func TestH200ChildrenLoopHasItsPhases(t *testing.T) {
 	if o.Bytes != 33653248 || !o.Exact || o.Reported || o.Start != 706095616 {
 		t.Fatalf("spike %+v", o)
 	}
-	if g := p.Diagnosis.Culprits.Grew[0]; g.Name != "kept[...]" || g.Line != 69 || g.BytesPerStep != 8<<20 {
+	if g := p.Diagnosis.Culprits.Grew[0]; g.Name != "kept[...]" || g.Line != line || g.BytesPerStep != 8<<20 {
 		t.Fatalf("culprit %+v", g)
 	}
 }
 
-// A real out-of-memory error in the forward of step 12 (a GELU's 512 MiB):
-// the ending names that step and phase, and the step is left out.
-func TestH200OutOfMemoryEnding(t *testing.T) {
-	p := Build(loadRecording(t, "../testdata/h200/oom.jsonl.gz")).Processes[0]
-	e := p.Diagnosis.End
-	if e == nil || !e.LikelyOOM || e.Step != 12 || e.Phase != "forward" {
-		t.Fatalf("end %+v", e)
+// A real out-of-memory error in a forward (a GELU's 512 MiB on the H200,
+// 256 MiB under the H100's smaller limit; oom_truth.json): the ending names
+// that step and phase, and the step is left out.
+func TestGPUOutOfMemoryEnding(t *testing.T) {
+	for _, run := range gpuRuns {
+		t.Run(run.gpu, func(t *testing.T) {
+			p := Build(loadRecording(t, run.dir+"/oom.jsonl.gz")).Processes[0]
+			e := p.Diagnosis.End
+			if e == nil || !e.LikelyOOM || e.Step != run.oomStep || e.Phase != "forward" {
+				t.Fatalf("end %+v", e)
+			}
+			if p.PartialStep != run.oomStep || p.StepsTotal != run.oomStep {
+				t.Fatalf("partial step %d, %d steps: the dying step is not a finished one", p.PartialStep, p.StepsTotal)
+			}
+		})
 	}
-	if p.PartialStep != 12 || p.StepsTotal != 12 {
-		t.Fatalf("partial step %d, %d steps: the dying step is not a finished one", p.PartialStep, p.StepsTotal)
+}
+
+// The leaking loop on the H100, all 80 steps: each step's held memory is
+// the user's own memory_allocated() after optimizer.step() (the loop's
+// prints without the hook, leak_counters.txt), and the running maximum of
+// the step peaks is its max_memory_allocated(), to the byte, through the
+// census and the capture on suspicion (steps 29-34).
+func TestH100LeakLoopIsTheUsersOwnCounters(t *testing.T) {
+	dir := "../testdata/h100/2026-11-26"
+	raw, err := os.ReadFile(dir + "/leak_counters.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Build(loadRecording(t, dir+"/leak_children.jsonl.gz")).Processes[0]
+	if len(p.Steps) != 80 {
+		t.Fatalf("%d steps in the report, want 80", len(p.Steps))
+	}
+	var running int64
+	checked := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		var step int
+		var allocated, maxAllocated, reserved int64
+		if n, _ := fmt.Sscanf(line, "step %d allocated %d max_allocated %d reserved %d",
+			&step, &allocated, &maxAllocated, &reserved); n != 4 {
+			continue
+		}
+		st := &p.Steps[step]
+		if st.Step != step || int64(st.Held) != allocated {
+			t.Errorf("step %d: held %d, the user's memory_allocated() %d", st.Step, st.Held, allocated)
+		}
+		running = max(running, int64(st.PeakAllocated))
+		if running != maxAllocated {
+			t.Errorf("step %d: running peak %d, the user's max_memory_allocated() %d", step, running, maxAllocated)
+		}
+		checked++
+	}
+	if checked != 80 {
+		t.Fatalf("%d steps checked, want 80", checked)
 	}
 }
