@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/vramscope/vramscope/ipc"
@@ -185,7 +186,30 @@ func layersNow(s *session.Store, p *session.Process) Layers {
 	}
 	l.fill(anatomyAt(p, l.Step))
 	freshen(p, &l, anatomyAt(p, l.Step))
+	if a := atOOM(p); a != nil {
+		l.atOOM(p, a)
+	}
 	return l
+}
+
+// atOOM takes the tensor layers from the census at an out-of-memory error
+// when nothing has moved since (the allocator's figure then is the newest):
+// what was alive then, counted, in place of the measured anatomy, whose
+// gradients zero_grad may have freed and whose activations are a whole
+// forward's, not the part that ran before the error.
+func (l *Layers) atOOM(p *session.Process, a *AtOOM) {
+	al := a.Allocator
+	if a.Step != l.Step || !a.Complete || al == nil || al.Allocated == nil || p.Mem == nil ||
+		*al.Allocated != p.Mem.Allocated {
+		return
+	}
+	l.Allocated = session.Bytes(*al.Allocated)
+	l.Weights, l.Gradients, l.Optimizer, l.Activations = a.Weights, a.Gradients, a.Optimizer, a.SavedInGraphs
+	l.Transient = max(l.Allocated-l.Weights-l.Gradients-l.Optimizer, 0)
+	l.Other = max(l.Transient-l.Activations, 0)
+	l.ActivationsStale = false
+	l.ActivationsNote = fmt.Sprintf("saved in the autograd graphs alive at the out-of-memory error (the census of step %d)", a.Step)
+	l.ActivationsBrief = "census at the OOM"
 }
 
 func layersAtPeak(s *session.Store, p *session.Process, pk peakAt) Layers {

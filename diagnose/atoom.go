@@ -20,6 +20,10 @@ type AtOOM struct {
 	Optimizer     session.Bytes `json:"optimizer"`
 	SavedInGraphs session.Bytes `json:"saved_in_graphs"`
 	Other         session.Bytes `json:"other"`
+	// OtherSaved is the part of Other that SavedInGraphs counts too (saved
+	// tensors the collector lists, such as a layer's output the next layer
+	// saved); Unknown from hooks that do not say.
+	OtherSaved session.Bytes `json:"other_saved"`
 	// SavedByModule splits SavedInGraphs by module, largest first (empty
 	// from hooks that send no split); the rest of the modules are summed
 	// in SavedRest.
@@ -109,7 +113,7 @@ func atOOM(p *session.Process) *AtOOM {
 	g := &c.Groups
 	a := &AtOOM{Step: c.Step, Weights: session.Bytes(g.Parameters.Bytes), Gradients: session.Bytes(g.Gradients.Bytes),
 		Optimizer: session.Bytes(g.Optimizer.Bytes), Other: session.Bytes(g.Other.Bytes), Allocator: c.Allocator,
-		Complete: c.Census.Complete, Unaccounted: session.Unknown}
+		Complete: c.Census.Complete, OtherSaved: session.Unknown, Unaccounted: session.Unknown}
 	a.SavedByModule, a.SavedRest = SavedModulesOf(c.SavedByModule)
 	for i := range c.Holders {
 		h := &c.Holders[i]
@@ -124,9 +128,12 @@ func atOOM(p *session.Process) *AtOOM {
 		// graphs overlap (a step's output and a tensor inside it) each
 		// count the shared part.
 		a.SavedInGraphs = session.Bytes(sm.Total())
+		if sm.AlsoOther != nil {
+			a.OtherSaved = min(session.Bytes(*sm.AlsoOther), a.Other, a.SavedInGraphs)
+		}
 	}
 	if al := c.Allocator; al != nil && al.Allocated != nil && a.Complete {
-		named := a.Weights + a.Gradients + a.Optimizer + a.Other + a.SavedInGraphs
+		named := a.Weights + a.Gradients + a.Optimizer + a.OtherOutside() + a.SavedInGraphs
 		if rest := session.Bytes(*al.Allocated) - named; rest >= 0 {
 			a.Unaccounted = rest
 		}
@@ -134,11 +141,24 @@ func atOOM(p *session.Process) *AtOOM {
 	return a
 }
 
-// Lines say what was alive, then the allocator's side.
+// OtherOutside is the other tensors' bytes that SavedInGraphs does not
+// count: Other less OtherSaved, all of Other where the overlap is unknown.
+func (a *AtOOM) OtherOutside() session.Bytes {
+	if a.OtherSaved.Known() {
+		return a.Other - a.OtherSaved
+	}
+	return a.Other
+}
+
+// Lines say what was alive, then the allocator's side. The categories of
+// the first line are disjoint where the hook says the overlap.
 func (a *AtOOM) Lines() []string {
+	other := "other tensors " + a.OtherOutside().Human()
+	if !a.OtherSaved.Known() && a.SavedInGraphs > 0 {
+		other += " (some may be saved in those graphs too)"
+	}
 	parts := []string{"weights " + a.Weights.Human(), "gradients " + a.Gradients.Human(),
-		"optimizer state " + a.Optimizer.Human(), "saved in kept graphs " + a.SavedInGraphs.Human(),
-		"other tensors " + a.Other.Human()}
+		"optimizer state " + a.Optimizer.Human(), "saved in kept graphs " + a.SavedInGraphs.Human(), other}
 	if a.Unaccounted.Known() {
 		parts = append(parts, "not named by any Python object "+a.Unaccounted.Human())
 	}

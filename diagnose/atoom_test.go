@@ -63,3 +63,37 @@ func TestAtOOMOfAnIncompleteCensusSaysLowerBounds(t *testing.T) {
 		}
 	}
 }
+
+// Saved tensors the collector lists too (a layer's output the next layer
+// saved) count once: "other tensors" is what the graphs do not save, and
+// the remainder not named by any Python object is made of disjoint parts.
+// From a hook that does not say the overlap, the line says it may exist.
+func TestAtOOMCountsSavedTensorsOnce(t *testing.T) {
+	m, err := ipc.Decode([]byte(fixture.OOMCensusLine(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := *m.Census
+	sm := *c.SavedByModule
+	c.SavedByModule = &sm
+	g := c.Groups
+	alloc := g.Parameters.Bytes + g.Gradients.Bytes + g.Optimizer.Bytes + g.Other.Bytes + sm.Total()
+	c.Allocator = &ipc.CensusAllocator{Allocated: &alloc}
+	c.Complete = true
+	p := &session.Process{Censuses: []session.Census{{Step: m.Step, Census: c}}}
+	a := atOOM(p)
+	if a.OtherSaved.Known() || !strings.Contains(a.Lines()[0], "(some may be saved in those graphs too)") {
+		t.Fatalf("no overlap said: %+v, %q", a.OtherSaved, a.Lines()[0])
+	}
+	both := min(g.Other.Bytes, sm.Total()) / 2
+	sm.AlsoOther = &both
+	a = atOOM(p)
+	if a.OtherSaved != session.Bytes(both) || a.OtherOutside() != session.Bytes(g.Other.Bytes-both) ||
+		a.Unaccounted != session.Bytes(both) {
+		t.Fatalf("other %v, saved too %v, outside %v, unaccounted %v", a.Other, a.OtherSaved, a.OtherOutside(), a.Unaccounted)
+	}
+	want := "other tensors " + session.Bytes(g.Other.Bytes-both).Human()
+	if head := a.Lines()[0]; !strings.Contains(head, want) || strings.Contains(head, "may be saved") {
+		t.Fatalf("%q, want %q", head, want)
+	}
+}

@@ -79,6 +79,10 @@ type CensusSavedByModule struct {
 		Modules int64 `json:"modules"`
 		Bytes   int64 `json:"bytes"`
 	} `json:"rest"`
+	// AlsoOther is the bytes of these storages that the census's "other"
+	// group counts too: saved tensors the collector lists (a layer's
+	// output the next layer saved). Nil from hooks that do not say.
+	AlsoOther *int64 `json:"also_other,omitempty"`
 }
 
 // CensusModuleBytes is one module's saved bytes.
@@ -109,8 +113,15 @@ func (s *CensusSavedByModule) validate() error {
 			return err
 		}
 	}
-	return sizes(opt{"census.saved_by_module.rest.modules", &s.Rest.Modules},
-		opt{"census.saved_by_module.rest.bytes", &s.Rest.Bytes})
+	if err := sizes(opt{"census.saved_by_module.rest.modules", &s.Rest.Modules},
+		opt{"census.saved_by_module.rest.bytes", &s.Rest.Bytes},
+		opt{"census.saved_by_module.also_other", s.AlsoOther}); err != nil {
+		return err
+	}
+	if s.AlsoOther != nil && *s.AlsoOther > s.Total() {
+		return fmt.Errorf("field census.saved_by_module.also_other: more than the saved bytes")
+	}
+	return nil
 }
 
 // CensusCapture is one window of the allocator's history: the snapshot

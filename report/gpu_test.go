@@ -166,6 +166,16 @@ func TestGPUOutOfMemoryEnding(t *testing.T) {
 			if p.PartialStep != run.oomStep || p.StepsTotal != run.oomStep {
 				t.Fatalf("partial step %d, %d steps: the dying step is not a finished one", p.PartialStep, p.StepsTotal)
 			}
+			// The anatomy now is the census at the error: zero_grad had
+			// freed the gradients, and the forward had saved only part of a
+			// whole forward's activations; the parts add up to allocated.
+			now, at := p.Anatomy.Now, p.Diagnosis.AtOOM
+			if at == nil || now.Step != run.oomStep || now.Gradients != 0 || now.Activations != at.SavedInGraphs {
+				t.Fatalf("now %+v, at the error %+v", now, at)
+			}
+			if sum := now.Weights + now.Gradients + now.Optimizer + now.Activations + now.Other; sum != now.Allocated {
+				t.Fatalf("the layers now add up to %d, allocated %d", sum, now.Allocated)
+			}
 		})
 	}
 }

@@ -290,6 +290,13 @@ def test_saved_tensors_split_by_module(torch_mod):
     held = [h for h in c["holders"] if h["name"] == "loss"][0]
     assert sum(got.values()) == held["graph_saved"]
     assert c["saved_by_module"]["rest"] == {"modules": 0, "bytes": 0}
+    # Every saved tensor but the loss's own two (cross_entropy's inner
+    # log-softmax output and nll_loss's total weight, made in C++) was once
+    # a Python object: torch keeps those objects alive with the graph, the
+    # collector lists them, and the "other" group counts them too.
+    also = c["saved_by_module"]["also_other"]
+    assert also == sum(got.values()) - B * 10 * 4 - 4
+    assert also <= c["groups"]["other"]["bytes"]
 
 
 def test_a_watched_loop_with_censuses_keeps_nothing_alive_without_the_collector(torch_mod, monitor):

@@ -87,11 +87,16 @@ def live_tensors(torch):
 class _Graphs:
     """Walks autograd graphs once per census, each node once."""
 
-    def __init__(self, torch, device_ok, known_keys, step, deadline, owners=None):
+    def __init__(self, torch, device_ok, known_keys, step, deadline, owners=None, listed=()):
         self.device_ok = device_ok
         self.owners = owners or {}  # id(parameter) -> the name of the module that has it
         self.by_module = {}  # module name (None: no module's weights) -> saved bytes
         self.counted = set()  # saved storages in by_module, once per census
+        # Storages of the tensors the collector listed (the "other" group
+        # holds those not in known_keys), and the bytes of by_module's
+        # storages among them: the two figures' overlap.
+        self.listed = listed
+        self.also_other = 0
         self.known = known_keys  # storages of parameters etc.: not counted as saved
         self.step = step
         self.deadline = deadline
@@ -195,6 +200,8 @@ class _Graphs:
                         held += size
                         if key not in self.counted:
                             self.counted.add(key)
+                            if key in self.listed:
+                                self.also_other += size
                             if module is None:
                                 module = self._below(node)
                             self.by_module[module] = self.by_module.get(module, 0) + size
@@ -221,11 +228,15 @@ class _Graphs:
 
     def saved_by_module(self):
         """The by-module split of the saved tensors this census counted,
-        largest first, MAX_MODULES of them and the rest summed."""
+        largest first, MAX_MODULES of them and the rest summed; also_other
+        is the bytes of those storages that the "other" group counts too
+        (a saved tensor the collector lists, such as a layer's output that
+        the next layer saved)."""
         ranked = sorted(self.by_module.items(), key=lambda kv: (-kv[1], kv[0] or ""))
         return {"modules": [{"module": _messages.clip(m, 256) if m is not None else None, "bytes": b}
                             for m, b in ranked[:MAX_MODULES]],
-                "rest": {"modules": len(ranked[MAX_MODULES:]), "bytes": sum(b for _, b in ranked[MAX_MODULES:])}}
+                "rest": {"modules": len(ranked[MAX_MODULES:]), "bytes": sum(b for _, b in ranked[MAX_MODULES:])},
+                "also_other": self.also_other}
 
 
 # Nodes between a node and its parameters' AccumulateGrad that only view the
@@ -405,7 +416,7 @@ def take(torch, device, model=None, optimizer=None, step=0, reason="request",
     searched = time.perf_counter()
 
     graphs = _Graphs(torch, device_ok, known, step, deadline,
-                     _modules.param_owners(model) if model is not None else None)
+                     _modules.param_owners(model) if model is not None else None, seen)
     holders, done = [], set()
     for t in targets:
         root = roots.get(id(t))
