@@ -12,6 +12,8 @@
 #   QUICK=1 bash bench/gpu/checks.sh ...   (the read costs, seed 001, the cost
 #                                           model and Lightning only: the step
 #                                           path's checks)
+#   BLOCKS=20 ROUNDS=8 LSTEPS=150 ...       (the cost model's blocks, Lightning's
+#                                           rounds and steps: 10, 4 and 200)
 #   OLD_HOOK=DIR ...                        (the cost model and Lightning also run
 #                                           the vramscope package copied in DIR:
 #                                           old against new)
@@ -52,11 +54,11 @@ bin/vramscope report --json "$O/s001_gpu.jsonl.gz" > "$O/s001_report.json" 2>&1
 head -30 "$O/s001_report.txt"
 
 log "cost model on the real allocator"
-timeout $(left 200) python3 bench/cost_model.py --device cuda --size h100mlp --blocks 10 --steps 40 --no-profiler \
+timeout $(left 200) python3 bench/cost_model.py --device cuda --size h100mlp --blocks ${BLOCKS:-10} --steps 40 --no-profiler \
   ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 | tee "$O/cost_cuda.txt"
 
 log "Lightning on the GPU"
-timeout $(left 200) python3 bench/lightning_cost.py --device cuda --steps 200 --rounds 4 \
+timeout $(left 200) python3 bench/lightning_cost.py --device cuda --steps ${LSTEPS:-200} --rounds ${ROUNDS:-4} \
   ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 | tee "$O/lightning_cuda.txt"
 
 if [ -z "${QUICK:-}" ]; then
