@@ -276,6 +276,53 @@ def run_lightning(kind, socket, sim, mem, model, truth):
     trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=b))
 
 
+def run_hf_trainer(kind, socket, sim, mem, model, truth):
+    """The kind trained by a real transformers ``Trainer`` with the callback
+    (integrations/transformers.py): the model computes its loss from
+    ``labels`` (``layout="hf"``'s forward), the Trainer's own loop calls it
+    with keyword inputs, backward through accelerate, the update, then
+    ``model.zero_grad()`` inside the step (Trainer._inner_training_loop);
+    ``gradient_accumulation_steps`` is the kind's micro. The Trainer zeroes
+    through the model, so the model's zero_grad frees the simulated
+    gradients. Fixed input sizes only."""
+    import tempfile
+
+    import transformers as T
+    from vramscope.integrations.transformers import VramscopeCallback
+
+    b, s = mem.shape()
+    plain_zero_grad = model.zero_grad
+
+    def zero_grad(set_to_none=True):
+        plain_zero_grad(set_to_none)
+        sim.truth_at(mem.step, "zero_grad")
+        mem.zero_grad(set_to_none)
+
+    model.zero_grad = zero_grad
+    # the loss, computed inside the forward: its phase begins where the forward returns
+    model.register_forward_hook(lambda m, i, o: sim.truth_at(mem.step, "loss"))
+
+    class Ledger(T.TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            mem.step = state.global_step
+            truth["inputs"][mem.step] = b * s
+
+        def on_step_end(self, args, state, control, **kw):
+            truth["held"][state.global_step - 1] = sim.allocated
+
+    n = kind.steps * kind.micro * b
+    data = [{"input_ids": t, "labels": t} for t in torch.randint(0, 64, (n, s))]
+    args = T.TrainingArguments(
+        output_dir=tempfile.mkdtemp(prefix="vs-truth-hf-"), per_device_train_batch_size=b,
+        gradient_accumulation_steps=kind.micro, max_steps=kind.steps, use_cpu=True,
+        report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
+        dataloader_num_workers=0, seed=kind.seed)
+    trainer = T.Trainer(model=model, args=args, train_dataset=data,
+                        optimizers=(Adam(model.parameters(), mem), None),
+                        callbacks=[Ledger(), VramscopeCallback(socket=socket)])
+    trainer.train()
+
+
 def run(kind, socket, rank):
     warnings.simplefilter("ignore")
     torch.manual_seed(kind.seed)
@@ -285,10 +332,11 @@ def run(kind, socket, rank):
         del torch._C._cuda_attach_out_of_memory_observer
     mem = Memory(sim, kind, rank)
     model = Net(mem)
-    if kind.layout == "lightning":
+    framework = {"lightning": run_lightning, "hf-trainer": run_hf_trainer}.get(kind.layout)
+    if framework is not None:
         truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
         try:
-            run_lightning(kind, socket, sim, mem, model, truth)
+            framework(kind, socket, sim, mem, model, truth)
         finally:
             write_truth(sim, truth)
         return

@@ -159,11 +159,18 @@ K = [
     Kind("lightning-readme", 80, dict(pattern="warmup"), layout="lightning", batch=4, seq=512),
     Kind("lightning-accum", 40, dict(pattern="warmup"), layout="lightning", micro=4, batch=2,
          seq=1024),
+    # transformers' Trainer with the callback: the model computes its loss
+    # (model(**batch).loss), and the Trainer zeroes the gradients through
+    # the model after the update, inside the step (model.zero_grad());
+    # and with gradient_accumulation_steps.
+    Kind("hf-trainer", 80, dict(pattern="warmup"), layout="hf-trainer", batch=4, seq=512),
+    Kind("hf-trainer-accum", 40, dict(pattern="warmup"), layout="hf-trainer", micro=4, batch=2,
+         seq=1024),
 ]
 
 # What a kind's loop needs beyond torch, by layout: the scorecard leaves
 # out a kind whose package is not installed (torch 1.13 has no Lightning).
-NEEDS = {"lightning": "lightning"}
+NEEDS = {"lightning": "lightning", "hf-trainer": "transformers"}
 
 
 def available(kind):

@@ -224,6 +224,7 @@ class StepsMixin:
         closing read, as _finish_step's every-step case makes it (exact
         peaks); the framework's callback ends the step itself."""
         self._step_called = False
+        self._updated = True
         if self._open == "step" and self._tail_step is None and self._exact:
             self._open = None
             self._client.switch("step", None, True, None, self._step_plan)
@@ -242,6 +243,7 @@ class StepsMixin:
         with self._lock:
             if self.framework_steps:
                 self._step_called = False
+                self._updated = True
                 self._end("step")
                 return
             self._finish_step()
@@ -275,6 +277,7 @@ class StepsMixin:
     def _finish_step(self):
         self._step_called = False
         self._step_depth = 0
+        self._updated = False
         client = self._client
         last = self._open
         if last == "step" and self._tail_step is None:
@@ -506,4 +509,6 @@ class StepsMixin:
             return
         with self._lock:
             self._fast = False
+            if name == "step" and self._open == "step":
+                self._updated = True
             self._end(name)

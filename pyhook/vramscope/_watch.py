@@ -63,7 +63,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
                  "_last_size", "_moved", "_ref", "_zero_seen", "_zero_seen_last",
                  "_zero_after", "_due", "_census_want", "_backward_micro", "_bw_step",
                  "_ends_at_forward", "_exact", "_step_plan", "_skip_forward", "_quiet",
-                 "_hook_output", "_kw_patch", "_closure_depth", "_lock")
+                 "_hook_output", "_kw_patch", "_closure_depth", "_updated", "_lock")
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
                  queue_callback="detect", meter=None, global_backward=True, name=None,
@@ -104,6 +104,10 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         self._zero_seen = False  # this step began with zero_grad
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
+        # Under a framework's steps: the update of the open step has ended, so
+        # a zero_grad now is the step's tail (transformers' Trainer zeroes
+        # through the model after the update) and reads at its end.
+        self._updated = False
         # Whether this loop zeroes after optimizer.step() (None: not known yet),
         # decided once from where the first step ended (_steps.zero_follows_step);
         # _step_frames is None until that step ends, () once used.
@@ -404,7 +408,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         zero_grad, which only frees, reads on the first steps only, and a plain
         step's phases read only where the step closes: ``step``, or the phase
         ``closing`` says ends the step) and return that read (None when
-        nothing was read or ``name`` was not open)."""
+        nothing was read or ``name`` was not open). A zero_grad after a
+        framework's update reads: it ends the step (``_updated``)."""
         if self._open != name:
             return None
         self._open = None
@@ -414,7 +419,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         read = client.reader
         closing = self._exact and (closing or name == "step")
         if read is not None and (closing or self._edge_reads) \
-                and (name != "zero_grad" or client.step < self._zero_until or closing):
+                and (name != "zero_grad" or client.step < self._zero_until or closing) \
+                or read is not None and name == "zero_grad" and self._updated:
             # The general path, which returns its read (a begin edge carries
             # it): client.read_raw() inlined, a frame less. The every-step
             # edges read in client.put instead.

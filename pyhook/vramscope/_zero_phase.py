@@ -74,9 +74,15 @@ class ZeroGradMixin:
                 # what the call returns or raises).
                 self._zero_depth = 0
                 self._open = None
-                c = self._client  # Client.switch's tuple, queued as _fast allows
-                c._queue.append((_monotonic(), "zero_grad", None, c.step, c.micro, None,
-                                 c.model))
+                c = self._client
+                if self._updated:
+                    # A framework's zero_grad after the update: the step's
+                    # last phase, whose read is the memory held between
+                    # steps (the gradients it frees gone).
+                    c.switch("zero_grad", None, True)
+                else:  # Client.switch's tuple, queued as _fast allows
+                    c._queue.append((_monotonic(), "zero_grad", None, c.step, c.micro, None,
+                                     c.model))
             elif self._active:
                 try:
                     with self._lock:
@@ -88,10 +94,11 @@ class ZeroGradMixin:
                             client = self._client
                             if self._open == "zero_grad" and self._tail_step is None:
                                 # _end("zero_grad")'s every-step case: read
-                                # on the first steps only (below _zero_until)
+                                # on the first steps only (below _zero_until),
+                                # and after a framework's update (above)
                                 self._open = None
-                                client.switch("zero_grad", None,
-                                              client.step < self._zero_until and self._edge_reads)
+                                client.switch("zero_grad", None, self._updated or (
+                                    client.step < self._zero_until and self._edge_reads))
                             else:
                                 self._end("zero_grad")
                 except Exception as exc:  # noqa: BLE001
