@@ -6,12 +6,13 @@
 # identical. Everything lands under $OUT/frameworks (the caller archives it).
 #
 #   bash bench/gpu/frameworks.sh [STEPS]   (from the repository root, bin/vramscope built)
+#   FWS=hf bash bench/gpu/frameworks.sh    (some of them only)
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/pyhook
 O=${OUT:-/tmp/vramscope-gpu}/frameworks; mkdir -p "$O"
 STEPS=${1:-60}
 S=$(mktemp -d /tmp/vsfw.XXXXXX)
-for fw in hf hf-ckpt lightning; do
+for fw in ${FWS:-hf hf-ckpt lightning}; do
   echo "== $(date +%T) $fw"
   timeout 150 python3 bench/gpu/frameworks_run.py --fw "$fw" --steps "$STEPS" ${FW_ARGS:-} > "$O/${fw}_nohook.txt" 2>&1
   bin/vramscope record -o "$O/$fw.jsonl.gz" --socket "$S/$fw.sock" > "$O/${fw}_record.txt" 2>&1 & R=$!
