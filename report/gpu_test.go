@@ -187,36 +187,52 @@ func TestGPUOutOfMemoryEnding(t *testing.T) {
 // census and the capture on suspicion (steps 29-34).
 func TestH100LeakLoopIsTheUsersOwnCounters(t *testing.T) {
 	dir := "../testdata/h100/2026-11-26"
-	raw, err := os.ReadFile(dir + "/leak_counters.txt")
+	rows, _ := userCounters(t, dir+"/leak_counters.txt")
+	p := Build(loadRecording(t, dir+"/leak_children.jsonl.gz")).Processes[0]
+	if len(p.Steps) != 80 || len(rows) != 80 {
+		t.Fatalf("%d steps in the report, %d printed; want 80", len(p.Steps), len(rows))
+	}
+	var running int64
+	for _, r := range rows {
+		st := &p.Steps[r.step]
+		if st.Step != r.step || int64(st.Held) != r.allocated {
+			t.Errorf("step %d: held %d, the user's memory_allocated() %d", st.Step, st.Held, r.allocated)
+		}
+		running = max(running, int64(st.PeakAllocated))
+		if running != r.maxAllocated {
+			t.Errorf("step %d: running peak %d, the user's max_memory_allocated() %d", r.step, running, r.maxAllocated)
+		}
+	}
+}
+
+// counterRow is one line a GPU script printed after an update: the user's
+// own memory_allocated() and max_memory_allocated() then.
+type counterRow struct {
+	step                    int
+	allocated, maxAllocated int64
+}
+
+// userCounters reads such prints (bench/gpu/leak_run.py, frameworks_run.py):
+// the rows, and the steps a validation followed.
+func userCounters(t *testing.T, path string) ([]counterRow, map[int]bool) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Build(loadRecording(t, dir+"/leak_children.jsonl.gz")).Processes[0]
-	if len(p.Steps) != 80 {
-		t.Fatalf("%d steps in the report, want 80", len(p.Steps))
-	}
-	var running int64
-	checked := 0
+	var rows []counterRow
+	evaluated := map[int]bool{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		var step int
-		var allocated, maxAllocated, reserved int64
+		var r counterRow
+		var reserved int64
 		if n, _ := fmt.Sscanf(line, "step %d allocated %d max_allocated %d reserved %d",
-			&step, &allocated, &maxAllocated, &reserved); n != 4 {
-			continue
+			&r.step, &r.allocated, &r.maxAllocated, &reserved); n == 4 {
+			rows = append(rows, r)
+		} else if n, _ := fmt.Sscanf(line, "evaluated after step %d", &r.step); n == 1 {
+			evaluated[r.step] = true
 		}
-		st := &p.Steps[step]
-		if st.Step != step || int64(st.Held) != allocated {
-			t.Errorf("step %d: held %d, the user's memory_allocated() %d", st.Step, st.Held, allocated)
-		}
-		running = max(running, int64(st.PeakAllocated))
-		if running != maxAllocated {
-			t.Errorf("step %d: running peak %d, the user's max_memory_allocated() %d", step, running, maxAllocated)
-		}
-		checked++
 	}
-	if checked != 80 {
-		t.Fatalf("%d steps checked, want 80", checked)
-	}
+	return rows, evaluated
 }
 
 // An out-of-memory error on an H200 recorded by the hook that sends the
@@ -259,39 +275,20 @@ func TestH200OOMCensusCategoriesAreDisjoint(t *testing.T) {
 // follows it is after the zero_grad Lightning runs before validating
 // (docs/integrations.md).
 func TestH200LightningPeaksAreTheUsersOwn(t *testing.T) {
-	raw, err := os.ReadFile("../testdata/h200/lightning_counters.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows, evaluated := userCounters(t, "../testdata/h200/lightning_counters.txt")
 	p := Build(loadRecording(t, "../testdata/h200/lightning.jsonl.gz")).Processes[0]
-	evaluated := map[int]bool{}
+	if len(rows) != 60 || len(evaluated) != 3 {
+		t.Fatalf("%d steps printed, %d validations; want 60 and 3", len(rows), len(evaluated))
+	}
 	var running int64
-	checked := 0
-	lines := strings.Split(string(raw), "\n")
-	for _, line := range lines {
-		var step int
-		if n, _ := fmt.Sscanf(line, "evaluated after step %d", &step); n == 1 {
-			evaluated[step] = true
-		}
-	}
-	for _, line := range lines {
-		var step int
-		var allocated, maxAllocated, reserved int64
-		if n, _ := fmt.Sscanf(line, "step %d allocated %d max_allocated %d reserved %d",
-			&step, &allocated, &maxAllocated, &reserved); n != 4 {
-			continue
-		}
-		st := &p.Steps[step]
+	for _, r := range rows {
+		st := &p.Steps[r.step]
 		running = max(running, int64(st.PeakAllocated))
-		if st.Step != step || running != maxAllocated {
-			t.Errorf("step %d: running peak %d, the user's max_memory_allocated() %d", step, running, maxAllocated)
+		if st.Step != r.step || running != r.maxAllocated {
+			t.Errorf("step %d: running peak %d, the user's max_memory_allocated() %d", r.step, running, r.maxAllocated)
 		}
-		if d := int64(st.Held) - allocated; !evaluated[step] && d != 0 && d != 512 {
-			t.Errorf("step %d: held %d, the user's memory_allocated() %d", step, st.Held, allocated)
+		if d := int64(st.Held) - r.allocated; !evaluated[r.step] && d != 0 && d != 512 {
+			t.Errorf("step %d: held %d, the user's memory_allocated() %d", r.step, st.Held, r.allocated)
 		}
-		checked++
-	}
-	if checked != 60 || len(evaluated) != 3 {
-		t.Fatalf("%d steps checked, %d validations; want 60 and 3", checked, len(evaluated))
 	}
 }
