@@ -323,6 +323,34 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
     trainer.train()
 
 
+def run_accelerate(kind, socket, sim, mem, model, truth):
+    """The kind in accelerate's loop with gradient accumulation, as its
+    examples write it: ``accelerator.prepare``, then for every batch, under
+    ``accelerator.accumulate(model)``, the forward, ``accelerator.backward``,
+    ``optimizer.step()`` and ``optimizer.zero_grad()``, which the
+    ``AcceleratedOptimizer`` passes to the real optimizer on sync steps only
+    (every ``micro``-th batch); ``vramscope.watch`` is given what prepare
+    returned. Fixed input sizes only."""
+    from accelerate import Accelerator
+
+    acc = Accelerator(cpu=True, gradient_accumulation_steps=kind.micro)
+    model, opt = acc.prepare(model, Adam(model.parameters(), mem))
+    vramscope.watch(model, opt, socket=socket)
+    b, s = mem.shape()
+    for i in range(kind.steps * kind.micro):
+        mem.step = i // kind.micro
+        truth["inputs"][mem.step] = b * s
+        x = torch.randint(0, 64, (b, s))
+        with acc.accumulate(model):
+            out = call(kind, model, x)
+            sim.truth_at(mem.step, "loss")
+            acc.backward(loss_of(kind, mem, out))
+            opt.step()
+            opt.zero_grad()
+        if (i + 1) % kind.micro == 0:
+            truth["held"][mem.step] = sim.allocated
+
+
 def run(kind, socket, rank):
     warnings.simplefilter("ignore")
     torch.manual_seed(kind.seed)
@@ -332,7 +360,8 @@ def run(kind, socket, rank):
         del torch._C._cuda_attach_out_of_memory_observer
     mem = Memory(sim, kind, rank)
     model = Net(mem)
-    framework = {"lightning": run_lightning, "hf-trainer": run_hf_trainer}.get(kind.layout)
+    framework = {"lightning": run_lightning, "hf-trainer": run_hf_trainer,
+                 "accelerate": run_accelerate}.get(kind.layout)
     if framework is not None:
         truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
         try:

@@ -166,11 +166,16 @@ K = [
     Kind("hf-trainer", 80, dict(pattern="warmup"), layout="hf-trainer", batch=4, seq=512),
     Kind("hf-trainer-accum", 40, dict(pattern="warmup"), layout="hf-trainer", micro=4, batch=2,
          seq=1024),
+    # accelerate's own loop with gradient accumulation: step() and
+    # zero_grad() after every batch, passed on to the optimizer on sync
+    # steps only.
+    Kind("accelerate-accum", 60, dict(pattern="warmup"), layout="accelerate", micro=4, batch=2,
+         seq=1024),
 ]
 
 # What a kind's loop needs beyond torch, by layout: the scorecard leaves
 # out a kind whose package is not installed (torch 1.13 has no Lightning).
-NEEDS = {"lightning": "lightning", "hf-trainer": "transformers"}
+NEEDS = {"lightning": "lightning", "hf-trainer": "transformers", "accelerate": "accelerate"}
 
 
 def available(kind):
