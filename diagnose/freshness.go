@@ -25,11 +25,16 @@ func freshen(p *session.Process, l *Layers, a *session.Anatomy) {
 	if a.ActivationsTokens > 0 {
 		note += fmt.Sprintf(", %d tokens", a.ActivationsTokens)
 	}
+	// A figure the hook scaled by 1 (the same input size as measured) is
+	// the measured one, said as such.
+	scaled := false
 	if a.ActivationsSource == "scaled" {
-		if r, ok := ratio(a.Tokens, a.ActivationsTokens, a.BatchSize.Int64(), a.ActivationsBatch); ok {
-			note += fmt.Sprintf("; scaled ×%s by the hook (estimate)", ratioString(r))
-		} else {
+		if r, ok := ratio(a.Tokens, a.ActivationsTokens, a.BatchSize.Int64(), a.ActivationsBatch); !ok {
 			note += "; scaled by the hook (estimate)"
+			scaled = true
+		} else if r != 1 {
+			note += fmt.Sprintf("; scaled ×%s by the hook (estimate)", ratioString(r))
+			scaled = true
 		}
 	}
 	l.ActivationsNote = note
@@ -37,7 +42,7 @@ func freshen(p *session.Process, l *Layers, a *session.Anatomy) {
 	if a.ActivationsBatch > 0 {
 		l.ActivationsBrief += fmt.Sprintf(", batch %d", a.ActivationsBatch)
 	}
-	if a.ActivationsSource == "scaled" {
+	if scaled {
 		l.ActivationsBrief = "scaled from " + l.ActivationsBrief + " (est.)"
 	}
 	live := activationsLive(l.Phase)

@@ -150,6 +150,12 @@ func childrenLoopHasItsPhases(t *testing.T, dir string, line int) {
 	if g := p.Diagnosis.Culprits.Grew[0]; g.Name != "kept[...]" || g.Line != line || g.BytesPerStep != 8<<20 {
 		t.Fatalf("culprit %+v", g)
 	}
+	// The anatomy of the census steps carries step 2's activations, which
+	// the hook scaled to the same batch (×1): the measured figure, no estimate.
+	if m := p.Anatomy.Measured; m == nil || m.ActivationsSource != "scaled" ||
+		p.Anatomy.Peak.ActivationsNote != "measured at step 2, batch 1024" {
+		t.Fatalf("activations %+v: %q", m, p.Anatomy.Peak.ActivationsNote)
+	}
 }
 
 // A real out-of-memory error in a forward (a GELU's 512 MiB on the H200,
