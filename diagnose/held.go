@@ -3,6 +3,8 @@ package diagnose
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/vramscope/vramscope/session"
 )
@@ -22,33 +24,92 @@ type HeldSummary struct {
 	Last      session.Bytes `json:"last"`
 	Min       session.Bytes `json:"min"`
 	Max       session.Bytes `json:"max"`
+	// Typical is the held memory of most steps (their median) when it is
+	// not flat but all steps except a few (at most OddShare of them, Odd)
+	// lie within tolerance of it: a step that a validation's zero_grad
+	// ends, a checkpoint's step. Unknown, and Odd empty, otherwise.
+	Typical session.Bytes `json:"typical"`
+	Odd     []int         `json:"odd_steps"`
+	// OddMin and OddMax are the odd steps' range (Unknown without them).
+	OddMin session.Bytes `json:"odd_min"`
+	OddMax session.Bytes `json:"odd_max"`
 }
+
+// OddShare is the largest share of the steps whose held memory may stray
+// from the rest's for the summary to give the rest's as typical.
+const OddShare = 0.2
+
+// oddNamed is how many odd steps the line names.
+const oddNamed = 5
 
 // heldOf summarizes the held memory of pk.
 func heldOf(pk []session.StepPeak) HeldSummary {
-	h := HeldSummary{FirstStep: -1, LastStep: -1, First: session.Unknown, Last: session.Unknown, Min: session.Unknown, Max: session.Unknown}
+	h := HeldSummary{FirstStep: -1, LastStep: -1, First: session.Unknown, Last: session.Unknown, Min: session.Unknown,
+		Max: session.Unknown, Typical: session.Unknown, Odd: []int{}, OddMin: session.Unknown, OddMax: session.Unknown}
+	known := make([]session.StepPeak, 0, len(pk))
 	for i := range pk {
 		v := pk[i].Held
 		if !v.Known() {
 			continue
 		}
+		known = append(known, pk[i])
 		if h.FirstStep < 0 {
 			h.FirstStep, h.First, h.Min = pk[i].Index, v, v
 		}
 		h.LastStep, h.Last = pk[i].Index, v
 		h.Min, h.Max = min(h.Min, v), max(h.Max, v)
 	}
+	if len(known) < MinSteps || h.Max-h.Min <= Tolerance(h.Max) {
+		return h
+	}
+	typical := medianHeld(known)
+	var odd []int
+	lo, hi := session.Unknown, session.Unknown
+	for i := range known {
+		if v := known[i].Held; absDiff(v, typical) > Tolerance(typical) {
+			odd = append(odd, known[i].Index)
+			if !lo.Known() || v < lo {
+				lo = v
+			}
+			hi = hi.Max(v)
+		}
+	}
+	if float64(len(odd)) <= OddShare*float64(len(known)) {
+		h.Typical, h.Odd, h.OddMin, h.OddMax = typical, odd, lo, hi
+	}
 	return h
 }
 
 // Line is "held between steps: 1650 MiB (steps 1–5)" when flat within
-// tolerance, "held between steps: 1541→10214 MiB (steps 0–99)" otherwise.
+// tolerance; "held between steps: 642 MiB (steps 0–59), but 498 MiB on 3
+// of them (steps 19, 39, 59)" when all but a few steps are; "held between steps:
+// 1541→10214 MiB (steps 0–99; lowest …, highest … MiB)" otherwise.
 func (h HeldSummary) Line() string {
 	if h.FirstStep < 0 {
 		return ""
 	}
 	if h.Max-h.Min <= Tolerance(h.Max) {
 		return fmt.Sprintf("held between steps: %s MiB (steps %d–%d)", h.Last.MiBString(), h.FirstStep, h.LastStep)
+	}
+	if h.Typical.Known() {
+		named := make([]string, 0, oddNamed+1)
+		for i, st := range h.Odd {
+			if i == oddNamed {
+				named = append(named, "…")
+				break
+			}
+			named = append(named, strconv.Itoa(st))
+		}
+		odd := h.OddMin.MiBString()
+		if h.OddMax-h.OddMin > Tolerance(h.OddMax) {
+			odd += "–" + h.OddMax.MiBString()
+		}
+		where := fmt.Sprintf("on %d of them (steps %s)", len(h.Odd), strings.Join(named, ", "))
+		if len(h.Odd) == 1 {
+			where = fmt.Sprintf("on step %d", h.Odd[0])
+		}
+		return fmt.Sprintf("held between steps: %s MiB (steps %d–%d), but %s MiB %s",
+			h.Typical.MiBString(), h.FirstStep, h.LastStep, odd, where)
 	}
 	return fmt.Sprintf("held between steps: %s→%s MiB (steps %d–%d; lowest %s, highest %s MiB)",
 		h.First.MiBString(), h.Last.MiBString(), h.FirstStep, h.LastStep, h.Min.MiBString(), h.Max.MiBString())
