@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vramscope/vramscope/ipc"
@@ -62,9 +63,11 @@ type Layers struct {
 	// ActivationsBrief is the note in a few words, for narrow panels:
 	// "step 2, batch 80", "×128 of step 2 (est.)", "stale (step 2)".
 	ActivationsBrief string `json:"-"`
-	// ActivationsStale is true when the last measurement belongs to
-	// another input size and nothing says how to scale it: Activations and
-	// Other are then Unknown and Transient holds their sum.
+	// ActivationsStale is true when the figure does not hold at this
+	// moment: the last measurement belongs to another input size and
+	// nothing says how to scale it, or ("now") a forward is under way, which
+	// has saved part of a whole forward's. Activations and Other are then
+	// Unknown and Transient holds their sum.
 	ActivationsStale bool `json:"activations_stale"`
 	// Host is true on a CPU run: the figures are the process's RSS, with
 	// no allocator cache or driver view (List leaves those out).
@@ -151,9 +154,10 @@ func unknownLayers() Layers {
 
 func layersNow(s *session.Store, p *session.Process) Layers {
 	l := unknownLayers()
+	open := false
 	for k := len(p.OpenSpans()) - 1; k >= 0; k-- {
 		if sp := &p.Spans()[p.OpenSpans()[k]]; !sp.User {
-			l.Step, l.Phase = sp.Step, sp.Name
+			l.Step, l.Phase, open = sp.Step, sp.Name, true
 			break
 		}
 	}
@@ -186,10 +190,92 @@ func layersNow(s *session.Store, p *session.Process) Layers {
 	}
 	l.fill(anatomyAt(p, l.Step))
 	freshen(p, &l, anatomyAt(p, l.Step))
+	l.gradientsFreed(p)
+	if open && l.Phase == "forward" {
+		l.forwardUnderWay()
+	}
 	if a := atOOM(p); a != nil {
 		l.atOOM(p, a)
 	}
 	return l
+}
+
+// gradientsFreed sets the gradients to 0 in a forward or a loss that
+// follows a zero_grad which frees them (set_to_none): in the phase order
+// of the newest step that has the phase and a zero_grad, the last of
+// zero_grad and backward before the phase (round the step: a zero_grad
+// after the update frees them for the next step's forward) is the
+// zero_grad; and the newest zero_grad that was read fell by the
+// gradients' bytes. Lightning zeroes after training_step, so its forward
+// keeps them; a set_to_none=False zero_grad frees nothing.
+func (l *Layers) gradientsFreed(p *session.Process) {
+	if (l.Phase != "forward" && l.Phase != "loss") || !l.Gradients.Known() || l.Gradients == 0 {
+		return
+	}
+	var order []string
+	freed, known := false, false
+	steps := p.Steps()
+	for k := len(steps) - 1; k >= 0 && (order == nil || !known); k-- {
+		st := steps[k]
+		var names []string
+		has := false
+		for i := range st.Phases {
+			c := &st.Phases[i]
+			if c.User {
+				continue
+			}
+			names = append(names, c.Name)
+			has = has || c.Name == l.Phase
+			if c.Name != "zero_grad" || !c.Read || known {
+				continue
+			}
+			before := session.Unknown
+			if i > 0 && st.Phases[i-1].Read {
+				before = st.Phases[i-1].AllocatedEnd
+			} else if i == 0 && k > 0 {
+				before = steps[k-1].Held
+			}
+			if before.Known() {
+				freed, known = before-c.AllocatedEnd+Tolerance(l.Gradients) >= l.Gradients, true
+			}
+		}
+		if order == nil && has && slices.Contains(names, "zero_grad") {
+			order = names
+		}
+	}
+	if !freed || order == nil {
+		return
+	}
+	at := slices.Index(order, l.Phase)
+	for j := 1; j < len(order); j++ {
+		switch order[(at-j+len(order))%len(order)] {
+		case "backward":
+			return
+		case "zero_grad":
+			l.Gradients = 0
+			if l.Allocated.Known() {
+				l.Transient = max(l.Allocated-l.Weights-l.Optimizer, 0)
+				if l.Activations.Known() {
+					l.Other = max(l.Transient-l.Activations, 0)
+				}
+			}
+			return
+		}
+	}
+}
+
+// forwardUnderWay withdraws the activations figure while a forward runs:
+// it is a whole forward's, of which the part saved so far is alive. They
+// are shown with the temporaries, as a stale figure is.
+func (l *Layers) forwardUnderWay() {
+	if !l.Activations.Known() || l.ActivationsStale {
+		return
+	}
+	l.ActivationsStale = true
+	l.ActivationsNote = "a forward is under way, part of a whole forward's " + l.Activations.MiBString() +
+		" MiB (" + l.ActivationsNote + ")"
+	l.ActivationsBrief = "forward under way"
+	l.Activations, l.Other = session.Unknown, session.Unknown
 }
 
 // atOOM takes the tensor layers from the census at an out-of-memory error
