@@ -298,3 +298,27 @@ func TestH200LightningPeaksAreTheUsersOwn(t *testing.T) {
 		}
 	}
 }
+
+// transformers' Trainer on an H200 (bench/gpu/frameworks_run.py --fw hf: a
+// 4-layer GPT-2, bf16, gradient_accumulation_steps=2, evaluation every 20
+// steps) with the callback, recorded by the hook that reads the Trainer's
+// model.zero_grad() after the update: every step's held memory is the
+// user's own memory_allocated() in on_step_end, and the running peak its
+// max_memory_allocated(), to the byte, over all 40 steps. The hook before
+// held the gradients in (66 MiB more on each plain step).
+func TestH200HFTrainerIsTheUsersOwnCounters(t *testing.T) {
+	rows, evaluated := userCounters(t, "../testdata/h200/hf_trainer_counters.txt")
+	p := Build(loadRecording(t, "../testdata/h200/hf_trainer.jsonl.gz")).Processes[0]
+	if len(rows) != 40 || len(evaluated) != 2 || len(p.Steps) != 40 {
+		t.Fatalf("%d steps printed, %d evaluations, %d steps reported; want 40, 2, 40", len(rows), len(evaluated), len(p.Steps))
+	}
+	var running int64
+	for _, r := range rows {
+		st := &p.Steps[r.step]
+		running = max(running, int64(st.PeakAllocated))
+		if st.Step != r.step || int64(st.Held) != r.allocated || running != r.maxAllocated {
+			t.Errorf("step %d: held %d, running peak %d; the user's memory_allocated() %d, max_memory_allocated() %d",
+				r.step, st.Held, running, r.allocated, r.maxAllocated)
+		}
+	}
+}
