@@ -220,8 +220,13 @@ type Need struct {
 	Reserved       session.Bytes `json:"reserved"`
 	// DeviceTotal is the device's memory (hello.cuda.total, else NVML).
 	DeviceTotal session.Bytes `json:"device_total"`
+	// Allowed is what the process's allocator may reserve when an
+	// out-of-memory report showed it below DeviceTotal (a memory
+	// fraction), Unknown otherwise.
+	Allowed session.Bytes `json:"allowed"`
 	// Used is the device memory in use at that peak and UsedBasis what it
-	// was measured with; Headroom is DeviceTotal − Used.
+	// was measured with; Headroom is DeviceTotal − Used, or Allowed − the
+	// reserved peak under a memory fraction.
 	Used      session.Bytes `json:"used"`
 	UsedBasis string        `json:"used_basis"`
 	Headroom  session.Bytes `json:"headroom"`

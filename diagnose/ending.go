@@ -57,6 +57,10 @@ type Ending struct {
 	OOMPhase    string        `json:"oom_phase"`
 	Survived    bool          `json:"survived_oom"`
 	DeviceTotal session.Bytes `json:"device_total"`
+	// Allowed is what this process's allocator may reserve when that is
+	// below DeviceTotal (torch.cuda.set_per_process_memory_fraction: the
+	// maximum torch's out-of-memory report gave), Unknown otherwise.
+	Allowed session.Bytes `json:"allowed"`
 	// Grew lists what grew in the unfinished step, phase by phase.
 	Grew []string `json:"grew"`
 	// Expandable is true when fragmentation is large enough for
@@ -118,7 +122,8 @@ func ending(s *session.Store, p *session.Process) *Ending {
 		return nil
 	}
 	out := &Ending{Step: -1, OOMStep: -1, AllocatedBefore: session.Unknown, AllocatedPeak: session.Unknown, Allocated: session.Unknown,
-		Reserved: session.Unknown, Fragmentation: session.Unknown, Requested: session.Unknown, DeviceTotal: session.Unknown, Evidence: []string{}, Grew: []string{},
+		Reserved: session.Unknown, Fragmentation: session.Unknown, Requested: session.Unknown, DeviceTotal: session.Unknown,
+		Allowed: session.Unknown, Evidence: []string{}, Grew: []string{},
 		Bound: session.Unknown, SteadyNeed: session.Unknown}
 	end := p.Last
 	if e != nil {
@@ -144,11 +149,8 @@ func ending(s *session.Store, p *session.Process) *Ending {
 			return out
 		}
 	}
-	if c := p.Hello.CUDA; c != nil && c.Total > 0 {
-		out.DeviceTotal = session.Bytes(c.Total)
-	} else if g := s.GPUFor(p); g != nil {
-		out.DeviceTotal = g.Total
-	}
+	out.DeviceTotal = deviceTotal(s, p)
+	out.Allowed = allowedMaximum(p, out.DeviceTotal)
 	if m := p.Mem; m != nil {
 		out.Allocated, out.Reserved = session.Bytes(m.Allocated), session.Bytes(m.Reserved)
 		out.Fragmentation = gap(out.Reserved, out.Allocated)
@@ -195,9 +197,38 @@ func oomEvidence(p *session.Process, out *Ending) {
 	if before != nil && m.AllocRetries > before.AllocRetries {
 		out.Evidence = append(out.Evidence, fmt.Sprintf("the allocator retried %d time(s) in step %d (freed its cache and called cudaMalloc again)", m.AllocRetries-before.AllocRetries, out.Step))
 	}
-	if share, ok := shareOf(out.Reserved, out.DeviceTotal); ok && share >= NearTotal {
+	if share, ok := shareOf(out.Reserved, out.Allowed); ok && share >= NearTotal {
+		out.Evidence = append(out.Evidence, fmt.Sprintf("reserved %s MiB = %.0f%% of the %s MiB this process may reserve (%s)",
+			out.Reserved.MiBString(), 100*share, out.Allowed.MiBString(), FractionWords))
+	} else if share, ok := shareOf(out.Reserved, out.DeviceTotal); ok && share >= NearTotal {
 		out.Evidence = append(out.Evidence, fmt.Sprintf("reserved %s MiB = %.0f%% of the device's %s MiB", out.Reserved.MiBString(), 100*share, out.DeviceTotal.MiBString()))
 	}
+}
+
+// FractionWords names the setting behind an allowed maximum below the device.
+const FractionWords = "torch.cuda.set_per_process_memory_fraction"
+
+// deviceTotal is the device's memory: hello.cuda.total, else NVML's.
+func deviceTotal(s *session.Store, p *session.Process) session.Bytes {
+	if c := p.Hello.CUDA; c != nil && c.Total > 0 {
+		return session.Bytes(c.Total)
+	}
+	if g := s.GPUFor(p); g != nil {
+		return g.Total
+	}
+	return session.Unknown
+}
+
+// allowedMaximum is what the process's caching allocator may reserve when
+// torch's out-of-memory report says it is below the device's total (torch
+// passes its observers the allowed maximum in place of the total when a
+// memory fraction is set); Unknown otherwise.
+func allowedMaximum(p *session.Process, total session.Bytes) session.Bytes {
+	if o := p.OOM; o != nil && o.DeviceTotal.Known() && o.DeviceTotal > 0 && total.Known() &&
+		o.DeviceTotal < total-Tolerance(total) {
+		return o.DeviceTotal
+	}
+	return session.Unknown
 }
 
 // memBefore is the allocator snapshot at the start of a step (its first
@@ -301,7 +332,12 @@ func (e *Ending) Lines() []string {
 		if e.Expandable {
 			line += " → PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the cache serve it"
 		} else {
-			line += ": not the cause — the step needs more memory than the device has (smaller batch, activation checkpointing)"
+			if e.Allowed.Known() {
+				line += fmt.Sprintf(": not the cause — the step needs more memory than this process may reserve (%s MiB of the device's %s MiB: %s; a larger fraction, a smaller batch, activation checkpointing)",
+					e.Allowed.MiBString(), e.DeviceTotal.MiBString(), FractionWords)
+			} else {
+				line += ": not the cause — the step needs more memory than the device has (smaller batch, activation checkpointing)"
+			}
 		}
 		lines = append(lines, line)
 	}

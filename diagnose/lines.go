@@ -177,7 +177,11 @@ func (d *Diagnosis) Lines() []string {
 			line += fmt.Sprintf("; %s needs more: %s MiB allocated", n.PhaseName, n.PhasePeak.MiBString())
 		}
 		if n.Headroom.Known() {
-			line += fmt.Sprintf("; headroom %s of %s MiB (used: %s)", n.Headroom.MiBString(), n.DeviceTotal.MiBString(), n.UsedBasis)
+			of := n.DeviceTotal
+			if n.Allowed.Known() {
+				of = n.Allowed
+			}
+			line += fmt.Sprintf("; headroom %s of %s MiB (used: %s)", n.Headroom.MiBString(), of.MiBString(), n.UsedBasis)
 		}
 		lines = append(lines, line)
 	}

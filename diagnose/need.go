@@ -10,18 +10,15 @@ import (
 // need works out the memory the run needs (the steady peak when there is
 // one), the headroom on its device and the largest batch that may fit.
 func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.StepPeak) Need {
-	n := Need{Allocated: session.Unknown, Reserved: session.Unknown, DeviceTotal: session.Unknown, Used: session.Unknown, Headroom: session.Unknown, AllocatedKnown: unknownKnown}
+	n := Need{Allocated: session.Unknown, Reserved: session.Unknown, DeviceTotal: session.Unknown, Allowed: session.Unknown,
+		Used: session.Unknown, Headroom: session.Unknown, AllocatedKnown: unknownKnown}
 	if len(tail) == 0 {
 		return n
 	}
 	n.AllocatedKnown = d.PeakAfterKnown
 	n.Steady = d.Pattern == PatternSteady || d.Pattern == PatternWarmup
 	n.Allocated, n.Reserved, _ = maxOf(tail)
-	if c := p.Hello.CUDA; c != nil && c.Total > 0 {
-		n.DeviceTotal = session.Bytes(c.Total)
-	} else if g := s.GPUFor(p); g != nil {
-		n.DeviceTotal = g.Total
-	}
+	n.DeviceTotal = deviceTotal(s, p)
 	// Headroom comes from the newest readings taken while the process ran:
 	// the device's (10 Hz), and the steady reserved peak plus the newest
 	// non-PyTorch and other-process figures (each a 1 Hz process reading
@@ -43,6 +40,12 @@ func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.Ste
 		n.Used, n.UsedBasis = n.Reserved, "peak reserved; without NVML the CUDA context and other processes are not counted"
 	}
 	n.Headroom = gap(n.DeviceTotal, n.Used)
+	if n.Allowed = allowedMaximum(p, n.DeviceTotal); n.Allowed.Known() && n.Reserved.Known() {
+		// The allocator may reserve no more than the allowed maximum,
+		// whatever the device has free.
+		n.Headroom, n.Used, n.UsedBasis = gap(n.Allowed, n.Reserved), n.Reserved,
+			"peak reserved against what this process may reserve ("+FractionWords+")"
+	}
 	// A growing run has no batch that fits for good; a need that is only a
 	// lower bound gives no estimate.
 	if n.Steady && n.AllocatedKnown.Is.Stated() {

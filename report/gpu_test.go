@@ -172,6 +172,26 @@ func TestGPUOutOfMemoryEnding(t *testing.T) {
 			if p.PartialStep != run.oomStep || p.StepsTotal != run.oomStep {
 				t.Fatalf("partial step %d, %d steps: the dying step is not a finished one", p.PartialStep, p.StepsTotal)
 			}
+			// The script capped the process at 3 % of the device
+			// (set_per_process_memory_fraction, oom_truth.json): torch's
+			// report gives that maximum, and the ending and the need are
+			// told against it, not against the device's free memory.
+			raw, err := os.ReadFile(run.dir + "/oom_truth.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var truth struct {
+				Fraction float64 `json:"fraction"`
+				Total    int64   `json:"total"`
+			}
+			if err := json.Unmarshal(raw, &truth); err != nil {
+				t.Fatal(err)
+			}
+			allowed := session.Bytes(truth.Fraction * float64(truth.Total))
+			if e.Allowed != allowed || p.Diagnosis.Need.Allowed != allowed ||
+				!strings.Contains(strings.Join(e.Lines(), "\n"), "more memory than this process may reserve ("+allowed.MiBString()+" MiB") {
+				t.Fatalf("allowed %v (need %v), want %v:\n%s", e.Allowed, p.Diagnosis.Need.Allowed, allowed, strings.Join(e.Lines(), "\n"))
+			}
 			// The anatomy now is the census at the error: zero_grad had
 			// freed the gradients, and the forward had saved only part of a
 			// whole forward's activations; the parts add up to allocated.
