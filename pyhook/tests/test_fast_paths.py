@@ -412,6 +412,22 @@ def test_measured_steps_take_the_fast_paths_and_send_the_same(torch_mod, loop):
         assert all(taken[4:]), taken
 
 
+@pytest.mark.parametrize("loop", [trainer_steps, trainer_accumulation_skips], ids=lambda f: f.__name__)
+def test_the_trainers_zero_grad_after_the_update_reads_on_every_step(torch_mod, loop):
+    """transformers' Trainer zeroes through the model after the update,
+    inside the step: that zero_grad's end is the step's last read on every
+    step, fast or not, so the memory held between steps is without the
+    gradients it frees (docs/hook.md, "zero_grad after the update")."""
+    for fast in (True, False):
+        msgs, taken = run(torch_mod, loop, fast)
+        for step in range(STEPS):
+            ends = [m for m in msgs if m["type"] == "phase" and m["step"] == step
+                    and m["edge"] == "end" and not m.get("user")]
+            read = [m["name"] for m in ends if m["mem"] is not None]
+            assert ends[-1]["name"] == "zero_grad" and read[-1] == "zero_grad", (fast, step, read)
+        assert any(taken) == (fast and step_hooks(torch_mod))  # torch 1.13: the general paths
+
+
 def test_a_plain_loop_at_rest_takes_the_fast_paths(torch_mod):
     for loop in (plain, accumulation):
         _, taken = run(torch_mod, loop, True)

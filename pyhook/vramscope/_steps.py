@@ -509,6 +509,6 @@ class StepsMixin:
             return
         with self._lock:
             self._fast = False
-            if name == "step" and self._open == "step":
+            if name == "step" and self._open == "step" and self.framework_steps:
                 self._updated = True
             self._end(name)
