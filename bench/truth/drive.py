@@ -185,8 +185,8 @@ class Net(torch.nn.Module):
         # A transformers model given labels (layout="hf"): its loss is its
         # forward's, returned with the logits in a ModelOutput.
         logits = self.head(self.emb(input_ids % 64).mean(1))
-        if not torch.is_grad_enabled():
-            return shapes.ModelOutput(logits=logits)
+        if not torch.is_grad_enabled():  # an evaluation: its loss too (the HF Trainer's asks)
+            return shapes.ModelOutput(loss=logits.pow(2).mean(), logits=logits)
         loss = logits.pow(2).mean()
         self.mem.loss()
         return shapes.ModelOutput(loss=loss, logits=logits)
@@ -299,8 +299,15 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
         mem.zero_grad(set_to_none)
 
     model.zero_grad = zero_grad
-    # the loss, computed inside the forward: its phase begins where the forward returns
-    model.register_forward_hook(lambda m, i, o: sim.truth_at(mem.step, "loss"))
+    kept = []  # an evaluation's logits, gathered on the device (eval_keep)
+
+    def after_forward(m, i, o):
+        if torch.is_grad_enabled():
+            sim.truth_at(mem.step, "loss")  # the loss, computed inside the forward, follows
+        elif kind.eval_keep:
+            kept.append(sim.malloc(kind.model.logits(b, s)))
+
+    model.register_forward_hook(after_forward)
 
     class Ledger(T.TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -310,14 +317,27 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
         def on_step_end(self, args, state, control, **kw):
             truth["held"][state.global_step - 1] = sim.allocated
 
+        def on_evaluate(self, args, state, control, **kw):
+            # the Trainer concatenated the kept logits (nested_concat), then
+            # dropped them with the evaluation's outputs
+            if kept:
+                cat = sim.malloc(sum(kind.model.logits(b, s) for _ in kept))
+                for h in kept:
+                    sim.free(h)
+                sim.free(cat)
+                kept.clear()
+
     n = kind.steps * kind.micro * b
     data = [{"input_ids": t, "labels": t} for t in torch.randint(0, 64, (n, s))]
+    evals = dict(eval_strategy="steps", eval_steps=kind.eval_every, per_device_eval_batch_size=b,
+                 prediction_loss_only=not kind.eval_keep) if kind.eval_every else {}
     args = T.TrainingArguments(
         output_dir=tempfile.mkdtemp(prefix="vs-truth-hf-"), per_device_train_batch_size=b,
         gradient_accumulation_steps=kind.micro, max_steps=kind.steps, use_cpu=True,
         report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
-        dataloader_num_workers=0, seed=kind.seed)
+        dataloader_num_workers=0, seed=kind.seed, **evals)
     trainer = T.Trainer(model=model, args=args, train_dataset=data,
+                        eval_dataset=data[:kind.eval_batches * b] if kind.eval_every else None,
                         optimizers=(Adam(model.parameters(), mem), None),
                         callbacks=[Ledger(), VramscopeCallback(socket=socket)])
     trainer.train()

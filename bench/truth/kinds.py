@@ -166,6 +166,11 @@ K = [
     Kind("hf-trainer", 80, dict(pattern="warmup"), layout="hf-trainer", batch=4, seq=512),
     Kind("hf-trainer-accum", 40, dict(pattern="warmup"), layout="hf-trainer", micro=4, batch=2,
          seq=1024),
+    # The Trainer's evaluation every 20 steps gathers every batch's logits on
+    # the device (prediction_loss_only=False, as with compute_metrics), then
+    # concatenates them: it peaks above training.
+    Kind("hf-trainer-eval", 60, dict(pattern="warmup", eval_need=True), layout="hf-trainer",
+         eval_every=20, eval_batches=8, eval_keep=True, batch=4, seq=512),
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.

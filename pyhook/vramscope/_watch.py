@@ -367,10 +367,10 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
 
     def _eval_between_steps(self):
         """Begin an evaluation (_eval) when nothing is open between steps and
-        nobody else names this stretch: a framework whose steps end at its
-        own hook, or a user phase. (Lock held.)"""
+        no user phase names this stretch (transformers' Trainer evaluates
+        after on_step_end, between its steps, too). (Lock held.)"""
         if self._open is None and self._idle and self._optimizer is not None \
-                and not self.framework_steps and not self._client.user_depth:
+                and not self._client.user_depth:
             self._eval()
 
     def _end_eval(self):

@@ -25,7 +25,8 @@ transformers 5.17; docs/integrations.md):
 ``on_train_end``          the hooks are removed
 ========================  ============================================================
 
-Evaluation runs under ``no_grad`` after ``on_step_end`` and opens no step.
+Evaluation runs under ``no_grad`` after ``on_step_end`` and opens no step: it
+is a user phase ``eval`` of the step it follows.
 """
 
 import sys
