@@ -65,6 +65,11 @@ func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 		lines = append(lines, rendered(&layerStyles[i], layerLooks[i].letter)+fmt.Sprintf(" %-17s%9s%9s",
 			clip(l.Name, 17), mib(l.Bytes), atPeak))
 	}
+	if b.Now.ActivationsStale || b.Peak.ActivationsStale {
+		// Activations withheld (stale, or a forward under way): their sum
+		// with the temporaries, as the text report gives it.
+		lines = append(lines, fmt.Sprintf("  %-17s%9s%9s", "activ.+temps", mib(b.Now.Transient), mib(b.Peak.Transient)))
+	}
 	if b.Now.Host { // host memory: one figure, no allocator or driver view
 		hw, _ := ipc.WordsOf(ipc.SourceCPU)
 		lines = append(lines, "",
