@@ -190,7 +190,7 @@ func layersNow(s *session.Store, p *session.Process) Layers {
 	}
 	l.fill(anatomyAt(p, l.Step))
 	freshen(p, &l, anatomyAt(p, l.Step))
-	l.gradientsFreed(p)
+	l.gradientsFreed(p, open)
 	if open && l.Phase == "forward" {
 		l.forwardUnderWay()
 	}
@@ -200,16 +200,18 @@ func layersNow(s *session.Store, p *session.Process) Layers {
 	return l
 }
 
-// gradientsFreed sets the gradients to 0 in a forward or a loss that
-// follows a zero_grad which frees them (set_to_none): in the phase order
-// of the newest step that has the phase and a zero_grad, the last of
-// zero_grad and backward before the phase (round the step: a zero_grad
-// after the update frees them for the next step's forward) is the
-// zero_grad; and the newest zero_grad that was read fell by the
-// gradients' bytes. Lightning zeroes after training_step, so its forward
-// keeps them; a set_to_none=False zero_grad frees nothing.
-func (l *Layers) gradientsFreed(p *session.Process) {
-	if (l.Phase != "forward" && l.Phase != "loss") || !l.Gradients.Known() || l.Gradients == 0 {
+// gradientsFreed sets the gradients to 0 after a zero_grad which frees
+// them (set_to_none): the newest zero_grad that was read fell by the
+// gradients' bytes, and the moment is that zero_grad's end (open false),
+// or a forward or a loss that it precedes: in the phase order of the
+// newest step that has the phase and a zero_grad, the last of zero_grad
+// and backward before the phase (round the step: a zero_grad after the
+// update frees them for the next step's forward) is the zero_grad.
+// Lightning zeroes after training_step, so its forward keeps them; a
+// set_to_none=False zero_grad frees nothing.
+func (l *Layers) gradientsFreed(p *session.Process, open bool) {
+	ended := l.Phase == "zero_grad" && !open
+	if (l.Phase != "forward" && l.Phase != "loss" && !ended) || !l.Gradients.Known() || l.Gradients == 0 {
 		return
 	}
 	var order []string
@@ -247,7 +249,7 @@ func (l *Layers) gradientsFreed(p *session.Process) {
 		return
 	}
 	at := slices.Index(order, l.Phase)
-	for j := 1; j < len(order); j++ {
+	for j := 0; j < len(order); j++ {
 		switch order[(at-j+len(order))%len(order)] {
 		case "backward":
 			return

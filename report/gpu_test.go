@@ -317,6 +317,14 @@ func TestH200LightningPeaksAreTheUsersOwn(t *testing.T) {
 			t.Errorf("step %d: held %d, the user's memory_allocated() %d", r.step, st.Held, r.allocated)
 		}
 	}
+	// The process ended after the zero_grad Lightning runs before the last
+	// validation, which freed the gradients: none in the now column, whose
+	// parts add up to allocated.
+	now := p.Anatomy.Now
+	if now.Phase != "zero_grad" || now.Gradients != 0 ||
+		now.Weights+now.Gradients+now.Optimizer+now.Activations+now.Other != now.Allocated {
+		t.Fatalf("now %+v", now)
+	}
 }
 
 // transformers' Trainer on an H200 (bench/gpu/frameworks_run.py --fw hf: a
