@@ -65,18 +65,20 @@ func anatomyView(b diagnose.Breakdown, total session.Bytes, w, h int) string {
 		lines = append(lines, rendered(&layerStyles[i], layerLooks[i].letter)+fmt.Sprintf(" %-17s%9s%9s",
 			clip(l.Name, 17), mib(l.Bytes), atPeak))
 	}
+	// The line under the layers: where the activations are withheld (stale,
+	// or a forward under way), their sum with the temporaries, as the text
+	// report gives it; else blank. Either way the panel keeps its height.
+	under := ""
 	if b.Now.ActivationsStale || b.Peak.ActivationsStale {
-		// Activations withheld (stale, or a forward under way): their sum
-		// with the temporaries, as the text report gives it.
-		lines = append(lines, fmt.Sprintf("  %-17s%9s%9s", "activ.+temps", mib(b.Now.Transient), mib(b.Peak.Transient)))
+		under = fmt.Sprintf("  %-17s%9s%9s", "activ.+temps", mib(b.Now.Transient), mib(b.Peak.Transient))
 	}
 	if b.Now.Host { // host memory: one figure, no allocator or driver view
 		hw, _ := ipc.WordsOf(ipc.SourceCPU)
-		lines = append(lines, "",
+		lines = append(lines, under,
 			fmt.Sprintf("%-19s%9s%9s", "= "+hw.Figure, mib(b.Now.Allocated), mib(b.Peak.Allocated)),
 			"", styleDim.Render("MiB of host "+hw.Figure+" · – not measured"))
 	} else {
-		lines = append(lines, "",
+		lines = append(lines, under,
 			fmt.Sprintf("%-19s%9s%9s", "allocated", mib(b.Now.Allocated), mib(b.Peak.Allocated)),
 			fmt.Sprintf("%-19s%9s%9s", "reserved", mib(b.Now.Reserved), mib(b.Peak.Reserved)),
 			fmt.Sprintf("%-19s%9s%9s", "NVML process", mib(b.Now.ProcessUsed), nvmlAtPeak(b.Peak)),
