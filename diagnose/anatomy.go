@@ -217,7 +217,13 @@ func (l *Layers) gradientsFreed(p *session.Process, open bool) {
 	var order []string
 	freed, known := false, false
 	steps := p.Steps()
+	// The newest rows, then the first ones (zero_grad is read on steps 0-2
+	// of a loop that zeroes first): the middle of a long table is skipped,
+	// so a live frame walks a few dozen rows at most.
 	for k := len(steps) - 1; k >= 0 && (order == nil || !known); k-- {
+		if k == len(steps)-1-gradientRows && k >= gradientRows {
+			k = gradientRows - 1
+		}
 		st := steps[k]
 		var names []string
 		has := false
@@ -265,6 +271,10 @@ func (l *Layers) gradientsFreed(p *session.Process, open bool) {
 		}
 	}
 }
+
+// gradientRows is how many of the newest and of the first step rows
+// gradientsFreed looks at.
+const gradientRows = 16
 
 // forwardUnderWay withdraws the activations figure while a forward runs:
 // it is a whole forward's, of which the part saved so far is alive. They

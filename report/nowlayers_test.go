@@ -79,3 +79,39 @@ func TestNowWhileAForwardRuns(t *testing.T) {
 		})
 	}
 }
+
+// A long run of a loop that zeroes first, whose zero_grad is read on steps
+// 0-2 only (as the hook reads it): the first rows still say that it frees
+// the gradients, so a forward at step 60 holds none.
+func TestNowHoldsNoGradientsLongAfterTheLastReadZeroGrad(t *testing.T) {
+	const w int64 = 100 * sMiB
+	held := w + 2*w
+	s := newSynth(w, true)
+	s.cur = held
+	order := []string{"zero_grad", "forward", "loss", "backward", "step"}
+	at := map[string]int64{"zero_grad": held, "forward": held + 400*sMiB, "loss": held + 400*sMiB,
+		"backward": held + w, "step": held + w}
+	for i := range 60 {
+		for _, name := range order {
+			if name == "zero_grad" && i >= 3 { // not read: its end carries no mem
+				s.msg(map[string]any{"type": "phase", "name": name, "step": s.step, "edge": "begin", "user": false, "mem": nil})
+				s.mono += 0.01
+				s.msg(map[string]any{"type": "phase", "name": name, "step": s.step, "edge": "end", "user": false, "mem": nil})
+				s.cur = held
+				continue
+			}
+			s.phase(name, s.cur, at[name], max(s.cur, at[name]), 0, false)
+		}
+		if s.step == 0 {
+			s.anatomy(400*sMiB, 64)
+		}
+		s.step++
+	}
+	s.begin("zero_grad", held+w)
+	s.msg(map[string]any{"type": "phase", "name": "zero_grad", "step": s.step, "edge": "end", "user": false, "mem": nil})
+	s.begin("forward", held+100*sMiB)
+	now := s.report(t).Anatomy.Now
+	if now.Phase != "forward" || now.Step != 60 || now.Gradients != 0 {
+		t.Fatalf("step %d %s: gradients %v, want 0", now.Step, now.Phase, now.Gradients)
+	}
+}
