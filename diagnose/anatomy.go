@@ -261,12 +261,7 @@ func (l *Layers) gradientsFreed(p *session.Process, open bool) {
 			return
 		case "zero_grad":
 			l.Gradients = 0
-			if l.Allocated.Known() {
-				l.Transient = max(l.Allocated-l.Weights-l.Optimizer, 0)
-				if l.Activations.Known() {
-					l.Other = max(l.Transient-l.Activations, 0)
-				}
-			}
+			l.rest()
 			return
 		}
 	}
@@ -303,8 +298,7 @@ func (l *Layers) atOOM(p *session.Process, a *AtOOM) {
 	}
 	l.Allocated = session.Bytes(*al.Allocated)
 	l.Weights, l.Gradients, l.Optimizer, l.Activations = a.Weights, a.Gradients, a.Optimizer, a.SavedInGraphs
-	l.Transient = max(l.Allocated-l.Weights-l.Gradients-l.Optimizer, 0)
-	l.Other = max(l.Transient-l.Activations, 0)
+	l.rest()
 	l.ActivationsStale = false
 	l.ActivationsNote = fmt.Sprintf("saved in the autograd graphs alive at the out-of-memory error (the census of step %d)", a.Step)
 	l.ActivationsBrief = "census at the OOM"
@@ -364,6 +358,13 @@ func (l *Layers) fill(a *session.Anatomy) {
 	if l.Activations.Known() && !activationsLive(l.Phase) {
 		l.Activations = 0
 	}
+	l.rest()
+}
+
+// rest derives Transient (allocated less weights, gradients and optimizer
+// state) and Other (Transient less the activations, when known), never
+// below 0; nothing without Allocated.
+func (l *Layers) rest() {
 	if !l.Allocated.Known() {
 		return
 	}
