@@ -5,10 +5,15 @@
 * ``fsdp2``: ``torch.distributed.fsdp.fully_shard`` on each layer and on the
   model, AdamW on the sharded (DTensor) parameters;
 * ``ddp_no_sync``: DDP, gradient accumulation with ``no_sync()`` on every
-  micro-batch but the last.
+  micro-batch but the last;
+* ``lightning:LAYOUT:HOOK:CASE``: Lightning's ``Trainer`` with
+  ``strategy="ddp"`` on two CPU devices (lightning_fit.fit), the rank
+  found from ``LOCAL_RANK`` as torchrun sets it; HOOK is ``callback`` or
+  ``watch`` (watch() in ``configure_optimizers``).
 
 Each rank trains twice from the same seed: without vramscope, then with
-``vramscope.watch(model, optimizer, socket=SOCKET)``, and prints one line:
+``vramscope.watch(model, optimizer, socket=SOCKET)`` (or the Lightning
+hook), and prints one line:
 its rank, the optimizer steps of each run, a hash of each run's final local
 weights, and the warnings the watched run raised that the plain one did not.
 """
@@ -66,6 +71,30 @@ def ddp_no_sync(rank, watch):
     return handle, done, local_hash(net)
 
 
+# Lightning's fits: two epochs' worth of batches over the two ranks, so
+# that each rank takes LIGHTNING_STEPS optimizer steps of its own share.
+LIGHTNING_STEPS = 6
+
+
+def lightning_ddp(layout, hook, case, sock):
+    """Each rank's (steps, hash, warnings) of a plain and a hooked fit."""
+    import lightning
+    import lightning_fit
+    import logging
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    mode, kw = lightning_fit.CASES[case]
+    batches = 2 * LIGHTNING_STEPS * kw.get("accumulate_grad_batches", 1)
+    out = []
+    for h in (None, hook):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            digest, done = lightning_fit.fit(lightning, torch, mode, h, sock=sock, layout=layout,
+                                             batches=batches, devices=2, strategy="ddp", **kw)
+        out.append((done, digest, {"%s: %s" % (w.category.__name__, w.message) for w in caught}))
+    return out
+
+
 def run(fn, rank, watch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -78,10 +107,13 @@ def run(fn, rank, watch):
 def main(stack, sock):
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    fn = {"fsdp2": fsdp2, "ddp_no_sync": ddp_no_sync}[stack]
-    plain = run(fn, rank, lambda m, o: None)
-    import vramscope
-    hooked = run(fn, rank, lambda m, o: vramscope.watch(m, o, socket=sock))
+    if stack.startswith("lightning:"):
+        plain, hooked = lightning_ddp(*stack.split(":")[1:], sock)
+    else:
+        fn = {"fsdp2": fsdp2, "ddp_no_sync": ddp_no_sync}[stack]
+        plain = run(fn, rank, lambda m, o: None)
+        import vramscope
+        hooked = run(fn, rank, lambda m, o: vramscope.watch(m, o, socket=sock))
     sys.stdout.write(json.dumps({
         "rank": rank, "steps": [plain[0], hooked[0]], "hash": [plain[1], hooked[1]],
         "warned": sorted(hooked[2] - plain[2])}) + "\n")

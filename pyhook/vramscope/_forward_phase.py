@@ -61,6 +61,8 @@ class ForwardMixin:
             self._depth = depth
             if depth > 1:
                 return None
+            if self._redirected and not self._in_training_step:
+                self._redirected = False  # left by a training_step that raised
             if self._in_backward and (self._user_bw or self._queue_callback is not None):
                 self._skip_forward = True  # recomputation inside backward (checkpointing)
                 return None
@@ -193,6 +195,10 @@ class ForwardMixin:
                 self._acts.forward_done()
             return None
         if not self._active or module is not self._model:
+            return None
+        if self._redirected and not self._in_training_step:
+            # the end of a strategy's call that ran training_step
+            self._redirected = False
             return None
         with self._lock:
             self._fast = False

@@ -48,6 +48,11 @@ class TrainingStepMixin:
     # (time, read, the meter's mark) of the end of the last submodule called
     # in this training_step while forward was open; None when there is none.
     _sub_end = None
+    # A strategy's call of the model ran this training_step as the model's
+    # forward (Lightning's DDP, FSDP and DeepSpeed strategies call the
+    # wrapped model with its forward pointed at training_step): that call's
+    # end hook ends nothing (_on_forward).
+    _redirected = False
 
     def _install_training_step(self, model):
         """Wrap ``training_step`` on the instance and hook the model's direct
@@ -105,6 +110,14 @@ class TrainingStepMixin:
             remove()  # a RemovableHandle's remove; remove() calls it again, harmlessly
 
     def _training_step_begin(self, args, kwargs):
+        if self._depth:
+            # Inside the model's own forward: a strategy's call of the model
+            # runs training_step as its forward. That call frames the step
+            # as a framework's loop does, so training_step is told as one
+            # called directly (its submodules outside the model's forward)
+            # and the call's end hook ends nothing.
+            self._depth = 0
+            self._redirected = True
         last = self._open
         if self._fast and (last == "forward" or last is None) and not self._in_training_step \
                 and self._wrappers_checked and not (self._step_called and not self._closure_depth) \
