@@ -81,7 +81,8 @@ def ranks_recorded(rec, stack, steps):
 
 @pytest.mark.parametrize("layout,hook,case", [("submodules", "callback", "validation"),
                                               ("self_call", "watch", "validation"),
-                                              ("submodules", "callback", "accumulation")])
+                                              ("submodules", "callback", "accumulation"),
+                                              ("submodules", "callback", "manual")])
 def test_lightning_ddp(layout, hook, case, torch_mod, vs_bin, workdir, recorders):
     """Lightning's DDP strategy calls the wrapped model for each
     training_step and validation_step, with the LightningModule's forward
