@@ -9,7 +9,11 @@
 * ``lightning:LAYOUT:HOOK:CASE``: Lightning's ``Trainer`` with
   ``strategy="ddp"`` on two CPU devices (lightning_fit.fit), the rank
   found from ``LOCAL_RANK`` as torchrun sets it; HOOK is ``callback`` or
-  ``watch`` (watch() in ``configure_optimizers``).
+  ``watch`` (watch() in ``configure_optimizers``);
+* ``hf_trainer``: transformers' ``Trainer`` (which wraps the model in DDP
+  and zeroes the gradients through that wrapper) with ``VramscopeCallback``,
+  a one-layer GPT-2 built from its config, HF_TRAINER_ACCUMULATION
+  micro-batches a step and an evaluation every 2 steps.
 
 Each rank trains twice from the same seed: without vramscope, then with
 ``vramscope.watch(model, optimizer, socket=SOCKET)`` (or the Lightning
@@ -95,6 +99,44 @@ def lightning_ddp(layout, hook, case, sock):
     return out
 
 
+HF_TRAINER_STEPS, HF_TRAINER_ACCUMULATION = 4, 2
+
+
+def hf_trainer(sock, outdir):
+    """Each rank's (steps, hash, warnings) of a plain and a hooked Trainer.train."""
+    import os
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import transformers
+    out = []
+    for hooked in (False, True):
+        torch.manual_seed(0)
+        config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1,
+                                         n_head=2)
+        model = transformers.GPT2LMHeadModel(config)
+        g = torch.Generator().manual_seed(1)
+        rows = [{"input_ids": t, "labels": t} for t in torch.randint(
+            0, 64, (2 * 4 * HF_TRAINER_STEPS * HF_TRAINER_ACCUMULATION, 12), generator=g)]
+        args = transformers.TrainingArguments(
+            output_dir=outdir, per_device_train_batch_size=4, per_device_eval_batch_size=4,
+            gradient_accumulation_steps=HF_TRAINER_ACCUMULATION, max_steps=HF_TRAINER_STEPS,
+            eval_strategy="steps", eval_steps=2, save_strategy="no", report_to=[], use_cpu=True,
+            disable_tqdm=True, seed=0, learning_rate=1e-3, logging_strategy="no",
+            ddp_backend="gloo")
+        callbacks = []
+        if hooked:
+            from vramscope.integrations.transformers import VramscopeCallback
+            callbacks.append(VramscopeCallback(socket=sock))
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
+                                       eval_dataset=rows[:8], callbacks=callbacks)
+        trainer.remove_callback(transformers.PrinterCallback)  # stdout is the result line's
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.train()
+        out.append((trainer.state.global_step, local_hash(model),
+                    {"%s: %s" % (w.category.__name__, w.message) for w in caught}))
+    return out
+
+
 def run(fn, rank, watch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -109,6 +151,9 @@ def main(stack, sock):
     rank = dist.get_rank()
     if stack.startswith("lightning:"):
         plain, hooked = lightning_ddp(*stack.split(":")[1:], sock)
+    elif stack == "hf_trainer":
+        import os
+        plain, hooked = hf_trainer(sock, os.path.join(os.path.dirname(sock), "hf%d" % rank))
     else:
         fn = {"fsdp2": fsdp2, "ddp_no_sync": ddp_no_sync}[stack]
         plain = run(fn, rank, lambda m, o: None)

@@ -111,3 +111,35 @@ def test_lightning_ddp(layout, hook, case, torch_mod, vs_bin, workdir, recorders
             assert sorted(counts) == sorted(order), (p["rank"], s["step"], counts)
             assert counts["step"] == 1 and counts["zero_grad"] == zeros, (s["step"], counts)
             assert counts["forward"] == counts["loss"] == counts["backward"] == micro, counts
+
+
+def test_hf_trainer_ddp(torch_mod, vs_bin, workdir, recorders):
+    """transformers' Trainer on two ranks wraps the model in DDP and calls
+    ``model.zero_grad()`` on the wrapper after each update, which a patch
+    on the model never sees: the hook patches the wrapper that called the
+    model too (_patch.calling_wrapper). Each step shows the phases of a
+    single-process Trainer (test_fw_transformers.py), its zero_grad
+    included, and that zero_grad's end is read: the memory held between
+    steps, without the gradients it freed."""
+    need("torch.distributed")
+    need("transformers")
+    rec = Recording(vs_bin, workdir, recorders)
+    procs = ranks_recorded(rec, "hf_trainer", dist_stacks.HF_TRAINER_STEPS)
+    micro = dist_stacks.HF_TRAINER_ACCUMULATION
+    for p in procs:
+        assert p["steps_total"] == dist_stacks.HF_TRAINER_STEPS, \
+            [phase_order(s) for s in p["steps"]]
+        for s in p["steps"]:
+            counts = phase_counts(s)
+            evaluated = (s["step"] + 1) % 2 == 0
+            assert sorted(counts) == sorted(PHASES + ["eval"] * evaluated), \
+                (p["rank"], s["step"], phase_order(s))
+            assert counts["forward"] == counts["backward"] == micro, counts
+            assert counts["step"] == counts["zero_grad"] == 1, counts
+    with open(rec.out) as f:
+        next(f)  # the recording's header
+        msgs = [json.loads(line).get("msg") or {} for line in f]
+    zero_ends = [m for m in msgs if m.get("type") == "phase"
+                 and m["name"] == "zero_grad" and m["edge"] == "end"]
+    assert len(zero_ends) == 2 * dist_stacks.HF_TRAINER_STEPS, zero_ends
+    assert all(m.get("mem") for m in zero_ends), zero_ends

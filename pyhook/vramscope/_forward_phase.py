@@ -2,6 +2,7 @@
 and torch 1.13's peek at keyword inputs (docs/hook.md, "Phase detection";
 their fast paths, docs/hook.md "Cost"). Mixed into :class:`_watch.Watcher`."""
 
+import sys
 from time import monotonic as _monotonic
 
 from . import _patch, _safe
@@ -102,6 +103,8 @@ class ForwardMixin:
                             self._last_size = size, extra
                     else:
                         size = _patch.input_size(self._torch.is_tensor, args, kwargs)
+                    if not self._wrapper_looked:
+                        self._watch_wrapper(sys._getframe(1))
                     if self._kw_patch is not None:  # torch 1.13's peek at keyword inputs
                         self._pending_kw = size is None
                         if size is not None:
@@ -140,6 +143,23 @@ class ForwardMixin:
         return None
 
     _on_forward_pre_kw = _on_forward_pre
+
+    # Whether the first training forward looked for a wrapper that called the model
+    _wrapper_looked = False
+
+    def _watch_wrapper(self, frame):
+        """At the first training forward: the wrapper that called the model
+        (_patch.calling_wrapper; DDP's around a model of the HF Trainer,
+        which zeroes through it) gets the model's zero_grad patch, undone
+        with the others. (Lock held.)"""
+        self._wrapper_looked = True
+        try:
+            w = _patch.calling_wrapper(frame, self._model, self._torch.nn.Module)
+            if w is not None and "zero_grad" not in w.__dict__:
+                self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
+                                                      around=self._zero_grad))
+        except Exception as exc:  # noqa: BLE001 - the wrapper's zero_grad stays unseen
+            _safe.report(exc)
 
     def _batch_size(self, batch, args, kwargs):
         """The size of a training step's input (_patch.input_size of

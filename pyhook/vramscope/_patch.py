@@ -242,6 +242,27 @@ def around_compiled_call(module, pre, post):
     return undo
 
 
+def calling_wrapper(frame, model, module_type, depth=16):
+    """The module that wraps ``model`` and called it, found among the
+    ``depth`` callers from ``frame`` (a forward hook's caller), or None: a
+    module with no parameters of its own whose only child is ``model``, as
+    ``DistributedDataParallel``, ``DataParallel``, FSDP's first version and
+    DeepSpeed's engine hold the module they wrap (``module``). Such a
+    wrapper's ``zero_grad()`` is the class's, run on the wrapper, over the
+    same parameters: a patch on ``model`` never sees it (transformers'
+    ``Trainer`` calls ``model.zero_grad()`` on the wrapped model)."""
+    while frame is not None and depth > 0:
+        obj = frame.f_locals.get("self")
+        if obj is not None and obj is not model and isinstance(obj, module_type):
+            d = getattr(obj, "__dict__", {})
+            kids, own = d.get("_modules"), d.get("_parameters")
+            if isinstance(kids, dict) and len(kids) == 1 and not own \
+                    and next(iter(kids.values())) is model:
+                return obj
+        frame, depth = frame.f_back, depth - 1
+    return None
+
+
 def first_tensor(is_tensor, args, kwargs):
     """Return the first tensor among ``args`` then ``kwargs`` values (one level
     into lists, tuples and dicts, as a batch from a DataLoader is), or None."""
