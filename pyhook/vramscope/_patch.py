@@ -246,8 +246,8 @@ def calling_wrapper(frame, model, module_type, depth=16):
     """The module that wraps ``model`` and called it, found among the
     ``depth`` callers from ``frame`` (a forward hook's caller), or None: a
     module with no parameters of its own whose only child is ``model``, as
-    ``DistributedDataParallel``, ``DataParallel``, FSDP's first version and
-    DeepSpeed's engine hold the module they wrap (``module``). Such a
+    ``DistributedDataParallel`` and ``DataParallel`` hold the module they
+    wrap (``module``). Such a
     wrapper's ``zero_grad()`` is the class's, run on the wrapper, over the
     same parameters: a patch on ``model`` never sees it (transformers'
     ``Trainer`` calls ``model.zero_grad()`` on the wrapped model)."""
