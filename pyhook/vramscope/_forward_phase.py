@@ -6,6 +6,7 @@ import sys
 from time import monotonic as _monotonic
 
 from . import _patch, _safe
+from ._meter import in_compiled_call
 
 
 class ForwardMixin:
@@ -104,7 +105,7 @@ class ForwardMixin:
                     else:
                         size = _patch.input_size(self._torch.is_tensor, args, kwargs)
                     if not self._wrapper_looked:
-                        self._watch_wrapper(sys._getframe(1))
+                        self._watch_wrapper()
                     if self._kw_patch is not None:  # torch 1.13's peek at keyword inputs
                         self._pending_kw = size is None
                         if size is not None:
@@ -147,13 +148,19 @@ class ForwardMixin:
     # Whether the first training forward looked for a wrapper that called the model
     _wrapper_looked = False
 
-    def _watch_wrapper(self, frame):
+    def _watch_wrapper(self):
         """At the first training forward: the wrapper that called the model
         (_patch.calling_wrapper; DDP's around a model of the HF Trainer,
         which zeroes through it) gets the model's zero_grad patch, undone
-        with the others. (Lock held.)"""
+        with the others. Not under a compiled call (a model compiled after
+        watch()), where dynamo compiles each frame the hook calls and
+        cannot trace a frame's locals: it raises. (Lock held.)"""
         self._wrapper_looked = True
         try:
+            frame = sys._getframe(2)  # the caller of the forward pre-hook
+            # in_compiled_call's first test, written out (as _schedule.start's)
+            if "torch._dynamo.eval_frame" in sys.modules and in_compiled_call(frame):
+                return
             w = _patch.calling_wrapper(frame, self._model, self._torch.nn.Module)
             if w is not None and "zero_grad" not in w.__dict__:
                 self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
