@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -30,11 +29,11 @@ const (
 // httpConnsFor is MaxHTTPConns, or an eighth of the soft descriptor limit
 // when that is less (at least 4).
 func httpConnsFor() int {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
+	soft, ok := softFileLimit()
+	if !ok || soft == 0 {
 		return MaxHTTPConns
 	}
-	return int(max(4, min(uint64(MaxHTTPConns), lim.Cur/8)))
+	return int(max(4, min(uint64(MaxHTTPConns), soft/8)))
 }
 
 // capListener holds at most max connections. When full, a new connection

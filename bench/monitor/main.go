@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command monitor measures the live monitor's store under many busy
 // processes: -procs hook sessions, each sending -rate messages a second
 // (the five phases of a step, begin and end, each end with the
