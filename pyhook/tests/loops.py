@@ -112,7 +112,28 @@ def zero_first(torch, watch=None, steps=5):
     return handle, done, param_hash(model)
 
 
-SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first)}
+def wrapper_zero_after(torch, watch=None, steps=5):
+    """The model is called and zeroed through a wrapper, as transformers'
+    Trainer does through DDP: ``DataParallel`` (on CPU it calls the module
+    itself), zeroed after the step with ``wrapped.zero_grad()``, the
+    class's method run on the wrapper; watch() is given the inner model."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    wrapped = torch.nn.DataParallel(model)
+    handle = watch(model, opt) if watch else None
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    done = 0
+    for _ in range(steps):
+        torch.nn.functional.cross_entropy(wrapped(x), y).backward()
+        opt.step()
+        done += 1
+        wrapped.zero_grad()
+    return handle, done, param_hash(model)
+
+
+SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first,
+                                  wrapper_zero_after)}
 
 
 def main(argv):

@@ -56,6 +56,8 @@ EXPECTED = {
     "accum_clip": ([(n, 3) for n in TRAIN[:3]] + [("step", 1), ("zero_grad", 1)],
                    [(n, 3) for n in TRAIN[:3]] + [("step", 1), ("zero_grad", 1)]),
     "hf_style": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
+    # The wrapper's zero_grad ends each step as the model's own would.
+    "wrapper_zero_after": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
     "zero_first": ([(n, 1) for n in ["zero_grad"] + TRAIN], [(n, 1) for n in ["zero_grad"] + TRAIN]),
 }
 

@@ -242,6 +242,11 @@ def around_compiled_call(module, pre, post):
     return undo
 
 
+# The methods a wrapper calls its module from: DDP's forward calls
+# _run_ddp_forward, which calls the module; DataParallel's forward calls it.
+_WRAPPER_CALLS = frozenset(("forward", "_run_ddp_forward"))
+
+
 def calling_wrapper(frame, model, module_type, depth=16):
     """The module that wraps ``model`` and called it, found among the
     ``depth`` callers from ``frame`` (a forward hook's caller), or None: a
@@ -250,9 +255,17 @@ def calling_wrapper(frame, model, module_type, depth=16):
     wrap (``module``). Such a
     wrapper's ``zero_grad()`` is the class's, run on the wrapper, over the
     same parameters: a patch on ``model`` never sees it (transformers'
-    ``Trainer`` calls ``model.zero_grad()`` on the wrapped model)."""
+    ``Trainer`` calls ``model.zero_grad()`` on the wrapped model).
+
+    Only the locals of a method named as a wrapper's call of its module
+    (_WRAPPER_CALLS) are read: on Python before 3.13, ``f_locals`` keeps a
+    copy of the frame's locals in the frame until it ends, and a copy in
+    the training loop's own frame would keep what the loop deletes (a
+    model, a batch) alive for as long as the loop runs."""
     while frame is not None and depth > 0:
-        obj = frame.f_locals.get("self")
+        code = frame.f_code
+        obj = frame.f_locals.get("self") if code.co_name in _WRAPPER_CALLS \
+            and code.co_argcount and code.co_varnames[0] == "self" else None
         if obj is not None and obj is not model and isinstance(obj, module_type):
             d = getattr(obj, "__dict__", {})
             kids, own = d.get("_modules"), d.get("_parameters")
