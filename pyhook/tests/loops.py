@@ -112,11 +112,12 @@ def zero_first(torch, watch=None, steps=5):
     return handle, done, param_hash(model)
 
 
-def wrapper_zero_after(torch, watch=None, steps=5):
+def wrapper_zero_after(torch, watch=None, steps=5, first=False):
     """The model is called and zeroed through a wrapper, as transformers'
     Trainer does through DDP: ``DataParallel`` (on CPU it calls the module
     itself), zeroed after the step with ``wrapped.zero_grad()``, the
-    class's method run on the wrapper; watch() is given the inner model."""
+    class's method run on the wrapper; watch() is given the inner model.
+    ``first``: zeroed at the head of each step instead."""
     torch.manual_seed(0)
     model = mlp(torch)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -125,15 +126,23 @@ def wrapper_zero_after(torch, watch=None, steps=5):
     x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
     done = 0
     for _ in range(steps):
+        if first:
+            wrapped.zero_grad()
         torch.nn.functional.cross_entropy(wrapped(x), y).backward()
         opt.step()
         done += 1
-        wrapped.zero_grad()
+        if not first:
+            wrapped.zero_grad()
     return handle, done, param_hash(model)
 
 
+def wrapper_zero_first(torch, watch=None, steps=5):
+    """wrapper_zero_after's loop zeroing at the head of each step."""
+    return wrapper_zero_after(torch, watch, steps, first=True)
+
+
 SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first,
-                                  wrapper_zero_after)}
+                                  wrapper_zero_after, wrapper_zero_first)}
 
 
 def main(argv):

@@ -58,6 +58,10 @@ EXPECTED = {
     "hf_style": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
     # The wrapper's zero_grad ends each step as the model's own would.
     "wrapper_zero_after": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
+    # Zeroed through the wrapper at each step's head: the hook finds the
+    # wrapper at the first training forward, after step 0's zero_grad (as
+    # auto-attach hooks after it), and each later one heads its step.
+    "wrapper_zero_first": ([(n, 1) for n in TRAIN], [(n, 1) for n in ["zero_grad"] + TRAIN]),
     "zero_first": ([(n, 1) for n in ["zero_grad"] + TRAIN], [(n, 1) for n in ["zero_grad"] + TRAIN]),
 }
 

@@ -165,6 +165,11 @@ class ForwardMixin:
             if w is not None and "zero_grad" not in w.__dict__:
                 self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
                                                       around=self._zero_grad))
+                # This step's zero_grad may have run through the wrapper
+                # unseen: the step counts as having had one, and the first
+                # zero_grad between steps is placed by where it is called,
+                # as after auto-attach (started_mid_step).
+                self._zero_seen = True
         except Exception as exc:  # noqa: BLE001 - the wrapper's zero_grad stays unseen
             _safe.report(exc)
 
