@@ -252,10 +252,10 @@ def calling_wrapper(frame, model, module_type, depth=16):
     ``depth`` callers from ``frame`` (a forward hook's caller), or None: a
     module with no parameters of its own whose only child is ``model``, as
     ``DistributedDataParallel`` and ``DataParallel`` hold the module they
-    wrap (``module``). Such a
-    wrapper's ``zero_grad()`` is the class's, run on the wrapper, over the
-    same parameters: a patch on ``model`` never sees it (transformers'
-    ``Trainer`` calls ``model.zero_grad()`` on the wrapped model).
+    wrap (``module``). Such a wrapper's ``zero_grad()`` is the class's, run
+    on the wrapper, over the same parameters: a patch on ``model`` never
+    sees it (transformers' ``Trainer`` calls ``model.zero_grad()`` on the
+    wrapped model).
 
     Only the locals of a method named as a wrapper's call of its module
     (_WRAPPER_CALLS) are read: on Python before 3.13, ``f_locals`` keeps a

@@ -49,9 +49,9 @@ class TrainingStepMixin:
     # in this training_step while forward was open; None when there is none.
     _sub_end = None
     # A strategy's call of the model ran this training_step as the model's
-    # forward (Lightning's DDP, FSDP and DeepSpeed strategies call the
-    # wrapped model with its forward pointed at training_step): that call's
-    # end hook ends nothing (_on_forward).
+    # forward (every Lightning strategy that wraps the model calls the
+    # wrapper with the model's forward pointed at training_step: Strategy's
+    # _forward_redirection): that call's end hook ends nothing (_on_forward).
     _redirected = False
 
     def _install_training_step(self, model):
