@@ -266,10 +266,13 @@ def run_lightning(kind, socket, sim, mem, model, truth):
             if (i + 1) % kind.micro == 0:
                 truth["held"][mem.step] = sim.allocated
 
-    n = kind.steps * kind.micro
+    # (on several ranks each takes its share of the batches: DistributedSampler)
+    n = kind.steps * kind.micro * (kind.world or 1)
     data = torch.utils.data.TensorDataset(torch.randint(0, 64, (b * n, s)))
     trainer = L.Trainer(max_steps=kind.steps, accumulate_grad_batches=kind.micro,
-                        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        accelerator="cpu", devices=kind.world or 1,
+                        strategy="ddp" if kind.world else "auto",
+                        logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0,
                         callbacks=[Ledger(), VramscopeCallback(socket=socket)])
@@ -371,6 +374,29 @@ def run_accelerate(kind, socket, sim, mem, model, truth):
             truth["held"][mem.step] = sim.allocated
 
 
+def distributed(kind, socket, rank, sim, mem):
+    """A framework's kind on ``kind.world`` gloo ranks: the process group
+    made here (a file rendezvous by the socket), and the variables torchrun
+    sets, by which accelerate (under the HF Trainer) and Lightning find it
+    and wrap the model in DDP. DDP's ``zero_grad()`` is torch's ``Module.zero_grad`` run
+    on the wrapper: here it also frees the simulated gradients, as the real
+    allocator sees the real ones freed."""
+    import torch.distributed as dist
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(kind.world),
+                      LOCAL_WORLD_SIZE=str(kind.world), MASTER_ADDR="127.0.0.1")
+    dist.init_process_group("gloo", init_method="file://" + socket + ".rdv",
+                            rank=rank, world_size=kind.world)
+    ddp = torch.nn.parallel.DistributedDataParallel
+    plain = torch.nn.Module.zero_grad
+
+    def zero_grad(self, set_to_none=True):
+        plain(self, set_to_none)
+        sim.truth_at(mem.step, "zero_grad")
+        mem.zero_grad(set_to_none)
+
+    ddp.zero_grad = zero_grad
+
+
 def run(kind, socket, rank):
     warnings.simplefilter("ignore")
     torch.manual_seed(kind.seed)
@@ -382,6 +408,8 @@ def run(kind, socket, rank):
     model = Net(mem)
     framework = {"lightning": run_lightning, "hf-trainer": run_hf_trainer,
                  "accelerate": run_accelerate}.get(kind.layout)
+    if framework is not None and kind.world:
+        distributed(kind, socket, rank, sim, mem)
     if framework is not None:
         truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
         try:

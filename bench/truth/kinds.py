@@ -174,6 +174,14 @@ K = [
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.
+    # The Trainer on two gloo ranks: accelerate wraps the model in DDP and
+    # the Trainer zeroes through the wrapper after each update.
+    Kind("hf-trainer-ddp", 40, dict(pattern="warmup"), layout="hf-trainer", world=2, batch=4,
+         seq=512),
+    # Lightning's DDP strategy: it calls the wrapped model with the
+    # LightningModule's forward pointed at training_step.
+    Kind("lightning-ddp", 40, dict(pattern="warmup"), layout="lightning", world=2, batch=4,
+         seq=512),
     Kind("accelerate-accum", 60, dict(pattern="warmup"), layout="accelerate", micro=4, batch=2,
          seq=1024),
 ]
