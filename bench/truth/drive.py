@@ -375,10 +375,10 @@ def run_accelerate(kind, socket, sim, mem, model, truth):
 
 
 def distributed(kind, socket, rank, sim, mem):
-    """A framework's kind on ``kind.world`` gloo ranks: the process group
-    made here (a file rendezvous by the socket), and the variables torchrun
-    sets, by which accelerate (under the HF Trainer) and Lightning find it
-    and wrap the model in DDP. DDP's ``zero_grad()`` is torch's ``Module.zero_grad`` run
+    """A kind on ``kind.world`` gloo ranks: the process group made here (a
+    file rendezvous by the socket), and the variables torchrun sets, by
+    which accelerate (under the HF Trainer) and Lightning find it and wrap
+    the model in DDP. DDP's ``zero_grad()`` is torch's ``Module.zero_grad`` run
     on the wrapper: here it also frees the simulated gradients, as the real
     allocator sees the real ones freed."""
     import torch.distributed as dist
@@ -408,7 +408,7 @@ def run(kind, socket, rank):
     model = Net(mem)
     framework = {"lightning": run_lightning, "hf-trainer": run_hf_trainer,
                  "accelerate": run_accelerate}.get(kind.layout)
-    if framework is not None and kind.world:
+    if kind.world:
         distributed(kind, socket, rank, sim, mem)
     if framework is not None:
         truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
@@ -418,10 +418,11 @@ def run(kind, socket, rank):
             write_truth(sim, truth)
         return
     opt = Adam(model.parameters(), mem)
-    if kind.world:
-        import torch.distributed as dist
-        dist.init_process_group("gloo", init_method="file://" + socket + ".rdv",
-                                rank=rank, world_size=kind.world)
+    # The module the loop calls and zeroes: the model, or (wrap="ddp") its
+    # DDP wrapper, zeroed with the wrapper's zero_grad(); watch() is given
+    # the model either way.
+    called = torch.nn.parallel.DistributedDataParallel(model) if kind.wrap == "ddp" else model
+    zeroes = called if kind.wrap else opt
     vramscope.watch(model, opt, socket=socket)
     truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
     set_to_none = kind.set_to_none
@@ -439,15 +440,15 @@ def run(kind, socket, rank):
             if kind.user_reset:
                 torch.cuda.reset_peak_memory_stats()
             if kind.zero == "before":
-                opt.zero_grad(set_to_none=set_to_none)
+                zeroes.zero_grad(set_to_none=set_to_none)
             for _ in range(kind.micro):
-                out = call(kind, model, x)
+                out = call(kind, called, x)
                 sim.truth_at(i, "loss")
                 loss_of(kind, mem, out).backward()
             if i not in kind.skipped:
                 opt.step()
             if kind.zero == "after":
-                opt.zero_grad(set_to_none=set_to_none)
+                zeroes.zero_grad(set_to_none=set_to_none)
             truth["held"][i] = sim.allocated
             if kind.eval_every and (i + 1) % kind.eval_every == 0:
                 with torch.no_grad():

@@ -43,7 +43,8 @@ class Kind:
                         leak=0, leak_from=0, leak_rank=None, buffer_at=None, buffer=0,
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
-                        gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1)
+                        gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
+                        wrap=None)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -174,6 +175,12 @@ K = [
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.
+    # One's own loop on two gloo ranks through DDP, zeroed with the
+    # wrapper's zero_grad() (watch() given the model): first, and after
+    # the update.
+    Kind("ddp-zero-first", 40, dict(pattern="warmup"), world=2, wrap="ddp", batch=4, seq=512),
+    Kind("ddp-zero-after", 40, dict(pattern="warmup"), world=2, wrap="ddp", zero="after",
+         batch=4, seq=512),
     # The Trainer on two gloo ranks: accelerate wraps the model in DDP and
     # the Trainer zeroes through the wrapper after each update.
     Kind("hf-trainer-ddp", 40, dict(pattern="warmup"), layout="hf-trainer", world=2, batch=4,
