@@ -52,6 +52,9 @@ class Memory:
         return self.k.trained(self.step)
 
     def zero_grad(self, set_to_none):
+        """A zero_grad of the loop's (whoever's method it is): the ledger's
+        phase, and with set_to_none the gradients freed."""
+        self.sim.truth_at(self.step, "zero_grad")
         if set_to_none:
             for h in self.grads.values():
                 self.sim.free(h)
@@ -225,7 +228,6 @@ class Adam(torch.optim.SGD):
 
     def zero_grad(self, set_to_none=True):
         super().zero_grad(set_to_none=set_to_none)
-        self.mem.sim.truth_at(self.mem.step, "zero_grad")
         self.mem.zero_grad(set_to_none)
 
 
@@ -298,7 +300,6 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
 
     def zero_grad(set_to_none=True):
         plain_zero_grad(set_to_none)
-        sim.truth_at(mem.step, "zero_grad")
         mem.zero_grad(set_to_none)
 
     model.zero_grad = zero_grad
@@ -374,7 +375,7 @@ def run_accelerate(kind, socket, sim, mem, model, truth):
             truth["held"][mem.step] = sim.allocated
 
 
-def distributed(kind, socket, rank, sim, mem):
+def distributed(kind, socket, rank, mem):
     """A kind on ``kind.world`` gloo ranks: the process group made here (a
     file rendezvous by the socket), and the variables torchrun sets, by
     which accelerate (under the HF Trainer) and Lightning find it and wrap
@@ -391,7 +392,6 @@ def distributed(kind, socket, rank, sim, mem):
 
     def zero_grad(self, set_to_none=True):
         plain(self, set_to_none)
-        sim.truth_at(mem.step, "zero_grad")
         mem.zero_grad(set_to_none)
 
     ddp.zero_grad = zero_grad
@@ -409,7 +409,7 @@ def run(kind, socket, rank):
     framework = {"lightning": run_lightning, "hf-trainer": run_hf_trainer,
                  "accelerate": run_accelerate}.get(kind.layout)
     if kind.world:
-        distributed(kind, socket, rank, sim, mem)
+        distributed(kind, socket, rank, mem)
     if framework is not None:
         truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
         try:
