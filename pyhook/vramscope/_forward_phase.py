@@ -158,8 +158,7 @@ class ForwardMixin:
         self._wrapper_looked = True
         try:
             frame = sys._getframe(2)  # the caller of the forward pre-hook
-            # in_compiled_call's first test, written out (as _schedule.start's)
-            if "torch._dynamo.eval_frame" in sys.modules and in_compiled_call(frame):
+            if in_compiled_call(frame):
                 return
             w = _patch.calling_wrapper(frame, self._model, self._torch.nn.Module)
             if w is not None and "zero_grad" not in w.__dict__:

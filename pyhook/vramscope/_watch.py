@@ -106,7 +106,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
         # Under a framework's steps: the update of the open step has ended, so
         # a zero_grad now is the step's tail (transformers' Trainer zeroes
-        # through the model after the update) and reads at its end.
+        # through the model, or its DDP wrapper, after the update) and reads
+        # at its end.
         self._updated = False
         # Whether this loop zeroes after optimizer.step() (None: not known yet),
         # decided once from where the first step ended (_steps.zero_follows_step);
