@@ -104,36 +104,19 @@ HF_TRAINER_STEPS, HF_TRAINER_ACCUMULATION = 4, 2
 
 def hf_trainer(sock, outdir):
     """Each rank's (steps, hash, warnings) of a plain and a hooked Trainer.train."""
-    import os
-    os.environ["HF_HUB_OFFLINE"] = "1"
     import transformers
+
+    import hf_fit
     out = []
     for hooked in (False, True):
-        torch.manual_seed(0)
-        config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1,
-                                         n_head=2)
-        model = transformers.GPT2LMHeadModel(config)
-        g = torch.Generator().manual_seed(1)
-        rows = [{"input_ids": t, "labels": t} for t in torch.randint(
-            0, 64, (2 * 4 * HF_TRAINER_STEPS * HF_TRAINER_ACCUMULATION, 12), generator=g)]
-        args = transformers.TrainingArguments(
-            output_dir=outdir, per_device_train_batch_size=4, per_device_eval_batch_size=4,
-            gradient_accumulation_steps=HF_TRAINER_ACCUMULATION, max_steps=HF_TRAINER_STEPS,
-            eval_strategy="steps", eval_steps=2, save_strategy="no", report_to=[], use_cpu=True,
-            disable_tqdm=True, seed=0, learning_rate=1e-3, logging_strategy="no",
-            ddp_backend="gloo")
         callbacks = []
         if hooked:
             from vramscope.integrations.transformers import VramscopeCallback
             callbacks.append(VramscopeCallback(socket=sock))
-        trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
-                                       eval_dataset=rows[:8], callbacks=callbacks)
-        trainer.remove_callback(transformers.PrinterCallback)  # stdout is the result line's
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            trainer.train()
-        out.append((trainer.state.global_step, local_hash(model),
-                    {"%s: %s" % (w.category.__name__, w.message) for w in caught}))
+        (digest, done), caught = hf_fit.train(
+            transformers, torch, outdir, callbacks, HF_TRAINER_STEPS, HF_TRAINER_ACCUMULATION,
+            2, ranks=2, printer=False, ddp_backend="gloo")
+        out.append((done, digest, {"%s: %s" % w for w in caught}))
     return out
 
 

@@ -4,49 +4,20 @@ accumulation and evaluation every N steps, against a real ``vramscope
 record`` and ``report --json``; the same run without the hook must give
 bit-identical weights."""
 
-import hashlib
 import os
-import warnings
 
 import pytest
 
+import hf_fit
 from frameworks import PHASES, Recording, need, phase_counts, phase_order
 
 STEPS, ACCUMULATION, EVAL_EVERY = 4, 4, 2
 
 
-def weights_hash(model):
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(repr(p.detach().flatten().tolist()).encode())
-    return h.hexdigest()[:16]
-
-
 def train(torch, outdir, callbacks, state=None, **args_kw):
-    transformers = need("transformers")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1,
-                                     n_head=2)
-    model = transformers.GPT2LMHeadModel(config)
-    g = torch.Generator().manual_seed(1)
-    rows = [{"input_ids": t, "labels": t}
-            for t in torch.randint(0, 64, (4 * STEPS * ACCUMULATION, 12), generator=g)]
-    args = transformers.TrainingArguments(
-        output_dir=outdir, per_device_train_batch_size=4, per_device_eval_batch_size=4,
-        gradient_accumulation_steps=ACCUMULATION, max_steps=STEPS, eval_strategy="steps",
-        eval_steps=EVAL_EVERY, save_strategy="no", report_to=[], use_cpu=True,
-        disable_tqdm=True, seed=0, learning_rate=1e-3,
-        **dict({"logging_strategy": "no"}, **args_kw))
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
-                                   eval_dataset=rows[:8], callbacks=callbacks)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        trainer.train()
-    if state is not None:
-        state.append(trainer.state)
-    return (weights_hash(model), trainer.state.global_step), \
-        {(w.category.__name__, str(w.message)) for w in caught}
+    """hf_fit.train with this file's steps, or a skip without transformers."""
+    return hf_fit.train(need("transformers"), torch, outdir, callbacks, STEPS, ACCUMULATION,
+                        EVAL_EVERY, state=state, **args_kw)
 
 
 def test_hf_trainer_train_with_the_callback(torch_mod, vs_bin, workdir, recorders,  # noqa: F811
