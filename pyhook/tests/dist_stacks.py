@@ -84,9 +84,7 @@ def lightning_ddp(layout, hook, case, sock):
     """Each rank's (steps, hash, warnings) of a plain and a hooked fit."""
     import lightning
     import lightning_fit
-    import logging
-    for name in ("lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    lightning_fit.quiet_logs()
     mode, kw = lightning_fit.CASES[case]
     batches = 2 * LIGHTNING_STEPS * kw.get("accumulate_grad_batches", 1)
     out = []

@@ -4,13 +4,13 @@ which `make test-py` sets for its torch 2.x venv run), and a real
 ``vramscope record`` receiving the hook in this process."""
 
 import importlib
-import logging
 import os
 import socket
 import warnings
 
 import pytest
 
+import lightning_fit
 from test_e2e import has_goodbye, report_json, start, stop_ok, the_process
 
 REQUIRE = os.environ.get("VRAMSCOPE_REQUIRE_FRAMEWORKS") == "1"
@@ -29,13 +29,10 @@ def need(name):
 
 
 def lightning():
-    """``lightning`` (or a skip), its info lines kept quiet: they go to a
-    handler bound to the stderr of the first test that imported it (a
-    closed capture later on). Whichever of lightning.pytorch and
-    lightning.fabric was imported last logs the other's rank-zero lines."""
+    """``lightning`` (or a skip), its info lines kept quiet
+    (lightning_fit.quiet_logs)."""
     L = need("lightning")
-    for name in ("lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    lightning_fit.quiet_logs()
     return L
 
 

@@ -4,12 +4,22 @@ LightningModule whose ``training_step`` reaches its model in one of the
 ways real code does, trained by a real ``Trainer`` on CPU."""
 
 import hashlib
+import logging
 import time
 
 import vramscope
 
 BATCHES = 6
 PAUSE = 0.04  # seconds, of the slow submodule and the slow loss
+
+
+def quiet_logs():
+    """Keep Lightning's info lines quiet: they go to a handler bound to the
+    stderr of whoever imported it first (in pytest, a capture closed later
+    on). Whichever of lightning.pytorch and lightning.fabric was imported
+    last logs the other's rank-zero lines."""
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def weights_hash(module):
