@@ -75,8 +75,8 @@ def ddp_no_sync(rank, watch):
     return handle, done, local_hash(net)
 
 
-# Lightning's fits: two epochs' worth of batches over the two ranks, so
-# that each rank takes LIGHTNING_STEPS optimizer steps of its own share.
+# Lightning's fits: batches for both ranks, so that each rank takes
+# LIGHTNING_STEPS optimizer steps of its share (Lightning's DistributedSampler).
 LIGHTNING_STEPS = 6
 
 
@@ -89,11 +89,10 @@ def lightning_ddp(layout, hook, case, sock):
     batches = 2 * LIGHTNING_STEPS * kw.get("accumulate_grad_batches", 1)
     out = []
     for h in (None, hook):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            digest, done = lightning_fit.fit(lightning, torch, mode, h, sock=sock, layout=layout,
-                                             batches=batches, devices=2, strategy="ddp", **kw)
-        out.append((done, digest, {"%s: %s" % (w.category.__name__, w.message) for w in caught}))
+        (digest, done), caught = warned(lightning_fit.fit, lightning, torch, mode, h, sock=sock,
+                                        layout=layout, batches=batches, devices=2,
+                                        strategy="ddp", **kw)
+        out.append((done, digest, caught))
     return out
 
 
@@ -118,13 +117,22 @@ def hf_trainer(sock, outdir):
     return out
 
 
-def run(fn, rank, watch):
+def warned(fn, *args, **kwargs):
+    """What ``fn(*args, **kwargs)`` returns, and the warnings it raised."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    return out, {"%s: %s" % (w.category.__name__, w.message) for w in caught}
+
+
+def run(fn, rank, watch):
+    def train():
         handle, done, digest = fn(rank, watch)
         if handle is not None:
             handle.remove()
-    return done, digest, {"%s: %s" % (w.category.__name__, w.message) for w in caught}
+        return done, digest
+    (done, digest), caught = warned(train)
+    return done, digest, caught
 
 
 def main(stack, sock):
