@@ -28,10 +28,11 @@ PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 #   backward: the wrapper (torch.autograd.backward, which Tensor.backward calls),
 #             user_backward_begin + end (+ backward begin),
 #             user_backward_end + end                                     (5)
-#   step: the patch, _step_pre + begin, _step_post + _finish_step + end   (6)
+#   step: the patch, _step_around, _step_pre + begin,
+#         _step_post + _finish_step + end                                (7)
 # Reads are a functools.partial of torch's binding: no frame of ours;
 # Activations.note_input and prepare run inline in their common case.
-# 19 on torch 1.13; on torch >= 2.0 the step patch is two step hooks (+1)
+# 20 on torch 1.13; on torch >= 2.0 the step patch is two step hooks
 # and a step's arguments are searched for a closure (+1): 21 worked out
 # from the code, 22 measured on torch 2.15 (make test-py runs this file on
 # both). The pin leaves room for what a torch 2.x run may show that this
@@ -72,12 +73,12 @@ def test_plain_step_runs_at_most_the_pinned_number_of_hook_frames(torch_mod):
 #   zero_grad: the optimizer patch and _zero_grad                           (2)
 #   forward: _on_forward_pre, _on_forward                                   (2)
 #   backward: the wrapper and Watcher.user_backward                         (2)
-#   step: the patch and _step_pre, _step_post, _finish_step (torch 1.13) or
-#         the two step hooks and _finish_step (torch >= 2.0), with the
-#         closing read's Client.switch, _plan and PeakTracker.read_reset    (7 or 6)
-# 13 on torch 1.13 and 12 on torch 2.15 (bench/hook_ops.py counts the same
+#   step: the patch and _step_around (torch 1.13) or the two step hooks
+#         (torch >= 2.0), then _finish_step, with the closing read's
+#         Client.switch, _plan and PeakTracker.read_reset                   (6)
+# 12 on torch 1.13 and on torch 2.15 (bench/hook_ops.py counts the same
 # step, on the fake allocator the cost model times).
-FAST_STEP_FRAMES = 13
+FAST_STEP_FRAMES = 12
 
 
 def test_a_step_at_rest_runs_at_most_the_pinned_number_of_hook_frames(torch_mod):

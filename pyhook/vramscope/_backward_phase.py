@@ -77,7 +77,7 @@ class BackwardMixin:
         # zero_grad between them, as Lightning's closure has) where this is
         # the only watch (user_backward_begin asks each in turn) and no
         # step() is left to finish (_activity).
-        if not (self._fast and client.owner is self._self_ref and (
+        if not (self._fast and (
                 last == "loss" or last is None and self._trained
                 and not (self._step_called and not self._closure_depth)
                 and len(_backward._state["listeners"]) == 1)):
@@ -105,7 +105,9 @@ class BackwardMixin:
         if self._acts.measuring:
             self._acts.collect()
         try:
-            return original(*args, **kwargs)
+            # loss.backward() (the usual call) without building its arguments
+            return original(args[0]) if len(args) == 1 and not kwargs \
+                else original(*args, **kwargs)
         except BaseException as exc:
             _safe.call(self.unwound)
             passed_through(exc)

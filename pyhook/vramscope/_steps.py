@@ -78,10 +78,9 @@ class StepsMixin:
         # step() or step(None), as accelerate's optimizer wrapper calls it
         # (the hook gets the optimizer itself as args[0]): no closure
         if self._fast and not kwargs and args and args[0] is self._optimizer \
-                and (len(args) == 1 or len(args) == 2 and args[1] is None) \
-                and self._client.owner is self._self_ref:
+                and (len(args) == 1 or len(args) == 2 and args[1] is None):
             if self._open is None and not self.framework_steps:
-                # _step_pre's fast path written out, a frame less each step.
+                # the fast path of step() at rest, as _step_around has it
                 self._idle = False
                 self._step_called = True
                 self._open = "step"
@@ -97,8 +96,7 @@ class StepsMixin:
                 self._step_depth = 1
                 return None
         if self._fast and len(args) == 1 and len(kwargs) == 1 and args[0] is self._optimizer \
-                and (self._open == "forward" or self._open is None) and not self._step_called \
-                and self._client.owner is self._self_ref:
+                and (self._open == "forward" or self._open is None) and not self._step_called:
             # step(closure=...) in a step at rest, as Lightning calls it
             # (its callback began forward, or nothing is open without it):
             # _step_pre's work, the closure wrapped to take the fast paths
@@ -118,21 +116,48 @@ class StepsMixin:
             self._step_depth = 1
         return None if new[0] is args and new[1] is kwargs else new
 
-    def _step_pre(self, args, kwargs):
-        """Begin ``step``, or, for ``step(closure)``, wrap the closure so its
-        phases show as themselves and ``step`` begins when it returns."""
+    def _step_around(self, original, args, kwargs):
+        """``optimizer.step()`` through the patch (an optimizer without step
+        hooks: torch 1.13): the step's begin, the call and its end in one
+        frame besides the patch's, as :meth:`_zero_grad` is for zero_grad.
+        The hook's own errors are reported; the call's propagate."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         if self._fast and not args and not kwargs and self._open is None \
-                and self._client.owner is self._self_ref and not self.framework_steps:
+                and not self.framework_steps:
             # The fast path (no lock): step() with no closure in a step at
-            # rest, through torch 1.13's patch (torch >= 2.0's step hook
-            # takes its own, with the optimizer as args[0]).
+            # rest (torch >= 2.0's step hook takes its own, with the
+            # optimizer as args[0]); its end is _step_post's fast path.
             self._idle = False
             self._step_called = True
             self._open = "step"
             c = self._client  # Client.switch's tuple, queued as _fast allows
             c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
-            return args, kwargs
+            try:
+                return original()
+            finally:
+                try:
+                    if self._fast:
+                        self._finish_step()
+                    else:
+                        self._step_post()
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
+        try:
+            args, kwargs = self._step_pre(args, kwargs)
+        except Exception as exc:  # noqa: BLE001
+            _safe.report(exc)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            try:
+                self._step_post()
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
+
+    def _step_pre(self, args, kwargs):
+        """Begin ``step``, or, for ``step(closure)``, wrap the closure so its
+        phases show as themselves and ``step`` begins when it returns."""
+        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         if not self._active:
             return args, kwargs
         with self._lock:
@@ -176,8 +201,7 @@ class StepsMixin:
             finally:
                 self._closure_depth -= 1
                 last = self._open
-                if ok and self._fast and (last == "step" or last is None) \
-                        and self._client.owner is self._self_ref:
+                if ok and self._fast and (last == "step" or last is None):
                     # _closure_done at rest (no lock): nothing left to recover
                     # but a meter the closure's forward installed; the step
                     # begins unless the framework's callback began it.
@@ -341,9 +365,12 @@ class StepsMixin:
         # that took them all left the loop at rest: only its reads are to
         # decide. Its fast paths queue without Client.switch's tests: the
         # step starts with the queue short and the client open (a closed
-        # one's hold is -1), and adds one step's edges at most.
+        # one's hold is -1), and adds one step's edges at most; and without
+        # asking whose phases the client's edges are: only the owner's step
+        # takes them (another watch's _take_over clears this one's _fast).
         if self._fast:
-            self._fast = not self._edge_reads and len(client._queue) < client._hold
+            self._fast = not self._edge_reads and len(client._queue) < client._hold \
+                and client.owner is self._self_ref
             return
         if self._unseen_backward:
             # A backward no watch claimed in a step of this watch's own that
@@ -359,7 +386,7 @@ class StepsMixin:
             and not self._quiet and not self._hook_output and self._kw_patch is None \
             and not self._in_training_step \
             and self._census_want is None and (meter is None or not meter.active) \
-            and len(client._queue) < client._hold
+            and len(client._queue) < client._hold and client.owner is self._self_ref
 
     def _send_anatomy(self, step, acts):
         # acts: Activations.finish's fields, every key there but "saved" on
@@ -417,7 +444,7 @@ class StepsMixin:
 
         ``batch`` (forward only) is the framework's batch object, read for its size.
         """
-        if self._fast and self._client.owner is self._self_ref \
+        if self._fast \
                 and not (self._step_called and not self._closure_depth):
             # The fast paths (no lock) of a step at rest: the phases a
             # framework's callbacks begin (Lightning's, transformers'

@@ -121,7 +121,7 @@ class TrainingStepMixin:
         last = self._open
         if self._fast and (last == "forward" or last is None) and not self._in_training_step \
                 and self._wrappers_checked and not (self._step_called and not self._closure_depth) \
-                and self._client.owner is self._self_ref and self._grad_enabled():
+                and self._grad_enabled():
             # The fast path (no lock): the training_step of a step at rest,
             # its forward begun by the framework's callback, or here (a
             # watch() without the callback) for a batch that leads with a

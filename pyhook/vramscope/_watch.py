@@ -236,8 +236,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
             post = opt.register_step_post_hook(self._on_step_post_hook)
             self._undo += [pre.remove, post.remove]
         else:
-            self._undo.append(_patch.patch_method(opt, "step", None, self._step_post,
-                                                  wrap_args=self._step_pre))
+            self._undo.append(_patch.patch_method(opt, "step", None, None,
+                                                  around=self._step_around))
 
     @staticmethod
     def _guarded(fn, *args):
@@ -392,6 +392,10 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         other = other() if other is not None else None
         client.owner = self._self_ref
         self._fast = False
+        if other is not None and other is not self:
+            # The fast paths take the owner for granted (_fast holds only
+            # for it: _steps._finish_step): the other leaves them.
+            other._fast = False
         if other is not None and other is not self and other._open is not None \
                 and other._lock.acquire(False):
             try:

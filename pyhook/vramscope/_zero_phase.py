@@ -28,7 +28,7 @@ class ZeroGradMixin:
         begin, the call and its end in one frame besides the patch's (docs/hook.md,
         "Cost"). The hook's own errors are reported; the call's propagate."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
-        if self._fast and self._open is None and self._client.owner is self._self_ref \
+        if self._fast and self._open is None \
                 and (self._idle and self._zero_after is False and self._zero_seen_last
                      or self.framework_steps and not self._idle):
             # The fast path (no lock): the head of a step at rest, in a loop
@@ -43,8 +43,7 @@ class ZeroGradMixin:
             c._queue.append((t, None, "zero_grad", c.step, c.micro, None, c.model))
         elif self._fast and (self._open == "zero_grad" or self._open == "loss") \
                 and not self._zero_depth and self._tail_step is None and not self._client.micro \
-                and not (self._step_called and not self._closure_depth) \
-                and self._client.owner is self._self_ref:
+                and not (self._step_called and not self._closure_depth):
             # The fast path (no lock) of a zero_grad between a step's first
             # forward and its backward (Lightning's, after training_step):
             # _zero_begin's head of a step, with its phase begun by a
@@ -67,7 +66,8 @@ class ZeroGradMixin:
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         try:
-            return original(*args, **kwargs)
+            # zero_grad() called bare (the usual call) without building its arguments
+            return original(*args, **kwargs) if args or kwargs else original()
         finally:
             if self._fast and self._zero_depth == 1 and self._open == "zero_grad":
                 # The fast path's end (never a return here: it would drop
