@@ -7,8 +7,9 @@ stats call (``torch._C._cuda_memoryStats``) costs ``--read-us`` of busy wait
 (12.8 us: the H100/torch 2.11 median) and returns a dict of the real shape.
 
 Modes run in one process, in blocks whose order rotates, so that machine
-noise hits them alike; a fresh ``Watcher`` per block, one client per mode
-(no monitor listening unless --bin names a `vramscope` binary to record
+noise hits them alike; a fresh ``Watcher`` per block, whose first three
+steps run untimed (a watch's first step reads at every phase, once per watch;
+bench/host_cost.py skips them too), one client per mode (no monitor listening unless --bin names a `vramscope` binary to record
 with). For each mode it prints the median added wall time and training-thread
 CPU time per step against the same loop without the hook, the spread of that
 figure over blocks, and the allocator reads per step made on the training
@@ -43,6 +44,9 @@ H100_STEP_US = 3340.0
 H100_RECORD_HISTORY_US = 0.192 * H100_STEP_US  # _record_memory_history(): +19.2 %
 H100_PROFILER_US = 0.287 * H100_STEP_US  # profiler(profile_memory=True): +28.7 %
 # input, width, batch, hidden layers; "h100mlp" is the issue's 8x2048 MLP (for --device cuda)
+# Steps each block runs before it is timed (a watch's first steps read at
+# every phase; bench/host_cost.py skips as many).
+WARM_STEPS = 3
 SIZES = {"tiny": (256, 64, 16, 1), "wide": (512, 256, 32, 1), "h100mlp": (2048, 2048, 512, 7)}
 
 
@@ -246,6 +250,10 @@ def run(args, torch, fake, work, procs):
                 ctx = HistoryOff(torch)
             elif make is not None:
                 w, c = make()
+            # Untimed, as bench/host_cost.py does: a watch's first step reads
+            # at every phase (a breakdown step, once per watch), not a plain
+            # step's cost; the peers' first steps set up their own state.
+            loop([], WARM_STEPS)
             r0, a0, t0 = fake.training_reads, fake.reads, time.monotonic()
             z0 = getattr(fake, "resets", 0)
             acc = []
