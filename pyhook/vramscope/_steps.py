@@ -132,25 +132,20 @@ class StepsMixin:
             self._open = "step"
             c = self._client  # Client.switch's tuple, queued as _fast allows
             c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
+        else:
             try:
-                return original()
-            finally:
-                try:
-                    if self._fast:
-                        self._finish_step()
-                    else:
-                        self._step_post()
-                except Exception as exc:  # noqa: BLE001
-                    _safe.report(exc)
+                args, kwargs = self._step_pre(args, kwargs)
+            except Exception as exc:  # noqa: BLE001
+                _safe.report(exc)
         try:
-            args, kwargs = self._step_pre(args, kwargs)
-        except Exception as exc:  # noqa: BLE001
-            _safe.report(exc)
-        try:
-            return original(*args, **kwargs)
+            # step() called bare (the usual call) without building its arguments
+            return original(*args, **kwargs) if args or kwargs else original()
         finally:
             try:
-                self._step_post()
+                if self._fast:  # _step_post's fast path, a frame less
+                    self._finish_step()
+                else:
+                    self._step_post()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
 
