@@ -396,16 +396,15 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
             # The fast paths take the owner for granted (_fast holds only
             # for it: _steps._finish_step): the other leaves them.
             other._fast = False
-        if other is not None and other is not self and other._open is not None \
-                and other._lock.acquire(False):
-            try:
-                if other._open is not None:
-                    client.model = other.name
-                    other._end(other._open)
-            except Exception as exc:  # noqa: BLE001
-                _safe.report(exc)
-            finally:
-                other._lock.release()
+            if other._open is not None and other._lock.acquire(False):
+                try:
+                    if other._open is not None:
+                        client.model = other.name
+                        other._end(other._open)
+                except Exception as exc:  # noqa: BLE001
+                    _safe.report(exc)
+                finally:
+                    other._lock.release()
         client.model = self.name
 
     def _end(self, name, closing=False):
