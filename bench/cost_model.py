@@ -8,9 +8,10 @@ stats call (``torch._C._cuda_memoryStats``) costs ``--read-us`` of busy wait
 
 Modes run in one process, in blocks whose order rotates, so that machine
 noise hits them alike; a fresh ``Watcher`` per block, whose first three
-steps run untimed (a watch's first step reads at every phase, once per watch;
-bench/host_cost.py skips them too), one client per mode (no monitor listening unless --bin names a `vramscope` binary to record
-with). For each mode it prints the median added wall time and training-thread
+steps run untimed (a watch's first step reads at every phase, once per
+watch; bench/host_cost.py skips them too), one client per mode (no monitor
+listening unless --bin names a `vramscope` binary to record with). For each
+mode it prints the median added wall time and training-thread
 CPU time per step against the same loop without the hook, the spread of that
 figure over blocks, and the allocator reads per step made on the training
 thread. Loops: plain (zero_grad, forward, loss, backward, step), gradient
