@@ -122,7 +122,15 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
             h = vramscope.watch(model, opt)
             for _ in range(3):
                 step()
+            # Connected first: a first connect that fails (a loaded machine)
+            # is retried a second later, after the numbers are reused, and
+            # then there is no lost connection to count.
+            client = _api._current
+            deadline = time.monotonic() + 10
+            while client.connects < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
             time.sleep(0.3)
+            connected = client.connects
             os.closerange(3, 4096)
             # The numbers come back lowest first: logs the job reopens to
             # append to (readable, with a line in each), then its sockets.
@@ -136,8 +144,10 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
             for _ in range(20):
                 step()
                 time.sleep(0.02)
+            deadline = time.monotonic() + 5  # the sender's next round sees the loss
+            while client.send_errors < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
             time.sleep(0.3)
-            client = _api._current
             wrote = [os.fstat(f.fileno()).st_size - len(b"run 1 resumed\\n") for f in logs]
             got = []
             for pair in pairs:
@@ -147,7 +157,8 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
                         got.append(len(end.recv(1 << 20)))
                     except BlockingIOError:
                         got.append(0)
-            print("logs", sum(wrote), "sockets", sum(got), "send_errors", client.send_errors)
+            print("logs", sum(wrote), "sockets", sum(got), "send_errors", client.send_errors,
+                  "connected", connected)
             os._exit(0)
         """ % {"tmp": str(sock_path) + ".d"}, env={"VRAMSCOPE_SOCKET": sock_path,
                                                    "VRAMSCOPE_SAMPLE_HZ": "200"})
@@ -155,6 +166,8 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
         mon.stop()
     words = proc.stdout.split()
     assert words[:4] == ["logs", "0", "sockets", "0"], proc.stdout + proc.stderr
+    assert words[6:] == ["connected", "1"], "connected before the numbers were reused: " \
+        + proc.stdout
     assert int(words[5]) >= 1, "the lost connection counts as a send error: " + proc.stdout
 
 
