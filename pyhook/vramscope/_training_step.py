@@ -98,9 +98,10 @@ class TrainingStepMixin:
         if self._active and not self._torch.is_grad_enabled():
             with self._lock:
                 self._fast = False
-                if self._open is None and not self._idle and self._optimizer is not None \
-                        and not self._client.user_depth:
-                    # between two micro-steps (accumulate_grad_batches)
+                if self._open is None and not self._idle and self._client.micro \
+                        and self._optimizer is not None and not self._client.user_depth:
+                    # between two micro-steps (accumulate_grad_batches): a
+                    # backward done in this step, no update yet
                     self._eval_in_step()
                 else:
                     self._eval_between_steps()
