@@ -367,6 +367,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         self._open = EVAL
         self._fast = False
         self._eval_step = max(self._client.step - 1, 0)
+        self._eval_carry = None  # its reads are no step's (_end_eval)
         self._client.phase(EVAL, "begin", True, self._eval_step)
 
     def _eval_in_step(self):
