@@ -238,11 +238,18 @@ def run_lightning(kind, socket, sim, mem, model, truth):
     computes the loss; ``accumulate_grad_batches`` is the kind's micro.
     Lightning zeroes the gradients inside the step, after training_step
     (loops/optimization/automatic.py): the ledger follows wherever it
-    does. Fixed input sizes only."""
+    does. With ``eval_every``, a validation every that many batches
+    (``val_check_interval``: batches, not optimizer steps, so with
+    accumulation it may fall between a step's micro-batches), each of its
+    ``eval_batches`` batches through ``validation_step`` under Lightning's
+    inference mode; with ``eval_keep`` their outputs kept on the device
+    for ``on_validation_epoch_end``, which concatenates them, as the
+    common metric code does. Fixed input sizes only."""
     import lightning as L
     from vramscope.integrations.lightning import VramscopeCallback
 
     b, s = mem.shape()
+    kept = []  # a validation's outputs, kept on the device (eval_keep)
 
     class Lit(L.LightningModule):
         def __init__(self):
@@ -252,9 +259,27 @@ def run_lightning(kind, socket, sim, mem, model, truth):
         def training_step(self, batch, i):
             out = self.head(self.emb(batch[0] % 64).mean(1))
             sim.truth_at(mem.step, "loss")
+            if kind.first_micro_spike and i % kind.micro == 0:
+                sim.spike(kind.first_micro_spike)
             loss = out.pow(2).mean()
             mem.loss()
             return loss
+
+        def validation_step(self, batch, i):
+            self.head(self.emb(batch[0] % 64).mean(1))  # the ledger's "eval"
+            out = sim.malloc(kind.model.logits(b, s))
+            if kind.eval_keep:
+                kept.append(out)
+            else:
+                sim.free(out)
+
+        def on_validation_epoch_end(self):
+            if kept:
+                cat = sim.malloc(sum(kind.model.logits(b, s) for _ in kept))
+                for h in kept:
+                    sim.free(h)
+                sim.free(cat)
+                del kept[:]
 
         def configure_optimizers(self):
             return Adam(self.parameters(), mem)
@@ -271,14 +296,20 @@ def run_lightning(kind, socket, sim, mem, model, truth):
     # (on several ranks each takes its share of the batches: DistributedSampler)
     n = kind.steps * kind.micro * (kind.world or 1)
     data = torch.utils.data.TensorDataset(torch.randint(0, 64, (b * n, s)))
+    evals = {}
+    if kind.eval_every:
+        val = torch.utils.data.TensorDataset(torch.randint(0, 64, (b * kind.eval_batches, s)))
+        evals = dict(val_dataloaders=torch.utils.data.DataLoader(val, batch_size=b))
     trainer = L.Trainer(max_steps=kind.steps, accumulate_grad_batches=kind.micro,
                         accelerator="cpu", devices=kind.world or 1,
                         strategy="ddp" if kind.world else "auto",
                         logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0,
+                        val_check_interval=kind.eval_every or None,
+                        check_val_every_n_epoch=None if kind.eval_every else 1,
                         callbacks=[Ledger(), VramscopeCallback(socket=socket)])
-    trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=b))
+    trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=b), **evals)
 
 
 def run_hf_trainer(kind, socket, sim, mem, model, truth):

@@ -44,7 +44,7 @@ class Kind:
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
-                        wrap=None)
+                        wrap=None, first_micro_spike=0)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -160,6 +160,18 @@ K = [
     Kind("lightning-readme", 80, dict(pattern="warmup"), layout="lightning", batch=4, seq=512),
     Kind("lightning-accum", 40, dict(pattern="warmup"), layout="lightning", micro=4, batch=2,
          seq=1024),
+    # The same with a validation_step whose outputs are kept for
+    # on_validation_epoch_end (it peaks above training): every 20 batches;
+    # and with accumulate_grad_batches=4 every 10 batches, after a step's
+    # second micro-batch (steps 2, 7, 12, ...) or after its update (steps
+    # 4, 9, ...). There each step's first micro-batch holds a temporary of
+    # 1 GiB more (a longer first sequence): the step peaks before the
+    # validation inside it.
+    Kind("lightning-val", 60, dict(pattern="warmup", eval_need=True), layout="lightning",
+         eval_every=20, eval_batches=8, eval_keep=True, batch=4, seq=512),
+    Kind("lightning-val-accum", 40, dict(pattern="warmup", eval_need=True), layout="lightning",
+         micro=4, eval_every=10, eval_batches=8, eval_keep=True, batch=2, seq=1024,
+         first_micro_spike=GIB),
     # transformers' Trainer with the callback: the model computes its loss
     # (model(**batch).loss), and the Trainer zeroes the gradients through
     # the model after the update, inside the step (model.zero_grad());

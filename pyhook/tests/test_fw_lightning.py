@@ -12,7 +12,7 @@ import pytest
 import lightning_fit
 from conftest import FakeMonitor
 from frameworks import Recording, lightning, phase_counts, phase_order, quietly
-from lightning_fit import BATCHES, CASES, PAUSE, step_phases
+from lightning_fit import BATCHES, CASES, LIGHTNING_ORDER, PAUSE, step_phases
 
 
 def fit(torch, *args, **kwargs):
@@ -56,6 +56,42 @@ def test_lightning_fit(layout, case, hook, torch_mod, vs_bin, workdir, recorders
 @pytest.mark.parametrize("layout", ["loss_module", "labels", "functional"])
 def test_lightning_layouts(layout, case, torch_mod, vs_bin, workdir, recorders, capfd):  # noqa: F811
     check_fit(case, "callback", layout, torch_mod, vs_bin, workdir, recorders, capfd)
+
+
+@pytest.mark.parametrize("hook", ["callback", "watch"])
+@pytest.mark.parametrize("layout", ["self_call", "submodules"])
+def test_a_validation_between_micro_batches_is_an_evaluation_of_that_step(  # noqa: F811
+        layout, hook, torch_mod, vs_bin, workdir, recorders, capfd):
+    """accumulate_grad_batches=2 and a validation every 3 batches: after the
+    first micro-batch of steps 1 and 4 Lightning validates inside the step,
+    the gradients kept (training_epoch_loop.py zeroes them only where a
+    step ended); after steps 2 and 5, between steps. Each validation is a
+    user phase eval in the row of the step it falls in or follows, and
+    each step keeps its two micro-steps (docs/hook.md, "An evaluation
+    inside a step")."""
+    kw = {"accumulate_grad_batches": 2, "val_check_interval": 3, "batches": 12}
+    want, plain_warnings = quietly(fit, torch_mod, "automatic", None, layout=layout, **kw)
+    capfd.readouterr()
+    rec = Recording(vs_bin, workdir, recorders)
+    got, hooked_warnings = quietly(fit, torch_mod, "automatic", hook, sock=rec.sock,
+                                   layout=layout, **kw)
+    out = capfd.readouterr()
+    assert got == want and got[1] == 6, "the hook changed the weights or the step count"
+    assert hooked_warnings == plain_warnings, "the hook warned"
+    assert "vramscope:" not in out.out + out.err
+    proc = rec.process()
+    assert proc["steps_total"] == 6, [phase_order(s) for s in proc["steps"]]
+    for s in proc["steps"]:
+        counts = phase_counts(s)
+        assert counts["forward"] == counts["loss"] == counts["backward"] == 2, (s["step"], counts)
+        if s["step"] in (1, 4):
+            assert phase_order(s) == ["forward", "loss", "zero_grad", "backward", "eval", "step"], \
+                (s["step"], phase_order(s))
+            assert counts["eval"] == 1, counts
+        elif s["step"] in (2, 5):
+            assert phase_order(s) == LIGHTNING_ORDER + ["eval"], (s["step"], phase_order(s))
+        elif s["step"] == 3:
+            assert phase_order(s) == LIGHTNING_ORDER, (s["step"], phase_order(s))
 
 
 def phase_durations(path):

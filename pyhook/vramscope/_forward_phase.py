@@ -71,9 +71,12 @@ class ForwardMixin:
             try:
                 grad = self._grad_enabled()
                 if not grad and (self._idle and self._optimizer is not None
-                                 or self._ends_at_forward == self._client.step):
+                                 or self._ends_at_forward == self._client.step
+                                 or self._open == "eval"):
                     # Evaluation between steps: no training phase, no step, no batch;
-                    # with an optimizer, a user phase "eval" of its own (_eval).
+                    # with an optimizer, a user phase "eval" of its own (_eval);
+                    # or inside the evaluation a validation_step began in a
+                    # step (_eval_in_step).
                     self._quiet = True
                     self._eval_between_steps()
                     return None

@@ -98,7 +98,13 @@ class TrainingStepMixin:
         if self._active and not self._torch.is_grad_enabled():
             with self._lock:
                 self._fast = False
-                self._eval_between_steps()
+                if self._open is None and not self._idle and self._client.micro \
+                        and self._optimizer is not None and not self._client.user_depth:
+                    # between two micro-steps (accumulate_grad_batches): a
+                    # backward done in this step, no update yet
+                    self._eval_in_step()
+                else:
+                    self._eval_between_steps()
         return args, kwargs
 
     def _unhook_subs(self):

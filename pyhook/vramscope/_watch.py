@@ -115,6 +115,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         self._zero_after = None
         self._unwound = (-1, None)  # (step, phase) an error left backward() in (unwound)
         self._eval_step = 0  # the step an open evaluation follows (_eval)
+        # An evaluation inside a step (_eval_in_step): (the read at its begin,),
+        # whose peaks are the step's; None between steps.
+        self._eval_carry = None
         self._step_frames = None
         self._step_called = False
         # The step in which this watch's last own backward began, and (no
@@ -364,7 +367,25 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         self._open = EVAL
         self._fast = False
         self._eval_step = max(self._client.step - 1, 0)
+        self._eval_carry = None  # its reads are no step's (_end_eval)
         self._client.phase(EVAL, "begin", True, self._eval_step)
+
+    def _eval_in_step(self):
+        """Begin an evaluation between two micro-steps of an accumulation
+        step (a Lightning validation at a batch count that falls inside it):
+        a user phase ``eval`` of this step, read at both edges, so that its
+        peak is its own and no training phase's, nor the step's. The read at
+        its begin closes the step's training so far: it stays among the
+        step's reads (_plan) and, where the step reads only where it closes,
+        the sender raises that closing read's peaks to it (Client.carry), as
+        it does for a user's reset. (Lock held.)"""
+        client = self._client
+        self._open = EVAL
+        self._fast = False
+        self._eval_step = client.step
+        raw = client.read_raw() if client.cuda is not None else None
+        self._eval_carry = (raw,)
+        client.edge(EVAL, "begin", raw, True, client.step)
 
     def _eval_between_steps(self):
         """Begin an evaluation (_eval) when nothing is open between steps and
@@ -377,9 +398,21 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
     def _end_eval(self):
         client = self._client
         self._open = None
-        client.phase(EVAL, "end", True, self._eval_step)
-        if client.peaks is not None:  # its reads are no step's (_plan)
-            client.peaks.step_reads.clear()
+        carry, self._eval_carry = self._eval_carry, None
+        raw = client.read_raw() if client.cuda is not None else None
+        client.edge(EVAL, "end", raw, True, self._eval_step)
+        if client.peaks is None:
+            return
+        reads = client.peaks.step_reads
+        if carry is None:
+            reads.clear()  # between steps: its reads are no step's (_plan)
+            return
+        # Inside a step: the read at its end is the evaluation's own; the
+        # one at its begin stays the step's.
+        if reads and raw is not None and reads[-1] is raw:
+            reads.pop()
+        if not self._edge_reads and carry[0] is not None:
+            client.carry(carry[0])
 
     def _take_over(self):
         """Make this watch the one whose automatic phase is open: end the phase

@@ -26,7 +26,9 @@ optimizer step returns        ``step`` ends, the step counter advances
 ``on_train_end``              the hooks are removed
 ============================  =========================================
 
-Validation and sanity checks run under ``no_grad`` between steps and open no step.
+Validation and sanity checks run under ``no_grad`` between steps and open no step;
+a validation between two micro-batches of a step (``val_check_interval`` is
+counted in batches) is an evaluation of that step.
 """
 
 from .. import _safe
