@@ -472,16 +472,24 @@ def run(kind, socket, rank):
                 torch.cuda.reset_peak_memory_stats()
             if kind.zero == "before":
                 zeroes.zero_grad(set_to_none=set_to_none)
-            for _ in range(kind.micro):
+            evaluates = kind.eval_every and (i + 1) % kind.eval_every == 0
+            for m in range(kind.micro):
                 out = call(kind, called, x)
                 sim.truth_at(i, "loss")
+                if kind.first_micro_spike and m == 0:
+                    sim.spike(kind.first_micro_spike)
                 loss_of(kind, mem, out).backward()
+                if evaluates and kind.eval_in_step and m == 1:
+                    # an evaluation every so many batches, inside the step
+                    with torch.no_grad():
+                        call(kind, model, x)
+                        mem.eval_pass()
             if i not in kind.skipped:
                 opt.step()
             if kind.zero == "after":
                 zeroes.zero_grad(set_to_none=set_to_none)
             truth["held"][i] = sim.allocated
-            if kind.eval_every and (i + 1) % kind.eval_every == 0:
+            if evaluates and not kind.eval_in_step:
                 with torch.no_grad():
                     call(kind, model, x)
                     mem.eval_pass()

@@ -44,7 +44,7 @@ class Kind:
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
-                        wrap=None, first_micro_spike=0)
+                        wrap=None, first_micro_spike=0, eval_in_step=False)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -154,6 +154,14 @@ K = [
     Kind("hf-model-own-loop", 120, dict(pattern="warmup"), layout="hf", eval_every=40,
          eval_batches=2, batch=4, seq=512),
     Kind("hf-model-accum", 60, dict(pattern="warmup"), layout="hf", micro=4, batch=2, seq=1024),
+    # One's own loop with accumulation that evaluates every so many
+    # batches, not steps: every tenth step's evaluation comes after its
+    # second micro-batch, before the update; each step's first micro-batch
+    # holds a temporary of 2 GiB more (a longer first sequence), so the
+    # step peaks before the evaluation inside it.
+    Kind("own-loop-eval-in-step", 60, dict(pattern="warmup", eval_need=True), micro=4,
+         eval_every=10, eval_batches=8, eval_keep=True, eval_in_step=True, batch=2, seq=1024,
+         first_micro_spike=2 * GIB),
     # Lightning's Trainer with the callback, the README's module layout:
     # the gradients are zeroed after training_step, so the last step's
     # live through the forward; and with accumulate_grad_batches.

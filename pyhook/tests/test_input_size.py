@@ -142,11 +142,14 @@ def test_eval_with_a_larger_batch_on_a_measured_step_keeps_the_training_batch(to
     opt.zero_grad()
     model(torch.randn(4, 8)).sum().backward()
     with torch.no_grad():
-        model(torch.randn(64, 8))  # inside the step: a forward, never the batch
+        model(torch.randn(64, 8))  # inside the step, after its backward: an evaluation
     opt.step()
     (a,) = [m for m in queued(client) if m["type"] == "anatomy"]
     assert a["batch_size"] == 4 and a["tokens"] is None
-    assert inputs(client) == [{"batch": 4, "tokens": None}, None]
+    assert inputs(client) == [{"batch": 4, "tokens": None}]
+    evals = [(m["edge"], m["step"]) for m in queued(client)
+             if m["type"] == "phase" and m["name"] == "eval" and m.get("user")]
+    assert evals == [("begin", 0), ("end", 0)], evals
 
 
 def test_the_oom_runs_batch_schedule_is_measured_at_every_doubling(torch_mod):

@@ -72,13 +72,14 @@ class ForwardMixin:
                 grad = self._grad_enabled()
                 if not grad and (self._idle and self._optimizer is not None
                                  or self._ends_at_forward == self._client.step
-                                 or self._open == "eval"):
-                    # Evaluation between steps: no training phase, no step, no batch;
-                    # with an optimizer, a user phase "eval" of its own (_eval);
-                    # or inside the evaluation a validation_step began in a
-                    # step (_eval_in_step).
+                                 or self._open == "eval"
+                                 or self._optimizer is not None and self._between_micro_steps()):
+                    # Evaluation between steps: no training phase, no step, no
+                    # batch; with an optimizer, a user phase "eval" of its own
+                    # (_eval). The same between two micro-steps of a step
+                    # (_eval_in_step), and inside an evaluation already open.
                     self._quiet = True
-                    self._eval_between_steps()
+                    self._eval_outside_phases()
                     return None
                 size = extra = None
                 if grad:

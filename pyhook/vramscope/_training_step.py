@@ -98,13 +98,7 @@ class TrainingStepMixin:
         if self._active and not self._torch.is_grad_enabled():
             with self._lock:
                 self._fast = False
-                if self._open is None and not self._idle and self._client.micro \
-                        and self._optimizer is not None and not self._client.user_depth:
-                    # between two micro-steps (accumulate_grad_batches): a
-                    # backward done in this step, no update yet
-                    self._eval_in_step()
-                else:
-                    self._eval_between_steps()
+                self._eval_outside_phases()
         return args, kwargs
 
     def _unhook_subs(self):
@@ -382,7 +376,7 @@ class TrainingStepMixin:
                     self._sub_depth += 1
                     return None
                 if not self._grad_enabled():
-                    self._eval_between_steps()  # an evaluation between steps
+                    self._eval_outside_phases()  # an evaluation
                     return None
                 self._sub_depth = 1
                 if fresh:

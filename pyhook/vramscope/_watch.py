@@ -372,8 +372,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
 
     def _eval_in_step(self):
         """Begin an evaluation between two micro-steps of an accumulation
-        step (a Lightning validation at a batch count that falls inside it):
-        a user phase ``eval`` of this step, read at both edges, so that its
+        step (a Lightning validation at a batch count that falls inside it,
+        a loop that evaluates every so many batches): a user phase ``eval``
+        of this step, read at both edges, so that its
         peak is its own and no training phase's, nor the step's. The read at
         its begin closes the step's training so far: it stays among the
         step's reads (_plan) and, where the step reads only where it closes,
@@ -387,13 +388,24 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         self._eval_carry = (raw,)
         client.edge(EVAL, "begin", raw, True, client.step)
 
-    def _eval_between_steps(self):
-        """Begin an evaluation (_eval) when nothing is open between steps and
-        no user phase names this stretch (transformers' Trainer evaluates
-        after on_step_end, between its steps, too). (Lock held.)"""
-        if self._open is None and self._idle and self._optimizer is not None \
-                and not self._client.user_depth:
+    def _eval_outside_phases(self):
+        """A forward under no_grad, or a validation_step, with nothing open,
+        an optimizer and no user phase naming this stretch: an evaluation
+        between steps (_eval; transformers' Trainer evaluates after
+        on_step_end, between its steps, too), or between two micro-steps of
+        a step (_eval_in_step). (Lock held.)"""
+        if self._open is not None or self._optimizer is None or self._client.user_depth:
+            return
+        if self._idle:
             self._eval()
+        elif self._between_micro_steps():
+            self._eval_in_step()
+
+    def _between_micro_steps(self):
+        """Nothing open inside a step, a backward done in it and no update
+        begun: between two of its micro-steps, or after its last."""
+        return self._open is None and not self._idle and self._client.micro > 0 \
+            and not self._step_called
 
     def _end_eval(self):
         client = self._client
