@@ -117,7 +117,7 @@ def test_hf_trainer_ddp(torch_mod, vs_bin, workdir, recorders):
     """transformers' Trainer on two ranks wraps the model in DDP and calls
     ``model.zero_grad()`` on the wrapper after each update, which a patch
     on the model never sees: the hook patches the wrapper that called the
-    model too (_patch.calling_wrapper). Each step shows the phases of a
+    model too (_patch.calling_wrappers). Each step shows the phases of a
     single-process Trainer (test_fw_transformers.py), its zero_grad
     included, and that zero_grad's end is read: the memory held between
     steps, without the gradients it freed."""

@@ -153,10 +153,10 @@ class ForwardMixin:
     _wrapper_looked = False
 
     def _watch_wrapper(self):
-        """At the first training forward: the wrapper that called the model
-        (_patch.calling_wrapper; DDP's around a model of the HF Trainer,
-        which zeroes through it) gets the model's zero_grad patch, undone
-        with the others. Not under a compiled call (a model compiled after
+        """At the first training forward: the wrappers that called the model
+        (_patch.calling_wrappers; DDP's around a model of the HF Trainer,
+        which zeroes through it; Fabric's _FabricModule) get the model's
+        zero_grad patch, undone with the others. Not under a compiled call (a model compiled after
         watch()), where dynamo compiles each frame the hook calls and
         cannot trace a frame's locals: it raises. (Lock held.)"""
         self._wrapper_looked = True
@@ -164,10 +164,11 @@ class ForwardMixin:
             frame = sys._getframe(2)  # the caller of the forward pre-hook
             if in_compiled_call(frame):
                 return
-            w = _patch.calling_wrapper(frame, self._model, self._torch.nn.Module)
-            if w is not None and "zero_grad" not in w.__dict__:
+            for w in _patch.calling_wrappers(frame, self._model, self._torch.nn.Module):
+                if "zero_grad" in w.__dict__:
+                    continue
                 self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
-                                                      around=self._zero_grad))
+                                                      around=self._zero_grad, plain_set=True))
                 # This step's zero_grad may have run through the wrapper
                 # unseen: the step counts as having had one, and the first
                 # zero_grad between steps is placed by where it is called,

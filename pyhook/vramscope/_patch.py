@@ -105,7 +105,8 @@ def replace_closure(args, kwargs, where, closure):
     return tuple(args), kwargs
 
 
-def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, around=None):
+def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, around=None,
+                 plain_set=False):
     """Wrap ``obj.name`` so ``before``/``after`` (each may be None) run around it;
     return an undo.
 
@@ -120,7 +121,10 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     keyword inputs on torch 1.13: a frame less at every plain forward).
 
     The wrapper is a bound method of ``obj`` (torch 1.13's LR scheduler rebinds
-    ``optimizer.step.__func__``). Undo restores the original when the attribute
+    ``optimizer.step.__func__``). With ``plain_set`` it is set as a plain
+    instance attribute, past a ``__setattr__`` of ``obj``'s class (Fabric's
+    ``_FabricModule`` passes attributes on to the module it wraps), as
+    ``torch.nn.Module.__setattr__`` sets a method. Undo restores the original when the attribute
     is still ours; when someone wrapped on top of us (a scheduler), it leaves
     our wrapper in place but inert, so their wrapper keeps working.
     """
@@ -199,13 +203,16 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
         if getattr(original, marker, False):
             setattr(method, marker, True)
     bound = types.MethodType(method, obj)
-    setattr(obj, name, bound)
+    put = object.__setattr__ if plain_set else setattr
+    put(obj, name, bound)
 
     def undo():
         on[0] = False
         if obj.__dict__.get(name) is bound:
             if had_own:
-                setattr(obj, name, original)
+                put(obj, name, original)
+            elif plain_set:
+                del obj.__dict__[name]
             else:
                 delattr(obj, name)
 
@@ -247,33 +254,39 @@ def around_compiled_call(module, pre, post):
 _WRAPPER_CALLS = frozenset(("forward", "_run_ddp_forward"))
 
 
-def calling_wrapper(frame, model, module_type, depth=16):
-    """The module that wraps ``model`` and called it, found among the
-    ``depth`` callers from ``frame`` (a forward hook's caller), or None: a
-    module with no parameters of its own whose only child is ``model``, as
-    ``DistributedDataParallel`` and ``DataParallel`` hold the module they
-    wrap (``module``). Such a wrapper's ``zero_grad()`` is the class's, run
-    on the wrapper, over the same parameters: a patch on ``model`` never
-    sees it (transformers' ``Trainer`` calls ``model.zero_grad()`` on the
-    wrapped model).
+def calling_wrappers(frame, model, module_type, depth=16):
+    """The modules that wrap ``model`` and called it, innermost first, found
+    among the ``depth`` callers from ``frame`` (a forward hook's caller): a
+    module with no parameters of its own whose children are all ``model``
+    or a wrapper found before it, as ``DistributedDataParallel`` and
+    ``DataParallel`` hold the module they wrap (``module``), and Lightning
+    Fabric's ``_FabricModule`` the module, or its strategy's wrapper, and
+    the module (``_forward_module``, ``_original_module``). Such a
+    wrapper's ``zero_grad()`` is the class's, run on the wrapper, over the
+    same parameters: a patch on ``model`` never sees it (transformers'
+    ``Trainer`` calls ``model.zero_grad()`` on the wrapped model).
 
     Only the locals of a method named as a wrapper's call of its module
     (_WRAPPER_CALLS) are read: on Python before 3.13, ``f_locals`` keeps a
     copy of the frame's locals in the frame until it ends, and a copy in
     the training loop's own frame would keep what the loop deletes (a
     model, a batch) alive for as long as the loop runs."""
+    found = []
+    inner = [model]
     while frame is not None and depth > 0:
         code = frame.f_code
         obj = frame.f_locals.get("self") if code.co_name in _WRAPPER_CALLS \
             and code.co_argcount and code.co_varnames[0] == "self" else None
-        if obj is not None and obj is not model and isinstance(obj, module_type):
+        if obj is not None and isinstance(obj, module_type) \
+                and not any(obj is m for m in inner):
             d = getattr(obj, "__dict__", {})
             kids, own = d.get("_modules"), d.get("_parameters")
-            if isinstance(kids, dict) and len(kids) == 1 and not own \
-                    and next(iter(kids.values())) is model:
-                return obj
+            if isinstance(kids, dict) and kids and not own \
+                    and all(any(k is m for m in inner) for k in kids.values()):
+                found.append(obj)
+                inner.append(obj)
         frame, depth = frame.f_back, depth - 1
-    return None
+    return found
 
 
 def first_tensor(is_tensor, args, kwargs):
