@@ -92,9 +92,10 @@ class TrainingStepMixin:
         return subs
 
     def _validation_step_begin(self, args, kwargs):
-        # A validation between steps is an evaluation whatever the layout:
-        # one that calls only submodules never reaches the model's forward
-        # hook, where a self(x) validation begins it.
+        # A validation between steps, or between two micro-steps of one, is
+        # an evaluation whatever the layout: one that calls only submodules
+        # never reaches the model's forward hook, where a self(x) validation
+        # begins it.
         if self._active and not self._torch.is_grad_enabled():
             with self._lock:
                 self._fast = False

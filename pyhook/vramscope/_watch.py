@@ -114,7 +114,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         # _step_frames is None until that step ends, () once used.
         self._zero_after = None
         self._unwound = (-1, None)  # (step, phase) an error left backward() in (unwound)
-        self._eval_step = 0  # the step an open evaluation follows (_eval)
+        self._eval_step = 0  # the step an open evaluation follows (_eval) or is in
         # An evaluation inside a step (_eval_in_step): (the read at its begin,),
         # whose peaks are the step's; None between steps.
         self._eval_carry = None
@@ -374,12 +374,12 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         """Begin an evaluation between two micro-steps of an accumulation
         step (a Lightning validation at a batch count that falls inside it,
         a loop that evaluates every so many batches): a user phase ``eval``
-        of this step, read at both edges, so that its
-        peak is its own and no training phase's, nor the step's. The read at
-        its begin closes the step's training so far: it stays among the
-        step's reads (_plan) and, where the step reads only where it closes,
-        the sender raises that closing read's peaks to it (Client.carry), as
-        it does for a user's reset. (Lock held.)"""
+        of this step, read at both edges, so that its peak is its own and
+        no training phase's, nor the step's. The read at its begin closes
+        the step's training so far: it stays among the step's reads (_plan)
+        and, where the step reads only where it closes, the sender raises
+        that closing read's peaks to it (Client.carry), as it does for a
+        user's reset. (Lock held.)"""
         client = self._client
         self._open = EVAL
         self._fast = False
