@@ -142,16 +142,25 @@ class Memory:
                 # attention scores and (an assumption, no published figure)
                 # an eighth of what training would save for it.
                 sim.spike(m.layer_acts(b, s) // 8 + m.attn_scores(b, s))
-            out = sim.malloc(m.logits(b, s))
-            if self.k.eval_keep:
-                kept.append(out)
-            else:
-                sim.free(out)
+            self.eval_output(kept, b, s)
+        self.eval_concat(kept, b, s)
+
+    def eval_output(self, kept, b, s):
+        """An evaluation batch's logits: kept in ``kept`` (eval_keep), else freed."""
+        out = self.sim.malloc(self.k.model.logits(b, s))
+        if self.k.eval_keep:
+            kept.append(out)
+        else:
+            self.sim.free(out)
+
+    def eval_concat(self, kept, b, s):
+        """The kept logits concatenated, then all of them dropped (``kept`` emptied)."""
         if kept:
-            cat = sim.malloc(sum(m.logits(b, s) for _ in kept))
+            cat = self.sim.malloc(sum(self.k.model.logits(b, s) for _ in kept))
             for h in kept:
-                sim.free(h)
-            sim.free(cat)
+                self.sim.free(h)
+            self.sim.free(cat)
+            kept.clear()
 
 
 SimGrad = fakecuda.on_backward(torch)  # Memory.backward inside autograd's backward
@@ -267,19 +276,10 @@ def run_lightning(kind, socket, sim, mem, model, truth):
 
         def validation_step(self, batch, i):
             self.head(self.emb(batch[0] % 64).mean(1))  # the ledger's "eval"
-            out = sim.malloc(kind.model.logits(b, s))
-            if kind.eval_keep:
-                kept.append(out)
-            else:
-                sim.free(out)
+            mem.eval_output(kept, b, s)
 
         def on_validation_epoch_end(self):
-            if kept:
-                cat = sim.malloc(sum(kind.model.logits(b, s) for _ in kept))
-                for h in kept:
-                    sim.free(h)
-                sim.free(cat)
-                del kept[:]
+            mem.eval_concat(kept, b, s)
 
         def configure_optimizers(self):
             return Adam(self.parameters(), mem)
@@ -355,12 +355,7 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
         def on_evaluate(self, args, state, control, **kw):
             # the Trainer concatenated the kept logits (nested_concat), then
             # dropped them with the evaluation's outputs
-            if kept:
-                cat = sim.malloc(sum(kind.model.logits(b, s) for _ in kept))
-                for h in kept:
-                    sim.free(h)
-                sim.free(cat)
-                kept.clear()
+            mem.eval_concat(kept, b, s)
 
     n = kind.steps * kind.micro * b
     data = [{"input_ids": t, "labels": t} for t in torch.randint(0, 64, (n, s))]
@@ -457,6 +452,12 @@ def run(kind, socket, rank):
     vramscope.watch(model, opt, socket=socket)
     truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
     set_to_none = kind.set_to_none
+
+    def evaluate(x):
+        with torch.no_grad():
+            call(kind, model, x)
+            mem.eval_pass()
+
     on_device = None  # the batch on the device (batch_bytes)
     try:
         for i in range(kind.steps):
@@ -480,19 +481,14 @@ def run(kind, socket, rank):
                     sim.spike(kind.first_micro_spike)
                 loss_of(kind, mem, out).backward()
                 if evaluates and kind.eval_in_step and m == 1:
-                    # an evaluation every so many batches, inside the step
-                    with torch.no_grad():
-                        call(kind, model, x)
-                        mem.eval_pass()
+                    evaluate(x)  # every so many batches: inside the step
             if i not in kind.skipped:
                 opt.step()
             if kind.zero == "after":
                 zeroes.zero_grad(set_to_none=set_to_none)
             truth["held"][i] = sim.allocated
             if evaluates and not kind.eval_in_step:
-                with torch.no_grad():
-                    call(kind, model, x)
-                    mem.eval_pass()
+                evaluate(x)
             if kind.save_every and (i + 1) % kind.save_every == 0:
                 with vramscope.phase("checkpoint"):
                     sim.truth_at(i, "checkpoint")

@@ -8,6 +8,10 @@ from time import monotonic as _monotonic
 from . import _patch, _safe
 from ._meter import in_compiled_call
 
+# The user phase an evaluation makes (Watcher._eval, _eval_in_step): the
+# monitor's name for evaluation (session.EvalPhase).
+EVAL = "eval"
+
 
 class ForwardMixin:
     """Forward methods of the Watcher (which defines ``_begin``, ``_end``,
@@ -72,7 +76,7 @@ class ForwardMixin:
                 grad = self._grad_enabled()
                 if not grad and (self._idle and self._optimizer is not None
                                  or self._ends_at_forward == self._client.step
-                                 or self._open == "eval"
+                                 or self._open is EVAL
                                  or self._optimizer is not None and self._between_micro_steps()):
                     # Evaluation between steps: no training phase, no step, no
                     # batch; with an optimizer, a user phase "eval" of its own
@@ -156,9 +160,10 @@ class ForwardMixin:
         """At the first training forward: the wrappers that called the model
         (_patch.calling_wrappers; DDP's around a model of the HF Trainer,
         which zeroes through it; Fabric's _FabricModule) get the model's
-        zero_grad patch, undone with the others. Not under a compiled call (a model compiled after
-        watch()), where dynamo compiles each frame the hook calls and
-        cannot trace a frame's locals: it raises. (Lock held.)"""
+        zero_grad patch, undone with the others. Not under a compiled call
+        (a model compiled after watch()), where dynamo compiles each frame
+        the hook calls and cannot trace a frame's locals: it raises. (Lock
+        held.)"""
         self._wrapper_looked = True
         try:
             frame = sys._getframe(2)  # the caller of the forward pre-hook

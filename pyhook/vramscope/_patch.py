@@ -121,12 +121,13 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     keyword inputs on torch 1.13: a frame less at every plain forward).
 
     The wrapper is a bound method of ``obj`` (torch 1.13's LR scheduler rebinds
-    ``optimizer.step.__func__``). With ``plain_set`` it is set as a plain
-    instance attribute, past a ``__setattr__`` of ``obj``'s class (Fabric's
-    ``_FabricModule`` passes attributes on to the module it wraps), as
-    ``torch.nn.Module.__setattr__`` sets a method. Undo restores the original when the attribute
-    is still ours; when someone wrapped on top of us (a scheduler), it leaves
-    our wrapper in place but inert, so their wrapper keeps working.
+    ``optimizer.step.__func__``). With ``plain_set`` it is set (and undone)
+    as a plain instance attribute, past a ``__setattr__`` of ``obj``'s class
+    (Fabric's ``_FabricModule`` passes attributes on to the module it
+    wraps), as ``torch.nn.Module.__setattr__`` sets a method. Undo restores
+    the original when the attribute is still ours; when someone wrapped on
+    top of us (a scheduler), it leaves our wrapper in place but inert, so
+    their wrapper keeps working.
     """
     had_own = name in getattr(obj, "__dict__", {})
     original = getattr(obj, name)
@@ -203,7 +204,7 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
         if getattr(original, marker, False):
             setattr(method, marker, True)
     bound = types.MethodType(method, obj)
-    put = object.__setattr__ if plain_set else setattr
+    put, drop = (object.__setattr__, object.__delattr__) if plain_set else (setattr, delattr)
     put(obj, name, bound)
 
     def undo():
@@ -211,10 +212,8 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
         if obj.__dict__.get(name) is bound:
             if had_own:
                 put(obj, name, original)
-            elif plain_set:
-                del obj.__dict__[name]
             else:
-                delattr(obj, name)
+                drop(obj, name)
 
     return undo
 
@@ -271,8 +270,7 @@ def calling_wrappers(frame, model, module_type, depth=16):
     copy of the frame's locals in the frame until it ends, and a copy in
     the training loop's own frame would keep what the loop deletes (a
     model, a batch) alive for as long as the loop runs."""
-    found = []
-    inner = [model]
+    inner = [model]  # the model, then the wrappers found, innermost first
     while frame is not None and depth > 0:
         code = frame.f_code
         obj = frame.f_locals.get("self") if code.co_name in _WRAPPER_CALLS \
@@ -283,10 +281,9 @@ def calling_wrappers(frame, model, module_type, depth=16):
             kids, own = d.get("_modules"), d.get("_parameters")
             if isinstance(kids, dict) and kids and not own \
                     and all(any(k is m for m in inner) for k in kids.values()):
-                found.append(obj)
                 inner.append(obj)
         frame, depth = frame.f_back, depth - 1
-    return found
+    return inner[1:]
 
 
 def first_tensor(is_tensor, args, kwargs):

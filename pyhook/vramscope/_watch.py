@@ -22,7 +22,7 @@ SPAN_STEP = {"span": "step"}
 NOISE_BYTES = 2 << 20
 from ._backward_phase import BackwardMixin
 from ._census_trigger import CensusMixin
-from ._forward_phase import ForwardMixin
+from ._forward_phase import EVAL, ForwardMixin
 from ._steps import StepsMixin
 from ._training_step import TrainingStepMixin
 from ._zero_phase import ZeroGradMixin
@@ -36,10 +36,6 @@ _kwargs_pre_hooks = _patch.kwargs_pre_hooks
 class _NoTensor:
     """What nothing is an instance of (a torch without ``Tensor``)."""
 
-
-# The user phase an evaluation between steps makes (Watcher._eval): the
-# monitor's name for evaluation (session.EvalPhase).
-EVAL = "eval"
 
 class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixin,
               TrainingStepMixin):
