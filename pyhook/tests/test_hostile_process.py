@@ -101,6 +101,109 @@ def test_a_child_forked_while_a_thread_is_inside_a_hook_trains(torch_mod):
     assert proc.stdout.strip().endswith("child 0"), proc.stdout + proc.stderr
 
 
+# A monitor in a process of its own (the script's closerange must not close
+# it) that accepts one connection, reads nothing for 2 s, then drains it.
+SLOW_MONITOR = """
+import socket, sys, time
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(sys.argv[1]); srv.listen(4)
+print("ready", flush=True)
+c, _ = srv.accept()
+time.sleep(2.0)
+c.settimeout(0.5)
+try:
+    while c.recv(1 << 20):
+        pass
+except OSError:
+    pass
+"""
+
+
+@pytest.mark.parametrize("reuse", ["closerange", "dup2"])
+def test_a_send_that_waited_for_room_never_lands_in_the_process_own_socket(sock_path, reuse):
+    # The hook's sender waits for room while the monitor reads nothing; the
+    # process closes the hook's socket meanwhile and its own sockets take
+    # numbers: lowest first after a closerange, or the very number (dup2
+    # onto it). socket.sendall() polled, then sent to whatever the number
+    # named then: 219,264 bytes of the hook's messages reached the process's
+    # sockets after a closerange (the hook before this test), 0 now.
+    mon = subprocess.Popen([sys.executable, "-c", SLOW_MONITOR, sock_path],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert mon.stdout.readline().strip() == "ready"
+        proc = run_script("""
+            import os, socket, time
+            from vramscope import _client, _config
+            cfg = _config.resolve(socket=%(sock)r, environ={}, sample_hz=0)
+            client = _client.Client(cfg, retry_interval=60, send_timeout=10)
+            deadline = time.monotonic() + 10
+            while client.connects < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            line = {"v": 1, "type": "mark", "seq": None, "t": 0.0, "name": "x" * 1000,
+                    "step": 0, "mem": None}
+            for _ in range(4000):  # megabytes: the socket's buffer fills up
+                client.emit(dict(line, t=time.monotonic()))
+            time.sleep(0.5)  # the sender waits for room
+            theirs = client._sock.fileno()
+            if %(reuse)r == "closerange":
+                os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+                pairs = [socket.socketpair() for _ in range(4)]
+            else:
+                pairs = [socket.socketpair()]
+                os.dup2(pairs[0][0].fileno(), theirs)
+                pairs.append((socket.socket(fileno=theirs),))
+            time.sleep(3.0)  # the monitor drains: the sender's wait ends
+            got = 0
+            for pair in pairs:
+                for end in pair:
+                    end.setblocking(False)
+                    try:
+                        got += len(end.recv(1 << 22))
+                    except BlockingIOError:
+                        pass
+            print("connected", client.connects, "got", got, "send_errors", client.send_errors)
+            os._exit(0)
+        """ % {"sock": sock_path, "reuse": reuse})
+    finally:
+        mon.kill()
+        mon.wait()
+    assert proc.stdout.split() == ["connected", "1", "got", "0", "send_errors", "1"], \
+        proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
+def test_the_hook_keeps_its_descriptors_above_the_process_own(torch_mod, sock_path):
+    # A process's files and sockets take the lowest free numbers; the hook's
+    # socket and /proc files sit at half the soft limit (4096 at most), so a
+    # process that closed them reaches their numbers only with every number
+    # below them open.
+    mon = FakeMonitor(sock_path)
+    mon.start()
+    try:
+        proc = run_script("""
+            import os, resource, time, torch, vramscope
+            from vramscope import _api
+            model = torch.nn.Linear(4, 2)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            h = vramscope.watch(model, opt)
+            opt.zero_grad(); model(torch.randn(3, 4)).sum().backward(); opt.step()
+            client = _api._current
+            deadline = time.monotonic() + 10
+            while client.connects < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            floor = min(soft // 2, 4096)
+            cpu = client.cuda
+            fds = [client._sock.fileno(), cpu._statm, cpu._status, cpu._clear]
+            print("floor", floor, "below", [fd for fd in fds if fd is None or fd < floor])
+            os._exit(0)
+        """, env={"VRAMSCOPE_SOCKET": sock_path})
+    finally:
+        mon.stop()
+    words = proc.stdout.split()
+    assert words[:1] == ["floor"] and words[2:] == ["below", "[]"], proc.stdout + proc.stderr
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
 def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod, sock_path):
     # Daemonizing code closes every descriptor it did not open; the numbers
@@ -131,7 +234,9 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
                 time.sleep(0.01)
             time.sleep(0.3)
             connected = client.connects
-            os.closerange(3, 4096)
+            # Every number up to the limit, as python-daemon does (the hook's
+            # sit at 4096 where the limit is 8192 or more, out of closerange(3, 4096)'s reach)
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
             # The numbers come back lowest first: logs the job reopens to
             # append to (readable, with a line in each), then its sockets.
             logs = []

@@ -477,12 +477,9 @@ class Client(SenderMixin):
         self.reader = None  # the parent's CUDA is not this child's to read
         self._lock = threading.Lock()
         self._sampling.clear()
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.close()  # closes the child's copy only; the parent keeps its connection
-            except OSError:
-                pass
+        # Closes the child's copy only (the parent keeps its connection), and
+        # only while the number is still the hook's socket.
+        self._disconnect()
 
     # ---- sampler thread ----------------------------------------------------------
 

@@ -212,13 +212,14 @@ class HostStats(_Seam):
         file of its own is never read or written as ours (_owned)."""
         flags = getattr(os, "O_CLOEXEC", 0)
         try:
-            self._statm = os.open(self._proc + "/statm", os.O_RDONLY | flags)
-            self._status = os.open(self._proc + "/status", os.O_RDONLY | flags)
+            # Far above the process's own numbers (_owned.lift)
+            self._statm = _owned.lift(os.open(self._proc + "/statm", os.O_RDONLY | flags))
+            self._status = _owned.lift(os.open(self._proc + "/status", os.O_RDONLY | flags))
         except OSError:
             self._close()
             return False
         try:
-            self._clear = os.open(self._proc + "/clear_refs", os.O_WRONLY | flags)
+            self._clear = _owned.lift(os.open(self._proc + "/clear_refs", os.O_WRONLY | flags))
             os.write(self._clear, b"5")
         except OSError:
             if self._clear is not None:

@@ -117,7 +117,11 @@ class SenderMixin:
             return
         if not self._reach.allowed():
             return
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Far above the process's own numbers (_owned.lift), from its first
+        # system call on.
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM,
+                             fileno=_owned.lift(socket.socket(socket.AF_UNIX,
+                                                              socket.SOCK_STREAM).detach()))
         sock.settimeout(self._send_timeout)
         try:
             sock.connect(self.config.socket)
@@ -128,6 +132,7 @@ class SenderMixin:
         if not self._reach.connected(sock):
             sock.close()
             return
+        sock.setblocking(False)  # _send waits for room itself, then checks the number
         self._sock = sock
         self._sock_id = _owned.identity(sock.fileno())
         self.connects += 1
@@ -270,14 +275,10 @@ class SenderMixin:
     def _read_requests(self):
         """Take what the monitor wrote back, without waiting, and arm the
         census each valid request asks for (sender thread)."""
-        # The socket has a send timeout, under which Python's recv() first
-        # waits for data up to that long, MSG_DONTWAIT or not: ask first.
-        sock = self._sock
+        sock = self._sock  # non-blocking: recv() never waits
         try:
             if _owned.identity(sock.fileno()) != self._sock_id:
                 return  # the number is the process's own file now: never read it
-            if not _readable(sock):
-                return
             data = sock.recv(_requests.READ_LIMIT, socket.MSG_DONTWAIT)
         except OSError:
             return  # nothing there, or a broken connection (the next send shows it)
@@ -289,18 +290,34 @@ class SenderMixin:
                 w.request_census(req["reason"], req["id"], capture_dir=req.get("capture_dir"))
 
     def _send(self, data):
+        """Send all of ``data``, or count an error and disconnect: the socket
+        is not the hook's any more, the monitor went, or it took nothing for
+        ``send_timeout`` seconds. The number is checked right before each
+        send, after any wait for room: a socket the process closed while the
+        sender waited may have given its number to one of the process's own
+        files (socket.sendall checks nothing between its wait and its send)."""
         sock = self._sock
-        if _owned.identity(sock.fileno()) != self._sock_id:
-            # The process closed our socket and its number is one of its own
-            # files now: never write there (_disconnect never closes it).
-            self.send_errors += 1
-            self._disconnect()
+        fd = sock.fileno()
+        view = memoryview(data)
+        deadline = time.monotonic() + self._send_timeout
+        while view:
+            if _owned.identity(fd) != self._sock_id:
+                # The process closed our socket and its number is one of its
+                # own files now: never write there (_disconnect never closes it).
+                break
+            try:
+                sent = sock.send(view, _SEND_FLAGS)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                break
+            view = view[sent:]
+            if view and not sent and not _writable(sock, deadline - time.monotonic()):
+                break  # no room for send_timeout: a monitor that stopped reading
+        else:
             return
-        try:
-            sock.sendall(data)
-        except OSError:
-            self.send_errors += 1
-            self._disconnect()
+        self.send_errors += 1
+        self._disconnect()
 
     def _disconnect(self):
         sock, self._sock = self._sock, None
@@ -315,14 +332,21 @@ class SenderMixin:
             pass
 
 
-def _readable(sock):
-    """Whether ``sock`` has bytes (or its end) to read now, without waiting."""
+# No SIGPIPE when the monitor has gone: a process that set SIGPIPE back to
+# its default would die of it (Linux; macOS has no such flag).
+_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+
+
+def _writable(sock, timeout):
+    """Whether ``sock`` has room to send within ``timeout`` seconds."""
+    if timeout <= 0:
+        return False
     poll = getattr(select, "poll", None)
     if poll is None:
-        return bool(select.select([sock], [], [], 0)[0])
+        return bool(select.select([], [sock], [], timeout)[1])
     p = poll()
-    p.register(sock, select.POLLIN)
-    return bool(p.poll(0))
+    p.register(sock, select.POLLOUT)
+    return bool(p.poll(timeout * 1000))
 
 
 def _max_pair(a, b):
