@@ -172,39 +172,6 @@ def test_a_send_that_waited_for_room_never_lands_in_the_process_own_socket(sock_
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
-def test_the_hook_keeps_its_descriptors_above_the_process_own(torch_mod, sock_path):
-    # A process's files and sockets take the lowest free numbers; the hook's
-    # socket and /proc files sit at half the soft limit (4096 at most), so a
-    # process that closed them reaches their numbers only with every number
-    # below them open.
-    mon = FakeMonitor(sock_path)
-    mon.start()
-    try:
-        proc = run_script("""
-            import os, resource, time, torch, vramscope
-            from vramscope import _api
-            model = torch.nn.Linear(4, 2)
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            h = vramscope.watch(model, opt)
-            opt.zero_grad(); model(torch.randn(3, 4)).sum().backward(); opt.step()
-            client = _api._current
-            deadline = time.monotonic() + 10
-            while client.connects < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-            floor = min(soft // 2, 4096)
-            cpu = client.cuda
-            fds = [client._sock.fileno(), cpu._statm, cpu._status, cpu._clear]
-            print("floor", floor, "below", [fd for fd in fds if fd is None or fd < floor])
-            os._exit(0)
-        """, env={"VRAMSCOPE_SOCKET": sock_path})
-    finally:
-        mon.stop()
-    words = proc.stdout.split()
-    assert words[:1] == ["floor"] and words[2:] == ["below", "[]"], proc.stdout + proc.stderr
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
 def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod, sock_path):
     # Daemonizing code closes every descriptor it did not open; the numbers
     # come back as the user's own files and sockets. The hook's CPU reader
@@ -214,7 +181,7 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
     mon.start()
     try:
         proc = run_script("""
-            import os, socket, sys, time, torch, vramscope
+            import os, resource, socket, sys, time, torch, vramscope
             from vramscope import _api
             model = torch.nn.Linear(4, 2)
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -234,6 +201,12 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
                 time.sleep(0.01)
             time.sleep(0.3)
             connected = client.connects
+            # The process's files take the lowest free numbers; the hook's
+            # socket and /proc files sit at half the soft limit (4096 at most).
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            cpu = client.cuda
+            low = [fd for fd in (client._sock.fileno(), cpu._statm, cpu._status, cpu._clear)
+                   if fd is None or fd < min(soft // 2, 4096)]
             # Every number up to the limit, as python-daemon does (the hook's
             # sit at 4096 where the limit is 8192 or more, out of closerange(3, 4096)'s reach)
             os.closerange(3, os.sysconf("SC_OPEN_MAX"))
@@ -263,7 +236,7 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
                     except BlockingIOError:
                         got.append(0)
             print("logs", sum(wrote), "sockets", sum(got), "send_errors", client.send_errors,
-                  "connected", connected)
+                  "connected", connected, "below", low)
             os._exit(0)
         """ % {"tmp": str(sock_path) + ".d"}, env={"VRAMSCOPE_SOCKET": sock_path,
                                                    "VRAMSCOPE_SAMPLE_HZ": "200"})
@@ -271,7 +244,9 @@ def test_after_closerange_the_hook_writes_to_no_descriptor_of_the_user(torch_mod
         mon.stop()
     words = proc.stdout.split()
     assert words[:4] == ["logs", "0", "sockets", "0"], proc.stdout + proc.stderr
-    assert words[6:] == ["connected", "1"], "connected before the numbers were reused: " \
+    assert words[6:8] == ["connected", "1"], "connected before the numbers were reused: " \
+        + proc.stdout
+    assert words[8:] == ["below", "[]"], "the hook's descriptors above the process's: " \
         + proc.stdout
     assert int(words[5]) >= 1, "the lost connection counts as a send error: " + proc.stdout
 
