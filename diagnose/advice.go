@@ -48,6 +48,21 @@ func advise(d *Diagnosis) []Advice {
 			Because: fmt.Sprintf("eval peaks at %s MiB, %s MiB above the training need of %s MiB", n.PhasePeak.MiBString(), (n.PhasePeak - n.Allocated).MiBString(), n.Allocated.MiBString()),
 		})
 	}
+	if n := d.Need; n.PhaseName == session.BetweenPhase && n.PhasePeak.Known() {
+		step := -1
+		for _, u := range d.Phases {
+			if u.Name == n.PhaseName {
+				step = u.Step
+			}
+		}
+		out = append(out, Advice{
+			Text: fmt.Sprintf("something between steps %d and %d that is no forward of the watched model "+
+				"(another model's evaluation, an EMA copy, a checkpoint) needs more than training: "+
+				"name it with `with vramscope.phase(\"...\")` to see what it is and when", step, step+1),
+			Because: fmt.Sprintf("between steps %d and %d memory peaks at %s MiB, %s MiB above the training need of %s MiB",
+				step, step+1, n.PhasePeak.MiBString(), (n.PhasePeak - n.Allocated).MiBString(), n.Allocated.MiBString()),
+		})
+	}
 	pk := &d.Layers.Peak
 	if share, ok := shareOf(d.Peak.DominantBytes, pk.Allocated); ok && share >= DominantShare {
 		because := fmt.Sprintf("%s %s MiB = %.0f%% of the %s MiB peak (%s)", d.Peak.Dominant, d.Peak.DominantBytes.MiBString(), 100*share, pk.Allocated.MiBString(), d.Peak.Where())

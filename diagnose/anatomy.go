@@ -376,9 +376,12 @@ func (l *Layers) rest() {
 
 // activationsLive reports whether a phase runs while the tensors saved for
 // backward exist. Unknown and user phases count as live (the figure is
-// kept), but evaluation: under no_grad nothing is saved for backward.
+// kept), but evaluation (under no_grad nothing is saved for backward) and
+// what ran between two steps (the last step's are freed, the next one's
+// not made yet).
 func activationsLive(phase string) bool {
-	return phase != "zero_grad" && phase != "step" && phase != session.EvalPhase
+	return phase != "zero_grad" && phase != "step" && phase != session.EvalPhase &&
+		phase != session.BetweenPhase
 }
 
 // gap is a − b, never below 0, Unknown when either side is.

@@ -121,3 +121,16 @@ func TestNVMLBelowReservedIsNotAtPeak(t *testing.T) {
 			l.ProcessUsed.MiBString(), l.Reserved.MiBString(), l.ProcessUsedStale)
 	}
 }
+
+// No activations of the watched model exist in an evaluation (no_grad) nor
+// between two steps: a peak there is never theirs.
+func TestActivationsLiveOnlyWhereTrainingSavesThem(t *testing.T) {
+	for phase, want := range map[string]bool{
+		"forward": true, "loss": true, "backward": true, "checkpoint": true, "": true,
+		"zero_grad": false, "step": false, session.EvalPhase: false, session.BetweenPhase: false,
+	} {
+		if got := activationsLive(phase); got != want {
+			t.Errorf("activationsLive(%q) = %v, want %v", phase, got, want)
+		}
+	}
+}

@@ -15,6 +15,8 @@ type PhasePeaks struct {
 	// between two of them (0 with one).
 	Steps int `json:"steps"`
 	Every int `json:"every"`
+	// Step is the step whose phase had Peak (the first of equals).
+	Step int `json:"peak_step"`
 	// Peak is its highest allocated peak; AboveTraining is Peak minus the
 	// training peak the pattern reports (negative below it), 0 unknown.
 	Peak          session.Bytes `json:"peak_allocated"`
@@ -37,7 +39,9 @@ func userPhases(p *session.Process, training session.Bytes) []PhasePeaks {
 				k = len(out) - 1
 			}
 			out[k].Steps++
-			out[k].Peak = out[k].Peak.Max(c.PeakAllocated)
+			if c.PeakAllocated > out[k].Peak {
+				out[k].Peak, out[k].Step = c.PeakAllocated, st.Index
+			}
 			at[c.Name] = append(at[c.Name], st.Index)
 		}
 	}

@@ -32,19 +32,8 @@ func TestNoisyPeaksAreSteady(t *testing.T) {
 // A larger evaluation forward under no_grad every 50 steps is diagnosed on
 // its own, not as a warmup, and leaves the training pattern alone.
 func TestEvaluationIsDiagnosedOnItsOwn(t *testing.T) {
-	s := newSynth(500*sMiB, false)
-	for i := range 200 {
-		s.train(1000*sMiB, 64)
-		if i%50 == 49 {
-			s.eval(3000 * sMiB)
-		}
-	}
-	s.goodbye("exit")
-	p := s.report(t)
+	p := everyFifty(t, func(s *synth) { s.eval(3000 * sMiB) })
 	d := p.Diagnosis
-	if d.Pattern != diagnose.PatternWarmup || d.SteadyFrom > diagnose.WarmupMaxSteps {
-		t.Fatalf("pattern: %s", d.Headline)
-	}
 	if len(d.Phases) != 1 || d.Phases[0].Name != session.EvalPhase || d.Phases[0].Every != 50 || d.Phases[0].Steps != 4 {
 		t.Fatalf("phases %+v", d.Phases)
 	}
@@ -58,6 +47,58 @@ func TestEvaluationIsDiagnosedOnItsOwn(t *testing.T) {
 			t.Fatalf("no %q in\n%s", want, lines(p))
 		}
 	}
+}
+
+// Memory used between steps by something the hook does not see (an EMA
+// copy evaluated) comes as the user phase between_steps of the step before:
+// it is the need's phase part, with advice that names the steps, and
+// training's own pattern and need stay as they are.
+func TestBetweenStepsIsDiagnosedOnItsOwn(t *testing.T) {
+	d := everyFifty(t, func(s *synth) { s.between(4000 * sMiB) }).Diagnosis
+	if len(d.Phases) != 1 || d.Phases[0].Name != session.BetweenPhase || d.Phases[0].Every != 50 || d.Phases[0].Steps != 4 || d.Phases[0].Step != 49 {
+		t.Fatalf("phases %+v", d.Phases)
+	}
+	// Training peaks in backward at 3000 MiB (TestEvaluationIsDiagnosedOnItsOwn);
+	// between steps 2000 MiB held + 4000 MiB.
+	n := d.Need
+	if n.Allocated != 3000*sMiB || n.PhaseName != session.BetweenPhase || n.PhasePeak != 6000*sMiB {
+		t.Fatalf("need %d, %q %d", n.Allocated, n.PhaseName, n.PhasePeak)
+	}
+	var found bool
+	for _, a := range d.Advice {
+		if strings.Contains(a.Text, "between steps 49 and 50") && strings.Contains(a.Text, "vramscope.phase") {
+			found = true
+			if want := "6000 MiB, 3000 MiB above the training need of 3000 MiB"; !strings.Contains(a.Because, want) {
+				t.Errorf("because %q, want %q", a.Because, want)
+			}
+		}
+		if strings.Contains(a.Text, "evaluation needs more") || strings.Contains(a.Text, "activation checkpointing") && d.Peak.Phase == session.BetweenPhase {
+			t.Errorf("advice for what ran between steps: %+v", a)
+		}
+	}
+	if !found {
+		t.Fatalf("no advice for between_steps in %+v", d.Advice)
+	}
+}
+
+// everyFifty reports 200 training steps that save 1000 MiB of activations
+// each, with odd after every 50th, and checks that training's own pattern
+// stays a warmup.
+func everyFifty(t *testing.T, odd func(*synth)) Process {
+	t.Helper()
+	s := newSynth(500*sMiB, false)
+	for i := range 200 {
+		s.train(1000*sMiB, 64)
+		if i%50 == 49 {
+			odd(s)
+		}
+	}
+	s.goodbye("exit")
+	p := s.report(t)
+	if d := p.Diagnosis; d.Pattern != diagnose.PatternWarmup || d.SteadyFrom > diagnose.WarmupMaxSteps {
+		t.Fatalf("pattern: %s", d.Headline)
+	}
+	return p
 }
 
 // A leak that starts after 100 steady steps is reported from its onset, at

@@ -127,6 +127,16 @@ func (s *synth) eval(acts int64) {
 	s.phase("forward", s.cur, s.cur, s.cur+acts, 0, false)
 }
 
+// between sends what the hook reads between two steps when memory rose
+// there with none of its phases open: the user phase BetweenPhase of the
+// step before, its begin edge with no read, its end's peak acts above the
+// memory held.
+func (s *synth) between(acts int64) {
+	step := s.step - 1
+	s.msg(map[string]any{"type": "phase", "name": session.BetweenPhase, "step": step, "edge": "begin", "user": true, "mem": nil})
+	s.msg(map[string]any{"type": "phase", "name": session.BetweenPhase, "step": step, "edge": "end", "user": true, "mem": s.mem(s.cur, s.cur+acts)})
+}
+
 func (s *synth) anatomy(acts, batch int64) {
 	s.msg(map[string]any{"type": "anatomy", "step": s.step, "weights": s.weights, "gradients": s.weights,
 		"optimizer": 2 * s.weights, "activations": acts, "batch_size": batch, "params": s.weights / 4, "device": "cuda",

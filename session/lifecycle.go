@@ -70,6 +70,12 @@ func (p *Process) settleForward(trained bool) {
 // no_grad. It is shown as a phase of its own, outside the training peak.
 const EvalPhase = "eval"
 
+// BetweenPhase names what the hook read between two steps when memory rose
+// there with none of its phases open: something that is no forward of the
+// watched model (another model's evaluation, an EMA copy, a checkpoint).
+// A user phase of the step before it, outside the training peak.
+const BetweenPhase = "between_steps"
+
 // finish records how the process ended: at its goodbye, or when its
 // connection closed without one.
 func (p *Process) finish(at time.Time, goodbye bool, reason string) {

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import sys
+import time
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,6 +27,12 @@ import shapes  # noqa: E402
 import torch  # noqa: E402
 
 import vramscope  # noqa: E402
+
+# How long one evaluation batch of an unwatched model (eval_model) takes: a
+# GPT-2 small forward of 4 x 512 tokens is about 2 * 124M * 2048 = 0.5 TFLOP,
+# 1-2 ms on an H100; 2 ms. The hook sees such an evaluation only through its
+# sampler, which needs it to last; the simulated forward takes no time.
+UNWATCHED_BATCH_S = 0.002
 
 
 class Memory:
@@ -137,6 +144,8 @@ class Memory:
         b, s = self.k.batch(0), self.k.seq(0)
         kept = []
         for _ in range(self.k.eval_batches):
+            if self.k.eval_model:
+                time.sleep(UNWATCHED_BATCH_S)
             for _ in range(m.layers):
                 # Nothing is saved under no_grad: a layer's transient is its
                 # attention scores and (an assumption, no published figure)
@@ -452,10 +461,14 @@ def run(kind, socket, rank):
     vramscope.watch(model, opt, socket=socket)
     truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
     set_to_none = kind.set_to_none
+    evaluated = model
+    if kind.eval_model == "ema":  # an unwatched copy, its weights on the device
+        evaluated = Net(mem)
+        sim.malloc(kind.model.weights())
 
     def evaluate(x):
         with torch.no_grad():
-            call(kind, model, x)
+            call(kind, evaluated, x)
             mem.eval_pass()
 
     on_device = None  # the batch on the device (batch_bytes)

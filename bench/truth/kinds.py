@@ -18,6 +18,12 @@ Expectations, all optional:
   hook reports it from the uncaught exception).
 * ``eval_need``: True when an evaluation peaks above training (the need's
   evaluation part).
+
+``eval_model="ema"`` evaluates an unwatched copy of the model (an EMA copy,
+its weights held on the device) instead of the watched one: no forward the
+hook sees, only memory used between steps, which the report calls
+``between_steps`` (docs/hook.md, "Between steps"); the scorecard expects
+the allocator's evaluation under that name.
 """
 
 import sizes
@@ -44,7 +50,7 @@ class Kind:
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
-                        wrap=None, first_micro_spike=0, eval_in_step=False)
+                        wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -82,6 +88,13 @@ K = [
     Kind("eval-keeps-logits", 400, dict(pattern="warmup", eval_need=True),
          eval_every=100, eval_batches=24, eval_keep=True, batch=4, seq=512),
     Kind("eval-small", 200, dict(pattern="warmup"), eval_every=25, eval_batches=2, batch=4, seq=512),
+    # The same two evaluations of an unwatched copy of the model (an EMA
+    # copy): above training, and (16 batches, so that the sampler sees it
+    # too) below it.
+    Kind("eval-unwatched-model", 400, dict(pattern="warmup", eval_need=True),
+         eval_every=100, eval_batches=24, eval_keep=True, eval_model="ema", batch=4, seq=512),
+    Kind("eval-unwatched-small", 200, dict(pattern="warmup"), eval_every=25, eval_batches=16,
+         eval_model="ema", batch=4, seq=512),
     Kind("accum-ckpt-zero-after", 80, dict(pattern="warmup"), micro=8, checkpointed=True,
          zero="after", batch=2, seq=1024),
     Kind("zero-after-step", 150, dict(pattern="warmup"), zero="after", batch=4, seq=512),

@@ -115,6 +115,13 @@ class Truth:
         self.inputs = {int(k): v for k, v in raw["inputs"].items()}
 
 
+def eval_name(kind):
+    """What the report calls the allocator's ``eval``: the evaluation of a
+    model the hook does not watch (eval_model) is no forward it sees, only
+    memory used between steps (docs/hook.md, "Between steps")."""
+    return "between_steps" if kind.eval_model else "eval"
+
+
 def judge(kind, expect, proc, truth):
     d = proc["diagnosis"]
     cells = {}
@@ -157,7 +164,7 @@ def judge(kind, expect, proc, truth):
         why.append("need %s, allocator %s" % (need["allocated"], want))
     if expect.get("eval_need"):
         ev = max(truth.evals.values())
-        if need.get("phase_peak") != ev or need.get("phase_name") != "eval":
+        if need.get("phase_peak") != ev or need.get("phase_name") != eval_name(kind):
             why.append("eval part %s %s, allocator %s" % (need.get("phase_name"),
                                                           need.get("phase_peak"), ev))
     cell("need", not why, "; ".join(why))
@@ -168,7 +175,7 @@ def judge(kind, expect, proc, truth):
         top, top_phase = truth.peak[top_step], truth.phase[top_step]
     for name, v in truth.evals.items():
         if top is None or v > top:
-            top, top_phase = v, name
+            top, top_phase = v, eval_name(kind) if name == "eval" else name
     pk = d["peak"]
     # A step read once that moved has no phase of its own: "" (said so) is true.
     unplaced = pk["phase"] == "" and any(s["step"] == pk["step"] and s["plain"] for s in steps)

@@ -47,6 +47,8 @@ class BackwardMixin:
             # copy of _activity()
             if self._step_called and not self._closure_depth:
                 self._finish_step()
+            if self._unseen is not None:
+                self._close_unseen()
             self._idle = False
             acts = self._acts
             if acts.measuring:
@@ -188,6 +190,8 @@ class BackwardMixin:
         # copy of _activity()
         if self._step_called and not self._closure_depth:
             self._finish_step()
+        if self._unseen is not None:
+            self._close_unseen()
         self._idle = False
         if self._acts.measuring:
             self._acts.collect()

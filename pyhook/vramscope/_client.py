@@ -53,7 +53,7 @@ class Client(SenderMixin):
     # cold on a training step. The rest is in the instance's __dict__.
     __slots__ = ("_queue", "step", "micro", "model", "owner", "reader", "_hold",
                  "_wake_from", "_wake_at", "_wake", "last_read", "peaks", "exact",
-                 "__dict__", "__weakref__")
+                 "between", "__dict__", "__weakref__")
 
     # User phases open now (vramscope.phase): an evaluation inside one is
     # the user's phase, not an automatic one (Watcher._eval).
@@ -73,6 +73,11 @@ class Client(SenderMixin):
         # (docs/hook.md, "Several models").
         self.owner = None
         self.model = None
+        # The last step's closing read, as (held, peak, step), a new tuple at
+        # each step's end (Watcher._plan, exact peaks only): the sampler
+        # compares memory between steps with it, and its identity says that
+        # no step ended since.
+        self.between = None
         self.dropped = 0
         self.evicted = 0
         self.send_errors = 0
@@ -430,6 +435,10 @@ class Client(SenderMixin):
         self._sender = threading.Thread(target=self._run_sender, name="vramscope-sender",
                                         daemon=True)
         self._sender.start()
+        self.start_sampler()
+
+    def start_sampler(self):
+        """Start the sampler thread when CUDA is present and sampling is on."""
         if self.cuda is not None and self.config.sample_hz > 0:
             self._sampling.set()
             self._sampler = threading.Thread(target=self._run_sampler,
@@ -489,6 +498,12 @@ class Client(SenderMixin):
         While edges come faster than ``sample_hz`` (short steps) the sampler
         reads nothing and never competes for the GIL; in long phases (or
         between steps) it fills the curve at ``sample_hz``.
+
+        Between steps it also tells the watch whose phases this client
+        carries (``owner``) when memory rose there with nothing of the
+        hook's open (Watcher.saw_between): its peak would otherwise count
+        as the next step's. The allocator's peak is sticky, so one sample
+        after that memory was taken sees it.
         """
         period = 1.0 / self.config.sample_hz
         wait = period
@@ -498,11 +513,17 @@ class Client(SenderMixin):
                 wait = period - idle
                 continue
             wait = period
+            owner = self.owner
+            watch = owner() if owner is not None else None
+            token = self.between
+            quiet = watch is not None and _safe.call(watch.quiet_between, token)
             mem = _messages.mem_of(self.read_plain())
             self.last_read = time.monotonic()
             if mem is not None and self._sampling.is_set():
                 self.emit({"v": 1, "type": "sample", "seq": None, "t": time.monotonic(),
                            "mem": mem})
+                if quiet:  # quiet before the read, and (asked there) after it
+                    _safe.call(watch.saw_between, token, mem["max_allocated"])
 
 def _mem_source(cuda, exact):
     """The hello's ``mem_source`` (docs/protocol.md, "Memory sources"): the

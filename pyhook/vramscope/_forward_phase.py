@@ -92,6 +92,8 @@ class ForwardMixin:
                     # copy of _activity()
                     if self._step_called and not self._closure_depth:
                         self._finish_step()
+                    if self._unseen is not None:
+                        self._close_unseen()
                     self._idle = False
                     t = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
                     if isinstance(t, self._tensor_type):

@@ -20,6 +20,10 @@ SPAN_STEP = {"span": "step"}
 # of the last breakdown step's peak and held memory is "the same phases": the
 # allocator rounds large blocks to 2 MiB, so less is no change of shape.
 NOISE_BYTES = 2 << 20
+# The user phase that closes an interval between two steps in which memory
+# rose that no phase of the hook's saw (Watcher._close_unseen): the
+# monitor's session.BetweenPhase.
+BETWEEN = "between_steps"
 from ._backward_phase import BackwardMixin
 from ._census_trigger import CensusMixin
 from ._forward_phase import EVAL, ForwardMixin
@@ -59,7 +63,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
                  "_last_size", "_moved", "_ref", "_zero_seen", "_zero_seen_last",
                  "_zero_after", "_due", "_census_want", "_backward_micro", "_bw_step",
                  "_ends_at_forward", "_exact", "_step_plan", "_skip_forward", "_quiet",
-                 "_hook_output", "_kw_patch", "_closure_depth", "_updated", "_lock")
+                 "_hook_output", "_kw_patch", "_closure_depth", "_updated", "_unseen", "_lock")
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
                  queue_callback="detect", meter=None, global_backward=True, name=None,
@@ -114,6 +118,11 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         # An evaluation inside a step (_eval_in_step): (the read at its begin,),
         # whose peaks are the step's; None between steps.
         self._eval_carry = None
+        # The token (Client.between) of a step after whose closing read the
+        # sampler saw memory rise with nothing of the hook's open or read
+        # (saw_between), until the next step's first phase closes that
+        # interval (_close_unseen); None otherwise.
+        self._unseen = None
         self._step_frames = None
         self._step_called = False
         # The step in which this watch's last own backward began, and (no
@@ -499,7 +508,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         one; sets whether the next step reads its phases (docs/protocol.md,
         "Exact peaks")."""
         try:  # the step's end edge must go out whatever happens here
-            reads = self._client.peaks.step_reads
+            client = self._client
+            reads = client.peaks.step_reads
             best = held = None
             for r in reads:
                 if type(r) is tuple and r[1] is not None:
@@ -519,10 +529,13 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
             reads.clear()
             if best is None:
                 return None
+            # What the sampler compares memory between this step and the
+            # next with (saw_between); a new tuple each step.
+            client.between = (held, best, client.step)
             if self._edge_reads:
                 noise = max(NOISE_BYTES, best // 100)
                 self._ref = (best - noise, best + noise, held - noise, held + noise,
-                             {"span": "step", "same_as": self._client.step})
+                             {"span": "step", "same_as": client.step})
                 self._moved = False
                 return None
             ref = self._ref
@@ -564,7 +577,61 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         whose post hook never ran (its step() raised) is finished first."""
         if self._step_called and not self._closure_depth:
             self._finish_step()
+        if self._unseen is not None:
+            self._close_unseen()
         self._idle = False
+
+    # ---- between steps: what the hook does not see ----------------------------------
+
+    # A plain step reads the allocator once, where it closes, and that read's
+    # peak covers everything since the last step's closing read: memory used
+    # between the two by something the hook does not see (no forward of the
+    # watched model: another model's evaluation, an EMA copy, a checkpoint)
+    # would count as the next step's. The sampler thread (Client._run_sampler)
+    # watches that stretch at no cost to the training thread; when it saw
+    # memory rise there, the next step's first phase reads once more before
+    # it begins, as a user phase BETWEEN of the step just ended (docs/hook.md,
+    # "Between steps").
+
+    def quiet_between(self, token):
+        """Whether the loop rests between the step ``token`` (Client.between)
+        closed and the next one, nothing of the hook's open or read since
+        that step's closing read (an evaluation it sees or a user phase reads
+        and resets itself). Any thread: a stale answer is asked again under
+        the lock (_close_unseen)."""
+        client = self._client
+        peaks = client.peaks
+        return token is not None and client.between is token and self._active \
+            and self._idle and self._open is None and not client.user_depth \
+            and token[2] == client.step - 1 and peaks is not None and not peaks.step_reads
+
+    def saw_between(self, token, peak):
+        """The sampler's read, between the step ``token`` names and the
+        next, found the allocator's peak at ``peak``: above that step's held
+        memory by more than the noise, with the loop still quiet, the next
+        step closes the interval first (_close_unseen), off the fast paths
+        (clearing ``_fast`` from another thread, as request_census does)."""
+        held, best = token[0], token[1]
+        if peak > held + max(NOISE_BYTES, best // 100) and self.quiet_between(token):
+            self._unseen = token
+            self._fast = False
+
+    def _close_unseen(self):
+        """Training work starts after the sampler saw memory rise between
+        steps (saw_between): if nothing read since, one read closes that
+        interval as the user phase BETWEEN of the step just ended, so that
+        its peak is its own and the next step's first read starts after it.
+        Both edges carry the time now, not the sample's: a begin edge older
+        than the messages before it reads as a clock skew to the monitor.
+        (Lock held.)"""
+        token, self._unseen = self._unseen, None
+        client = self._client
+        if client.cuda is None or not self.quiet_between(token):
+            return
+        step = token[2]
+        client.edge(BETWEEN, "begin", None, True, step)
+        client.edge(BETWEEN, "end", client.read_raw(), True, step)
+        client.peaks.step_reads.clear()  # its read is no step's (_plan)
 
     def _recover(self):
         """Forget what a forward that raised left behind: its meter

@@ -125,6 +125,8 @@ class ZeroGradMixin:
         # copy of _activity()
         if self._step_called and not self._closure_depth:
             self._finish_step()
+        if self._unseen is not None:
+            self._close_unseen()
         self._idle = False
         # copy of _recover()
         meter = self._acts.meter
