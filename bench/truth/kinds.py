@@ -95,6 +95,11 @@ K = [
          eval_every=100, eval_batches=24, eval_keep=True, eval_model="ema", batch=4, seq=512),
     Kind("eval-unwatched-small", 200, dict(pattern="warmup"), eval_every=25, eval_batches=16,
          eval_model="ema", batch=4, seq=512),
+    # The first, in a loop that zeroes after the update: its zero_grad
+    # reads where the step ends, before the evaluation.
+    Kind("eval-unwatched-zero-after", 300, dict(pattern="warmup", eval_need=True),
+         eval_every=100, eval_batches=24, eval_keep=True, eval_model="ema", zero="after",
+         batch=4, seq=512),
     Kind("accum-ckpt-zero-after", 80, dict(pattern="warmup"), micro=8, checkpointed=True,
          zero="after", batch=2, seq=1024),
     Kind("zero-after-step", 150, dict(pattern="warmup"), zero="after", batch=4, seq=512),

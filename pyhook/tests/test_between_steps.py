@@ -31,9 +31,10 @@ HELD = 1730501120  # held at every step's end from step 1 on
 BIG = 4 << 30  # more than a step's peak on top of what it holds
 
 
-def run(torch, between, sample_hz=HZ):
+def run(torch, between, sample_hz=HZ, zero_after=False):
     """STEPS steps of the pinloop model; ``between(sim, client, watcher, x)``
-    runs after step AFTER's update. Returns the queued messages."""
+    runs after step AFTER's update (and its zero_grad, ``zero_after``).
+    Returns the queued messages."""
     sim = fakecuda.SimAllocator().install(torch)
     try:
         client = _client.Client(make_config(sample_hz=sample_hz),
@@ -46,11 +47,14 @@ def run(torch, between, sample_hz=HZ):
         x = torch.randn(16, 8)
         for i in range(STEPS):
             step[0] = i
-            model.zero_grad()
+            if not zero_after:
+                model.zero_grad()
             loss = model(x).pow(2).sum()
             sim.phase(i, "loss")
             loss.backward()
             opt.step()
+            if zero_after:
+                model.zero_grad()
             if i == AFTER:
                 between(sim, client, w, x)
         msgs = queued(client)
@@ -165,3 +169,19 @@ def test_an_evaluation_the_hook_sees_stays_eval(torch_mod):
     assert end["mem"]["max_allocated"] >= HELD + BIG
     (name, mem), = steps_reads(msgs)[AFTER + 1]
     assert name == "step" and mem["max_allocated"] == STEP_PEAK
+
+
+def test_in_a_loop_that_zeroes_after_the_update_it_follows_the_zero_grad(torch_mod):
+    # The zero_grad that ends each step reads after the step's closing read
+    # (the memory held between steps, the gradients freed): the stretch
+    # between steps starts there.
+    msgs = run(torch_mod, unseen_held, zero_after=True)
+    tail = [m for m in msgs if m["type"] == "phase" and m["name"] == "zero_grad"
+            and m["edge"] == "end" and m["step"] == AFTER]
+    begin, end = user_phases(msgs, _watch.BETWEEN)
+    assert begin["step"] == end["step"] == AFTER
+    assert end["mem"]["max_allocated"] == tail[-1]["mem"]["allocated"] + BIG
+    reads = steps_reads(msgs)
+    peak = max(mem["max_allocated"] for name, mem in reads[AFTER - 1] if name == "step")
+    assert [(name, mem["max_allocated"]) for name, mem in reads[AFTER + 1] if name == "step"] \
+        == [("step", peak)]

@@ -495,8 +495,12 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
                 raw = _safe.call(read)
             client.put(name, None, raw, False, None, extra, None, self._tail_step)
             self._tail_step = None
+            if raw is not None and self._exact:
+                self._after_tail()
         else:
             client.put(name, None, raw, False, None, extra)
+            if name == "zero_grad" and self._updated and raw is not None and self._exact:
+                self._after_tail()
         return raw
 
     def _plan(self):
@@ -592,6 +596,18 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
     # memory rise there, the next step's first phase reads once more before
     # it begins, as a user phase BETWEEN of the step just ended (docs/hook.md,
     # "Between steps").
+
+    def _after_tail(self):
+        """A zero_grad that ends its step read after the step's closing read
+        (a loop that zeroes after the update, a framework's zero_grad after
+        its update): the stretch between steps starts at that read, which is
+        no read of the next step's. (Exact peaks; the read just made.)"""
+        client = self._client
+        token, reads = client.between, client.peaks.step_reads
+        if token is None or not reads:
+            return
+        pair = _cuda.peak_held(reads.pop())
+        client.between = (token[0] if pair is None else pair[1], token[1], token[2])
 
     def quiet_between(self, token):
         """Whether the loop rests between the step ``token`` (Client.between)
