@@ -31,9 +31,10 @@ HELD = 1730501120  # held at every step's end from step 1 on
 BIG = 4 << 30  # more than a step's peak on top of what it holds
 
 
-def run(torch, between, sample_hz=HZ, zero_after=False):
+def run(torch, between, sample_hz=HZ, zero_after=False, after_last=None):
     """STEPS steps of the pinloop model; ``between(sim, client, watcher, x)``
-    runs after step AFTER's update (and its zero_grad, ``zero_after``).
+    runs after step AFTER's update (and its zero_grad, ``zero_after``),
+    ``after_last(sim)`` after the last step, before the watch is removed.
     Returns the queued messages."""
     sim = fakecuda.SimAllocator().install(torch)
     try:
@@ -57,8 +58,10 @@ def run(torch, between, sample_hz=HZ, zero_after=False):
                 model.zero_grad()
             if i == AFTER:
                 between(sim, client, w, x)
-        msgs = queued(client)
+        if after_last is not None:
+            after_last(sim)
         w.remove()
+        msgs = queued(client)
         client.close("removed", timeout=0)
         return msgs
     finally:
@@ -185,3 +188,15 @@ def test_in_a_loop_that_zeroes_after_the_update_it_follows_the_zero_grad(torch_m
     peak = max(mem["max_allocated"] for name, mem in reads[AFTER - 1] if name == "step")
     assert [(name, mem["max_allocated"]) for name, mem in reads[AFTER + 1] if name == "step"] \
         == [("step", peak)]
+
+
+def test_what_runs_after_the_last_step_is_read_when_the_watch_ends(torch_mod):
+    # A last evaluation of an EMA copy after training: no next step reads it,
+    # so remove() (and the process's exit) does, once, with no sampler.
+    def unseen_after_last(sim):
+        sim.free(sim.malloc(BIG))
+
+    msgs = run(torch_mod, rest, sample_hz=0, after_last=unseen_after_last)
+    begin, end = user_phases(msgs, _watch.BETWEEN)
+    assert begin["step"] == end["step"] == STEPS - 1
+    assert end["mem"]["max_allocated"] == HELD + BIG

@@ -288,6 +288,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         with self._lock:
             if not self._active:
                 return
+            self.finish_between()
             self._active = False
             self._fast = False
             self._acts.stop()
@@ -627,8 +628,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         memory by more than the noise, with the loop still quiet, the next
         step closes the interval first (_close_unseen), off the fast paths
         (clearing ``_fast`` from another thread, as request_census does)."""
-        held, best = token[0], token[1]
-        if peak > held + max(NOISE_BYTES, best // 100) and self.quiet_between(token):
+        if _rose(token, peak) and self.quiet_between(token):
             self._unseen = token
             self._fast = False
 
@@ -649,6 +649,29 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         client.edge(BETWEEN, "end", client.read_raw(), True, step)
         client.peaks.step_reads.clear()  # its read is no step's (_plan)
 
+    def finish_between(self):
+        """The watch ends between two steps (remove(), the process's exit):
+        what ran after the last step's closing read, which no next step will
+        read (a last evaluation of an EMA copy), is read now, once, and sent
+        as BETWEEN of that step when it rose above what the step held, by
+        more than the noise. Any thread; never waits for the lock."""
+        if not self._lock.acquire(False):
+            return
+        try:
+            client = self._client
+            token = client.between
+            self._unseen = None
+            if client.cuda is None or not self.quiet_between(token):
+                return
+            raw = client.read_raw()
+            client.peaks.step_reads.clear()  # its read is no step's (_plan)
+            pair = _cuda.peak_held(raw) if raw is not None else None
+            if pair is not None and _rose(token, pair[0]):
+                client.edge(BETWEEN, "begin", None, True, token[2])
+                client.edge(BETWEEN, "end", raw, True, token[2])
+        finally:
+            self._lock.release()
+
     def _recover(self):
         """Forget what a forward that raised left behind: its meter
         installed, its depth counted."""
@@ -658,3 +681,10 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         self._depth = 0
         self._skip_forward = False
         self._quiet = False
+
+
+def _rose(token, peak):
+    """Whether ``peak``, read after the step ``token`` (Client.between) names,
+    is above the memory that step held by more than the noise: max(2 MiB,
+    1 % of the step's peak)."""
+    return peak > token[0] + max(NOISE_BYTES, token[1] // 100)
