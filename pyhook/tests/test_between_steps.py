@@ -200,3 +200,26 @@ def test_what_runs_after_the_last_step_is_read_when_the_watch_ends(torch_mod):
     begin, end = user_phases(msgs, _watch.BETWEEN)
     assert begin["step"] == end["step"] == STEPS - 1
     assert end["mem"]["max_allocated"] == HELD + BIG
+
+
+def test_a_cpu_run_sends_nothing_between_steps(torch_mod):
+    # The RSS between steps moves for reasons of Python's own (objects,
+    # compiled code, pages kept); only the CUDA allocator's memory is read
+    # there. 64 MiB resident after the last step, still held at remove().
+    import torch
+    from vramscope import _devices
+    client = _client.Client(make_config(), cuda=_devices.HostStats(), start=False)
+    model = torch.nn.Linear(8, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = _watch.Watcher(torch, client, model, opt, client.config)
+    for _ in range(STEPS):
+        opt.zero_grad()
+        model(torch.randn(16, 8)).pow(2).sum().backward()
+        opt.step()
+    kept = bytearray(64 << 20)
+    kept[::4096] = b"\1" * len(kept[::4096])  # pages written: resident
+    w.remove()
+    msgs = queued(client)
+    client.close("removed", timeout=0)
+    assert any(m["type"] == "phase" and m["name"] == "step" for m in msgs)
+    assert user_phases(msgs, _watch.BETWEEN) == []

@@ -642,7 +642,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         (Lock held.)"""
         token, self._unseen = self._unseen, None
         client = self._client
-        if client.cuda is None or not self.quiet_between(token):
+        if not self._on_cuda() or not self.quiet_between(token):
             return
         step = token[2]
         client.edge(BETWEEN, "begin", None, True, step)
@@ -661,7 +661,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
             client = self._client
             token = client.between
             self._unseen = None
-            if client.cuda is None or not self.quiet_between(token):
+            if not self._on_cuda() or not self.quiet_between(token):
                 return
             raw = client.read_raw()
             client.peaks.step_reads.clear()  # its read is no step's (_plan)
