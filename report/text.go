@@ -173,15 +173,8 @@ func (p *Process) writeTable(w *bufio.Writer) {
 	}
 	fmt.Fprintf(w, "%s   %s\n", head, legend)
 	phaseRow := func(step string, ph *Phase) {
-		peak := ph.PeakAllocated.MiBString()
-		switch {
-		case ph.PeakInferred:
-			peak = "=" + peak
-		case !ph.PeakExact && ph.PeakAllocated.Known():
-			peak = "≥" + peak
-		}
 		fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %9s  %9s", stepW+len(step)-utf8.RuneCountInString(step), step, width, textesc.String(ph.Phase),
-			ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
+			ph.AllocatedEnd.MiBString(), ph.peakText(), ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
 		if nvml {
 			gpu, other := ph.NVMLPeak.MiBString(), ph.NonPyTorch.MiBString()
 			if ph.NVMLStale {
@@ -212,7 +205,7 @@ func (p *Process) writeTable(w *bufio.Writer) {
 			if i == 0 {
 				step = fmt.Sprint(st.Step)
 				if named && st.Model != "" {
-					step += " " + st.Model
+					step += " " + textesc.String(st.Model)
 				}
 			}
 			phaseRow(step, &st.Phases[i])
@@ -370,6 +363,19 @@ func padRight(s string, n int) string {
 		return s + strings.Repeat(" ", n-k)
 	}
 	return s
+}
+
+// peakText is a phase's allocated peak as the tables write it: "≥" before a
+// bound, "=" before an inferred peak.
+func (ph *Phase) peakText() string {
+	peak := ph.PeakAllocated.MiBString()
+	switch {
+	case ph.PeakInferred:
+		return "=" + peak
+	case !ph.PeakExact && ph.PeakAllocated.Known():
+		return "≥" + peak
+	}
+	return peak
 }
 
 // summary is the step's own line under its phases: its peak, how that is
