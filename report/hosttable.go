@@ -19,7 +19,8 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 	}
 	fmt.Fprintf(w, "\n  %*s  %-*s  %9s  %9s  %12s   (%s)\n", stepW, "step", width, "phase", "rss end", "peak rss", "ms", legend)
 	row := func(st *Step) {
-		for i, ph := range st.Phases {
+		for i := range st.Phases {
+			ph := &st.Phases[i]
 			step := ""
 			if i == 0 {
 				step = fmt.Sprint(st.Step)
@@ -27,19 +28,12 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 					step += " " + textesc.String(st.Model)
 				}
 			}
-			peak := ph.PeakAllocated.MiBString()
-			switch {
-			case ph.PeakInferred:
-				peak = "=" + peak
-			case !ph.PeakExact && ph.PeakAllocated.Known():
-				peak = "≥" + peak
-			}
 			ms := strconv.FormatFloat(ph.DurationS*1000, 'f', 2, 64)
 			if ph.Count > 1 {
 				ms = fmt.Sprintf("%d× %s", ph.Count, ms)
 			}
 			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %12s\n", stepW+len(step)-utf8.RuneCountInString(step), step, width,
-				textesc.String(ph.Phase), ph.AllocatedEnd.MiBString(), peak, ms)
+				textesc.String(ph.Phase), ph.AllocatedEnd.MiBString(), ph.peakText(), ms)
 		}
 	}
 	p.eachShownStep(w, 5, row)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -299,5 +300,63 @@ func TestLongSessionsElideTheMiddleInTextOnly(t *testing.T) {
 	}
 	if n := len(d.Processes[0].Steps); n != steps {
 		t.Errorf("JSON has %d steps, want %d", n, steps)
+	}
+}
+
+// withBetween is a steady run of 40 steps with what the hook read between
+// steps 37 and 38 (a user phase of step 37, read at its end): 5000 MiB
+// above the memory step 37 held, which is returned with its peak.
+func withBetween(t *testing.T) ([]ipc.Message, session.Bytes) {
+	t.Helper()
+	msgs := generate(t, "steady", 40)
+	at := -1
+	for i, m := range msgs {
+		if m.Type == ipc.TypePhase && m.Step == 37 && m.Edge == ipc.EdgeEnd && m.Mem != nil {
+			at = i // the step's last read
+		}
+	}
+	if at < 0 || msgs[at].Span != ipc.SpanStep {
+		t.Fatalf("no plain step 37 to follow")
+	}
+	end := msgs[at]
+	mem := *end.Mem
+	mem.MaxAllocated = mem.Allocated + 5000*session.MiB
+	mem.MaxReserved = max(mem.MaxReserved, mem.MaxAllocated)
+	begin := ipc.Message{V: 1, Type: ipc.TypePhase, T: end.T + 0.001, Name: session.BetweenPhase, Step: 37, Edge: ipc.EdgeBegin, User: true}
+	read := begin
+	read.Edge, read.Mem = ipc.EdgeEnd, &mem
+	msgs = append(msgs[:at+1], append([]ipc.Message{begin, read}, msgs[at+1:]...)...)
+	for i := range msgs {
+		msgs[i].Seq = uint64(i)
+	}
+	return msgs, session.Bytes(mem.MaxAllocated)
+}
+
+func TestAStepReadOnceShowsTheUserPhasesThatReadThemselves(t *testing.T) {
+	msgs, peak := withBetween(t)
+	var text bytes.Buffer
+	if err := Build(storeOf(msgs, false)).WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(text.String(), "\n")
+	k := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "     37  same phases as step") })
+	if k < 0 || k+1 >= len(lines) {
+		t.Fatalf("no row of step 37:\n%s", text.String())
+	}
+	row := strings.Fields(lines[k+1])
+	if len(row) < 3 || row[0] != session.BetweenPhase || row[2] != peak.MiBString() {
+		t.Fatalf("step 37 is followed by %q, want its between_steps row peaking at %s MiB", lines[k+1], peak.MiBString())
+	}
+	rows := 0
+	for _, l := range lines { // the table's rows: the diagnosis names it too
+		if strings.HasPrefix(l, "  totals:") {
+			break
+		}
+		if f := strings.Fields(l); len(f) > 0 && f[0] == session.BetweenPhase {
+			rows++
+		}
+	}
+	if rows != 1 {
+		t.Errorf("%d between_steps rows, want step 37's only:\n%s", rows, text.String())
 	}
 }

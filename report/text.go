@@ -172,40 +172,43 @@ func (p *Process) writeTable(w *bufio.Writer) {
 		legend = "(MiB; ≥ lower bound; = inferred; stale: no NVML process reading during the phase)"
 	}
 	fmt.Fprintf(w, "%s   %s\n", head, legend)
+	phaseRow := func(step string, ph *Phase) {
+		fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %9s  %9s", stepW+len(step)-utf8.RuneCountInString(step), step, width, textesc.String(ph.Phase),
+			ph.AllocatedEnd.MiBString(), ph.peakText(), ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
+		if nvml {
+			gpu, other := ph.NVMLPeak.MiBString(), ph.NonPyTorch.MiBString()
+			if ph.NVMLStale {
+				// Read before the phase (1 Hz process list): not a figure
+				// of it, nor is what is derived from it (764
+				// beside 3551 reserved, which the driver cannot show).
+				gpu, other = "stale", "stale"
+			}
+			fmt.Fprintf(w, "  %9s  %11s", gpu, other)
+		}
+		w.WriteString("\n")
+	}
 	row := func(st *Step) {
 		if st.Plain {
-			// Read once: no phase rows, the step's own line says it all.
+			// Read once: no training phase rows, the step's own line says
+			// it all; a user phase (an evaluation, between_steps) reads at
+			// its own edges and has a row.
 			fmt.Fprintf(w, "  %5d  %s\n", st.Step, st.summary())
+			for i := range st.Phases {
+				if ph := &st.Phases[i]; ph.User && ph.Read {
+					phaseRow("", ph)
+				}
+			}
 			return
 		}
-		for i, ph := range st.Phases {
+		for i := range st.Phases {
 			step := ""
 			if i == 0 {
 				step = fmt.Sprint(st.Step)
 				if named && st.Model != "" {
-					step += " " + st.Model
+					step += " " + textesc.String(st.Model)
 				}
 			}
-			peak := ph.PeakAllocated.MiBString()
-			switch {
-			case ph.PeakInferred:
-				peak = "=" + peak
-			case !ph.PeakExact && ph.PeakAllocated.Known():
-				peak = "≥" + peak
-			}
-			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %9s  %9s", stepW+len(step)-utf8.RuneCountInString(step), step, width, textesc.String(ph.Phase),
-				ph.AllocatedEnd.MiBString(), peak, ph.ReservedEnd.MiBString(), ph.PeakReserved.MiBString())
-			if nvml {
-				gpu, other := ph.NVMLPeak.MiBString(), ph.NonPyTorch.MiBString()
-				if ph.NVMLStale {
-					// Read before the phase (1 Hz process list): not a figure
-					// of it, nor is what is derived from it (764
-					// beside 3551 reserved, which the driver cannot show).
-					gpu, other = "stale", "stale"
-				}
-				fmt.Fprintf(w, "  %9s  %11s", gpu, other)
-			}
-			w.WriteString("\n")
+			phaseRow(step, &st.Phases[i])
 		}
 		if line := st.summary(); line != "" {
 			fmt.Fprintf(w, "  %5s  %s\n", "", line)
@@ -360,6 +363,19 @@ func padRight(s string, n int) string {
 		return s + strings.Repeat(" ", n-k)
 	}
 	return s
+}
+
+// peakText is a phase's allocated peak as the tables write it: "≥" before a
+// bound, "=" before an inferred peak.
+func (ph *Phase) peakText() string {
+	peak := ph.PeakAllocated.MiBString()
+	switch {
+	case ph.PeakInferred:
+		return "=" + peak
+	case !ph.PeakExact && ph.PeakAllocated.Known():
+		return "≥" + peak
+	}
+	return peak
 }
 
 // summary is the step's own line under its phases: its peak, how that is

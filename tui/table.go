@@ -255,6 +255,16 @@ var extraColumns = []struct {
 
 const extraW = 10
 
+// cellFigures writes a read cell: its peak, and with both its end first.
+func cellFigures(b *strings.Builder, c *session.Cell, both bool, cellW int) {
+	if both {
+		padLeft(b, c.AllocatedEnd.MiBString(), 5)
+		padLeft(b, peakText(c), 6)
+		return
+	}
+	padLeft(b, peakText(c), cellW)
+}
+
 func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW int, marks rowMarks, extras int) string {
 	mark := " "
 	warm := st.Index >= marks.warmupFrom && st.Index < marks.warmupTo
@@ -279,6 +289,10 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 		switch {
 		case c == nil:
 			padLeft(&b, "·", cellW)
+		case c.User && c.Read:
+			// A user phase (an evaluation, between_steps) reads at its own
+			// edges, in a step read once too.
+			cellFigures(&b, c, both, cellW)
 		case st.Plain() && st.SameAs >= 0:
 			// A plain step: read once, its phases those of step SameAs.
 			padLeft(&b, `"`, cellW)
@@ -288,11 +302,8 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 			padLeft(&b, notRead, cellW) // read once; the step it repeats left the table
 		case !c.Read && !c.Inferred && st.Peak != session.Bound:
 			padLeft(&b, notRead, cellW) // the step's reads cover it
-		case both:
-			padLeft(&b, c.AllocatedEnd.MiBString(), 5)
-			padLeft(&b, peakText(c), 6)
 		default:
-			padLeft(&b, peakText(c), cellW)
+			cellFigures(&b, c, both, cellW)
 		}
 	}
 	padLeft(&b, stepPeakText(st), 7)

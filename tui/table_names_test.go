@@ -13,7 +13,7 @@ import (
 // with no step phase (no optimizer).
 func namedSteps(t *testing.T, names []string, stepped bool) []*session.Step {
 	t.Helper()
-	s, add := phaseFeed()
+	s, add := phaseFeed(false)
 	for i, model := range names {
 		phases := []string{"forward", "loss", "backward"}
 		if stepped {
@@ -28,10 +28,10 @@ func namedSteps(t *testing.T, names []string, stepped bool) []*session.Step {
 	return s.Processes()[0].Steps()
 }
 
-// phaseFeed returns a store that has had one process's hello and the
-// function that applies that process's next message to it (seq and hook
-// time filled in, 10 ms apart).
-func phaseFeed() (*session.Store, func(*ipc.Message)) {
+// phaseFeed returns a store that has had one process's hello (from a hook
+// with exact peaks, or not) and the function that applies that process's
+// next message to it (seq and hook time filled in, 10 ms apart).
+func phaseFeed(exact bool) (*session.Store, func(*ipc.Message)) {
 	s := session.New()
 	var seq uint64
 	tm := 10.0
@@ -44,7 +44,7 @@ func phaseFeed() (*session.Store, func(*ipc.Message)) {
 		tm += 0.01
 		s.Apply(session.Event{Conn: 1, Msg: m})
 	}
-	add(&ipc.Message{Type: ipc.TypeHello, Session: "s", PID: 7, Clock: &ipc.Clock{Mono: 10, Wall: 1.7e9}})
+	add(&ipc.Message{Type: ipc.TypeHello, Session: "s", PID: 7, Clock: &ipc.Clock{Mono: 10, Wall: 1.7e9}, Hook: &ipc.HookConfig{ExactPeaks: exact}})
 	return s, add
 }
 
@@ -71,5 +71,43 @@ func TestStepsTableSaysNoOptimizer(t *testing.T) {
 	v := tb.view(namedSteps(t, []string{"net", "net", "net"}, false), rowMarks{peak: -1})
 	if !strings.Contains(v, "no optimizer watched: a step ends at the next training forward after a backward") {
 		t.Errorf("no note in:\n%s", v)
+	}
+}
+
+// A step read once shows `"` for its training phases, and the figures of a
+// user phase that read itself (between_steps here): hidden behind `"`, it
+// said nothing of what ran between the steps.
+func TestAStepReadOnceShowsItsUserPhasesFigures(t *testing.T) {
+	s, add := phaseFeed(true)
+	mem := func(alloc, peak int64) *ipc.Mem {
+		return &ipc.Mem{Allocated: alloc << 20, MaxAllocated: peak << 20, Reserved: peak << 20, MaxReserved: peak << 20}
+	}
+	for _, ph := range []string{"forward", "loss", "backward", "step"} { // step 0: every phase read
+		add(&ipc.Message{Type: ipc.TypePhase, Name: ph, Step: 0, Edge: ipc.EdgeBegin})
+		add(&ipc.Message{Type: ipc.TypePhase, Name: ph, Step: 0, Edge: ipc.EdgeEnd, Mem: mem(1000, 3000)})
+	}
+	for _, ph := range []string{"forward", "loss", "backward", "step"} { // step 1: read once
+		add(&ipc.Message{Type: ipc.TypePhase, Name: ph, Step: 1, Edge: ipc.EdgeBegin})
+		end := &ipc.Message{Type: ipc.TypePhase, Name: ph, Step: 1, Edge: ipc.EdgeEnd}
+		if ph == "step" {
+			same := 0
+			end.Mem, end.Span, end.SameAs = mem(1000, 3000), ipc.SpanStep, &same
+		}
+		add(end)
+	}
+	add(&ipc.Message{Type: ipc.TypePhase, Name: session.BetweenPhase, Step: 1, Edge: ipc.EdgeBegin, User: true})
+	add(&ipc.Message{Type: ipc.TypePhase, Name: session.BetweenPhase, Step: 1, Edge: ipc.EdgeEnd, User: true, Mem: mem(1000, 7654)})
+	add(&ipc.Message{Type: ipc.TypePhase, Name: "forward", Step: 2, Edge: ipc.EdgeBegin})
+	steps := s.Processes()[0].Steps()
+	tb := stepsTable{w: 160, h: 10, follow: true}
+	v := tb.view(steps, rowMarks{peak: -1})
+	var row string
+	for _, l := range strings.Split(v, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "1" {
+			row = l
+		}
+	}
+	if !strings.Contains(row, `"`) || !strings.Contains(row, "7654") {
+		t.Errorf("step 1's row %q: want `\"` for its phases and between_steps' 7654 MiB, in\n%s", row, v)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // (each phase begins and ends before the next) and returns the step table.
 func orderedSteps(t *testing.T, steps int, order []string) []*session.Step {
 	t.Helper()
-	s, add := phaseFeed()
+	s, add := phaseFeed(false)
 	for i := range steps {
 		for _, ph := range order {
 			for _, e := range []string{ipc.EdgeBegin, ipc.EdgeEnd} {
