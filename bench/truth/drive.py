@@ -352,6 +352,10 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
             kept.append(sim.malloc(kind.model.logits(b, s)))
 
     model.register_forward_hook(after_forward)
+    unwatched = None
+    if kind.eval_model == "ema":  # an unwatched copy, its weights on the device
+        unwatched = Net(mem)
+        sim.malloc(kind.model.weights())
 
     class Ledger(T.TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -360,6 +364,12 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
 
         def on_step_end(self, args, state, control, **kw):
             truth["held"][state.global_step - 1] = sim.allocated
+            if kind.eval_model and state.global_step % kind.eval_every == 0:
+                # A callback listed before the hook's evaluates an unwatched
+                # copy: after the update, before the step has ended.
+                with torch.no_grad():
+                    unwatched(input_ids=torch.randint(0, 64, (b, s)))
+                    mem.eval_pass()
 
         def on_evaluate(self, args, state, control, **kw):
             # the Trainer concatenated the kept logits (nested_concat), then
@@ -369,14 +379,14 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
     n = kind.steps * kind.micro * b
     data = [{"input_ids": t, "labels": t} for t in torch.randint(0, 64, (n, s))]
     evals = dict(eval_strategy="steps", eval_steps=kind.eval_every, per_device_eval_batch_size=b,
-                 prediction_loss_only=not kind.eval_keep) if kind.eval_every else {}
+                 prediction_loss_only=not kind.eval_keep) if kind.eval_every and not kind.eval_model else {}
     args = T.TrainingArguments(
         output_dir=tempfile.mkdtemp(prefix="vs-truth-hf-"), per_device_train_batch_size=b,
         gradient_accumulation_steps=kind.micro, max_steps=kind.steps, use_cpu=True,
         report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
         dataloader_num_workers=0, seed=kind.seed, **evals)
     trainer = T.Trainer(model=model, args=args, train_dataset=data,
-                        eval_dataset=data[:kind.eval_batches * b] if kind.eval_every else None,
+                        eval_dataset=data[:kind.eval_batches * b] if evals else None,
                         optimizers=(Adam(model.parameters(), mem), None),
                         callbacks=[Ledger(), VramscopeCallback(socket=socket)])
     trainer.train()

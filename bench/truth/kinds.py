@@ -208,6 +208,11 @@ K = [
     # The Trainer's evaluation every 20 steps gathers every batch's logits on
     # the device (prediction_loss_only=False, as with compute_metrics), then
     # concatenates them: it peaks above training.
+    # A TrainerCallback listed before the hook's that evaluates an EMA copy
+    # at on_step_end: after the update, before the hook's callback ends the step.
+    Kind("hf-trainer-callback-eval", 60, dict(pattern="warmup", eval_need=True),
+         layout="hf-trainer", eval_every=20, eval_batches=24, eval_keep=True, eval_model="ema",
+         batch=4, seq=512),
     Kind("hf-trainer-eval", 60, dict(pattern="warmup", eval_need=True), layout="hf-trainer",
          eval_every=20, eval_batches=8, eval_keep=True, batch=4, seq=512),
     # accelerate's own loop with gradient accumulation: step() and

@@ -383,6 +383,7 @@ class StepsMixin:
             and not self._quiet and not self._hook_output and self._kw_patch is None \
             and not self._in_training_step \
             and self._census_want is None and (meter is None or not meter.active) \
+            and self._unseen is None \
             and len(client._queue) < client._hold and client.owner is self._self_ref
 
     def _send_anatomy(self, step, acts):

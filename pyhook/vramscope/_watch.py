@@ -618,9 +618,15 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         the lock (_close_unseen)."""
         client = self._client
         peaks = client.peaks
-        return token is not None and client.between is token and self._active \
-            and self._idle and self._open is None and not client.user_depth \
-            and token[2] == client.step - 1 and peaks is not None and not peaks.step_reads
+        if token is None or client.between is not token or not self._active \
+                or self._open is not None or client.user_depth or peaks is None \
+                or peaks.step_reads:
+            return False
+        # Between steps; or, under a framework's steps, after its update while
+        # the callbacks before the one that ends the step run (an evaluation
+        # in a TrainerCallback's on_step_end listed before the hook's).
+        return token[2] == client.step - 1 if self._idle \
+            else self._updated and self.framework_steps and token[2] == client.step
 
     def saw_between(self, token, peak):
         """The sampler's read, between the step ``token`` names and the
