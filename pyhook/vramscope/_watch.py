@@ -496,11 +496,11 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
                 raw = _safe.call(read)
             client.put(name, None, raw, False, None, extra, None, self._tail_step)
             self._tail_step = None
-            if raw is not None and self._exact:
+            if raw is not None:
                 self._after_tail()
         else:
             client.put(name, None, raw, False, None, extra)
-            if name == "zero_grad" and self._updated and raw is not None and self._exact:
+            if name == "zero_grad" and self._updated and raw is not None:
                 self._after_tail()
         return raw
 
@@ -602,12 +602,13 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         """A zero_grad that ends its step read after the step's closing read
         (a loop that zeroes after the update, a framework's zero_grad after
         its update): the stretch between steps starts at that read, which is
-        no read of the next step's. (Exact peaks; the read just made.)"""
+        no read of the next step's. (The read just made; no token without
+        exact peaks.)"""
         client = self._client
-        token, reads = client.between, client.peaks.step_reads
-        if token is None or not reads:
+        token, peaks = client.between, client.peaks
+        if token is None or peaks is None or not peaks.step_reads:
             return
-        pair = _cuda.peak_held(reads.pop())
+        pair = _cuda.peak_held(peaks.step_reads.pop())
         client.between = (token[0] if pair is None else pair[1], token[1], token[2])
 
     def quiet_between(self, token):
@@ -650,10 +651,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         client = self._client
         if not self._on_cuda() or not self.quiet_between(token):
             return
-        step = token[2]
-        client.edge(BETWEEN, "begin", None, True, step)
-        client.edge(BETWEEN, "end", client.read_raw(), True, step)
-        client.peaks.step_reads.clear()  # its read is no step's (_plan)
+        self._send_between(token[2], client.read_raw())
 
     def finish_between(self):
         """The watch ends between two steps (remove(), the process's exit):
@@ -670,13 +668,21 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
             if not self._on_cuda() or not self.quiet_between(token):
                 return
             raw = client.read_raw()
-            client.peaks.step_reads.clear()  # its read is no step's (_plan)
             pair = _cuda.peak_held(raw) if raw is not None else None
             if pair is not None and _rose(token, pair[0]):
-                client.edge(BETWEEN, "begin", None, True, token[2])
-                client.edge(BETWEEN, "end", raw, True, token[2])
+                self._send_between(token[2], raw)
+            else:
+                client.peaks.step_reads.clear()  # its read is no step's (_plan)
         finally:
             self._lock.release()
+
+    def _send_between(self, step, raw):
+        """Send BETWEEN of ``step`` with ``raw``, the read that closed it (both
+        edges now, the begin's mem null); that read is no step's (_plan)."""
+        client = self._client
+        client.edge(BETWEEN, "begin", None, True, step)
+        client.edge(BETWEEN, "end", raw, True, step)
+        client.peaks.step_reads.clear()
 
     def _recover(self):
         """Forget what a forward that raised left behind: its meter

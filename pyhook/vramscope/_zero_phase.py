@@ -79,7 +79,7 @@ class ZeroGradMixin:
                     # A framework's zero_grad after the update: the step's
                     # last phase, whose read is the memory held between
                     # steps (the gradients it frees gone).
-                    if c.switch("zero_grad", None, True) and self._exact:
+                    if c.switch("zero_grad", None, True):
                         self._after_tail()
                 else:  # Client.switch's tuple, queued as _fast allows
                     c._queue.append((_monotonic(), "zero_grad", None, c.step, c.micro, None,
@@ -100,7 +100,7 @@ class ZeroGradMixin:
                                 self._open = None
                                 client.switch("zero_grad", None, self._updated or (
                                     client.step < self._zero_until and self._edge_reads))
-                                if self._updated and self._exact:
+                                if self._updated:
                                     self._after_tail()
                             else:
                                 self._end("zero_grad")
