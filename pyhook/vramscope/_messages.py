@@ -316,6 +316,35 @@ def encode_item(item):
     seq, f = item
     if len(f) == SWITCH_FIELDS:
         t, end, begin, step, micro, extra, model = f
+        if type(t) is float and t - t == 0.0 and type(step) is int and type(micro) is int \
+                and type(seq) is int:
+            # The edges of a switch without a read, as a step at rest queues
+            # them: _edge_text's lines, its tests on what can vary here.
+            if extra is None:
+                tail = ""
+            elif type(extra) is dict and len(extra) == 1 and "input" in extra:
+                tail = _input_text(extra["input"])
+            else:
+                tail = None
+            if tail is not None and model is not None:
+                tail = tail + ',"model":' + _quote(model) if type(model) is str else None
+            if tail is not None:
+                if end is None:
+                    text = _BARE_EDGE_LINE % (seq, t, _quote(begin), step, micro, "begin", tail) \
+                        if type(begin) is str else None
+                elif begin is None:
+                    text = _BARE_EDGE_LINE % (seq, t, _quote(end), step, micro, "end", tail) \
+                        if type(end) is str else None
+                elif type(end) is str and type(begin) is str:
+                    text = (_BARE_EDGE_LINE % (seq, t, _quote(end), step, micro, "end", tail)
+                            + _BARE_EDGE_LINE % (seq + 1, t, _quote(begin), step, micro, "begin",
+                                                 tail))
+                else:
+                    text = None
+                if text is not None:
+                    line = text.encode("utf-8")
+                    if len(line) <= MAX_LINE:
+                        return line
         texts = []
         if end is not None:
             texts.append(_edge_text(seq, t, end, step, micro, "end", False, None, extra, model))
@@ -337,6 +366,8 @@ def encode_item(item):
 
 _PHASE_LINE = ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
                '"edge":"%s","user":%s,"mem":%s%s}\n')
+_BARE_EDGE_LINE = ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
+                   '"edge":"%s","user":false,"mem":null%s}\n')
 
 
 def _edge_text(seq, t, name, step, micro, edge, user, raw, extra, model):

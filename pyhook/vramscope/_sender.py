@@ -57,7 +57,10 @@ class SenderMixin:
                 # is, made into messages only if it is ever encoded.
                 if len(item) == SWITCH_FIELDS:
                     out.append((item[3] < fs, (seq, item)))
-                    seq += _messages.count(item) - 1
+                    if item[1] is not None and item[2] is not None:
+                        seq += 1  # _messages.count: a switch's two edges
+                    elif item[1] is None and item[2] is None:
+                        seq -= 1
                 else:
                     if self._carry is not None and item[6] is not None:
                         item = self._carried(make_edge(item))
