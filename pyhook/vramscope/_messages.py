@@ -10,7 +10,7 @@ import socket as _socket
 import sys
 import time
 
-from ._cuda import mem_from_raw
+from ._cuda import MEM_KEYS, mem_from_raw
 from ._job import read_job
 from ._version import __version__ as VERSION
 
@@ -230,6 +230,21 @@ def _mem_text(mem):
     return template % values
 
 
+# mem's text when all six values are there (_cuda.MEM_KEYS order)
+_VALUES_TEXT = "{%s}" % ",".join('"%s":%%d' % field for field, _ in MEM_KEYS)
+
+
+def _values_text(raw):
+    """``_mem_text(mem_from_raw(raw))`` for a read's six values
+    (_cuda.compact) when each is an int of at least 0, as a read of a
+    working allocator gives them; None otherwise (the general path)."""
+    a, b, c, d, e, f = raw
+    if type(a) is int and type(b) is int and type(c) is int and type(d) is int \
+            and type(e) is int and type(f) is int and min(raw) >= 0:
+        return _VALUES_TEXT % raw
+    return None
+
+
 def _finite_float(x):
     return type(x) is float and x - x == 0.0  # NaN and infinities fail
 
@@ -381,9 +396,11 @@ def _edge_text(seq, t, name, step, micro, edge, user, raw, extra, model):
             or type(name) is not str or type(t) is not float or t - t != 0.0 \
             or (edge != "end" and edge != "begin") or type(user) is not bool:
         return None
-    mem = _mem_text(mem_of(raw))
+    mem = _values_text(raw) if type(raw) is tuple and len(raw) == len(MEM_KEYS) else None
     if mem is None:
-        return None
+        mem = _mem_text(mem_of(raw))
+        if mem is None:
+            return None
     tail = ""
     if extra:
         if type(extra) is not dict:
