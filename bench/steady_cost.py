@@ -26,10 +26,8 @@ over rounds is printed.
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,22 +47,7 @@ def main():
     ap.add_argument("--steps", type=int, default=2000, help="steps per block")
     ap.add_argument("--read-us", type=float, default=fakecuda.H100_READ_US)
     ap.add_argument("--reset-us", type=float, default=1.0)
-    args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="vssteady", dir="/tmp")
-    procs = []
-    try:
-        if args.old:
-            cost_model.old_package(args.old, work)
-        sys.path.insert(0, os.path.join(ROOT, "pyhook"))
-        import torch
-        torch.set_num_threads(1)
-        fake = fakecuda.FakeAllocator(args.read_us, reset_us=args.reset_us).install(torch)
-        run(args, torch, fake, work, procs)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        shutil.rmtree(work, ignore_errors=True)
+    cost_model.with_allocator(ap.parse_args(), run)
 
 
 def run(args, torch, fake, work, procs):
