@@ -96,7 +96,7 @@ def edge_fields():
               {"other": 1}, {"input": {"batch": 8}})
     for name in NAMES:
         for extra in extras:
-            for model in (None, "Sequential", 'm"odel ✓'):
+            for model in (None, "Sequential", 'm"odel ✓', "m%d%%s"):
                 yield (2.5, name, "loss", 3, 1, extra, model)
                 yield (2.5, None, name, 3, 0, extra, model)
                 yield (2.5, name, None, 3, 0, extra, model)

@@ -334,32 +334,29 @@ def encode_item(item):
         if type(t) is float and t - t == 0.0 and type(step) is int and type(micro) is int \
                 and type(seq) is int:
             # The edges of a switch without a read, as a step at rest queues
-            # them: _edge_text's lines, its tests on what can vary here.
+            # them: a template of what stays from step to step (the names,
+            # the model, the input size), kept for the usual ones.
             if extra is None:
-                tail = ""
+                key = (end, begin, model)
+                try:
+                    shape = _switch_shapes.get(key)
+                except TypeError:  # a field that is no key: not one to keep
+                    shape = key = None
+                if shape is None:
+                    shape = _switch_shape(end, begin, "", model)
+                    if shape is not None and key is not None and len(_switch_shapes) < 256:
+                        _switch_shapes[key] = shape
             elif type(extra) is dict and len(extra) == 1 and "input" in extra:
                 tail = _input_text(extra["input"])
+                shape = None if tail is None else _switch_shape(end, begin, tail, model)
             else:
-                tail = None
-            if tail is not None and model is not None:
-                tail = tail + ',"model":' + _quote(model) if type(model) is str else None
-            if tail is not None:
-                if end is None:
-                    text = _BARE_EDGE_LINE % (seq, t, _quote(begin), step, micro, "begin", tail) \
-                        if type(begin) is str else None
-                elif begin is None:
-                    text = _BARE_EDGE_LINE % (seq, t, _quote(end), step, micro, "end", tail) \
-                        if type(end) is str else None
-                elif type(end) is str and type(begin) is str:
-                    text = (_BARE_EDGE_LINE % (seq, t, _quote(end), step, micro, "end", tail)
-                            + _BARE_EDGE_LINE % (seq + 1, t, _quote(begin), step, micro, "begin",
-                                                 tail))
-                else:
-                    text = None
-                if text is not None:
-                    line = text.encode("utf-8")
-                    if len(line) <= MAX_LINE:
-                        return line
+                shape = None
+            if shape is not None:
+                template, two = shape
+                line = (template % ((seq, t, step, micro, seq + 1, t, step, micro) if two
+                                    else (seq, t, step, micro))).encode("utf-8")
+                if len(line) <= MAX_LINE:
+                    return line
         texts = []
         if end is not None:
             texts.append(_edge_text(seq, t, end, step, micro, "end", False, None, extra, model))
@@ -381,8 +378,29 @@ def encode_item(item):
 
 _PHASE_LINE = ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
                '"edge":"%s","user":%s,"mem":%s%s}\n')
-_BARE_EDGE_LINE = ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
-                   '"edge":"%s","user":false,"mem":null%s}\n')
+_switch_shapes = {}  # (end, begin, model) -> _switch_shape's answer
+
+
+def _switch_shape(end, begin, tail, model):
+    """The template of a switch's lines without a read (_edge_text's, the
+    fields that stay from step to step written in) and whether it has two
+    edges; its values: seq, t, step and micro, then, with two, the same for
+    the second (seq + 1). ``tail``: an extra field's text. None for a shape
+    _edge_text would not write so (a name or model that is no str)."""
+    if model is not None:
+        if type(model) is not str:
+            return None
+        tail += ',"model":' + _quote(model)
+    lines = []
+    for name, edge in ((end, "end"), (begin, "begin")):
+        if name is None:
+            continue
+        if type(name) is not str:
+            return None
+        lines.append(('{"v":1,"type":"phase","seq":%%d,"t":%%r,"name":%s,"step":%%d,'
+                      '"micro":%%d,"edge":"%s","user":false,"mem":null%s}\n')
+                     % (_quote(name).replace("%", "%%"), edge, tail.replace("%", "%%")))
+    return ("".join(lines), len(lines) == 2) if lines else None
 
 
 def _edge_text(seq, t, name, step, micro, edge, user, raw, extra, model):
