@@ -97,8 +97,15 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="cuda: the real allocator on a GPU, its reads counted, "
                          "_record_memory_history as a peer (--read-us is ignored)")
-    args = ap.parse_args()
+    with_allocator(ap.parse_args(), run)
 
+
+def with_allocator(args, body):
+    """``body(args, torch, fake, work, procs)`` with torch imported (the
+    old hook as ``vsold`` beside it with ``args.old``) and its allocator
+    the cost model's (``args.read_us``, ``args.reset_us``) or, with
+    ``args.device`` "cuda", the real one counted; the monitors ``body``
+    adds to ``procs`` are killed and ``work`` removed after it."""
     work = tempfile.mkdtemp(prefix="vscost", dir="/tmp")
     procs = []
     try:
@@ -106,13 +113,13 @@ def main():
             old_package(args.old, work)
         sys.path.insert(0, os.path.join(ROOT, "pyhook"))
         import torch
-        if args.device == "cuda":  # the real allocator, its reads counted
+        if getattr(args, "device", "cpu") == "cuda":  # the real allocator, its reads counted
             torch.zeros(1, device="cuda")  # initialise CUDA (the hook reads once it is)
             fake = fakecuda.CountingBinding().install(torch)
         else:
             torch.set_num_threads(1)
             fake = fakecuda.FakeAllocator(args.read_us, reset_us=args.reset_us).install(torch)
-        run(args, torch, fake, work, procs)
+        body(args, torch, fake, work, procs)
     finally:
         for p in procs:
             p.kill()

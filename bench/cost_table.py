@@ -7,9 +7,12 @@ Rows: the plain CUDA step under the cost model (12.8 us a read, 1.0 us a
 reset), the CPU-run step reading the host's RSS, the measured step against a
 plain one, and an accumulation micro-step; each as the median, the paired
 median and the 10th percentile of training-thread CPU time, because on a
-shared box the median carries the neighbours' load.
+shared box the median carries the neighbours' load. Then the same loop in a
+long run (bench/steady_cost.py): the mean step, every thread's work counted,
+without a monitor and, where ``--bin`` names a built ``vramscope``, with one
+recording.
 
-    PYTHONPATH=pyhook python3 bench/cost_table.py --old REV [--blocks 30]
+    PYTHONPATH=pyhook python3 bench/cost_table.py --old REV [--blocks 30] [--bin bin/vramscope]
 """
 
 import argparse
@@ -57,21 +60,36 @@ def host_rows(text):
     return rows
 
 
+def steady_rows(text):
+    """{mode: (+wall, +thread, +process)} from steady_cost's table."""
+    rows = {}
+    for m in re.finditer(r"^((?:old )?watch(?:, monitor)?)\s+[-\d.]+\s+([-+\d.]+)\s+([-+\d.]+)"
+                         r"\s+([-+\d.]+)", text, re.M):
+        rows[m.group(1)] = tuple(float(g) for g in m.groups()[1:])
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", required=True, help="git revision of the hook to compare with")
     ap.add_argument("--blocks", type=int, default=30)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "bin", "vramscope"),
+                    help="vramscope binary for the steady rows with a monitor (if built)")
     args = ap.parse_args()
     blocks = str(args.blocks)
     cm = run("cost_model.py", "--no-profiler", "--old", args.old, "--blocks", blocks)
     load_cm = os.getloadavg()[0]
     hc = run("host_cost.py", "--old", args.old, "--blocks", blocks)
     load_hc = os.getloadavg()[0]
-    c, h = cost_model_rows(cm), host_rows(hc)
+    monitor = ["--bin", args.bin] if os.access(args.bin, os.X_OK) else []
+    st = run("steady_cost.py", "--old", args.old, *monitor)
+    load_st = os.getloadavg()[0]
+    c, h, s = cost_model_rows(cm), host_rows(hc), steady_rows(st)
     new, old = c.get(""), c.get("old ")
     print(cm.splitlines()[0])
     print(hc.splitlines()[0])
-    print("loads at the end of each run: %.2f, %.2f" % (load_cm, load_hc))
+    print(st.splitlines()[0])
+    print("loads at the end of each run: %.2f, %.2f, %.2f" % (load_cm, load_hc, load_st))
     print()
     print("| measure | old (%s) | new | target |" % args.old)
     print("|---|---|---|---|")
@@ -89,6 +107,11 @@ def main():
     if new["micro"] and old["micro"]:
         print("| accumulation, per micro-step | %.1f µs (p10 %.1f) | %.1f µs (p10 %.1f) | "
               "≤ 10 µs |" % (old["micro"] + new["micro"]))
+    for mode, what in (("watch", "no monitor"), ("watch, monitor", "a monitor recording")):
+        if mode in s and "old " + mode in s:
+            print("| plain CUDA step in a long run, %s: mean added wall / training thread / "
+                  "every thread | %+.1f / %+.1f / %+.1f µs | %+.1f / %+.1f / %+.1f µs | "
+                  "≤ 33 µs wall (1 %% of 3.34 ms) |" % ((what,) + s["old " + mode] + s[mode]))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ def test_client_messages_take_the_fast_path():
 
 
 RAW6 = _cuda.compact(load_fixture_stats())
+# A read's six values (_cuda.compact of the binding's dict), as the sender keeps it
+VALUES6 = tuple(MEM6[field] for field, _ in _cuda.MEM_KEYS)
 
 
 def edge_fields():
@@ -94,11 +96,13 @@ def edge_fields():
               {"other": 1}, {"input": {"batch": 8}})
     for name in NAMES:
         for extra in extras:
-            for model in (None, "Sequential", 'm"odel ✓'):
+            for model in (None, "Sequential", 'm"odel ✓', "m%d%%s"):
                 yield (2.5, name, "loss", 3, 1, extra, model)
                 yield (2.5, None, name, 3, 0, extra, model)
                 yield (2.5, name, None, 3, 0, extra, model)
-                for raw in (None, RAW6, MEM6, load_fixture_stats()):
+                for raw in (None, RAW6, VALUES6, VALUES6[:4] + (None, None),
+                            (-1,) + VALUES6[1:], (True,) + VALUES6[1:], MEM6,
+                            load_fixture_stats()):
                     for user in (False, True):
                         yield (1234.000001, name, 3, 1, "end", user, raw, extra,
                                None if user else model)

@@ -236,6 +236,36 @@ def test_sampler_and_oom_reads_reset_nothing(torch_mod):
         sim.uninstall()
 
 
+def _read(alloc, reserved, pool=None):
+    """A binding's dict of the shape that matters to the fold: two stats,
+    their pools, and a counter without a peak."""
+    stats = {"allocated_bytes": {"all": {"current": 0, "peak": alloc},
+                                 "large_pool": {"current": 0, "peak": alloc - 1}},
+             "reserved_bytes": {"all": {"current": 0, "peak": reserved}},
+             "num_ooms": 0}
+    if pool is not None:
+        stats["reserved_bytes"]["small_pool"] = {"current": 0, "peak": pool}
+    return stats
+
+
+@pytest.mark.parametrize("batch", [
+    [_read(5, 9), _read(7, 8), {}, _read(6, 11)],  # one shape: folded in one pass
+    [_read(5, 9), _read(7, 8, pool=40), {}, _read(6, 11, pool=3),
+     {"allocated_bytes": {"all": None}}],  # paths some reads lack: read by read
+])
+def test_the_sender_folds_each_peak_the_largest_of_the_reads_that_have_it(batch):
+    peaks = _peaks.DevicePeaks(lambda device: None, lambda device: None, 0)
+    peaks.folded[("reserved_bytes", "all")] = 10  # from an earlier round
+    peaks.pending.extend(batch[:1])
+    peaks.fold()  # the first read names the paths
+    peaks.pending.extend(batch[1:])
+    peaks.fold()
+    assert not peaks.pending
+    want = {("allocated_bytes", "all"): 7, ("allocated_bytes", "large_pool"): 6,
+            ("reserved_bytes", "all"): 11}
+    assert peaks.folded == want
+
+
 def test_remove_undoes_the_patches(torch_mod):
     sim = fakecuda.SimAllocator().install(torch_mod)
     try:

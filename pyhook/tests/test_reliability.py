@@ -50,6 +50,19 @@ def test_no_monitor_training_finishes_and_evictions_are_counted(torch_mod, sock_
     assert client.connects == 0 and client.dropped == 0
 
 
+def test_evictions_count_both_messages_of_a_switch(sock_path):
+    client = fast_client(sock_path, ring_size=4, first_size=0, start=False)
+    client.step = 10  # past the first steps
+    for _ in range(5):
+        client.switch("forward", "loss")  # two messages in one queued entry
+        client.switch("loss", None)
+    client._drain()
+    # the ring keeps its last four entries, two of each kind: six messages;
+    # the other nine of the fifteen went (hello is kept apart)
+    assert client.stats()["created"] == 16
+    assert client.evicted == 16 - 1 - 6
+
+
 def test_queue_overflow_counts_dropped_and_leaves_a_seq_gap(sock_path):
     client = fast_client(sock_path, queue_size=5, start=False)
     for i in range(12):

@@ -10,7 +10,7 @@ import socket as _socket
 import sys
 import time
 
-from ._cuda import mem_from_raw
+from ._cuda import MEM_KEYS, mem_from_raw
 from ._job import read_job
 from ._version import __version__ as VERSION
 
@@ -230,6 +230,21 @@ def _mem_text(mem):
     return template % values
 
 
+# mem's text when all six values are there (_cuda.MEM_KEYS order)
+_VALUES_TEXT = "{%s}" % ",".join('"%s":%%d' % field for field, _ in MEM_KEYS)
+
+
+def _values_text(raw):
+    """``_mem_text(mem_from_raw(raw))`` for a read's six values
+    (_cuda.compact) when each is an int of at least 0, as a read of a
+    working allocator gives them; None otherwise (the general path)."""
+    a, b, c, d, e, f = raw
+    if type(a) is int and type(b) is int and type(c) is int and type(d) is int \
+            and type(e) is int and type(f) is int and min(raw) >= 0:
+        return _VALUES_TEXT % raw
+    return None
+
+
 def _finite_float(x):
     return type(x) is float and x - x == 0.0  # NaN and infinities fail
 
@@ -316,6 +331,32 @@ def encode_item(item):
     seq, f = item
     if len(f) == SWITCH_FIELDS:
         t, end, begin, step, micro, extra, model = f
+        if type(t) is float and t - t == 0.0 and type(step) is int and type(micro) is int \
+                and type(seq) is int:
+            # The edges of a switch without a read, as a step at rest queues
+            # them: a template of what stays from step to step (the names,
+            # the model, the input size), kept for the usual ones.
+            if extra is None:
+                key = (end, begin, model)
+                try:
+                    shape = _switch_shapes.get(key)
+                except TypeError:  # a field that is no key: not one to keep
+                    shape = key = None
+                if shape is None:
+                    shape = _switch_shape(end, begin, "", model)
+                    if shape is not None and key is not None and len(_switch_shapes) < 256:
+                        _switch_shapes[key] = shape
+            elif type(extra) is dict and len(extra) == 1 and "input" in extra:
+                tail = _input_text(extra["input"])
+                shape = None if tail is None else _switch_shape(end, begin, tail, model)
+            else:
+                shape = None
+            if shape is not None:
+                template, two = shape
+                line = (template % ((seq, t, step, micro, seq + 1, t, step, micro) if two
+                                    else (seq, t, step, micro))).encode("utf-8")
+                if len(line) <= MAX_LINE:
+                    return line
         texts = []
         if end is not None:
             texts.append(_edge_text(seq, t, end, step, micro, "end", False, None, extra, model))
@@ -337,6 +378,29 @@ def encode_item(item):
 
 _PHASE_LINE = ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
                '"edge":"%s","user":%s,"mem":%s%s}\n')
+_switch_shapes = {}  # (end, begin, model) -> _switch_shape's answer
+
+
+def _switch_shape(end, begin, tail, model):
+    """The template of a switch's lines without a read (_edge_text's, the
+    fields that stay from step to step written in) and whether it has two
+    edges; its values: seq, t, step and micro, then, with two, the same for
+    the second (seq + 1). ``tail``: an extra field's text. None for a shape
+    _edge_text would not write so (a name or model that is no str)."""
+    if model is not None:
+        if type(model) is not str:
+            return None
+        tail += ',"model":' + _quote(model)
+    lines = []
+    for name, edge in ((end, "end"), (begin, "begin")):
+        if name is None:
+            continue
+        if type(name) is not str:
+            return None
+        lines.append(('{"v":1,"type":"phase","seq":%%d,"t":%%r,"name":%s,"step":%%d,'
+                      '"micro":%%d,"edge":"%s","user":false,"mem":null%s}\n')
+                     % (_quote(name).replace("%", "%%"), edge, tail.replace("%", "%%")))
+    return ("".join(lines), len(lines) == 2) if lines else None
 
 
 def _edge_text(seq, t, name, step, micro, edge, user, raw, extra, model):
@@ -350,9 +414,11 @@ def _edge_text(seq, t, name, step, micro, edge, user, raw, extra, model):
             or type(name) is not str or type(t) is not float or t - t != 0.0 \
             or (edge != "end" and edge != "begin") or type(user) is not bool:
         return None
-    mem = _mem_text(mem_of(raw))
+    mem = _values_text(raw) if type(raw) is tuple and len(raw) == len(MEM_KEYS) else None
     if mem is None:
-        return None
+        mem = _mem_text(mem_of(raw))
+        if mem is None:
+            return None
     tail = ""
     if extra:
         if type(extra) is not dict:

@@ -37,6 +37,8 @@ uses a device releases it.
 import collections
 import os
 import threading
+from itertools import repeat, starmap
+from operator import itemgetter
 
 # Up to this many reads of the current step are kept for the step's peak
 # (a step makes at most a handful; a client without a Watcher never clears).
@@ -57,6 +59,9 @@ def peak_paths(stats, prefix=()):
             else:
                 paths.extend(peak_paths(value, prefix + (key,)))
     return paths
+
+
+_PEAK = itemgetter("peak")
 
 
 def _node(stats, path):
@@ -129,21 +134,39 @@ class DevicePeaks:
 
     def _fold_locked(self):
         pending = self.pending
+        # As many as are there now: the training thread appends meanwhile.
+        reads = list(filter(None, starmap(pending.popleft, repeat((), len(pending)))))
+        if not reads:
+            return
+        paths = self._paths
+        if paths is None:
+            paths = self._paths = peak_paths(reads[0])
         folded = self.folded
-        while pending:
-            raw = pending.popleft()
-            if not raw:
-                continue
-            paths = self._paths
-            if paths is None:
-                paths = self._paths = peak_paths(raw)
+        try:
+            # Path by path over every read at once, in C (itemgetter maps):
+            # a read's dict is picked apart by no Python frame.
+            level = {}
             for path in paths:
-                try:
-                    value = _node(raw, path)["peak"]
-                except (KeyError, TypeError):
-                    continue
+                nodes = level.get(path[:-1])
+                if nodes is None:
+                    nodes = reads
+                    for key in path[:-1]:
+                        nodes = list(map(itemgetter(key), nodes))
+                    level[path[:-1]] = nodes
+                value = max(map(_PEAK, map(itemgetter(path[-1]), nodes)))
                 if value > folded.get(path, -1):
                     folded[path] = value
+        except (KeyError, TypeError):
+            # A read without some path (or not of the first one's shape):
+            # read by read, each path it has.
+            for raw in reads:
+                for path in paths:
+                    try:
+                        value = _node(raw, path)["peak"]
+                    except (KeyError, TypeError):
+                        continue
+                    if value > folded.get(path, -1):
+                        folded[path] = value
 
     # ---- the user's side -----------------------------------------------------------
 

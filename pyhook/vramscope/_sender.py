@@ -57,10 +57,19 @@ class SenderMixin:
                 # is, made into messages only if it is ever encoded.
                 if len(item) == SWITCH_FIELDS:
                     out.append((item[3] < fs, (seq, item)))
-                    seq += _messages.count(item) - 1
+                    if item[1] is not None and item[2] is not None:
+                        seq += 1  # _messages.count: a switch's two edges
+                    elif item[1] is None and item[2] is None:
+                        seq -= 1
                 else:
-                    if self._carry is not None and item[6] is not None:
-                        item = self._carried(make_edge(item))
+                    raw = item[6]
+                    if raw is not None:
+                        if self._carry is not None:
+                            item = self._carried(make_edge(item))
+                        elif type(raw) is dict and "allocated" not in raw:
+                            # torch's whole dict: its six values are all that
+                            # a line or the kept store needs (_cuda.compact)
+                            item = item[:6] + (_cuda.compact(raw),) + item[7:]
                     out.append((item[2] < fs, (seq, item)))
             elif CARRY in item:  # a user's reset: no message, no seq
                 self._carry = _max_pair(self._carry, item[CARRY])
@@ -212,13 +221,13 @@ class SenderMixin:
                 return
             items = self._number(n, lost)
             if self._sock is None and not self.connects:
-                # No monitor yet: keep the messages as they are and encode
-                # them only if one connects (most never are); a read is
-                # kept as its six values, not torch's whole dict. Once a
-                # monitor was reached, messages are encoded here as they
-                # come, connected or not, so that a reconnect (to a monitor
-                # stopped for a while, say) only sends lines.
-                self._keep_all(items, [_compacted(msg) for _, msg in items])
+                # No monitor yet: keep the messages as they are (a read as
+                # its six values, _number) and encode them only if one
+                # connects (most never are). Once a monitor was reached,
+                # messages are encoded here as they come, connected or not,
+                # so that a reconnect (to a monitor stopped for a while,
+                # say) only sends lines.
+                self._keep_all(items, [msg for _, msg in items])
                 continue
             try:
                 lines = [_messages.encode_item(msg) for _, msg in items]
@@ -266,10 +275,17 @@ class SenderMixin:
         ring = self._ring
         over = len(ring) + len(pairs) - ring.maxlen
         if over > 0 and self._sock is None:
-            # the messages of the entries pushed out (a switch's are two)
-            out = itertools.chain(ring, pairs)
-            self.evicted += sum(_messages.count(k[1] if type(k) is tuple else k)
-                                for _, k in itertools.islice(out, over))
+            # the messages of the entries pushed out (_messages.count: a
+            # switch's are two, a line's its lines)
+            evicted = 0
+            for _, k in itertools.islice(itertools.chain(ring, pairs), over):
+                if type(k) is tuple:
+                    f = k[1]
+                    evicted += 1 if len(f) != SWITCH_FIELDS \
+                        else (f[1] is not None) + (f[2] is not None)
+                else:
+                    evicted += _messages.count(k)
+            self.evicted += evicted
         ring.extend(pairs)
 
     def _read_requests(self):
@@ -360,12 +376,3 @@ def _raised(mem, carry):
     mem["max_reserved"] = max(mem["max_reserved"], carry[1])
     return mem
 
-
-def _compacted(msg):
-    """A numbered edge whose read is the binding's dict, with the dict
-    replaced by its six values (``_cuda.compact``); anything else as it is."""
-    if type(msg) is tuple:
-        fields = msg[1]
-        if len(fields) != SWITCH_FIELDS and type(fields[6]) is dict:
-            return msg[0], fields[:6] + (_cuda.compact(fields[6]),) + fields[7:]
-    return msg

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The hook's cost per step in a long run, everything it does included:
+the mean over thousands of steps of one watch, with the schedule's measured
+and breakdown steps among them and the sender and sampler threads' work
+counted, with and without a monitor listening.
+
+bench/cost_model.py gives the median step of short blocks, each with a
+fresh client, and waits between blocks for the sender to finish: the right
+tool for the training thread's own path, but blind to work done off it.
+The sender runs every few dozen steps and holds the GIL while it folds
+peaks, encodes and sends; the training thread waits for it. Here each mode
+runs one watch through a long block (--steps), with a real ``vramscope
+record`` listening where --bin names one, so a block's mean carries its
+share of that work. The cost model is cost_model.py's: a fake allocator
+whose reads and resets busy-wait with the GIL held (bench/fakecuda.py).
+
+Per block, per step: wall time and training-thread CPU time over the loop;
+process CPU time (every thread of this process) over the loop and the
+sender's drain after it. Blocks rotate over the modes; each added figure is
+taken against the plain loop's block of the same round, and the median
+over rounds is printed.
+
+    PYTHONPATH=pyhook python3 bench/steady_cost.py [--bin bin/vramscope] [--old REV]
+        [--rounds 6] [--steps 2000] [--read-us 12.8]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import cost_model  # noqa: E402
+import fakecuda  # noqa: E402
+
+WARM = 20  # untimed steps after each watch starts: its first steps are measured ones
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", help="vramscope binary: also run each hook with a real monitor")
+    ap.add_argument("--old", help="also run the hook of this git revision")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=2000, help="steps per block")
+    ap.add_argument("--read-us", type=float, default=fakecuda.H100_READ_US)
+    ap.add_argument("--reset-us", type=float, default=1.0)
+    cost_model.with_allocator(ap.parse_args(), run)
+
+
+def run(args, torch, fake, work, procs):
+    torch.random.default_generator.manual_seed(0)
+    inp, width, batch, hidden = cost_model.SIZES["tiny"]
+    layers = [torch.nn.Linear(inp, width), torch.nn.ReLU()]
+    for _ in range(hidden):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x, y = torch.randn(batch, inp), torch.randint(0, 10, (batch,))
+    ce = torch.nn.functional.cross_entropy
+
+    def loop(n):
+        for _ in range(n):
+            opt.zero_grad()
+            ce(model(x), y).backward()
+            opt.step()
+
+    packages = [("", "vramscope")] + ([("old ", "vsold")] if args.old else [])
+    modes = [("plain", None)]
+    for tag, pkg in packages:
+        mod = __import__(pkg, fromlist=["_client", "_config", "_cuda", "_watch"])
+        monitors = [False] + ([True] if args.bin else [])
+        for listening in monitors:
+            sock = os.path.join(work, "none.sock")
+            name = "%swatch%s" % (tag, ", monitor" if listening else "")
+            if listening:
+                proc, sock = cost_model.start_monitor(args.bin, work, name.replace(" ", "_")
+                                                      .replace(",", ""))
+                procs.append(proc)
+            modes.append((name, (mod, mod._config.resolve(socket=sock, environ={}))))
+
+    loop(50)
+    ns, tns, pns = time.perf_counter_ns, time.thread_time_ns, time.process_time_ns
+    rows = {name: [] for name, _ in modes}  # (wall, thread, process) us per step, per round
+    reads = dict.fromkeys(rows, 0)
+    for r in range(args.rounds):
+        order = modes[r % len(modes):] + modes[:r % len(modes)]
+        for name, hook in order:
+            w = client = None
+            if hook is not None:
+                mod, cfg = hook
+                client = mod._client.Client(cfg, cuda=mod._cuda.detect(torch, model),
+                                            torch_version=torch.__version__)
+                w = mod._watch.Watcher(torch, client, model, opt, client.config)
+                loop(WARM)
+                _drained(client)
+            r0 = fake.training_reads
+            w0, t0, p0 = ns(), tns(), pns()
+            loop(args.steps)
+            w1, t1 = ns(), tns()
+            if hook is not None:
+                _drained(client)
+            p1 = pns()
+            reads[name] += fake.training_reads - r0
+            n = args.steps * 1e3
+            rows[name].append(((w1 - w0) / n, (t1 - t0) / n, (p1 - p0) / n))
+            if w is not None:
+                w.remove()
+                client.close("removed", timeout=2)
+
+    print("steady state: %.1f us a read, %.1f us a reset (busy waits, GIL held); tiny MLP, SGD, "
+          "torch %s, 1 torch thread; %d rounds x %d steps per mode; load %.2f"
+          % (args.read_us, fake.reset_ns / 1e3, torch.__version__, args.rounds, args.steps,
+             os.getloadavg()[0]))
+    print("%-26s %9s %10s %10s %11s %7s" % ("mode", "step us", "+wall us", "+thread us",
+                                             "+process us", "reads"))
+    base = rows["plain"]
+    for name, _ in modes:
+        v = rows[name]
+        line = "%-26s %9.1f" % (name, statistics.median(a[0] for a in v))
+        if name != "plain":
+            line += " %+10.1f %+10.1f %+11.1f %7.2f" % tuple(
+                [statistics.median(a[i] - b[i] for a, b in zip(v, base)) for i in range(3)]
+                + [reads[name] / (args.rounds * args.steps)])
+        print(line)
+    print("+: mean per step over a block, against the plain loop's block of the same round "
+          "(median over rounds); process: every thread, the sender's drain after the loop "
+          "included; reads: allocator reads per step on the training thread")
+
+
+def _drained(client, timeout=2.0):
+    """Wait until the sender has taken everything queued (the training
+    thread is idle meanwhile)."""
+    end = time.monotonic() + timeout
+    client._wake.set()
+    while client._queue and time.monotonic() < end:
+        time.sleep(0.001)
+    time.sleep(0.005)  # its last encode and send
+
+
+if __name__ == "__main__":
+    main()
