@@ -18,8 +18,11 @@ The cost: each call busy-waits ``read_us`` (default 12.8 us: the median of
 same README) while holding the GIL, as the real binding does while it builds
 its dict. It returns a nested dict of the real shape, made from
 testdata/torch/memory_stats_torch23_a100.json (a real torch 2.3 dict from an
-A100), from a pool built beforehand, so building it costs nothing extra: the
-12.8 us already include building (and, timed in a loop, freeing) the real one.
+A100): a new one each call, built within that cost (the 12.8 us already
+include building, and, timed in a loop, freeing the real one). A new dict,
+as torch's binding builds one (``THCPModule_memoryStats``: a ``py::dict``
+per call): nine of its dicts hold dicts, so the garbage collector tracks
+them, and how long the hook keeps them decides how often it runs.
 """
 
 import json
@@ -47,12 +50,6 @@ def nested_from_flat(flat):
 
 def _copy(d):
     return {k: _copy(v) if isinstance(v, dict) else v for k, v in d.items()}
-
-
-def _touch(d):
-    for v in d.values():
-        if type(v) is dict:
-            _touch(v)
 
 
 class FakeAllocator:
@@ -91,11 +88,9 @@ class FakeAllocator:
         self._i = (self._i + 1) % len(self._pool)
         d = self._pool[self._i]
         if self.cost_ns:
-            # torch's binding returns a dict it has just built, in the CPU's
-            # cache; the pool's dicts were last touched 256 reads ago. The
-            # walk brings this one in within the call's cost, so the hook
-            # pays no cache misses that torch's fresh dict would not cause.
-            _touch(d)
+            # A new dict, as torch's binding builds (module docstring), in
+            # the CPU's cache as torch's is, within the call's cost.
+            d = _copy(d)
             ns = time.perf_counter_ns
             while ns() < end:
                 pass

@@ -25,6 +25,7 @@ over rounds is printed.
 """
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -85,6 +86,21 @@ def run(args, torch, fake, work, procs):
     ns, tns, pns = time.perf_counter_ns, time.thread_time_ns, time.process_time_ns
     rows = {name: [] for name, _ in modes}  # (wall, thread, process) us per step, per round
     reads = dict.fromkeys(rows, 0)
+    # The garbage collector's runs during each mode's timed loops, by
+    # generation, and their time (any thread's, wherever they ran)
+    collections = {name: [0, 0, 0, 0.0] for name, _ in modes}
+    started, current = [0], [None]
+
+    def on_gc(phase, info):
+        if current[0] is None:
+            return
+        if phase == "start":
+            started[0] = ns()
+        else:
+            c = collections[current[0]]
+            c[info["generation"]] += 1
+            c[3] += (ns() - started[0]) / 1e3
+    gc.callbacks.append(on_gc)
     for r in range(args.rounds):
         order = modes[r % len(modes):] + modes[:r % len(modes)]
         for name, hook in order:
@@ -98,7 +114,9 @@ def run(args, torch, fake, work, procs):
                 _drained(client)
             r0 = fake.training_reads
             w0, t0, p0 = ns(), tns(), pns()
+            current[0] = name
             loop(args.steps)
+            current[0] = None
             w1, t1 = ns(), tns()
             if hook is not None:
                 _drained(client)
@@ -114,20 +132,29 @@ def run(args, torch, fake, work, procs):
           "torch %s, 1 torch thread; %d rounds x %d steps per mode; load %.2f"
           % (args.read_us, fake.reset_ns / 1e3, torch.__version__, args.rounds, args.steps,
              os.getloadavg()[0]))
-    print("%-26s %9s %10s %10s %11s %7s" % ("mode", "step us", "+wall us", "+thread us",
-                                             "+process us", "reads"))
+    gc.callbacks.remove(on_gc)
+    print("%-26s %9s %10s %10s %11s %7s %18s %8s" % (
+        "mode", "step us", "+wall us", "+thread us", "+process us", "reads",
+        "gc runs /1000 steps", "gc us"))
     base = rows["plain"]
+    steps = args.rounds * args.steps
     for name, _ in modes:
         v = rows[name]
         line = "%-26s %9.1f" % (name, statistics.median(a[0] for a in v))
         if name != "plain":
             line += " %+10.1f %+10.1f %+11.1f %7.2f" % tuple(
                 [statistics.median(a[i] - b[i] for a, b in zip(v, base)) for i in range(3)]
-                + [reads[name] / (args.rounds * args.steps)])
+                + [reads[name] / steps])
+        else:
+            line += " %10s %10s %11s %7s" % ("", "", "", "")
+        c = collections[name]
+        line += " %18s %8.2f" % ("%.1f/%.2f/%.2f" % tuple(n * 1000 / steps for n in c[:3]),
+                                 c[3] / steps)
         print(line)
     print("+: mean per step over a block, against the plain loop's block of the same round "
           "(median over rounds); process: every thread, the sender's drain after the loop "
-          "included; reads: allocator reads per step on the training thread")
+          "included; reads: allocator reads per step on the training thread; gc: the "
+          "collector's runs of generations 0/1/2 in the timed loops, and their time a step")
 
 
 def _drained(client, timeout=2.0):

@@ -7,6 +7,7 @@ every step with default settings, plain steps read once, and the user's
 prints are identical with and without the hook, on torch 1.13 and 2.x.
 """
 
+import gc
 import os
 import subprocess
 import sys
@@ -264,6 +265,49 @@ def test_the_sender_folds_each_peak_the_largest_of_the_reads_that_have_it(batch)
     want = {("allocated_bytes", "all"): 7, ("allocated_bytes", "large_pool"): 6,
             ("reserved_bytes", "all"): 11}
     assert peaks.folded == want
+
+
+def test_a_plain_steps_reads_are_let_go_before_they_fill_the_young_generation(torch_mod):
+    # torch builds a new nested dict on every read (about 40 dicts); the hook
+    # keeps each until the sender's round. The sender must be woken before
+    # the reads kept since its last round fill Python's young generation,
+    # whose collection would promote them (docs/hook.md, "The garbage
+    # collector").
+    torch = torch_mod
+    fake = fakecuda.FakeAllocator(read_us=0.001, reset_us=0).install(torch)  # a new dict a read
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(),
+                                    torch.nn.Linear(8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        client = _client.Client(make_config(sample_hz=0), cuda=_cuda.detect(torch, model),
+                                start=False)
+        watcher = _watch.Watcher(torch, client, model, opt, client.config)
+        x = torch.randn(4, 8)
+
+        def step():
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+        for _ in range(5):  # past the first steps, which read every phase
+            step()
+        client._drain()
+        client._wake.clear()
+        gc.collect()
+        gc.disable()
+        try:
+            made, steps = gc.get_count()[0], 0
+            while not client._wake.is_set() and steps < 100:
+                step()
+                steps += 1
+            made = gc.get_count()[0] - made
+        finally:
+            gc.enable()
+        assert steps > 1, "a round every step would wake the sender too often"
+        assert made < gc.get_threshold()[0], (steps, made)
+        watcher.remove()
+        client.close("done", timeout=0)
+    finally:
+        fake.uninstall()
 
 
 def test_remove_undoes_the_patches(torch_mod):
