@@ -80,7 +80,13 @@ def test_late_monitor_gets_hello_and_the_first_steps(torch_mod, sock_path):
     client = fast_client(sock_path, ring_size=4)
     _watch.Watcher(torch, client, model, opt, client.config)
     train(torch, model, opt, 8)
-    time.sleep(0.05)
+    # Everything kept before the monitor comes: what the sender still held
+    # then would be sent live, not pushed out of the ring.
+    client._wake.set()
+    deadline = time.monotonic() + 5
+    while client._queue and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)  # the round that took the queue keeps it
     made = client.stats()["created"]
     mon = FakeMonitor(sock_path).start()
     try:
