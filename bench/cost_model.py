@@ -137,12 +137,9 @@ class HistoryOff:
         self._torch.cuda.memory._record_memory_history(enabled=None)
 
 
-def run(args, torch, fake, work, procs):
-    packages = [("", "vramscope")]
-    if args.old:
-        packages.append(("old ", "vsold"))
-    inp, width, batch, hidden = SIZES[args.size]
-    dev = args.device
+def mlp_of(torch, size, dev="cpu"):
+    """The MLP of ``SIZES[size]`` on ``dev``, its weights seeded."""
+    inp, width, _, hidden = SIZES[size]
     if dev == "cuda":
         torch.manual_seed(0)
     else:
@@ -153,7 +150,16 @@ def run(args, torch, fake, work, procs):
     layers = [torch.nn.Linear(inp, width), torch.nn.ReLU()]
     for _ in range(hidden):
         layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10)).to(dev)
+    return torch.nn.Sequential(*layers, torch.nn.Linear(width, 10)).to(dev)
+
+
+def run(args, torch, fake, work, procs):
+    packages = [("", "vramscope")]
+    if args.old:
+        packages.append(("old ", "vsold"))
+    inp, width, batch, hidden = SIZES[args.size]
+    dev = args.device
+    model = mlp_of(torch, args.size, dev)
     hf = args.hf
     if hf:  # model(input_ids=x, labels=y).loss: a transformers model's shape
         model = shapes.lm_head(torch, model)

@@ -52,12 +52,8 @@ def main():
 
 
 def run(args, torch, fake, work, procs):
-    torch.random.default_generator.manual_seed(0)
-    inp, width, batch, hidden = cost_model.SIZES["tiny"]
-    layers = [torch.nn.Linear(inp, width), torch.nn.ReLU()]
-    for _ in range(hidden):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+    inp, _, batch, _ = cost_model.SIZES["tiny"]
+    model = cost_model.mlp_of(torch, "tiny")
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(batch, inp), torch.randint(0, 10, (batch,))
     ce = torch.nn.functional.cross_entropy
