@@ -378,6 +378,9 @@ def encode_item(item):
 
 _PHASE_LINE = ('{"v":1,"type":"phase","seq":%d,"t":%r,"name":%s,"step":%d,"micro":%d,'
                '"edge":"%s","user":%s,"mem":%s%s}\n')
+# _PHASE_LINE with its name, edge, user, mem and extra fields to write in,
+# its seq, t, step and micro left to format (_switch_shape)
+_PHASE_SHAPE = _PHASE_LINE.replace("%d", "%%d").replace("%r", "%%r")
 _switch_shapes = {}  # (end, begin, model) -> _switch_shape's answer
 
 
@@ -397,9 +400,8 @@ def _switch_shape(end, begin, tail, model):
             continue
         if type(name) is not str:
             return None
-        lines.append(('{"v":1,"type":"phase","seq":%%d,"t":%%r,"name":%s,"step":%%d,'
-                      '"micro":%%d,"edge":"%s","user":false,"mem":null%s}\n')
-                     % (_quote(name).replace("%", "%%"), edge, tail.replace("%", "%%")))
+        lines.append(_PHASE_SHAPE % (_quote(name).replace("%", "%%"), edge, "false", "null",
+                                     tail.replace("%", "%%")))
     return ("".join(lines), len(lines) == 2) if lines else None
 
 
