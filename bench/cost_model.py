@@ -336,7 +336,11 @@ def run(args, torch, fake, work, procs):
         name = "%swatch" % tag
         if name not in added:
             continue
-        cost = max(added[name][col], 1e-9)
+        cost = added[name][col]
+        if cost <= 0:  # a GPU's step-to-step noise can hide it: no ratio means anything
+            print("%sratios: none; the plain step's added %s is %.1f us, inside the noise"
+                  % (tag, "training-thread cpu" if dev == "cpu" else "wall time", cost))
+            continue
         if dev == "cpu":
             print("%sratios (training-thread cpu per plain step, median %.1f us, paired %.1f us, "
                   "p10 %.1f us):" % (tag, cost, added[name][3], added[name][2]))

@@ -20,8 +20,17 @@ sender's drain after it. Blocks rotate over the modes; each added figure is
 taken against the plain loop's block of the same round, and the median
 over rounds is printed.
 
+On a GPU (--device cuda) the allocator is the real one, its reads counted,
+and the model is the issue's 8x2048 MLP with Adam. Each step is synced, as a
+training loop that reads its loss every step is; a synchronising thread
+spins, so the training thread's CPU is taken up to the sync (its own work:
+launches and the hook), and the other threads' CPU (the sender's, the
+sampler's, the driver's) beside it. --unsynced syncs once a block: the wall
+time is then the loop's throughput, which the hook's CPU work only slows
+where the CPU, not the GPU, sets the pace.
+
     PYTHONPATH=pyhook python3 bench/steady_cost.py [--bin bin/vramscope] [--old REV]
-        [--rounds 6] [--steps 2000] [--read-us 12.8]
+        [--rounds 6] [--steps 2000] [--read-us 12.8] [--device cuda [--unsynced]]
 """
 
 import argparse
@@ -48,21 +57,54 @@ def main():
     ap.add_argument("--steps", type=int, default=2000, help="steps per block")
     ap.add_argument("--read-us", type=float, default=fakecuda.H100_READ_US)
     ap.add_argument("--reset-us", type=float, default=1.0)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: the real allocator and the 8x2048 MLP with Adam on a GPU")
+    ap.add_argument("--unsynced", action="store_true",
+                    help="with --device cuda: sync once a block, not every step")
     cost_model.with_allocator(ap.parse_args(), run)
 
 
 def run(args, torch, fake, work, procs):
-    inp, _, batch, _ = cost_model.SIZES["tiny"]
-    model = cost_model.mlp_of(torch, "tiny")
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    x, y = torch.randn(batch, inp), torch.randint(0, 10, (batch,))
+    ns, tns, pns = time.perf_counter_ns, time.thread_time_ns, time.process_time_ns
+    cuda = args.device == "cuda"
+    size = "h100mlp" if cuda else "tiny"
+    inp, _, batch, _ = cost_model.SIZES[size]
+    dev = args.device
+    model = cost_model.mlp_of(torch, size, dev)
+    if cuda:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(batch, inp, device=dev)
+    y = torch.randint(0, 10, (batch,), device=dev)
     ce = torch.nn.functional.cross_entropy
+    own = [0]  # the training thread's CPU in the steps, up to each sync (ns)
+    own_steps = []  # the same, a step at a time
 
-    def loop(n):
+    def plain_loop(n):
         for _ in range(n):
             opt.zero_grad()
             ce(model(x), y).backward()
             opt.step()
+
+    def synced_loop(n):
+        sync, acc = torch.cuda.synchronize, 0
+        for _ in range(n):
+            c0 = tns()
+            opt.zero_grad()
+            ce(model(x), y).backward()
+            opt.step()
+            c = tns() - c0
+            acc += c
+            own_steps.append(c)
+            sync()
+        own[0] += acc
+
+    def unsynced_loop(n):
+        plain_loop(n)
+        torch.cuda.synchronize()
+
+    loop = plain_loop if not cuda else unsynced_loop if args.unsynced else synced_loop
 
     packages = [("", "vramscope")] + ([("old ", "vsold")] if args.old else [])
     modes = [("plain", None)]
@@ -79,9 +121,9 @@ def run(args, torch, fake, work, procs):
             modes.append((name, (mod, mod._config.resolve(socket=sock, environ={}))))
 
     loop(50)
-    ns, tns, pns = time.perf_counter_ns, time.thread_time_ns, time.process_time_ns
     rows = {name: [] for name, _ in modes}  # (wall, thread, process) us per step, per round
     reads = dict.fromkeys(rows, 0)
+    spread = {name: [] for name, _ in modes}  # synced: own CPU's step median, p90, p99 (us)
     # The garbage collector's runs during each mode's timed loops, by
     # generation, and their time (any thread's, wherever they ran)
     collections = {name: [0, 0, 0, 0.0] for name, _ in modes}
@@ -109,6 +151,8 @@ def run(args, torch, fake, work, procs):
                 loop(WARM)
                 _drained(client)
             r0 = fake.training_reads
+            own[0] = 0
+            own_steps.clear()
             w0, t0, p0 = ns(), tns(), pns()
             current[0] = name
             loop(args.steps)
@@ -116,22 +160,37 @@ def run(args, torch, fake, work, procs):
             w1, t1 = ns(), tns()
             if hook is not None:
                 _drained(client)
-            p1 = pns()
+            p1, t2 = pns(), tns()
             reads[name] += fake.training_reads - r0
             n = args.steps * 1e3
-            rows[name].append(((w1 - w0) / n, (t1 - t0) / n, (p1 - p0) / n))
+            if cuda and not args.unsynced:  # own CPU up to the syncs; the other threads'
+                rows[name].append(((w1 - w0) / n, own[0] / n, (p1 - p0 - (t2 - t0)) / n))
+                own_steps.sort()
+                k = len(own_steps)
+                spread[name].append([own_steps[k // 2] / 1e3, own_steps[k * 9 // 10] / 1e3,
+                                     own_steps[k * 99 // 100] / 1e3])
+            else:
+                rows[name].append(((w1 - w0) / n, (t1 - t0) / n, (p1 - p0) / n))
             if w is not None:
                 w.remove()
                 client.close("removed", timeout=2)
 
-    print("steady state: %.1f us a read, %.1f us a reset (busy waits, GIL held); tiny MLP, SGD, "
-          "torch %s, 1 torch thread; %d rounds x %d steps per mode; load %.2f"
-          % (args.read_us, fake.reset_ns / 1e3, torch.__version__, args.rounds, args.steps,
-             os.getloadavg()[0]))
+    if cuda:
+        print("steady state: the REAL allocator on %s; 8x2048 MLP, Adam, batch 512, torch %s, "
+              "%d torch threads; steps %s; %d rounds x %d steps per mode; load %.2f"
+              % (torch.cuda.get_device_name(0), torch.__version__, torch.get_num_threads(),
+                 "synced once a block" if args.unsynced else "each synced", args.rounds,
+                 args.steps, os.getloadavg()[0]))
+    else:
+        print("steady state: %.1f us a read, %.1f us a reset (busy waits, GIL held); tiny MLP, "
+              "SGD, torch %s, 1 torch thread; %d rounds x %d steps per mode; load %.2f"
+              % (args.read_us, fake.reset_ns / 1e3, torch.__version__, args.rounds, args.steps,
+                 os.getloadavg()[0]))
     gc.callbacks.remove(on_gc)
+    synced = cuda and not args.unsynced
     print("%-26s %9s %10s %10s %11s %7s %18s %8s" % (
-        "mode", "step us", "+wall us", "+thread us", "+process us", "reads",
-        "gc runs /1000 steps", "gc us"))
+        "mode", "step us", "+wall us", "+own us" if synced else "+thread us",
+        "+others us" if synced else "+process us", "reads", "gc runs /1000 steps", "gc us"))
     base = rows["plain"]
     steps = args.rounds * args.steps
     for name, _ in modes:
@@ -147,10 +206,22 @@ def run(args, torch, fake, work, procs):
         line += " %18s %8.2f" % ("%.1f/%.2f/%.2f" % tuple(n * 1000 / steps for n in c[:3]),
                                  c[3] / steps)
         print(line)
+    if synced:
+        print("own CPU a step, its distribution (block's median, p90 and p99, median over "
+              "rounds; us):")
+        for name, _ in modes:
+            v = [statistics.median(b[i] for b in spread[name]) for i in range(3)]
+            line = "  %-24s median %8.1f  p90 %8.1f  p99 %8.1f" % (name, *v)
+            if name != "plain":
+                line += "   +median %+7.1f" % statistics.median(
+                    a[0] - b[0] for a, b in zip(spread[name], spread["plain"]))
+            print(line)
     print("+: mean per step over a block, against the plain loop's block of the same round "
-          "(median over rounds); process: every thread, the sender's drain after the loop "
-          "included; reads: allocator reads per step on the training thread; gc: the "
-          "collector's runs of generations 0/1/2 in the timed loops, and their time a step")
+          "(median over rounds); %s; reads: allocator reads per step on the training thread; "
+          "gc: the collector's runs of generations 0/1/2 in the timed loops, and their time a "
+          "step" % ("own: the training thread's CPU up to each step's sync; others: every "
+                    "other thread's CPU (the sender's drain after the loop included)" if synced
+                    else "process: every thread, the sender's drain after the loop included"))
 
 
 def _drained(client, timeout=2.0):

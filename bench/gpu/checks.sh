@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # The GPU checks, run as one script on a lent GPU machine (the device tool):
-# the real allocator's read and reset costs, seed 001 with the user's own
+# the real allocator's read and reset costs, whether the hook makes the
+# training thread wait for the GPU, what a read leaves to the garbage
+# collector, seed 001 with the user's own
 # stat_cuda prints compared with and without the hook (recorded by the real
 # monitor), a bounded _record_memory_history capture of a leaking loop, a real
 # out-of-memory error with and without the hook, bench/cost_model.py on the
-# real allocator, and a real Lightning fit on the GPU (bench/lightning_cost.py).
+# real allocator, the hook's long-run cost on it (bench/steady_cost.py, steps
+# synced and unsynced), and a real Lightning fit on the GPU
+# (bench/lightning_cost.py).
 # Everything lands under $OUT; each step has its own timeout, cut to what is
 # left of BUDGET seconds (default 520) so that the archive is always written.
 #
 #   bash bench/gpu/checks.sh SEED001.py    (from the repository root, bin/vramscope built)
 #   QUICK=1 bash bench/gpu/checks.sh ...   (the read costs, seed 001, the cost
-#                                           model and Lightning only: the step
-#                                           path's checks)
+#                                           model, the long run and Lightning
+#                                           only: the step path's checks)
 #   BLOCKS=20 ROUNDS=8 LSTEPS=150 ...       (the cost model's blocks, Lightning's
-#                                           rounds and steps: 10, 4 and 200)
+#                                           rounds and steps: 10, 4 and 200;
+#                                           LSTEPS=0 skips Lightning)
+#   SROUNDS=4 SSTEPS=2000 ...               (the long run's rounds and steps a
+#                                           block: 3 and 1500)
 #   OLD_HOOK=DIR ...                        (the cost model and Lightning also run
 #                                           the vramscope package copied in DIR:
 #                                           old against new)
@@ -36,6 +43,11 @@ bin/vramscope devices 2>&1 | head -12
 log "read and reset cost"
 timeout $(left 60) python3 bench/gpu/read_cost.py --n 20000 --json "$O/read_cost.json"
 
+log "synchronising operations, and what a read leaves to the garbage collector"
+timeout $(left 60) python3 bench/gpu/sync_check.py --steps 300 2>&1 | grep -v RuntimeWarning | tee "$O/sync_check.txt"
+timeout $(left 90) python3 bench/gc_census.py --device cuda --steps 3000 ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 \
+  | grep -v RuntimeWarning | tee "$O/gc_census.txt"
+
 log "seed 001 without the hook"
 timeout $(left 90) python3 "$SEED" --steps 8 --truth "$O/s001_nohook.json" > "$O/s001_nohook.txt" 2>&1
 log "seed 001 with the hook, recorded"
@@ -57,9 +69,18 @@ log "cost model on the real allocator"
 timeout $(left 200) python3 bench/cost_model.py --device cuda --size h100mlp --blocks ${BLOCKS:-10} --steps 40 --no-profiler \
   ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 | tee "$O/cost_cuda.txt"
 
+for sync in "" --unsynced; do
+  log "the long run on the real allocator ${sync:-synced}"
+  timeout $(left 200) python3 bench/steady_cost.py --device cuda $sync --bin bin/vramscope \
+    --rounds ${SROUNDS:-3} --steps ${SSTEPS:-1500} ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 \
+    | tee "$O/steady_cuda${sync:+_unsynced}.txt"
+done
+
+if [ "${LSTEPS:-200}" != 0 ]; then
 log "Lightning on the GPU"
 timeout $(left 200) python3 bench/lightning_cost.py --device cuda --steps ${LSTEPS:-200} --rounds ${ROUNDS:-4} \
   ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 | tee "$O/lightning_cuda.txt"
+fi
 
 if [ -z "${QUICK:-}" ]; then
 log "bounded _record_memory_history capture of a leaking loop"
