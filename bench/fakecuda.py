@@ -228,6 +228,30 @@ H100_RESET_US = 1.0
 # --read-us 9.98 --reset-us 0.15 for the H200's.
 H200_READ_US = 9.98
 H200_RESET_US = 0.152
+# Later reads on H100 and H200 machines (testdata/h200/2026-11-27/README.md):
+# resets 0.157-0.20 us, reads 10.35-12.87 us (one run's reads alone 21.4).
+# What one real read leaves to the garbage collector, on an H200 (torch
+# 2.11.0+cu130, Python 3.12.3, bench/gc_census.py --device cuda, the same
+# README): 17 top-level keys, READ_GC_OBJECTS objects the collector counts
+# as made (every dict), READ_TRACKED of them tracked (the dicts that hold
+# dicts). A fake read must leave the same.
+READ_GC_OBJECTS = 39
+READ_TRACKED = 10
+
+
+def gc_load(obj):
+    """What a read leaves to the garbage collector: its dicts, nested ones
+    walked (each one the collector counts as made), and how many of them it
+    tracks."""
+    import gc
+    made, tracked = 1, 1 if gc.is_tracked(obj) else 0
+    for v in obj.values():
+        if type(v) is dict:
+            m, t = gc_load(v)
+            made, tracked = made + m, tracked + t
+    return made, tracked
+
+
 LARGE = 1 << 20  # the caching allocator's small/large pool boundary (1 MiB)
 SEGMENT = 2 << 20  # large segments round to 2 MiB
 

@@ -267,6 +267,20 @@ def test_the_sender_folds_each_peak_the_largest_of_the_reads_that_have_it(batch)
     assert peaks.folded == want
 
 
+def test_a_fake_read_leaves_the_collector_what_a_real_one_does(torch_mod):
+    # The young generation's count is what the next test weighs: a fake read
+    # must make and keep tracked as many objects as torch 2.11's real one on
+    # an H200 (bench/fakecuda.py, READ_GC_OBJECTS and READ_TRACKED).
+    torch = torch_mod
+    fake = fakecuda.FakeAllocator(read_us=0.001, reset_us=0).install(torch)
+    try:
+        first, second = torch._C._cuda_memoryStats(0), torch._C._cuda_memoryStats(0)
+        assert len(second) == 17 and second is not first
+        assert fakecuda.gc_load(second) == (fakecuda.READ_GC_OBJECTS, fakecuda.READ_TRACKED)
+    finally:
+        fake.uninstall()
+
+
 def test_a_plain_steps_reads_are_let_go_before_they_fill_the_young_generation(torch_mod):
     # torch builds a new nested dict on every read (about 40 dicts); the hook
     # keeps each until the sender's round. The sender must be woken before
