@@ -12,7 +12,13 @@ are promoted, and enough promoted ones set off a full collection, whose
 pause grows with the whole process's heap (docs/hook.md, "The garbage
 collector").
 
-    PYTHONPATH=pyhook python3 bench/gc_census.py [--device cuda] [--steps 3000]
+--heap N keeps N more objects alive beside the model, as a training
+process keeps its data, its framework and its logs: the oldest generation
+is collected only once the objects promoted into it since its last
+collection are a quarter of it, so a small test process sees full
+collections that a real one would see more rarely, and longer.
+
+    PYTHONPATH=pyhook python3 bench/gc_census.py [--device cuda] [--steps 3000] [--heap 500000]
 """
 import argparse
 import collections
@@ -35,6 +41,7 @@ def main():
     ap.add_argument("--read-us", type=float, default=fakecuda.H100_READ_US)
     ap.add_argument("--reset-us", type=float, default=1.0)
     ap.add_argument("--old", help="also run the hook of this git revision")
+    ap.add_argument("--heap", type=int, default=0, help="other objects kept alive (lists)")
     cost_model.with_allocator(ap.parse_args(), run)
 
 
@@ -54,6 +61,7 @@ def run(args, torch, fake, work, procs):
             opt.zero_grad()
             ce(model(x), y).backward()
             opt.step()
+    heap = [[i] for i in range(args.heap)]  # noqa: F841 (kept alive)
     loop(20)
     raw = torch._C._cuda_memoryStats(0)
     gc.disable()
@@ -65,11 +73,15 @@ def run(args, torch, fake, work, procs):
           "count grew %d; torch %s, Python %s, %s"
           % (len(raw), *fakecuda.gc_load(raw), made, torch.__version__, sys.version.split()[0],
              torch.cuda.get_device_name(0) if cuda else "the cost model's fake allocator"))
-    counts = [0, 0, 0]
+    counts, full, started = [0, 0, 0], [], [0.0]
 
     def on_gc(phase, info):
-        if phase == "stop":
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
             counts[info["generation"]] += 1
+            if info["generation"] == 2:
+                full.append((time.perf_counter() - started[0]) * 1e3)
     sock = os.path.join(work, "none.sock")
     packages = [("watch", "vramscope")] + ([("old watch", "vsold")] if args.old else [])
     for name, pkg in [("plain", None)] + packages:
@@ -84,15 +96,18 @@ def run(args, torch, fake, work, procs):
         gc.collect()
         before = collections.Counter(type(o).__name__ for o in gc.get_objects(2))
         counts[:] = [0, 0, 0]
+        full.clear()
         gc.callbacks.append(on_gc)
         t0 = time.perf_counter()
         loop(args.steps)
         t = time.perf_counter() - t0
         gc.callbacks.remove(on_gc)
         grown = collections.Counter(type(o).__name__ for o in gc.get_objects(2)) - before
-        print("%-10s %d steps in %.1f s: collections %d/%d/%d (generations 0/1/2); %d objects "
-              "promoted into the oldest generation%s" % (
-                  name, args.steps, t, *counts, sum(grown.values()),
+        print("%-10s %d steps in %.1f s: collections %d/%d/%d (generations 0/1/2)%s; the oldest "
+              "generation grew by %d objects%s" % (
+                  name, args.steps, t, *counts,
+                  " (full: %s ms)" % ", ".join("%.0f" % f for f in full) if full else "",
+                  sum(grown.values()),
                   (": " + ", ".join("%d %s" % (n, k) for k, n in grown.most_common(6)))
                   if grown else ""))
         if w is not None:
