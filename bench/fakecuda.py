@@ -220,6 +220,8 @@ S001_STAT_CUDA = os.path.join(ROOT, "testdata", "h100", "s001_stat_cuda.json")
 # and 2 oversize stats (c10/cuda/CUDACachingAllocator.cpp): no CUDA call, no
 # dict. 1 us is an upper bound assumed for it (a METH_O torch binding call
 # costs 0.24 us on this box: _set_grad_enabled, bench/cost_model.py --reset-us).
+# Real resets measured since then cost 0.157-0.20 us (H100 and H200, below);
+# the cost model keeps 1.0, the figure its earlier tables were stated in.
 H100_RESET_US = 1.0
 # Measured on an H200 (torch 2.11.0+cu130, bench/gpu/read_cost.py, 20,000
 # calls, medians; testdata/h200/README.md): one stats read 9.98 us, one peak

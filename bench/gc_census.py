@@ -39,7 +39,7 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--read-us", type=float, default=fakecuda.H100_READ_US)
-    ap.add_argument("--reset-us", type=float, default=1.0)
+    ap.add_argument("--reset-us", type=float, default=fakecuda.H100_RESET_US)
     ap.add_argument("--old", help="also run the hook of this git revision")
     ap.add_argument("--heap", type=int, default=0, help="other objects kept alive (lists)")
     cost_model.with_allocator(ap.parse_args(), run)

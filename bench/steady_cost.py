@@ -56,7 +56,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--steps", type=int, default=2000, help="steps per block")
     ap.add_argument("--read-us", type=float, default=fakecuda.H100_READ_US)
-    ap.add_argument("--reset-us", type=float, default=1.0)
+    ap.add_argument("--reset-us", type=float, default=fakecuda.H100_RESET_US)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="cuda: the real allocator and the 8x2048 MLP with Adam on a GPU")
     ap.add_argument("--unsynced", action="store_true",
