@@ -178,6 +178,34 @@ func TestCreateRefusesExisting(t *testing.T) {
 	w.Close()
 }
 
+// A live recording is compressed at gzip's fastest level (docs/format.md,
+// "Compression"): the gzip header's XFL byte says so (RFC 1952: 4), and a
+// standard reader reads it back whole.
+func TestGzipIsTheFastestLevel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl.gz")
+	evs := fixtureEvents(t)
+	w := writeAll(t, path, fixtureHeader(), evs)
+	w.Close()
+	full, _ := os.ReadFile(path)
+	if len(full) < 10 || full[0] != 0x1f || full[1] != 0x8b {
+		t.Fatalf("not gzip: % x", full[:min(len(full), 10)])
+	}
+	if full[8] != 4 {
+		t.Errorf("XFL %d, want 4 (the fastest level)", full[8])
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := bytes.Count(data, []byte("\n")); lines != len(evs)+1 {
+		t.Errorf("%d lines, want the header and %d events", lines, len(evs))
+	}
+}
+
 func TestTornGzip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.jsonl.gz")
 	evs := fixtureEvents(t)

@@ -106,7 +106,9 @@ func Create(path string, h Header, opts ...Option) (*Writer, error) {
 	w.file.w = f
 	var out io.Writer = &w.file
 	if w.gzip != nil && *w.gzip || w.gzip == nil && strings.HasSuffix(path, ".gz") {
-		w.gz = gzip.NewWriter(&w.file)
+		// The fastest level: the monitor compresses every event as it
+		// comes, beside the training it watches (docs/format.md, "Compression").
+		w.gz, _ = gzip.NewWriterLevel(&w.file, gzip.BestSpeed) // a valid level: no error
 		out = w.gz
 	}
 	w.bw = bufio.NewWriterSize(out, 64<<10)
