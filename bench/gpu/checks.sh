@@ -21,6 +21,10 @@
 #                                           LSTEPS=0 skips Lightning)
 #   SROUNDS=4 SSTEPS=2000 ...               (the long run's rounds and steps a
 #                                           block: 3 and 1500)
+#   PYSPY=.gpu/py-spy ...                   (also profile one synced long run
+#                                           with this py-spy binary, carried:
+#                                           the machine has none; 250 samples
+#                                           a second, non-blocking, raw stacks)
 #   OLD_HOOK=DIR ...                        (the cost model and Lightning also run
 #                                           the vramscope package copied in DIR:
 #                                           old against new)
@@ -75,6 +79,12 @@ for sync in "" --unsynced; do
     --rounds ${SROUNDS:-3} --steps ${SSTEPS:-1500} ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 \
     | tee "$O/steady_cuda${sync:+_unsynced}.txt"
 done
+
+if [ -n "${PYSPY:-}" ]; then
+  log "the synced long run, profiled"
+  timeout $(left 150) "$PYSPY" record -r 250 --nonblocking -t -f raw -o "$O/steady_profile.txt" -- \
+    python3 bench/steady_cost.py --device cuda --rounds 2 --steps 1000 2>&1 | grep -v RuntimeWarning | tail -n 8
+fi
 
 if [ "${LSTEPS:-200}" != 0 ]; then
 log "Lightning on the GPU"
