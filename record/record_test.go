@@ -182,11 +182,7 @@ func TestCreateRefusesExisting(t *testing.T) {
 // "Compression"): the gzip header's XFL byte says so (RFC 1952: 4), and a
 // standard reader reads it back whole.
 func TestGzipIsTheFastestLevel(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "r.jsonl.gz")
-	evs := fixtureEvents(t)
-	w := writeAll(t, path, fixtureHeader(), evs)
-	w.Close()
-	full, _ := os.ReadFile(path)
+	full, evs := gzipRecording(t)
 	if len(full) < 10 || full[0] != 0x1f || full[1] != 0x8b {
 		t.Fatalf("not gzip: % x", full[:min(len(full), 10)])
 	}
@@ -206,12 +202,23 @@ func TestGzipIsTheFastestLevel(t *testing.T) {
 	}
 }
 
-func TestTornGzip(t *testing.T) {
+// gzipRecording writes the fixture's events to a finished .gz recording and
+// returns its bytes and the events.
+func gzipRecording(t *testing.T) ([]byte, []session.Event) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "r.jsonl.gz")
 	evs := fixtureEvents(t)
 	w := writeAll(t, path, fixtureHeader(), evs)
 	w.Close()
-	full, _ := os.ReadFile(path)
+	full, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return full, evs
+}
+
+func TestTornGzip(t *testing.T) {
+	full, evs := gzipRecording(t)
 	// Cut inside the deflate data and inside the trailer.
 	for _, cut := range []int{len(full) - 4, len(full) / 2} {
 		r, err := NewReader("cut", bytes.NewReader(full[:cut]))
