@@ -52,12 +52,6 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
     ce = torch.nn.functional.cross_entropy
-    cfg = _config.resolve(socket=os.path.join(tempfile.mkdtemp(), "none.sock"), environ={},
-                          activations_every=1 if args.measured else 100)
-    client = _client.Client(cfg, cuda=_cuda.detect(torch, model), torch_version=torch.__version__)
-    client.step = 3  # a default plain step, past the always-measured first steps
-    watcher = _watch.Watcher(torch, client, model, opt, client.config)
-    watcher.breakdown_always = args.every_phase
 
     def step():
         opt.zero_grad()
@@ -68,26 +62,44 @@ def main():
                 ce(model(x), y).backward()
         opt.step()
 
+    pkg = os.path.join(ROOT, "pyhook", "vramscope")
+
+    def traced():
+        """One step under sys.settrace: bytecodes and calls by (who, file, function)."""
+        ops, calls = collections.Counter(), collections.Counter()
+
+        def tracer(frame, event, arg):
+            path = frame.f_code.co_filename
+            who = ("vramscope" if path.startswith(pkg) else
+                   "fake allocator" if "fakecuda" in path else "torch/other")
+            key = (who, os.path.basename(path), frame.f_code.co_name)
+            if event == "call":
+                calls[key] += 1
+                frame.f_trace_opcodes = True
+            elif event == "opcode":
+                ops[key] += 1
+            return tracer
+
+        sys.settrace(tracer)
+        step()
+        sys.settrace(None)
+        return ops, calls
+
     for _ in range(args.steps_before):
         step()
-    pkg = os.path.join(ROOT, "pyhook", "vramscope")
-    ops, calls = collections.Counter(), collections.Counter()
+    # torch's own Python in the same step without the hook: registered hooks
+    # take torch's slower paths (Module._call_impl, the optimizer's wrapper)
+    unwatched = sum(n for key, n in traced()[0].items() if key[0] == "torch/other")
+    cfg = _config.resolve(socket=os.path.join(tempfile.mkdtemp(), "none.sock"), environ={},
+                          activations_every=1 if args.measured else 100)
+    client = _client.Client(cfg, cuda=_cuda.detect(torch, model), torch_version=torch.__version__)
+    client.step = 3  # a default plain step, past the always-measured first steps
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    watcher.breakdown_always = args.every_phase
 
-    def tracer(frame, event, arg):
-        path = frame.f_code.co_filename
-        who = ("vramscope" if path.startswith(pkg) else
-               "fake allocator" if "fakecuda" in path else "torch/other")
-        key = (who, os.path.basename(path), frame.f_code.co_name)
-        if event == "call":
-            calls[key] += 1
-            frame.f_trace_opcodes = True
-        elif event == "opcode":
-            ops[key] += 1
-        return tracer
-
-    sys.settrace(tracer)
-    step()
-    sys.settrace(None)
+    for _ in range(args.steps_before):
+        step()
+    ops, calls = traced()
     for key, n in sorted(ops.items(), key=lambda kv: -kv[1]):
         if key[0] == "vramscope":
             print("%6d %3d  %s:%s" % (n, calls[key], key[1], key[2]))
@@ -102,9 +114,10 @@ def main():
         + (" (every phase read+reset)" if args.every_phase else "") \
         + (" of %d micro-steps" % args.micro if args.micro > 1 else "")
     print((what + " (Python %d.%d, torch %s): vramscope %d opcodes in %d frames; "
-           "torch's own Python %d opcodes; the fake allocator's %d (not the hook's)")
+           "torch's own Python %d opcodes (%d in the same step unwatched); the fake "
+           "allocator's %d (not the hook's)")
           % (sys.version_info[0], sys.version_info[1], torch.__version__, by["vramscope"],
-             frames["vramscope"], by["torch/other"], by["fake allocator"]))
+             frames["vramscope"], by["torch/other"], unwatched, by["fake allocator"]))
     watcher.remove()
     client.close("done", timeout=1)
     fake.uninstall()
