@@ -153,22 +153,31 @@ def mlp_of(torch, size, dev="cpu"):
     return torch.nn.Sequential(*layers, torch.nn.Linear(width, 10)).to(dev)
 
 
+def training_of(torch, size, dev="cpu"):
+    """The model, optimizer and batch of ``SIZES[size]`` on ``dev``: the
+    issue's 8x2048 MLP ("h100mlp") with Adam, the others with SGD and
+    momentum; returns (model, opt, x, y)."""
+    inp, _, batch, _ = SIZES[size]
+    model = mlp_of(torch, size, dev)
+    if size == "h100mlp":
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(batch, inp, device=dev)
+    y = torch.randint(0, 10, (batch,), device=dev)
+    return model, opt, x, y
+
+
 def run(args, torch, fake, work, procs):
     packages = [("", "vramscope")]
     if args.old:
         packages.append(("old ", "vsold"))
     inp, width, batch, hidden = SIZES[args.size]
     dev = args.device
-    model = mlp_of(torch, args.size, dev)
+    model, opt, x, y = training_of(torch, args.size, dev)
     hf = args.hf
-    if hf:  # model(input_ids=x, labels=y).loss: a transformers model's shape
+    if hf:  # model(input_ids=x, labels=y).loss: a transformers model's shape (no parameter added)
         model = shapes.lm_head(torch, model)
-    if args.size == "h100mlp":
-        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    x = torch.randn(batch, inp, device=dev)
-    y = torch.randint(0, 10, (batch,), device=dev)
     ns, tns, ce = time.perf_counter_ns, time.thread_time_ns, torch.nn.functional.cross_entropy
     micro = args.micro
     # On a GPU each step is synced, as in the H100 table (README: "synced per step").

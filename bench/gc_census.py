@@ -47,13 +47,7 @@ def main():
 
 def run(args, torch, fake, work, procs):
     cuda = args.device == "cuda"
-    size = "h100mlp" if cuda else "tiny"
-    inp, _, batch, _ = cost_model.SIZES[size]
-    model = cost_model.mlp_of(torch, size, args.device)
-    opt = (torch.optim.Adam(model.parameters(), lr=1e-4) if cuda
-           else torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9))
-    x = torch.randn(batch, inp, device=args.device)
-    y = torch.randint(0, 10, (batch,), device=args.device)
+    model, opt, x, y = cost_model.training_of(torch, "h100mlp" if cuda else "tiny", args.device)
     ce = torch.nn.functional.cross_entropy
 
     def loop(n):

@@ -46,10 +46,7 @@ def main():
     import vramscope
     torch.set_num_threads(1)
     fakecuda.FakeAllocator(fakecuda.H100_READ_US).install(torch)
-    inp, _, batch, _ = cost_model.SIZES["tiny"]
-    model = cost_model.mlp_of(torch, "tiny")
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    x, y = torch.randn(batch, inp), torch.randint(0, 10, (batch,))
+    model, opt, x, y = cost_model.training_of(torch, "tiny")
     ce = torch.nn.functional.cross_entropy
     rows = {b: [] for b in args.bin}
     work = tempfile.mkdtemp(prefix="vsreccpu")

@@ -67,19 +67,9 @@ def main():
 def run(args, torch, fake, work, procs):
     ns, tns, pns = time.perf_counter_ns, time.thread_time_ns, time.process_time_ns
     cuda = args.device == "cuda"
-    size = "h100mlp" if cuda else "tiny"
-    inp, _, batch, _ = cost_model.SIZES[size]
-    dev = args.device
-    model = cost_model.mlp_of(torch, size, dev)
-    if cuda:
-        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    x = torch.randn(batch, inp, device=dev)
-    y = torch.randint(0, 10, (batch,), device=dev)
+    model, opt, x, y = cost_model.training_of(torch, "h100mlp" if cuda else "tiny", args.device)
     ce = torch.nn.functional.cross_entropy
-    own = [0]  # the training thread's CPU in the steps, up to each sync (ns)
-    own_steps = []  # the same, a step at a time
+    own_steps = []  # the training thread's CPU in each step, up to its sync (ns)
 
     def plain_loop(n):
         for _ in range(n):
@@ -88,17 +78,14 @@ def run(args, torch, fake, work, procs):
             opt.step()
 
     def synced_loop(n):
-        sync, acc = torch.cuda.synchronize, 0
+        sync, keep = torch.cuda.synchronize, own_steps.append
         for _ in range(n):
             c0 = tns()
             opt.zero_grad()
             ce(model(x), y).backward()
             opt.step()
-            c = tns() - c0
-            acc += c
-            own_steps.append(c)
+            keep(tns() - c0)
             sync()
-        own[0] += acc
 
     def unsynced_loop(n):
         plain_loop(n)
@@ -151,7 +138,6 @@ def run(args, torch, fake, work, procs):
                 loop(WARM)
                 _drained(client)
             r0 = fake.training_reads
-            own[0] = 0
             own_steps.clear()
             w0, t0, p0 = ns(), tns(), pns()
             current[0] = name
@@ -164,7 +150,7 @@ def run(args, torch, fake, work, procs):
             reads[name] += fake.training_reads - r0
             n = args.steps * 1e3
             if cuda and not args.unsynced:  # own CPU up to the syncs; the other threads'
-                rows[name].append(((w1 - w0) / n, own[0] / n, (p1 - p0 - (t2 - t0)) / n))
+                rows[name].append(((w1 - w0) / n, sum(own_steps) / n, (p1 - p0 - (t2 - t0)) / n))
                 own_steps.sort()
                 k = len(own_steps)
                 spread[name].append([own_steps[k // 2] / 1e3, own_steps[k * 9 // 10] / 1e3,

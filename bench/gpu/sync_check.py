@@ -25,11 +25,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=300)
     a = ap.parse_args()
-    inp, _, batch, _ = cost_model.SIZES["h100mlp"]
-    model = cost_model.mlp_of(torch, "h100mlp", "cuda")
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    x = torch.randn(batch, inp, device="cuda")
-    y = torch.randint(0, 10, (batch,), device="cuda")
+    model, opt, x, y = cost_model.training_of(torch, "h100mlp", "cuda")
     ce = torch.nn.functional.cross_entropy
     sock = os.path.join(tempfile.mkdtemp(), "none.sock")  # no monitor: messages kept
     for hooked in (False, True):
