@@ -75,10 +75,10 @@ def test_plain_step_runs_at_most_the_pinned_number_of_hook_frames(torch_mod):
 #   backward: the wrapper and Watcher.user_backward                         (2)
 #   step: the patch and _step_around (torch 1.13) or the two step hooks
 #         (torch >= 2.0), then _finish_step, with the closing read's
-#         Client.switch, _plan and PeakTracker.read_reset                   (6)
-# 12 on torch 1.13 and on torch 2.15 (bench/hook_ops.py counts the same
+#         Watcher._close_read and DevicePeaks.read_reset                    (5)
+# 11 on torch 1.13 and on torch 2.15 (bench/hook_ops.py counts the same
 # step, on the fake allocator the cost model times).
-FAST_STEP_FRAMES = 12
+FAST_STEP_FRAMES = 11
 
 
 def test_a_step_at_rest_runs_at_most_the_pinned_number_of_hook_frames(torch_mod):

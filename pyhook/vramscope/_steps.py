@@ -248,7 +248,7 @@ class StepsMixin:
         self._updated = True
         if self._open == "step" and self._tail_step is None and self._exact:
             self._open = None
-            self._client.switch("step", None, True, None, self._step_plan)
+            self._close_read()
             return
         with self._lock:
             self._fast = False
@@ -305,7 +305,10 @@ class StepsMixin:
             # _end("step")'s every-step case: the step's closing read, and
             # with exact peaks its plan (docs/protocol.md, "Exact peaks").
             self._open = None
-            client.switch("step", None, True, None, self._step_plan)
+            if self._fast:
+                self._close_read()
+            else:
+                client.switch("step", None, True, None, self._step_plan)
         elif last is not None:
             self._end(last, closing=True)
         step = client.step

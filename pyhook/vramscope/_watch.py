@@ -14,18 +14,13 @@ import weakref
 from . import _anatomy, _backward, _cuda, _figures, _messages, _meter, _patch, _safe, _schedule, _steps
 from ._schedule import FIRST_MEASURED
 
-# A plain step's closing edge (docs/protocol.md, "Exact peaks"): its only read.
-SPAN_STEP = {"span": "step"}
-# A plain step within this many bytes (or 1 % of the reference peak, if more)
-# of the last breakdown step's peak and held memory is "the same phases": the
-# allocator rounds large blocks to 2 MiB, so less is no change of shape.
-NOISE_BYTES = 2 << 20
 # The user phase that closes an interval between two steps in which memory
 # rose that no phase of the hook's saw (Watcher._close_unseen): the
 # monitor's session.BetweenPhase.
 BETWEEN = "between_steps"
 from ._backward_phase import BackwardMixin
 from ._census_trigger import CensusMixin
+from ._closing import ClosingMixin, rose
 from ._forward_phase import EVAL, ForwardMixin
 from ._steps import StepsMixin
 from ._training_step import TrainingStepMixin
@@ -41,8 +36,8 @@ class _NoTensor:
     """What nothing is an instance of (a torch without ``Tensor``)."""
 
 
-class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixin,
-              TrainingStepMixin):
+class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMixin,
+              CensusMixin, TrainingStepMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -504,58 +499,6 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
                 self._after_tail()
         return raw
 
-    def _plan(self):
-        """At a step's closing read (exact peaks; lock held): the step's peak
-        (its reads' largest, a user's reset's included) and held memory (its
-        last read's allocated) against the last breakdown step's. Returns the
-        closing edge's extra fields: None on a breakdown step (which becomes
-        the reference), ``span`` (and ``same_as`` within the noise) on a plain
-        one; sets whether the next step reads its phases (docs/protocol.md,
-        "Exact peaks")."""
-        try:  # the step's end edge must go out whatever happens here
-            client = self._client
-            reads = client.peaks.step_reads
-            best = held = None
-            for r in reads:
-                if type(r) is tuple and r[1] is not None:
-                    p, h = r[1], r[0]  # six values (the host's RSS): no exception to catch
-                else:
-                    try:  # the binding's dict, indexed in place (a plain step has one)
-                        a = r["allocated_bytes"]["all"]
-                        p, h = a["peak"], a["current"]
-                    except (KeyError, TypeError, IndexError):
-                        pair = _cuda.peak_held(r)
-                        if pair is None:
-                            continue
-                        p, h = pair
-                if best is None or p > best:
-                    best = p
-                held = h
-            reads.clear()
-            if best is None:
-                return None
-            # What the sampler compares memory between this step and the
-            # next with (saw_between); a new tuple each step.
-            client.between = (held, best, client.step)
-            if self._edge_reads:
-                noise = max(NOISE_BYTES, best // 100)
-                self._ref = (best - noise, best + noise, held - noise, held + noise,
-                             {"span": "step", "same_as": client.step})
-                self._moved = False
-                return None
-            ref = self._ref
-            if ref is not None:
-                low, high, held_low, held_high, same = ref
-                if low <= best <= high and held_low <= held <= held_high:
-                    self._moved = False
-                    return same
-            self._moved = True
-            return SPAN_STEP
-        except Exception as exc:  # noqa: BLE001
-            _safe.report(exc)
-            self._moved = True  # read the next step's phases
-            return None
-
     def keep_figures(self):
         """Keep each step's figures for a framework's logger (opt-in: the
         plain step's path is unchanged without it) and return the
@@ -568,14 +511,6 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
             return self.figures
 
     figures = None
-
-    def _plan_keeping(self):
-        """_plan, after giving the step's reads to the figures it keeps."""
-        try:
-            self.figures.add(self._client.step, self._client.peaks.step_reads)
-        except Exception as exc:  # noqa: BLE001 - the step's end edge goes out regardless
-            _safe.report(exc)
-        return self._plan()
 
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
@@ -635,7 +570,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         memory by more than the noise, with the loop still quiet, the next
         step closes the interval first (_close_unseen), off the fast paths
         (clearing ``_fast`` from another thread, as request_census does)."""
-        if _rose(token, peak) and self.quiet_between(token):
+        if rose(token, peak) and self.quiet_between(token):
             self._unseen = token
             self._fast = False
 
@@ -669,7 +604,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
                 return
             raw = client.read_raw()
             pair = _cuda.peak_held(raw) if raw is not None else None
-            if pair is not None and _rose(token, pair[0]):
+            if pair is not None and rose(token, pair[0]):
                 self._send_between(token[2], raw)
             else:
                 client.peaks.step_reads.clear()  # its read is no step's (_plan)
@@ -694,9 +629,3 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, CensusMixi
         self._skip_forward = False
         self._quiet = False
 
-
-def _rose(token, peak):
-    """Whether ``peak``, read after the step ``token`` (Client.between) names,
-    is above the memory that step held by more than the noise: max(2 MiB,
-    1 % of the step's peak)."""
-    return peak > token[0] + max(NOISE_BYTES, token[1] // 100)
