@@ -25,6 +25,8 @@
 #                                           with this py-spy binary, carried:
 #                                           the machine has none; 250 samples
 #                                           a second, non-blocking, raw stacks)
+#   PROBES=0 ...                            (skip the read cost, the sync check and
+#                                           the collector census)
 #   OLD_HOOK=DIR ...                        (the cost model and Lightning also run
 #                                           the vramscope package copied in DIR:
 #                                           old against new)
@@ -44,6 +46,7 @@ python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_devic
 bin/vramscope version
 bin/vramscope devices 2>&1 | head -12
 
+if [ "${PROBES:-1}" != 0 ]; then
 log "read and reset cost"
 timeout $(left 60) python3 bench/gpu/read_cost.py --n 20000 --json "$O/read_cost.json"
 
@@ -51,6 +54,7 @@ log "synchronising operations, and what a read leaves to the garbage collector"
 timeout $(left 60) python3 bench/gpu/sync_check.py --steps 300 2>&1 | grep -v RuntimeWarning | tee "$O/sync_check.txt"
 timeout $(left 90) python3 bench/gc_census.py --device cuda --steps 3000 ${OLD_HOOK:+--old "$OLD_HOOK"} 2>&1 \
   | grep -v RuntimeWarning | tee "$O/gc_census.txt"
+fi
 
 log "seed 001 without the hook"
 timeout $(left 90) python3 "$SEED" --steps 8 --truth "$O/s001_nohook.json" > "$O/s001_nohook.txt" 2>&1

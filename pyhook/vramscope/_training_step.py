@@ -39,7 +39,6 @@ class TrainingStepMixin:
     """Methods of the Watcher for a model with a ``training_step`` (which
     defines ``_begin``, ``_activity``, ``_note_input`` and the state they use)."""
 
-    _in_training_step = False
     _sub_depth = 0
     _sub_hooks = ()  # the removes of the submodules' hooks, while installed
     # Whether this training_step called a submodule inside the model's own

@@ -58,13 +58,20 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                  "_last_size", "_moved", "_ref", "_zero_seen", "_zero_seen_last",
                  "_zero_after", "_due", "_census_want", "_backward_micro", "_bw_step",
                  "_ends_at_forward", "_exact", "_step_plan", "_skip_forward", "_quiet",
-                 "_hook_output", "_kw_patch", "_closure_depth", "_updated", "_unseen", "_lock")
+                 "_hook_output", "_kw_patch", "_closure_depth", "_updated", "_unseen", "_lock",
+                 "_in_training_step", "framework_steps", "breakdown_always", "figures")
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
                  queue_callback="detect", meter=None, global_backward=True, name=None,
                  wrapper=None):
         self._fast = False
         self._step_depth = 0  # (StepsMixin)
+        self._in_training_step = False  # (TrainingStepMixin)
+        # Read and reset at every phase of every step (bench/cost_model.py's
+        # "every phase" design), not only on breakdown steps.
+        self.breakdown_always = False
+        # The figures of each step, kept for a framework's logger (keep_figures).
+        self.figures = None
         self._census_want = None  # (CensusMixin)
         # The last training input's shape and dtype, and its size and message dicts
         self._last_shape = self._last_dtype = None
@@ -177,9 +184,6 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             self.remove()
             raise
 
-    # Read and reset at every phase of every step (bench/cost_model.py's
-    # "every phase" design), not only on breakdown steps.
-    breakdown_always = False
     _fast_loop = False
 
     # A model copied with copy.deepcopy (an EMA copy) or pickled whole
@@ -509,8 +513,6 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                 self.figures = _figures.StepFigures()
                 self._step_plan = self._plan_keeping
             return self.figures
-
-    figures = None
 
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
