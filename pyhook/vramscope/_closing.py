@@ -30,8 +30,9 @@ class ClosingMixin:
         plan and its ``step`` end edge, in one frame of the hook's besides the
         read's, as ``Client.switch("step", None, True, None,
         self._step_plan)`` makes them with two more. The common case is
-        planned here: the binding's dict the step's only read, no figures
-        kept, no phase read; any other goes to self._step_plan."""
+        planned here: the binding's dict or the host's six values the step's
+        only read, no figures kept, no phase read; any other goes to
+        self._step_plan."""
         client = self._client
         raw = extra = None
         read = client.reader
@@ -45,8 +46,13 @@ class ClosingMixin:
                     reads = client.peaks.step_reads
                     if len(reads) != 1 or self._edge_reads or self.figures is not None:
                         raise LookupError  # _plan's other cases
-                    a = raw["allocated_bytes"]["all"]
-                    best, held = a["peak"], a["current"]
+                    if type(raw) is tuple:  # six values (the host's RSS), as _plan takes them
+                        best, held = raw[1], raw[0]
+                        if best is None:
+                            raise LookupError
+                    else:  # the binding's dict, indexed in place
+                        a = raw["allocated_bytes"]["all"]
+                        best, held = a["peak"], a["current"]
                 except (LookupError, TypeError, AttributeError):
                     extra = self._step_plan()
                 else:  # _plan's case of one read, the step's phases unread
