@@ -8,39 +8,19 @@ the next step reads its phases, and what the sampler compares with.
 """
 
 import copy
-import os
-import sys
 
 import pytest
 
-from conftest import ROOT, make_config
-from test_reads import plain_step
-from vramscope import _client, _closing, _cuda, _watch
-
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import fakecuda  # noqa: E402
+from test_reads import at_rest
+from vramscope import _closing
 
 
 @pytest.fixture
-def at_rest(torch_mod):
+def rest(torch_mod):
     """(client, watcher, a read of the binding's shape) with the loop at rest."""
-    fake = fakecuda.FakeAllocator(0).install(torch_mod)
-    client = _client.Client(make_config(sample_hz=0), cuda=_cuda.detect(torch_mod, None),
-                            start=False)
-    client.step = 3
-    model = torch_mod.nn.Sequential(torch_mod.nn.Linear(8, 8), torch_mod.nn.ReLU(),
-                                    torch_mod.nn.Linear(8, 2))
-    opt = torch_mod.optim.SGD(model.parameters(), lr=0.1)
-    watcher = _watch.Watcher(torch_mod, client, model, opt, client.config)
-    try:
-        for _ in range(6):  # past the steps that read every phase
-            plain_step(torch_mod, model, opt)
-        assert watcher._fast and watcher._ref is not None and not watcher._moved
+    with at_rest(torch_mod) as (client, watcher, _, _):
+        assert watcher._ref is not None and not watcher._moved
         yield client, watcher, copy.deepcopy(torch_mod._C._cuda_memoryStats(0))
-    finally:
-        watcher.remove()
-        client.close("removed", timeout=0)
-        fake.uninstall()
 
 
 def past_noise(read):
@@ -89,15 +69,15 @@ def both_ways(client, watcher, reads):
     return want, got
 
 
-def test_a_read_within_the_noise_is_the_same_as_the_reference(at_rest):
-    client, watcher, read = at_rest
+def test_a_read_within_the_noise_is_the_same_as_the_reference(rest):
+    client, watcher, read = rest
     want, got = both_ways(client, watcher, [read])
     assert got == want
     assert got[0]["same_as"] == watcher._ref[4]["same_as"] and got[1] is False
 
 
-def test_a_read_past_the_noise_moved_and_the_next_step_reads_its_phases(at_rest):
-    client, watcher, read = at_rest
+def test_a_read_past_the_noise_moved_and_the_next_step_reads_its_phases(rest):
+    client, watcher, read = rest
     peak = read["allocated_bytes"]["all"]["peak"] + past_noise(read)
     want, got = both_ways(client, watcher, [with_peak(read, peak)])
     assert got == want
@@ -105,30 +85,30 @@ def test_a_read_past_the_noise_moved_and_the_next_step_reads_its_phases(at_rest)
     assert got[2][1] == peak
 
 
-def test_held_memory_past_the_noise_moved_too(at_rest):
-    client, watcher, read = at_rest
+def test_held_memory_past_the_noise_moved_too(rest):
+    client, watcher, read = rest
     a = read["allocated_bytes"]["all"]
     want, got = both_ways(client, watcher,
                           [with_peak(read, a["peak"], a["current"] + past_noise(read))])
     assert got == want and got[1] is True
 
 
-def test_the_hosts_six_values_are_planned_as_the_plan_takes_them(at_rest):
-    client, watcher, read = at_rest
+def test_the_hosts_six_values_are_planned_as_the_plan_takes_them(rest):
+    client, watcher, read = rest
     a = read["allocated_bytes"]["all"]
     for held, peak in ((a["current"], a["peak"]), (a["current"], a["peak"] << 1)):
         want, got = both_ways(client, watcher, [(held, peak, 0, 0, 0, 0)])
         assert got == want
 
 
-def test_a_host_read_without_a_peak_goes_to_the_plan(at_rest):
-    client, watcher, read = at_rest
+def test_a_host_read_without_a_peak_goes_to_the_plan(rest):
+    client, watcher, read = rest
     want, got = both_ways(client, watcher, [(123, None, 0, 0, 0, 0)])
     assert got == want
 
 
-def test_a_users_reset_read_before_the_steps_own_counts_in_its_peak(at_rest):
-    client, watcher, read = at_rest
+def test_a_users_reset_read_before_the_steps_own_counts_in_its_peak(rest):
+    client, watcher, read = rest
     peak = read["allocated_bytes"]["all"]["peak"]
     earlier = with_peak(read, peak + past_noise(read))
     want, got = both_ways(client, watcher, [earlier, read])
@@ -136,8 +116,8 @@ def test_a_users_reset_read_before_the_steps_own_counts_in_its_peak(at_rest):
     assert got[1] is True and got[2][1] == peak + past_noise(read)
 
 
-def test_kept_figures_see_the_steps_reads(at_rest):
-    client, watcher, read = at_rest
+def test_kept_figures_see_the_steps_reads(rest):
+    client, watcher, read = rest
     figures = watcher.keep_figures()
     assert figures is not None
     want, got = both_ways(client, watcher, [read])

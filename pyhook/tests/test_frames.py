@@ -8,15 +8,9 @@ import collections
 import os
 import sys
 
-from conftest import make_config
-from test_reads import plain_step, watched
+from test_reads import at_rest, plain_step, watched
 
 import vramscope
-from vramscope import _client, _cuda, _watch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "bench"))
-import fakecuda  # noqa: E402
 
 PKG = os.path.dirname(os.path.abspath(vramscope.__file__))
 
@@ -82,22 +76,7 @@ FAST_STEP_FRAMES = 11
 
 
 def test_a_step_at_rest_runs_at_most_the_pinned_number_of_hook_frames(torch_mod):
-    fake = fakecuda.FakeAllocator(0).install(torch_mod)
-    try:
-        client = _client.Client(make_config(sample_hz=0), cuda=_cuda.detect(torch_mod, None),
-                                start=False)
-        client.step = 3
-        model = torch_mod.nn.Sequential(torch_mod.nn.Linear(8, 8), torch_mod.nn.ReLU(),
-                                        torch_mod.nn.Linear(8, 2))
-        opt = torch_mod.optim.SGD(model.parameters(), lr=0.1)
-        watcher = _watch.Watcher(torch_mod, client, model, opt, client.config)
-        for _ in range(6):  # past the steps that read every phase
-            plain_step(torch_mod, model, opt)
-        assert watcher._fast, "the loop is at rest"
+    with at_rest(torch_mod) as (_, watcher, model, opt):
         calls = frames_of_one_step(torch_mod, model, opt)
         assert watcher._fast
-        watcher.remove()
-        client.close("removed", timeout=0)
-    finally:
-        fake.uninstall()
     assert 0 < sum(calls.values()) <= FAST_STEP_FRAMES, sorted(calls.items())

@@ -6,6 +6,9 @@ read count is the hook's cost per step. Deterministic: calls are counted,
 nothing is timed (bench/cost_model.py times them).
 """
 
+import contextlib
+import os
+import sys
 import types
 
 import pytest
@@ -83,6 +86,36 @@ def plain_step(torch, model, opt):
     loss = model(torch.randn(4, 8)).sum()
     loss.backward()
     opt.step()
+
+
+@contextlib.contextmanager
+def at_rest(torch):
+    """(client, watcher, model, opt) of a small loop on the cost model's fake
+    allocator (bench/fakecuda.py, reads at no cost), past the steps that
+    read every phase: its steps take the fast paths. Removed after."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "bench"))
+    import fakecuda
+    fake = fakecuda.FakeAllocator(0).install(torch)
+    client = watcher = None
+    try:
+        client = _client.Client(make_config(sample_hz=0), cuda=_cuda.detect(torch, None),
+                                start=False)
+        client.step = 3
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(),
+                                    torch.nn.Linear(8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        watcher = _watch.Watcher(torch, client, model, opt, client.config)
+        for _ in range(6):
+            plain_step(torch, model, opt)
+        assert watcher._fast, "the loop is at rest"
+        yield client, watcher, model, opt
+    finally:
+        if watcher is not None:
+            watcher.remove()
+        if client is not None:
+            client.close("removed", timeout=0)
+        fake.uninstall()
 
 
 @pytest.mark.parametrize("with_binding", [True, False])
