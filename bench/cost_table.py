@@ -10,7 +10,10 @@ median and the 10th percentile of training-thread CPU time, because on a
 shared box the median carries the neighbours' load. Then the same loop in a
 long run (bench/steady_cost.py): the mean step, every thread's work counted,
 without a monitor and, where ``--bin`` names a built ``vramscope``, with one
-recording.
+recording. Last, the counts that no load moves: the hook's bytecodes and
+frames in each step kind (bench/hook_ops.py) and, where valgrind is
+installed, the training thread's added instructions and L1 cache misses
+a plain step (bench/hook_instructions.py --cache-sim).
 
     PYTHONPATH=pyhook python3 bench/cost_table.py --old REV [--blocks 30] [--bin bin/vramscope]
 """
@@ -18,6 +21,7 @@ recording.
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -69,6 +73,24 @@ def steady_rows(text):
     return rows
 
 
+def ops_rows(text):
+    """{tag: (bytecodes, frames)} from hook_ops's summary lines ("" new, "old " old)."""
+    rows = {}
+    for m in re.finditer(r"^(old \S+: )?one .*?: vramscope (\d+) opcodes in (\d+) frames", text, re.M):
+        rows["old " if m.group(1) else ""] = (int(m.group(2)), int(m.group(3)))
+    return rows
+
+
+def instruction_rows(text):
+    """{tag: (instructions, L1i misses, L1d misses)} from hook_instructions's table."""
+    rows = {}
+    for m in re.finditer(r"^  (this tree|old \S+)\s+\d+\s+hook \+(\d+)"
+                         r"(?:, L1 misses \+(\d+) instruction, \+(\d+) data)?", text, re.M):
+        rows["" if m.group(1) == "this tree" else "old "] = tuple(
+            int(g) if g is not None else None for g in m.groups()[1:])
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", required=True, help="git revision of the hook to compare with")
@@ -112,6 +134,18 @@ def main():
             print("| plain CUDA step in a long run, %s: mean added wall / training thread / "
                   "every thread | %+.1f / %+.1f / %+.1f µs | %+.1f / %+.1f / %+.1f µs | "
                   "≤ 33 µs wall (1 %% of 3.34 ms) |" % ((what,) + s["old " + mode] + s[mode]))
+    for what, flags in (("plain step", ()), ("measured step", ("--measured",)),
+                        ("step of 4 micro-steps", ("--micro", "4"))):
+        o = ops_rows(run("hook_ops.py", "--old", args.old, *flags))
+        if "" in o and "old " in o:
+            print("| %s: the hook's bytecodes and frames (hook_ops.py) | %d in %d | %d in %d "
+                  "| – |" % ((what,) + o["old "] + o[""]))
+    if shutil.which("valgrind"):
+        n = instruction_rows(run("hook_instructions.py", "--old", args.old, "--cache-sim"))
+        if "" in n and "old " in n:
+            print("| plain step: the training thread's added instructions; L1 misses, "
+                  "instruction + data (hook_instructions.py --cache-sim) | +%d; +%d + %d | "
+                  "+%d; +%d + %d | – |" % (n["old "] + n[""]))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ With --hf the model is shaped as a transformers model given labels:
 called with keyword inputs, ``model(input_ids=x, labels=y).loss``, and
 returning its loss and logits in an OrderedDict (a ``ModelOutput``).
 
+With --old REV the same step is counted again under that revision's hook
+(cost_model.old_package), in the same process after this tree's is removed.
+
     PYTHONPATH=pyhook python3 bench/hook_ops.py [--steps-before 5] [--micro 4] [--measured] [--hf]
+        [--old REV]
 """
 
 import argparse
@@ -27,6 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import fakecuda  # noqa: E402
 import shapes  # noqa: E402
+from cost_model import old_package  # noqa: E402
 
 
 def main():
@@ -40,10 +45,10 @@ def main():
                     help="forward/backward passes per step (gradient accumulation)")
     ap.add_argument("--hf", action="store_true",
                     help="keyword inputs and a ModelOutput with the loss, as a transformers model")
+    ap.add_argument("--old", help="also count the hook of this git revision (or package directory)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # the client warns that nothing listens
     import torch
-    from vramscope import _client, _config, _cuda, _watch
 
     torch.set_num_threads(1)
     fake = fakecuda.FakeAllocator(0).install(torch)
@@ -62,10 +67,9 @@ def main():
                 ce(model(x), y).backward()
         opt.step()
 
-    pkg = os.path.join(ROOT, "pyhook", "vramscope")
-
-    def traced():
-        """One step under sys.settrace: bytecodes and calls by (who, file, function)."""
+    def traced(pkg):
+        """One step under sys.settrace: bytecodes and calls by (who, file,
+        function), "vramscope" for the code under the directory ``pkg``."""
         ops, calls = collections.Counter(), collections.Counter()
 
         def tracer(frame, event, arg):
@@ -89,39 +93,45 @@ def main():
         step()
     # torch's own Python in the same step without the hook: registered hooks
     # take torch's slower paths (Module._call_impl, the optimizer's wrapper)
-    unwatched = sum(n for key, n in traced()[0].items() if key[0] == "torch/other")
-    cfg = _config.resolve(socket=os.path.join(tempfile.mkdtemp(), "none.sock"), environ={},
-                          activations_every=1 if args.measured else 100)
-    client = _client.Client(cfg, cuda=_cuda.detect(torch, model), torch_version=torch.__version__)
-    client.step = 3  # a default plain step, past the always-measured first steps
-    watcher = _watch.Watcher(torch, client, model, opt, client.config)
-    watcher.breakdown_always = args.every_phase
-
-    for _ in range(args.steps_before):
-        step()
-    ops, calls = traced()
-    for key, n in sorted(ops.items(), key=lambda kv: -kv[1]):
-        if key[0] == "vramscope":
-            print("%6d %3d  %s:%s" % (n, calls[key], key[1], key[2]))
-    by = collections.Counter()
-    frames = collections.Counter()
-    for key, n in ops.items():
-        by[key[0]] += n
-    for key, n in calls.items():
-        frames[key[0]] += n
+    unwatched = sum(n for key, n in traced(os.path.join(ROOT, "pyhook", "vramscope"))[0].items()
+                    if key[0] == "torch/other")
+    hooks = [("", "vramscope")]
+    if args.old:
+        old_package(args.old, tempfile.mkdtemp())
+        hooks.append(("old %s: " % args.old, "vsold"))
     what = ("one measured step" if args.measured else "one plain step") \
         + (" of a transformers-shaped model" if args.hf else "") \
         + (" (every phase read+reset)" if args.every_phase else "") \
         + (" of %d micro-steps" % args.micro if args.micro > 1 else "")
-    print((what + " (Python %d.%d, torch %s): vramscope %d opcodes in %d frames; "
-           "torch's own Python %d opcodes (%d in the same step unwatched); the fake "
-           "allocator's %d (not the hook's)")
-          % (sys.version_info[0], sys.version_info[1], torch.__version__, by["vramscope"],
-             frames["vramscope"], by["torch/other"], unwatched, by["fake allocator"]))
-    watcher.remove()
-    client.close("done", timeout=1)
+    for tag, name in hooks:
+        mod = __import__(name, fromlist=["_client", "_config", "_cuda", "_watch"])
+        cfg = mod._config.resolve(socket=os.path.join(tempfile.mkdtemp(), "none.sock"),
+                                  environ={}, activations_every=1 if args.measured else 100)
+        client = mod._client.Client(cfg, cuda=mod._cuda.detect(torch, model),
+                                    torch_version=torch.__version__)
+        client.step = 3  # a default plain step, past the always-measured first steps
+        watcher = mod._watch.Watcher(torch, client, model, opt, client.config)
+        watcher.breakdown_always = args.every_phase
+        for _ in range(args.steps_before):
+            step()
+        ops, calls = traced(os.path.dirname(os.path.abspath(mod.__file__)))
+        watcher.remove()
+        client.close("done", timeout=1)
+        for key, n in sorted(ops.items(), key=lambda kv: -kv[1]):
+            if key[0] == "vramscope":
+                print("%s%6d %3d  %s:%s" % (tag, n, calls[key], key[1], key[2]))
+        by = collections.Counter()
+        frames = collections.Counter()
+        for key, n in ops.items():
+            by[key[0]] += n
+        for key, n in calls.items():
+            frames[key[0]] += n
+        print((tag + what + " (Python %d.%d, torch %s): vramscope %d opcodes in %d frames; "
+               "torch's own Python %d opcodes (%d in the same step unwatched); the fake "
+               "allocator's %d (not the hook's)")
+              % (sys.version_info[0], sys.version_info[1], torch.__version__, by["vramscope"],
+                 frames["vramscope"], by["torch/other"], unwatched, by["fake allocator"]))
     fake.uninstall()
-
 
 if __name__ == "__main__":
     main()
