@@ -541,6 +541,45 @@ def test_a_watched_model_can_be_deep_copied_and_saved_whole(torch_mod, monkeypat
     assert begins(made[0], 0) == ["zero_grad", "forward", "loss", "backward", "step"]
 
 
+def test_a_data_parallel_replica_runs_as_itself(torch_mod, monkeypatch):
+    """DataParallel builds each replica from a copy of the module's __dict__
+    (Module._replicate_for_data_parallel, called by its replicate()): none
+    of the hook's instance wrappers may come along, or the replica would run
+    the watched module's own forward with the module's parameters (torch
+    1.13's wrapper that peeks at keyword inputs: a crash on the replicas'
+    devices)."""
+    torch = torch_mod
+    made = watched_client(monkeypatch)
+
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(4))
+
+        def forward(self, x):
+            return x * self.w
+
+    model = Scale()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    handle = vramscope.watch(model, opt)
+    replica = model._replicate_for_data_parallel()
+    replica.w = torch.full((4,), 2.0)  # as replicate() gives it its device's copy
+    x = torch.ones(4)
+    assert torch.equal(replica(x), x * 2)
+    assert torch.equal(replica(x=x), x * 2)
+    assert not [name for name, v in vars(replica).items()
+                if getattr(getattr(v, "__func__", None), "_vramscope_wrapper", False)]
+    n = len(queued(made[0]))
+    replica(x)
+    assert len(queued(made[0])) == n, "a replica runs unobserved"
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    assert begins(made[0], 0) == ["zero_grad", "forward", "loss", "backward", "step"]
+    handle.remove()
+    assert "_replicate_for_data_parallel" not in vars(model)
+
+
 def test_a_deleted_model_is_not_kept_alive_by_the_watch_registry(torch_mod, monkeypatch):
     import gc
     import weakref

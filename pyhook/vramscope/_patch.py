@@ -218,6 +218,36 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     return undo
 
 
+def keep_out_of_replicas(module):
+    """Make the replicas ``DataParallel`` builds of ``module`` go without the
+    hook's instance wrappers; return an undo, or None where ``module`` makes
+    no replicas.
+
+    ``Module._replicate_for_data_parallel`` builds a replica from a copy of
+    the module's ``__dict__``, so a wrapper the hook set there (a bound
+    method of ``module``: torch 1.13's forward peek at keyword inputs) would
+    make each replica run ``module``'s own method, with ``module``'s
+    parameters, on the replica's device. A replica whose dict has none runs
+    its class's methods as itself; the forward hooks, which a replica
+    shares, are called with the replica and leave it alone."""
+    if not callable(getattr(module, "_replicate_for_data_parallel", None)):
+        return None
+
+    def replicate_without_wrappers(original, args, kwargs):
+        replica = original(*args, **kwargs)
+        try:
+            own = replica.__dict__
+            for name in [n for n, v in own.items()
+                         if getattr(getattr(v, "__func__", None), "_vramscope_wrapper", False)]:
+                del own[name]
+        except Exception as exc:  # noqa: BLE001 - the replica goes back whatever happens
+            _safe.report(exc)
+        return replica
+
+    return patch_method(module, "_replicate_for_data_parallel", None, None,
+                        around=replicate_without_wrappers, plain_set=True)
+
+
 def around_compiled_call(module, pre, post):
     """Run ``pre(module, args, kwargs)`` and ``post(module, args, output)``
     around a ``Module.compile()``d module's compiled call, outside the

@@ -219,6 +219,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             self._undo.append(h.remove)
             self._undo.append(m.register_forward_hook(self._on_forward).remove)
         self._undo.append(_patch.patch_method(m, "zero_grad", None, None, around=self._zero_grad))
+        replicas = _patch.keep_out_of_replicas(m)  # the hook's wrappers stay the model's own
+        if replicas is not None:
+            self._undo.append(replicas)
         training_step = callable(getattr(m, "training_step", None))
         if training_step:
             # Lightning calls training_step, not forward (callorders/lightning.txt).
