@@ -580,6 +580,39 @@ def test_a_data_parallel_replica_runs_as_itself(torch_mod, monkeypatch):
     assert "_replicate_for_data_parallel" not in vars(model)
 
 
+def test_a_watched_model_traces_and_scripts_once_the_watch_is_removed(torch_mod, monkeypatch):
+    """torch.jit.script compiles a module's forward hooks, which the hook's
+    are not written for (docs/hook.md, "Copies of a watched model"):
+    torch.jit.trace works with the watch in place, with nothing of the
+    hook's run inside the trace (no phase, no warning, even as an error:
+    the hook's look at the input's shape made the tracer warn), and
+    torch.jit.script once the watch is removed, every hook and wrapper gone."""
+    torch = torch_mod
+    made = watched_client(monkeypatch)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    handle = vramscope.watch(model, opt)
+    x = torch.ones(2, 4)
+    for _ in range(3):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    with torch.no_grad():
+        want = model(x)
+    n = len(queued(made[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=".*is deprecated", category=FutureWarning)
+        traced = torch.jit.trace(model, x)
+    assert len(queued(made[0])) == n, "nothing of the hook's runs inside a trace"
+    assert torch.equal(traced(x), want)
+    handle.remove()
+    assert not model._forward_hooks and not model._forward_pre_hooks
+    assert not [name for name, v in vars(model).items()
+                if getattr(getattr(v, "__func__", None), "_vramscope_wrapper", False)]
+    assert torch.equal(torch.jit.script(model)(x), want)
+
+
 def test_a_deleted_model_is_not_kept_alive_by_the_watch_registry(torch_mod, monkeypatch):
     import gc
     import weakref

@@ -35,7 +35,7 @@ class ForwardMixin:
         last = self._open
         if self._fast and module is self._model and (
                 last is None or last == "forward" and self._in_training_step and not self._depth) \
-                and self._grad_enabled():
+                and self._grad_enabled() and not self._tracing():
             x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
             if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
                     and x.dtype is self._last_dtype:
@@ -59,7 +59,7 @@ class ForwardMixin:
                 if acts.measuring:
                     acts.start()
                 return None
-        if not self._active or module is not self._model:
+        if not self._active or module is not self._model or self._tracing():
             return None
         with self._lock:
             self._fast = False  # the general path may leave the rest (a measurement, an eval)
@@ -237,7 +237,7 @@ class ForwardMixin:
             if self._acts.measuring:
                 self._acts.forward_done()
             return None
-        if not self._active or module is not self._model:
+        if not self._active or module is not self._model or self._tracing():
             return None
         if self._redirected and not self._in_training_step:
             # the end of a strategy's call that ran training_step

@@ -59,7 +59,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                  "_zero_after", "_due", "_census_want", "_backward_micro", "_bw_step",
                  "_ends_at_forward", "_exact", "_step_plan", "_skip_forward", "_quiet",
                  "_hook_output", "_kw_patch", "_closure_depth", "_updated", "_unseen", "_lock",
-                 "_in_training_step", "framework_steps", "breakdown_always", "figures")
+                 "_in_training_step", "framework_steps", "breakdown_always", "figures",
+                 "_tracing")
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
                  queue_callback="detect", meter=None, global_backward=True, name=None,
@@ -79,6 +80,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._kw_patch = None  # the undo of torch 1.13's forward wrapper while it is in place
         self._torch = torch
         self._grad_enabled = torch.is_grad_enabled  # bound once: hooks ask at every forward
+        # Whether torch.jit.trace is recording a call: nothing of the hook's
+        # runs inside a trace (bool() answers False where torch cannot trace).
+        self._tracing = getattr(getattr(torch, "_C", None), "_is_tracing", None) or bool
         # What the edges of this watch carry as ``model`` (docs/protocol.md).
         self.name = _messages.watch_name(name if name is not None else type(model).__name__)
         # What the client holds as its owner: a weak reference, so a watch the
