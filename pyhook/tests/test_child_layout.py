@@ -11,6 +11,7 @@ simulated allocator (bench/fakecuda.py), through the hook's own queue.
 import os
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -218,3 +219,34 @@ def test_a_child_compiled_in_place_is_not_hooked(torch_mod):
     assert hooked == [1, 0, 1]
     assert [m["name"] for m in msgs if m["step"] == 3 and m["edge"] == "begin"] == \
         ["zero_grad", "forward", "loss", "backward", "step"]
+
+
+def test_a_trace_of_a_model_trained_through_its_children_runs_none_of_the_hook(torch_mod):
+    """torch.jit.trace of a model whose children are hooked (docs/hook.md,
+    "Copies of a watched model"): the children's hooks stay out of the
+    trace, whose sanity check (two traces of the same call) they broke by
+    naming its values, and no training phase is queued; the check's own
+    call under no_grad between steps is an evaluation, as any."""
+    torch = torch_mod
+    sim = fakecuda.SimAllocator().install(torch)
+    try:
+        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch, 0), start=False)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        w = _watch.Watcher(torch, client, model, opt, client.config)
+        for _ in range(4):
+            opt.zero_grad()
+            model[2](model[1](model[0](torch.randn(5, 8)))).pow(2).mean().backward()
+            opt.step()
+        assert w._child_layout
+        before, _ = messages(client)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            warnings.filterwarnings("ignore", message=".*is deprecated", category=FutureWarning)
+            torch.jit.trace(model, torch.randn(5, 8))
+        after, _ = messages(client)
+        assert {m["name"] for m in after[len(before):]} <= {"eval"}
+        w.remove()
+    finally:
+        sim.uninstall()
+

@@ -16,6 +16,10 @@ import pytest
 from conftest import load_fixture_stats, make_config, nested_of, queued
 from vramscope import _client, _cuda, _messages, _watch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bench"))
+import fakecuda  # noqa: E402
+
 # The design: one read per end edge, shared with the begin edge that follows
 # in the same hook call; begins otherwise carry mem null; zero_grad (which
 # only frees) reads its end on the first steps (0-2) only.
@@ -93,9 +97,6 @@ def at_rest(torch):
     """(client, watcher, model, opt) of a small loop on the cost model's fake
     allocator (bench/fakecuda.py, reads at no cost), past the steps that
     read every phase: its steps take the fast paths. Removed after."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "bench"))
-    import fakecuda
     fake = fakecuda.FakeAllocator(0).install(torch)
     client = watcher = None
     try:

@@ -365,8 +365,8 @@ class TrainingStepMixin:
 
     def _on_child_pre(self, module, args):
         _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
-        if not self._active or self._depth or self._in_backward:
-            return None  # inside the model's own forward, or a recomputation in backward
+        if not self._active or self._depth or self._in_backward or self._tracing():
+            return None  # inside the model's own forward, a recomputation in backward, a trace
         with self._lock:
             try:
                 fresh = self._open != "forward"
@@ -394,7 +394,8 @@ class TrainingStepMixin:
 
     def _on_child(self, module, args, output):
         _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
-        if not self._active or self._depth or self._in_backward or not self._sub_depth:
+        if not self._active or self._depth or self._in_backward or not self._sub_depth \
+                or self._tracing():
             return None
         with self._lock:
             self._sub_depth -= 1
