@@ -102,12 +102,14 @@ def quietly(fn, *args, **kw):
     return result, {(w.category.__name__, str(w.message)) for w in caught}
 
 
-def check_loop(fn, steps, micro, torch, vs_bin, workdir, recorders, capfd):
+def check_loop(fn, steps, micro, torch, vs_bin, workdir, recorders, capfd, first=None,
+               rest=None):
     """Run ``fn(torch, sock=None) -> (weights hash, optimizer steps)`` without
     and then with the hook (``sock``: a real ``vramscope record``): the same
     result, warnings and output, and a recording with one step per optimizer
     step, each with the five phases, ``micro`` forwards, losses and
-    backwards, and no other phase."""
+    backwards, and no other phase; with ``first``, step 0 has those phases
+    in that order instead, and with ``rest`` every other step."""
     want, plain_warnings = quietly(fn, torch)
     plain = capfd.readouterr()
     rec = Recording(vs_bin, workdir, recorders)
@@ -120,6 +122,10 @@ def check_loop(fn, steps, micro, torch, vs_bin, workdir, recorders, capfd):
     proc = rec.process()
     assert proc["steps_total"] == steps, [phase_order(s) for s in proc["steps"]]
     for s in proc["steps"]:
+        want = first if s["step"] == 0 and first is not None else rest
+        if want is not None:
+            assert phase_order(s) == want, (s["step"], phase_order(s))
+            continue
         counts = phase_counts(s)
         assert sorted(counts) == sorted(PHASES), (s["step"], phase_order(s))
         assert counts["forward"] == counts["loss"] == counts["backward"] == micro, counts

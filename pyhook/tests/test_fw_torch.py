@@ -44,11 +44,14 @@ class Checkpointed:
         return Net()
 
 
-def train(torch, model, sock, forward=None, watched=None):
+def train(torch, model, sock, forward=None, watched=None, build=None):
     """STEPS plain steps of ``model`` (zero_grad, forward, loss, backward,
-    step), watching ``watched`` (default: ``model``)."""
+    step), watching ``watched`` (default: ``model``); with ``build``, of
+    the model ``build(model)`` returns once the watch is on."""
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     handle = vramscope.watch(watched or model, opt, socket=sock) if sock else None
+    if build is not None:
+        model = build(model)
     for x, y in batches(torch, STEPS):
         opt.zero_grad()
         loss = forward(model, x, y) if forward else \
@@ -60,18 +63,22 @@ def train(torch, model, sock, forward=None, watched=None):
     return STEPS
 
 
-def compile_counts(torch, build, sock, breaks=True, watch_original=False):
-    """Train the model ``build(net)`` returns; the weights and what dynamo
-    compiled (graphs and calls captured) and, with ``breaks``, where it
-    broke the graph. Where the hook's hooks stay outside the compiled code
-    it adds no graph, break or recompile."""
+def compile_counts(torch, build, sock, breaks=True, watch_original=False, after_watch=False):
+    """Train the model ``build(net)`` returns (with ``after_watch``, built
+    once ``net`` is watched); the weights and what dynamo compiled (graphs
+    and calls captured) and, with ``breaks``, where it broke the graph.
+    Where the hook's hooks stay outside the compiled code it adds no graph,
+    break or recompile."""
     need_attr(torch, "compile", "torch.compile")
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
     torch.manual_seed(0)
     net = mlp(torch)
-    steps = train(torch, build(net), sock, watched=net if watch_original else None)
+    if after_watch:
+        steps = train(torch, net, sock, build=build)
+    else:
+        steps = train(torch, build(net), sock, watched=net if watch_original else None)
     graphs = dict(counters["stats"]), dict(counters["graph_break"]) if breaks else None
     return (param_hash(net), graphs), steps
 
@@ -92,12 +99,60 @@ def compiled_in_place(torch, sock=None):
 
 def compiled_after_watch(torch, sock=None):
     """watch(net), then torch.compile(net) trains (what the HF Trainer's
-    torch_compile does to the model its callbacks get): the hook's forward
-    hooks run inside the compiled call, one graph break; the activation
-    meter steps aside, so the model's ops are still compiled, the same
-    graphs and calls as without the hook."""
-    return compile_counts(torch, lambda net: torch.compile(net), sock, breaks=False,
-                          watch_original=True)
+    torch_compile does to the model its callbacks get): dynamo's trace of
+    the model's call gives the hook's forward hooks to the compiled wrapper
+    (_compiled), where they run eagerly; the activation meter steps aside.
+    The same graphs, calls and breaks (none) as without the hook."""
+    return compile_counts(torch, lambda net: torch.compile(net), sock, watch_original=True)
+
+
+def compiled_fullgraph_after_watch(torch, sock=None):
+    """watch(net), then torch.compile(net, fullgraph=True) trains: the hook's
+    forward hooks stay out of the compiled call, where a graph break would
+    raise (_compiled); the wrapper gets them, eagerly, from its second call
+    on. The same graphs, calls and breaks (none) as without the hook."""
+    return compile_counts(torch, lambda net: torch.compile(net, fullgraph=True), sock,
+                          after_watch=True)
+
+
+def compiled_in_place_after_watch(torch, sock=None):
+    """watch(net), then net.compile(), then net.compile(fullgraph=True): the
+    hook's forward hooks leave the model for a wrapper of its compiled call,
+    and the second compile's call is wrapped again; no graph break."""
+    def build(net):
+        net.compile()
+        net.compile(fullgraph=True)
+        return net
+
+    return compile_counts(torch, build, sock, after_watch=True)
+
+
+def children_compiled_after_watch(torch, sock=None):
+    """watch(net), then each of its children compiled in place with
+    fullgraph=True: the activation meter's hooks stay out of their compiled
+    calls (no graph break, none raised)."""
+    def build(net):
+        for child in net.children():
+            child.compile(fullgraph=True)
+        return net
+
+    return compile_counts(torch, build, sock, after_watch=True)
+
+
+def compiled_function_fullgraph(torch, sock=None):
+    """watch(net), then a function compiled with fullgraph=True calls net and
+    the loss: no wrapper of the model to take the hook's forward hooks, and
+    a graph break would raise, so they stay out of the trace (_compiled)
+    and the forward goes unseen. The same graphs, calls and breaks (none)
+    as without the hook."""
+    def build(net):
+        @torch.compile(fullgraph=True)
+        def forward(x):
+            return net(x)
+
+        return forward
+
+    return compile_counts(torch, build, sock, after_watch=True)
 
 
 def compiled_step(torch, sock=None):
@@ -146,7 +201,22 @@ def autocast_bf16(torch, sock=None):
 
 LOOPS = {"compile": compiled, "compile_in_place": compiled_in_place,
          "compile_after_watch": compiled_after_watch, "compiled_step": compiled_step,
+         "compile_fullgraph_after_watch": compiled_fullgraph_after_watch,
+         "compile_in_place_after_watch": compiled_in_place_after_watch,
+         "children_compiled_after_watch": children_compiled_after_watch,
+         "compiled_function_fullgraph": compiled_function_fullgraph,
          "checkpoint": checkpointed, "autocast_bf16": autocast_bf16}
+
+
+# A model compiled after watch(): dynamo traces its first call, where the
+# wrapper takes the forward hooks and forward begins; that call's end goes
+# unseen, so step 0's forward runs on to the backward, with no loss.
+FIRST_STEP = {name: ["zero_grad", "forward", "backward", "step"]
+              for name in ("compile_after_watch", "compile_fullgraph_after_watch")}
+# A compiled function that calls the model with fullgraph=True: every
+# forward goes unseen (the backward's read covers it).
+UNSEEN_FORWARD = ["zero_grad", "backward", "step"]
+FIRST_STEP["compiled_function_fullgraph"] = UNSEEN_FORWARD
 
 
 @pytest.mark.parametrize("name", sorted(LOOPS))
@@ -156,4 +226,6 @@ def test_torch_feature(name, torch_mod, vs_bin, workdir, recorders, capfd):
         # process: a first run, not compared, takes that line.
         LOOPS[name](torch_mod)
         capfd.readouterr()
-    check_loop(LOOPS[name], STEPS, 1, torch_mod, vs_bin, workdir, recorders, capfd)
+    check_loop(LOOPS[name], STEPS, 1, torch_mod, vs_bin, workdir, recorders, capfd,
+               first=FIRST_STEP.get(name),
+               rest=UNSEEN_FORWARD if name == "compiled_function_fullgraph" else None)

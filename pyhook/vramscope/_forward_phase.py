@@ -22,7 +22,9 @@ class ForwardMixin:
     # training forward's begin is inlined (docs/hook.md, "Cost": every frame
     # on this path runs at every forward).
     def _on_forward_pre(self, module, args, kwargs=None):
-        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._compiling() and self._outside():  # out of a compiled call (_compiled)
+            return None
+        t = _monotonic()  # dynamo breaks the graph here, where it may
         # The fast path (no lock: docs/hook.md, "Threads"): a training
         # forward of a step at rest, its first tensor input shaped as the
         # last one (whose size it reuses): the first positional argument,
@@ -222,7 +224,9 @@ class ForwardMixin:
         self._acts.note_input(size)
 
     def _on_forward(self, module, args, output):
-        t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._compiling() and self._outside():  # out of a compiled call (_compiled)
+            return None
+        t = _monotonic()  # dynamo breaks the graph here, where it may
         # The fast path (no lock): the end of a fast forward whose output is,
         # or holds at its first level (a ModelOutput's or a tuple's values),
         # a tensor that needs a gradient: forward ends and loss begins.

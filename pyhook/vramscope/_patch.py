@@ -269,6 +269,7 @@ def around_compiled_call(module, pre, post):
         post(module, args, output)
         return output
 
+    compiled_call_watched._vramscope_watched = True
     module._compiled_call_impl = compiled_call_watched
 
     def undo():
@@ -276,6 +277,12 @@ def around_compiled_call(module, pre, post):
             module._compiled_call_impl = compiled
 
     return undo
+
+
+def is_watched_call(call):
+    """Whether ``call`` is a compiled call that :func:`around_compiled_call`
+    wrapped."""
+    return getattr(call, "_vramscope_watched", False)
 
 
 # The methods a wrapper calls its module from: DDP's forward calls

@@ -364,7 +364,9 @@ class TrainingStepMixin:
             self._fast = False
 
     def _on_child_pre(self, module, args):
-        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._compiling() and self._outside():  # out of a compiled call (_compiled)
+            return None
+        _monotonic()  # dynamo breaks the graph here, where it may
         if not self._active or self._depth or self._in_backward or self._tracing():
             return None  # inside the model's own forward, a recomputation in backward, a trace
         with self._lock:
@@ -393,7 +395,9 @@ class TrainingStepMixin:
         return None
 
     def _on_child(self, module, args, output):
-        _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if self._compiling() and self._outside():  # out of a compiled call (_compiled)
+            return None
+        _monotonic()  # dynamo breaks the graph here, where it may
         if not self._active or self._depth or self._in_backward or not self._sub_depth \
                 or self._tracing():
             return None

@@ -11,7 +11,8 @@ end edge made in the same hook call, else none): on the every-step path by
 import threading
 import weakref
 
-from . import _anatomy, _backward, _cuda, _figures, _messages, _meter, _patch, _safe, _schedule, _steps
+from . import (_anatomy, _backward, _compiled, _cuda, _figures, _messages, _meter, _patch, _safe,
+               _schedule, _steps)
 from ._schedule import FIRST_MEASURED
 
 # The user phase that closes an interval between two steps in which memory
@@ -21,6 +22,7 @@ BETWEEN = "between_steps"
 from ._backward_phase import BackwardMixin
 from ._census_trigger import CensusMixin
 from ._closing import ClosingMixin, rose
+from ._compiled import CompiledMixin
 from ._forward_phase import EVAL, ForwardMixin
 from ._steps import StepsMixin
 from ._training_step import TrainingStepMixin
@@ -37,7 +39,7 @@ class _NoTensor:
 
 
 class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMixin,
-              CensusMixin, TrainingStepMixin):
+              CensusMixin, TrainingStepMixin, CompiledMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -60,7 +62,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                  "_ends_at_forward", "_exact", "_step_plan", "_skip_forward", "_quiet",
                  "_hook_output", "_kw_patch", "_closure_depth", "_updated", "_unseen", "_lock",
                  "_in_training_step", "framework_steps", "breakdown_always", "figures",
-                 "_tracing")
+                 "_tracing", "_compiling", "_outside")
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
                  queue_callback="detect", meter=None, global_backward=True, name=None,
@@ -83,6 +85,12 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         # Whether torch.jit.trace is recording a call: nothing of the hook's
         # runs inside a trace (bool() answers False where torch cannot trace).
         self._tracing = getattr(getattr(torch, "_C", None), "_is_tracing", None) or bool
+        # Whether dynamo traces a call, and whether a forward hook it traces
+        # stays out (_compiled: the first test of each forward hook).
+        self._compiling = _compiled.dynamo_check(torch)
+        self._outside = _compiled.outside_of(self)
+        self._hoisted = []  # weak references to the compiled wrappers that took the forward hooks
+        self._forward_hooks = ()  # the handles of the model's own forward hooks
         # What the edges of this watch carry as ``model`` (docs/protocol.md).
         self.name = _messages.watch_name(name if name is not None else type(model).__name__)
         # What the client holds as its owner: a weak reference, so a watch the
@@ -221,7 +229,12 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             self._undo.append(self._kw_patch)
         if undo is None:
             self._undo.append(h.remove)
-            self._undo.append(m.register_forward_hook(self._on_forward).remove)
+            post = m.register_forward_hook(self._on_forward)
+            self._undo.append(post.remove)
+            self._forward_hooks = (h, post)
+        if callable(getattr(type(m), "compile", None)):  # Module.compile(): torch >= 2.2
+            self._undo.append(_patch.patch_method(m, "compile", None, None,
+                                                  around=self._on_compile))
         self._undo.append(_patch.patch_method(m, "zero_grad", None, None, around=self._zero_grad))
         replicas = _patch.keep_out_of_replicas(m)  # the hook's wrappers stay the model's own
         if replicas is not None:
