@@ -135,11 +135,12 @@ def make_module(L, torch, manual, watch_sock, layout="self_call", slow=False):
 
 
 def fit(L, torch, mode, hook, sock=None, layout="self_call", slow=False, callback_kw=None,
-        callback=None, batches=BATCHES, extra_callbacks=(), **trainer_kw):
+        callback=None, batches=BATCHES, extra_callbacks=(), compiled=False, **trainer_kw):
     """Train one epoch of ``batches`` batches of 8 (each rank its share
     under a distributed strategy) and validate on 2, from seed 0; return
     the weights' hash and the optimizer steps. ``hook``: None, "callback"
-    (VramscopeCallback) or "watch" (watch() in configure_optimizers)."""
+    (VramscopeCallback) or "watch" (watch() in configure_optimizers);
+    ``compiled``: fit ``torch.compile(module)``, as Lightning's docs do."""
     torch.manual_seed(0)
     data = torch.utils.data.TensorDataset(torch.randn(8 * batches, 16),
                                           torch.randint(0, 4, (8 * batches,)))
@@ -161,7 +162,7 @@ def fit(L, torch, mode, hook, sock=None, layout="self_call", slow=False, callbac
                         enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=callbacks,
                         limit_val_batches=2, num_sanity_val_steps=1, **trainer_kw)
-    trainer.fit(module, train, val)
+    trainer.fit(torch.compile(module) if compiled else module, train, val)
     if module.handle is not None:
         module.handle.remove()
     return weights_hash(module), trainer.global_step

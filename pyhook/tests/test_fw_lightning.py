@@ -11,7 +11,7 @@ import pytest
 
 import lightning_fit
 from conftest import FakeMonitor
-from frameworks import Recording, lightning, phase_counts, phase_order, quietly
+from frameworks import Recording, lightning, need_attr, phase_counts, phase_order, quietly
 from lightning_fit import BATCHES, CASES, LIGHTNING_ORDER, PAUSE, step_phases
 
 
@@ -50,6 +50,48 @@ def check_fit(case, hook, layout, torch_mod, vs_bin, workdir, recorders, capfd):
 @pytest.mark.parametrize("layout", ["self_call", "submodules"])
 def test_lightning_fit(layout, case, hook, torch_mod, vs_bin, workdir, recorders, capfd):  # noqa: F811
     check_fit(case, hook, layout, torch_mod, vs_bin, workdir, recorders, capfd)
+
+
+@pytest.mark.parametrize("layout", ["self_call", "submodules"])
+def test_lightning_fit_of_a_compiled_module(layout, torch_mod, vs_bin, workdir, recorders,
+                                            capfd):  # noqa: F811
+    """trainer.fit(torch.compile(module)), Lightning's recipe: Lightning
+    compiles the module's forward and training_step, so the hook's
+    submodule, model and activation-meter hooks run inside compiled code.
+    They stay out of it: the same weights and graph breaks (Lightning's own
+    logging, three) as without the hook, where they broke the graph,
+    recompiled it every step (13 graphs against 3) and, with the
+    submodules layout, changed the weights; and every step still shows
+    Lightning's five phases. One graph more at most: the sanity check
+    compiled validation_step before the callback watched, and dynamo
+    compiles it again once the model has forward hooks (its guard
+    ``not self._forward_hooks``)."""
+    torch = torch_mod
+    need_attr(torch, "compile", "torch.compile")
+    counters = torch._dynamo.utils.counters
+
+    def fit_counted(*args, **kw):
+        torch._dynamo.reset()
+        counters.clear()
+        result = fit(torch, "automatic", *args, layout=layout, compiled=True, **kw)
+        graphs = dict(counters["stats"]), dict(counters["graph_break"])
+        return result, graphs
+
+    want, plain_warnings = quietly(fit_counted, None)
+    capfd.readouterr()
+    rec = Recording(vs_bin, workdir, recorders)
+    got, hooked_warnings = quietly(fit_counted, "callback", sock=rec.sock)
+    capfd.readouterr()
+    assert got[0] == want[0], "the hook changed the weights or the steps"
+    (stats, breaks), (plain_stats, plain_breaks) = got[1], want[1]
+    assert breaks == plain_breaks, breaks
+    assert plain_stats["unique_graphs"] <= stats["unique_graphs"] <= plain_stats["unique_graphs"] + 1
+    assert hooked_warnings == plain_warnings, "the hook warned"
+    proc = rec.process()
+    assert proc["steps_total"] == want[0][1] == BATCHES
+    for s in proc["steps"]:
+        order, _ = step_phases(s["step"], "callback", layout, s["step"] == BATCHES - 1)
+        assert phase_order(s) == order, (s["step"], phase_order(s))
 
 
 @pytest.mark.parametrize("case", ["automatic", "manual", "accumulation"])

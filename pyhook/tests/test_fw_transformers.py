@@ -20,6 +20,22 @@ def train(torch, outdir, callbacks, state=None, **args_kw):
                         EVAL_EVERY, state=state, **args_kw)
 
 
+def each_step(proc):
+    """The recording's steps, each checked for what every run here has:
+    STEPS steps, each with the five phases (and an evaluation after every
+    EVAL_EVERY steps: a user phase eval of the step it follows, as a
+    Lightning validation is; docs/hook.md, "An evaluation between steps"),
+    ACCUMULATION forwards and backwards. Yields (step, phase counts,
+    evaluated)."""
+    assert proc["steps_total"] == STEPS, [phase_order(s) for s in proc["steps"]]
+    for s in proc["steps"]:
+        counts = phase_counts(s)
+        evaluated = (s["step"] + 1) % EVAL_EVERY == 0
+        assert sorted(counts) == sorted(PHASES + ["eval"] * evaluated), (s["step"], phase_order(s))
+        assert counts["forward"] == counts["backward"] == ACCUMULATION, counts
+        yield s, counts, evaluated
+
+
 def test_hf_trainer_train_with_the_callback(torch_mod, vs_bin, workdir, recorders,  # noqa: F811
                                             capfd):
     need("transformers")
@@ -36,23 +52,49 @@ def test_hf_trainer_train_with_the_callback(torch_mod, vs_bin, workdir, recorder
     assert hooked_warnings == plain_warnings, "the hook warned"
     text = out.out + out.err
     assert "vramscope:" not in text and "Traceback" not in text, text
-    proc = rec.process()
-    assert proc["steps_total"] == STEPS, [phase_order(s) for s in proc["steps"]]
-    for s in proc["steps"]:
-        counts = phase_counts(s)
-        # Evaluation (every EVAL_EVERY steps, under no_grad, after
-        # on_step_end) opens no step: it is a user phase eval at the end of
-        # the step it follows, as without the callback (below) and as a
-        # Lightning validation is (docs/hook.md, "An evaluation between steps").
-        evaluated = (s["step"] + 1) % EVAL_EVERY == 0
-        assert sorted(counts) == sorted(PHASES + ["eval"] * evaluated), (s["step"], phase_order(s))
+    # Evaluation (every EVAL_EVERY steps, under no_grad, after on_step_end)
+    # opens no step: it is a user phase eval at the end of the step it
+    # follows, as without the callback (below).
+    for s, counts, evaluated in each_step(rec.process()):
         if evaluated:
             assert phase_order(s)[-1] == "eval", phase_order(s)
-        assert counts["forward"] == counts["backward"] == ACCUMULATION, counts
         assert counts["step"] == 1, counts
         # The Trainer's model.zero_grad() after the update stays in the step
         # but is no micro-step of its own: micro is the backward passes, as
         # under `vramscope run`.
+        assert s["micro"] == ACCUMULATION, (s["step"], s["micro"], phase_order(s))
+
+
+def test_hf_trainer_train_with_torch_compile(torch_mod, vs_bin, workdir, recorders,  # noqa: F811
+                                             capfd):
+    """TrainingArguments(torch_compile=True): the Trainer trains a
+    torch.compile wrapper of the model the callback watches. The hook stays
+    out of the compiled call (docs/hook.md, "Compiled models"): the same
+    weights, graphs, captured calls and graph breaks (the Trainer's own) as
+    without it, where its forward hooks broke the graph twice more. The
+    wrapper takes the forward hooks at dynamo's first trace and its
+    zero_grad() is watched: every step has the five phases; step 0's first
+    forward runs on to its backward, with no loss of its own."""
+    need("transformers")
+    from vramscope.integrations.transformers import VramscopeCallback
+    torch = torch_mod
+    counters = torch._dynamo.utils.counters
+
+    def train_counted(name, callbacks):
+        torch._dynamo.reset()
+        counters.clear()
+        result = train(torch, os.path.join(workdir, name), callbacks, torch_compile=True)
+        return result, (dict(counters["stats"]), dict(counters["graph_break"]))
+
+    want, want_graphs = train_counted("plain", [])
+    capfd.readouterr()
+    rec = Recording(vs_bin, workdir, recorders)
+    got, got_graphs = train_counted("hooked", [VramscopeCallback(socket=rec.sock)])
+    capfd.readouterr()
+    assert got == want, "the hook changed the weights, the step count or warned"
+    assert got_graphs == want_graphs, (got_graphs, want_graphs)
+    for s, counts, _ in each_step(rec.process()):
+        assert counts["loss"] == ACCUMULATION - (s["step"] == 0), counts
         assert s["micro"] == ACCUMULATION, (s["step"], s["micro"], phase_order(s))
 
 
@@ -76,16 +118,9 @@ def test_hf_trainer_train_watched_from_a_user_callback(where, torch_mod, vs_bin,
     got, _ = train(torch_mod, os.path.join(workdir, "hooked"), [UserCallback()])
     handles[0].remove()
     assert got == want
-    proc = rec.process()
-    assert proc["steps_total"] == STEPS, [phase_order(s) for s in proc["steps"]]
-    for s in proc["steps"]:
-        counts = phase_counts(s)
-        # Without the callback's step ends, the evaluation after every
-        # EVAL_EVERY steps is a user phase eval of the step it follows
-        # (docs/hook.md, "An evaluation between steps").
-        evaluated = (s["step"] + 1) % EVAL_EVERY == 0
-        assert sorted(counts) == sorted(PHASES + ["eval"] * evaluated), (s["step"], phase_order(s))
-        assert counts["forward"] == counts["backward"] == ACCUMULATION, counts
+    # Without the callback's step ends, the evaluation after every
+    # EVAL_EVERY steps is a user phase eval of the step it follows too.
+    assert len(list(each_step(rec.process()))) == STEPS
 
 
 def test_figures_in_the_trainers_logs(torch_mod, vs_bin, workdir, recorders):  # noqa: F811

@@ -2,11 +2,13 @@
 "Compiled models").
 
 A model compiled after ``watch()`` runs the hook's forward hooks inside the
-compiled call: ``torch.compile(model)`` and a compiled function that calls
-the model trace the model's ``_call_impl``, hooks included. Dynamo breaks
-the graph at the first thing each hook does (a read of the clock), and
-with ``fullgraph=True`` that break raises into training. So each forward
-hook of the Watcher's begins with::
+compiled call: ``torch.compile(model)``, a compiled function that calls the
+model, and Lightning's compiled ``training_step`` trace the model's
+``_call_impl``, hooks included. Dynamo broke the graph at the first thing
+each hook did (a read of the clock), which with ``fullgraph=True`` raised
+into training, and otherwise split the model's graph (inductor then fused
+it differently: other weights), and recompiled it as the hook's state
+moved. So each forward hook of the Watcher's begins with::
 
     if self._compiling() and self._outside():
         return None
@@ -16,28 +18,24 @@ answers it with a constant True, with no guard; in eager code it is one
 frame of two bytecodes (``bool``, a C call, where torch has no dynamo).
 ``_outside`` (:func:`outside_of`) is a function dynamo calls while it
 traces, once per hook it meets, and takes the answer of as a constant
-(``torch.compiler.assume_constant_result``): whether the hook stays out of
-this trace (:func:`keep_out`).
-
-* Under the model's ``torch.compile`` wrapper (an ``OptimizedModule``,
-  found among the trace's callers) it does, whatever the trace: the
-  wrapper takes the hook's forward hooks, which run eagerly around its
-  compiled call, and the call being traced begins ``forward`` there. No
-  graph break, with or without ``fullgraph``.
-* ``Module.compile()`` after ``watch()`` moves the forward hooks before
-  any trace (:meth:`CompiledMixin._on_compile`).
-* Elsewhere (a compiled function that calls the model) it does where the
-  trace may not break (``fullgraph=True``, ``torch.export``'s strict trace,
-  ``error_on_graph_break``): the forward goes unseen. Otherwise the hook
-  runs as before, eagerly after a graph break, once a call.
+(``torch.compiler.assume_constant_result``): the hook stays out of every
+trace (:func:`keep_out`), and under the model's ``torch.compile`` wrapper
+(an ``OptimizedModule``, found among the trace's callers) the wrapper
+takes the hook's forward hooks, which run eagerly around its compiled
+call, and the call being traced begins ``forward`` there.
+``Module.compile()`` after ``watch()`` moves the forward hooks around the
+compiled call before any trace (:meth:`CompiledMixin._on_compile`).
+Elsewhere (a compiled function that calls the model) the forward goes
+unseen.
 """
 
+import os
 import sys
 import weakref
 
 from . import _patch, _safe
 
-_MODULE_FILE = ("torch", "nn", "modules", "module.py")
+_MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")
 # Module methods whose frame holds ``self``, the module called.
 _CALLS = frozenset(("_call_impl", "_wrapped_call_impl", "__call__"))
 
@@ -54,8 +52,8 @@ def dynamo_check(torch):
 def outside_of(watcher):
     """A function of no arguments that dynamo calls while it traces one of
     ``watcher``'s forward hooks, and whose answer it keeps as a constant:
-    whether the hook stays out of the trace (:func:`keep_out`). It holds
-    the watcher by weak reference."""
+    that the hook stays out of the trace (:func:`keep_out`). It holds the
+    watcher by weak reference."""
     ref = weakref.ref(watcher)
 
     def outside():
@@ -76,18 +74,6 @@ def outside_of(watcher):
     return outside
 
 
-def must_not_break():
-    """Whether the trace dynamo runs now may not break its graph: a
-    ``fullgraph=True`` compile or a strict export (``one_graph``), or
-    ``error_on_graph_break``. True when that cannot be read."""
-    try:
-        from torch._dynamo.symbolic_convert import InstructionTranslator
-        tx = InstructionTranslator.current_tx()
-        return bool(getattr(tx, "one_graph", True) or getattr(tx, "error_on_graph_break", False))
-    except Exception:  # noqa: BLE001 - another dynamo: staying out never raises
-        return True
-
-
 def compiled_wrapper(model, frame, depth=1000):
     """The ``torch.compile`` wrapper of ``model`` (an ``OptimizedModule``,
     which holds it as ``_orig_mod``) whose call is among the callers of
@@ -95,8 +81,7 @@ def compiled_wrapper(model, frame, depth=1000):
     methods are asked for their ``self``."""
     while frame is not None and depth > 0:
         code = frame.f_code
-        if code.co_name in _CALLS and code.co_filename.endswith(_MODULE_FILE[-1]) \
-                and code.co_filename.replace("\\", "/").endswith("/".join(_MODULE_FILE)):
+        if code.co_name in _CALLS and code.co_filename.endswith(_MODULE_FILE):
             local = frame.f_locals
             module = local.get("self")
             if module is not model and getattr(module, "_orig_mod", None) is model:
@@ -106,23 +91,21 @@ def compiled_wrapper(model, frame, depth=1000):
 
 
 def keep_out(watcher):
-    """Decide, while dynamo traces one of ``watcher``'s forward hooks,
-    whether the hook stays out of the trace. Under the model's compiled
-    wrapper (found among the callers) it does: the wrapper takes the
-    hook's forward hooks (the first time), which run eagerly around its
-    compiled call. Elsewhere (a compiled function that calls the model) it
-    does where the trace may not break (:func:`must_not_break`)."""
+    """While dynamo traces one of ``watcher``'s forward hooks: the hook
+    stays out of the trace (True), and the model's compiled wrapper, where
+    one is found among the callers, takes the hook's forward hooks (the
+    first time), which run eagerly around its compiled call."""
     found = compiled_wrapper(watcher.model, sys._getframe(1))
     if found is not None:
         watcher.hoist_to(*found)
-        return True
-    return must_not_break()
+    return True
 
 
 class CompiledMixin:
     """The Watcher's forward hooks moved around a compiled call. Mixed into
     :class:`_watch.Watcher`, which defines ``_on_forward_pre``,
-    ``_on_forward``, ``_forward_hooks``, ``_undo`` and ``_lock``."""
+    ``_on_forward``, ``_zero_grad``, ``_forward_hooks``, ``_undo`` and
+    ``_lock``."""
 
     def _on_compile(self, original, args, kwargs):
         """``model.compile()`` after ``watch()``: the compiled call would
@@ -168,5 +151,18 @@ class CompiledMixin:
             handles = (wrapper.register_forward_pre_hook(on_wrapper_pre, with_kwargs=True),
                        wrapper.register_forward_hook(on_wrapper))
             self._undo += [h.remove for h in handles]
+            if "zero_grad" not in wrapper.__dict__:
+                # The wrapper's zero_grad() is Module's over the same
+                # parameters, which the model's patch never sees (the HF
+                # Trainer's torch_compile zeroes through it), as a DDP
+                # wrapper's (ForwardMixin._watch_wrapper).
+                self._undo.append(_patch.patch_method(
+                    wrapper, "zero_grad", None, None, around=self._zero_grad, plain_set=True))
+                self._zero_seen = True
         # The call being traced is the wrapper's: its forward begins now.
+        # Its end is not seen (nothing of the hook runs in the compiled
+        # call), so no forward counts as running: the next one, another
+        # micro-step's, is not taken for a nested call.
         pre(model, args, kwargs or {})
+        with self._lock:
+            self._depth = 0

@@ -16,8 +16,9 @@ from ._anatomy import (StorageCache, TreeCache, _deref, _not_none, plain_tree, s
 
 def runs_compiled(model):
     """Whether ``model`` or one of its modules was compiled with
-    ``torch.compile`` (an ``OptimizedModule``, which holds ``_orig_mod``) or
-    ``Module.compile()`` (``_compiled_call_impl``). The meter's saved-tensor
+    ``torch.compile`` (an ``OptimizedModule``, which holds ``_orig_mod``),
+    ``Module.compile()`` (``_compiled_call_impl``) or in its instance's
+    ``forward`` or ``training_step`` (:func:`_dynamo_wrapped`). The meter's saved-tensor
     and module hooks would run inside the compiled code, where dynamo
     traces them and breaks the graph: measured on torch 2.15 with inductor,
     no call of the model ran compiled any more."""
@@ -25,10 +26,27 @@ def runs_compiled(model):
         return False
     try:
         for m in model.modules():
-            if "_orig_mod" in m._modules or m.__dict__.get("_compiled_call_impl") is not None:
+            own = m.__dict__
+            if "_orig_mod" in m._modules or own.get("_compiled_call_impl") is not None \
+                    or _dynamo_wrapped(own.get("forward")) \
+                    or _dynamo_wrapped(own.get("training_step")):
                 return True
     except Exception:  # noqa: BLE001 - a module that cannot be walked: not known compiled
         pass
+    return False
+
+
+def _dynamo_wrapped(fn, depth=4):
+    """Whether ``fn``, a method set on a module instance, is a function
+    ``torch.compile`` made (it holds ``_torchdynamo_orig_callable``), or
+    wraps one (``__wrapped__``: the hook's own patches, functools.wraps):
+    Lightning compiles a compiled module's ``forward`` and
+    ``training_step`` so (``lightning.pytorch.utilities.compile``)."""
+    while fn is not None and depth > 0:
+        if getattr(fn, "_torchdynamo_orig_callable", None) is not None:
+            return True
+        fn = getattr(getattr(fn, "__func__", fn), "__wrapped__", None)
+        depth -= 1
     return False
 
 
@@ -143,7 +161,7 @@ class SavedTensorMeter:
     def _build_map(self):
         """Build the module map (at the first measured forward; False when
         it cannot be had)."""
-        from . import _modules
+        from . import _compiled, _modules
         self._map = False
         try:
             if all(self._register):
@@ -151,7 +169,8 @@ class SavedTensorMeter:
                 self._map = _modules.ModuleMap(self._model)
                 self._labels = self._map.labels()
                 self._mstack = _modules.ModuleStack(
-                    self._map, getattr(self._torch, "Tensor", None) or type(None))
+                    self._map, getattr(self._torch, "Tensor", None) or type(None),
+                    _compiled.dynamo_check(self._torch))
                 self._stack = self._mstack.stack
         except Exception as exc:  # noqa: BLE001 - attribution is optional
             from . import _safe

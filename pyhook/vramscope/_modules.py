@@ -223,8 +223,11 @@ class ModuleStack:
     ``u``'s head modules (every call) to their bytes.
     """
 
-    def __init__(self, mmap, is_tensor_type):
+    def __init__(self, mmap, is_tensor_type, compiling=bool):
         self.map = mmap
+        # Whether dynamo traces the call (_compiled.dynamo_check): the hooks
+        # stay out of compiled code, where they would break its graph.
+        self._compiling = compiling
         self.stack = []
         self.inputs = {}
         self._tensor = is_tensor_type
@@ -241,6 +244,8 @@ class ModuleStack:
     # out by thread) and must never raise into a forward. Each runs at every
     # module call of a measured forward.
     def pre(self, module, args):
+        if self._compiling():
+            return None
         i = self._number(id(module))
         if not i or _get_ident() != self.thread:  # unknown, or the model itself
             return None
@@ -272,6 +277,8 @@ class ModuleStack:
         return None
 
     def post(self, module, args, output):
+        if self._compiling():
+            return None
         i = self._number(id(module))
         if not i:
             return None

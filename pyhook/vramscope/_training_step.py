@@ -207,6 +207,8 @@ class TrainingStepMixin:
     # hooks return at once outside it and inside the model's own forward.
 
     def _on_sub_pre(self, module, args):
+        if self._compiling() and self._outside():  # out of a compiled call (_compiled)
+            return None
         if not self._in_training_step or not self._active:
             return None
         if self._depth:
@@ -222,6 +224,8 @@ class TrainingStepMixin:
         return None
 
     def _on_sub(self, module, args, output):
+        if self._compiling() and self._outside():  # out of a compiled call (_compiled)
+            return None
         if not self._in_training_step or self._depth or not self._active:
             return None
         if self._fast:
@@ -270,6 +274,8 @@ class TrainingStepMixin:
         self._sub_end = (_monotonic(), raw, acts.meter.mark() if acts.measuring else None)
 
     def _on_loss_module(self, module, args):
+        if self._compiling() and self._outside():  # out of a compiled call (_compiled)
+            return None
         if (self._in_training_step or self._child_layout) and not self._depth and self._active \
                 and self._open == "forward" and not self._sub_depth:
             with self._lock:
