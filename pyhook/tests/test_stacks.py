@@ -14,6 +14,7 @@ import warnings
 import pytest
 
 from conftest import ROOT, queued
+from frameworks import need_attr
 import stacks
 import vramscope
 from vramscope import _api, _backward, _client, _patch
@@ -611,6 +612,41 @@ def test_a_watched_model_traces_and_scripts_once_the_watch_is_removed(torch_mod,
     assert not [name for name, v in vars(model).items()
                 if getattr(getattr(v, "__func__", None), "_vramscope_wrapper", False)]
     assert torch.equal(torch.jit.script(model)(x), want)
+
+
+def test_a_watched_model_exports_as_an_unwatched_one(torch_mod, monkeypatch):
+    """torch.export.export of a watched model between steps, strict (dynamo
+    traces the forward hooks, where a graph break raises: the hook stays
+    out, docs/hook.md, "Compiled models") and not (the hooks run in
+    Python): the same exported graph as without the watch, and training
+    goes on after it."""
+    torch = torch_mod
+    need_attr(torch, "export", "torch.export")
+    made = watched_client(monkeypatch)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.ones(2, 4)
+
+    def exported(strict):
+        torch._dynamo.reset()
+        return torch.export.export(model, (x,), strict=strict).graph_module.code
+
+    want = {strict: exported(strict) for strict in (True, False)}
+    handle = vramscope.watch(model, opt)
+    for _ in range(3):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = {strict: exported(strict) for strict in (True, False)}
+    assert got == want
+    n = len(queued(made[0]))
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    assert len(queued(made[0])) > n, "the steps after the export are watched"
+    handle.remove()
 
 
 def test_a_deleted_model_is_not_kept_alive_by_the_watch_registry(torch_mod, monkeypatch):
