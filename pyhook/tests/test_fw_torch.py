@@ -229,3 +229,26 @@ def test_torch_feature(name, torch_mod, vs_bin, workdir, recorders, capfd):
     check_loop(LOOPS[name], STEPS, 1, torch_mod, vs_bin, workdir, recorders, capfd,
                first=FIRST_STEP.get(name),
                rest=UNSEEN_FORWARD if name == "compiled_function_fullgraph" else None)
+
+
+def test_a_compiled_function_that_calls_the_model_leaves_its_children_alone(torch_mod):
+    """A loop whose compiled function runs the model: the forward goes
+    unseen (the hook stays out of the trace), and the unclaimed backward
+    is the step's, with no children hooked for a layout they do not have
+    (their hooks, inside the compiled call, would never run, and the
+    child layout's steps take the general paths)."""
+    torch = torch_mod
+    need_attr(torch, "compile", "torch.compile")
+    torch._dynamo.reset()
+    net = mlp(torch)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    handle = vramscope.watch(net, opt, socket=None)
+    forward = torch.compile(lambda x: net(x))
+    try:
+        for x, y in batches(torch, 4):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(forward(x), y).backward()
+            opt.step()
+        assert not [c for c in net.children() if c._forward_pre_hooks or c._forward_hooks]
+    finally:
+        handle.remove()

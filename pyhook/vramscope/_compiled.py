@@ -98,6 +98,10 @@ def keep_out(watcher):
     found = compiled_wrapper(watcher.model, sys._getframe(1))
     if found is not None:
         watcher.hoist_to(*found)
+    else:
+        # A compiled function calls the model: its forward goes unseen, and
+        # so would its children's (no layout of children to look for).
+        watcher.forward_compiled = True
     return True
 
 

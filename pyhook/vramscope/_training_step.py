@@ -329,8 +329,10 @@ class TrainingStepMixin:
         the only one. In a step of this watch's at work (its zero_grad began
         it, nothing is open, no backward of its own yet) of a model that a
         loop could train through its children, it is this step's backward:
-        the children are hooked now and the backward is taken (True). Else
-        it is noted for the step's end (_steps._finish_step)."""
+        the children are hooked now and the backward is taken (True); so
+        too, with no children hooked, in a loop whose compiled function
+        runs the model. Else it is noted for the step's end
+        (_steps._finish_step)."""
         if not self._active or self._in_backward:
             return False  # (tested again under the lock)
         with self._lock:
@@ -343,9 +345,10 @@ class TrainingStepMixin:
                     or self._bw_step == client.step or self._in_training_step \
                     or owner is not None and owner is not self._self_ref:
                 return False
-            self._hook_children()
-            if not self._child_layout:
-                return False
+            if not self.forward_compiled:  # else the forward ran compiled, unseen
+                self._hook_children()
+                if not self._child_layout:
+                    return False
             # The unseen forward was a training one: user_backward_begin takes
             # the backward as it takes one after a forward it saw.
             self._trained = True
@@ -353,9 +356,12 @@ class TrainingStepMixin:
 
     def _hook_children(self):
         """Hook the model's direct children for the child layout (once; not
-        on a model with a training_step, which has its own). (Lock held.)"""
+        on a model with a training_step, which has its own, nor on one a
+        compiled function calls, whose children run compiled too:
+        _compiled.keep_out). (Lock held.)"""
         model = self._model
-        if self._child_layout or self._sub_hooks or callable(getattr(model, "training_step", None)):
+        if self._child_layout or self._sub_hooks or self.forward_compiled \
+                or callable(getattr(model, "training_step", None)):
             return
         try:
             subs = self._hook_each_child(self._on_child_pre, self._on_child)

@@ -90,6 +90,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._compiling = _compiled.dynamo_check(torch)
         self._outside = _compiled.outside_of(self)
         self._hoisted = []  # weak references to the compiled wrappers that took the forward hooks
+        # Whether a compiled function ran the model, its forward hooks out of the trace (_compiled)
+        self.forward_compiled = False
         self._forward_hooks = ()  # the handles of the model's own forward hooks
         # What the edges of this watch carry as ``model`` (docs/protocol.md).
         self.name = _messages.watch_name(name if name is not None else type(model).__name__)
