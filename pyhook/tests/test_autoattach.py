@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT
+from frameworks import need_attr
 
 from vramscope import _autoattach
 
@@ -110,6 +111,64 @@ print(json.dumps({"model": st.model is model, "optimizer": st.optimizer is opt,
 """)
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {"model": True, "optimizer": True, "children": True}, got
+
+
+COMPILED_FUNCTION = STATE + """
+import hashlib
+torch.manual_seed(0)
+for p in model.parameters():
+    torch.nn.init.normal_(p)
+forward = torch.compile(lambda x: model(x), fullgraph=True)
+for _ in range(3):
+    opt.zero_grad()
+    forward(torch.ones(4, 8)).sum().backward()
+    opt.step()
+w = st.handle.watcher if st is not None and st.handle is not None else None
+print(json.dumps({
+    "weights": hashlib.sha1(b"".join(p.detach().numpy().tobytes()
+                                     for p in model.parameters())).hexdigest(),
+    "model": st is not None and st.model is model,
+    "optimizer": st is not None and st.optimizer is opt,
+    "unseen": w is not None and w.forward_compiled,
+    "children": [bool(c._forward_pre_hooks) for c in model]}))
+"""
+
+
+def test_a_model_only_a_compiled_function_runs_is_attached_at_its_first_step(startup,
+                                                                          torch_mod):
+    # The global module hook stays out of compiled code, where it raised
+    # (fullgraph=True; without it the call ran uncompiled, and nothing
+    # attached). No module trains outside it before the first step(): the
+    # optimizer's model is watched from there, its forward unseen and its
+    # children left alone; the weights as without auto-attach.
+    need_attr(torch_mod, "compile", "torch.compile")
+    proc = run_py(startup, COMPILED_FUNCTION)
+    assert proc.returncode == 0, proc.stderr
+    assert "vramscope" not in proc.stderr, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    plain = run_py(startup, COMPILED_FUNCTION, extra_env={"VRAMSCOPE_AUTOATTACH": "0"})
+    assert plain.returncode == 0, plain.stderr
+    want = json.loads(plain.stdout.strip().splitlines()[-1])
+    assert got["weights"] == want["weights"]
+    assert (got["model"], got["optimizer"], got["unseen"]) == (True, True, True), got
+    assert got["children"] == [False, False, False], got
+
+
+def test_find_model_takes_the_innermost_module_with_the_optimizers_parameters(torch_mod):
+    torch = torch_mod
+
+    class Wrapper(torch.nn.Module):  # as DistributedDataParallel holds its module
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    wrapper = Wrapper(model)
+    outer = torch.nn.ModuleDict({"m": wrapper, "other": torch.nn.Linear(2, 2)})
+    assert _autoattach.find_model(torch, torch.optim.SGD(model.parameters(), lr=0.1)) is model
+    assert _autoattach.find_model(torch, torch.optim.SGD(outer.parameters(), lr=0.1)) is outer
+    assert _autoattach.find_model(
+        torch, torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)) is None
 
 
 def test_find_owner_climbs_to_the_model_the_optimizer_trains(torch_mod):

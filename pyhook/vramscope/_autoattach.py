@@ -31,11 +31,15 @@ import sys
 import threading
 import warnings
 
-from . import _api, _safe, _tracebacks
+from . import _api, _compiled, _safe, _tracebacks
 
 _lock = threading.RLock()
 _state = None
 _REAL_WATCH = _api.watch  # taken before install() replaces it
+# Whether dynamo traces the call (_compiled.dynamo_check, set with torch): the
+# global hooks stay out of compiled code, where a graph break would raise
+# under fullgraph=True and, without it, left the call uncompiled.
+_compiling = bool
 
 
 class _State:
@@ -185,6 +189,8 @@ def _on_torch(torch):
                            "(torch.nn.modules.module.register_module_forward_pre_hook); "
                            "auto-attach is off: call vramscope.watch(model, optimizer)")
             return
+        global _compiling
+        _compiling = _compiled.dynamo_check(torch)
         st.module_hook = register_module(_on_module_call)
         # torch.optim deletes its ``optimizer`` attribute (1.13 and 2.x): the
         # module is found where the Optimizer class was defined.
@@ -214,7 +220,11 @@ def _trains(torch, module):
 
 
 def _on_module_call(module, args):
-    """The global forward pre-hook: runs before every module's forward until attached."""
+    """The global forward pre-hook: runs before every module's forward until
+    attached; out of compiled code (a model only a compiled function calls
+    is attached at its optimizer's first step: _on_optimizer_step)."""
+    if _compiling():
+        return None
     st = _state
     if st is None or st.model is not None or st.standing_down:
         return None
@@ -293,9 +303,17 @@ def _attach(st, module, args, caller=None):
 
 
 def _on_optimizer_step(optimizer, args, kwargs):
-    """The global optimizer step pre-hook (torch >= 2.0): a late optimizer joins."""
+    """The global optimizer step pre-hook (torch >= 2.0): a late optimizer
+    joins; or, where no module trained outside compiled code before this
+    first step (a compiled function runs the model), the model it trains is
+    attached with it."""
+    if _compiling():
+        return None
     st = _state
-    if st is None or st.standing_down or st.optimizer is not None or st.model is None:
+    if st is None or st.standing_down or st.optimizer is not None:
+        return None
+    if st.model is None:
+        _safe.call(_attach_at_step, st, optimizer)
         return None
     try:
         with _lock:
@@ -316,6 +334,52 @@ def _on_optimizer_step(optimizer, args, kwargs):
     except Exception as exc:  # noqa: BLE001
         _safe.report(exc)
     return None
+
+
+def _attach_at_step(st, optimizer):
+    """The first step() of an optimizer before any module trained outside
+    compiled code: the model is the module it trains (:func:`find_model`),
+    watched from inside this step; its forwards run compiled, unseen."""
+    with _lock:
+        if st.model is not None or st.optimizer is not None or st.standing_down:
+            return
+        model = find_model(st.torch, optimizer)
+        if model is None:
+            return
+        st.model, st.optimizer = model, optimizer
+        _remove_module_hook(st)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            st.handle = st.real_watch(model, optimizer)
+        _mid_step(st.handle)
+        watcher = getattr(st.handle, "watcher", None)
+        if watcher is not None:
+            watcher.forward_compiled = True
+
+
+def find_model(torch, optimizer):
+    """Return the module whose parameters include every one of
+    ``optimizer``'s with the fewest others: the model it trains, not a
+    container of it; of several with the same parameters (a wrapper and the
+    model it holds), the innermost. None when no live module holds them
+    all. One pass over the live objects (``gc.get_objects()``)."""
+    base = getattr(getattr(torch, "nn", None), "Module", None)
+    want = _param_ids(optimizer)
+    if base is None or not want:
+        return None
+    scored = []
+    for o in gc.get_objects():
+        if issubclass(type(o), base):  # type(): as find_optimizer
+            have = {id(p) for p in o.parameters()}
+            if want <= have:
+                scored.append((len(have), o))
+    if not scored:
+        return None
+    fewest = min(n for n, _ in scored)
+    tied = [o for n, o in scored if n == fewest]
+    inner = [o for o in tied if not any(c is t for t in tied
+                                        for c in (getattr(o, "_modules", None) or {}).values())]
+    return (inner or tied)[0]
 
 
 def _param_ids(optimizer):
