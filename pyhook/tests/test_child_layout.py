@@ -8,6 +8,7 @@ Compared with the same training written with ``model(x)``, on the
 simulated allocator (bench/fakecuda.py), through the hook's own queue.
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -170,14 +171,29 @@ def test_the_recorded_report_of_a_loop_calling_the_children(torch_mod, vs_bin, w
     assert rows[1:] == [[(n, 1) for n in ["zero_grad"] + TRAIN]] * (want_steps - 1)
 
 
-def test_a_child_that_raised_leaves_the_next_steps_their_phases(torch_mod):
-    torch = torch_mod
+@contextlib.contextmanager
+def three_children(torch):
+    """A Watcher of a three-child model and its optimizer on an unstarted
+    client over the simulated allocator: (client, model, optimizer,
+    watcher); removed, closed and uninstalled at the end."""
     sim = fakecuda.SimAllocator().install(torch)
     try:
         client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch, 0), start=False)
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         w = _watch.Watcher(torch, client, model, opt, client.config)
+        try:
+            yield client, model, opt, w
+        finally:
+            w.remove()
+            client.close("removed", timeout=0)
+    finally:
+        sim.uninstall()
+
+
+def test_a_child_that_raised_leaves_the_next_steps_their_phases(torch_mod):
+    torch = torch_mod
+    with three_children(torch) as (client, model, opt, w):
         for i in range(5):
             opt.zero_grad()
             h = model[0](torch.randn(5, 8))
@@ -189,10 +205,6 @@ def test_a_child_that_raised_leaves_the_next_steps_their_phases(torch_mod):
             model[2](model[1](h)).pow(2).mean().backward()
             opt.step()
         msgs, _ = messages(client)
-        w.remove()
-        client.close("removed", timeout=0)
-    finally:
-        sim.uninstall()
     assert [m["name"] for m in msgs if m["step"] == 4 and m["edge"] == "begin"] == \
         ["zero_grad", "forward", "loss", "backward", "step"]
 
@@ -228,12 +240,7 @@ def test_a_trace_of_a_model_trained_through_its_children_runs_none_of_the_hook(t
     naming its values, and no training phase is queued; the check's own
     call under no_grad between steps is an evaluation, as any."""
     torch = torch_mod
-    sim = fakecuda.SimAllocator().install(torch)
-    try:
-        client = _client.Client(make_config(), cuda=_cuda.CudaStats(torch, 0), start=False)
-        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        w = _watch.Watcher(torch, client, model, opt, client.config)
+    with three_children(torch) as (client, model, opt, w):
         for _ in range(4):
             opt.zero_grad()
             model[2](model[1](model[0](torch.randn(5, 8)))).pow(2).mean().backward()
@@ -246,7 +253,4 @@ def test_a_trace_of_a_model_trained_through_its_children_runs_none_of_the_hook(t
             torch.jit.trace(model, torch.randn(5, 8))
         after, _ = messages(client)
         assert {m["name"] for m in after[len(before):]} <= {"eval"}
-        w.remove()
-    finally:
-        sim.uninstall()
 
