@@ -325,15 +325,21 @@ def _on_optimizer_step(optimizer, args, kwargs):
             # live (chain(...values())), so removing one from inside it
             # raises into step() when another global hook follows.
             old = st.handle
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # our own re-watch of the same model
-                st.handle = st.real_watch(st.model, optimizer)
-            _mid_step(st.handle)
+            _watch_in_step(st, optimizer)
             if old is not None:
                 old.remove()
     except Exception as exc:  # noqa: BLE001
         _safe.report(exc)
     return None
+
+
+def _watch_in_step(st, optimizer):
+    """Watch ``st.model`` with ``optimizer`` from inside a step() (its
+    global pre-hook): the new handle, its step 0 under way."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # our own re-watch of the same model, where one was
+        st.handle = st.real_watch(st.model, optimizer)
+    _mid_step(st.handle)
 
 
 def _attach_at_step(st, optimizer):
@@ -348,10 +354,7 @@ def _attach_at_step(st, optimizer):
             return
         st.model, st.optimizer = model, optimizer
         _remove_module_hook(st)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            st.handle = st.real_watch(model, optimizer)
-        _mid_step(st.handle)
+        _watch_in_step(st, optimizer)
         watcher = getattr(st.handle, "watcher", None)
         if watcher is not None:
             watcher.forward_compiled = True
