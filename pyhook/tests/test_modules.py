@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from conftest import ROOT, make_config, queued
-from vramscope import _client, _modules, _watch
+from vramscope import _client, _meter, _modules, _safe, _saved_hooks, _watch
 
 F32, I64 = 4, 8
 
@@ -142,7 +142,7 @@ def test_cnn_first_convolutions_dominate(torch_mod):
     check_totals(a)
 
 
-def checkpointed_mlp(torch, layers, d, use_checkpoint):
+def checkpointed_mlp(torch, layers, d, use_checkpoint, reentrant=True):
     import torch.utils.checkpoint as cp
     nn = torch.nn
 
@@ -157,7 +157,7 @@ def checkpointed_mlp(torch, layers, d, use_checkpoint):
         def forward(self, x):
             x = self.inp(x)
             for b in self.blocks:
-                x = cp.checkpoint(b, x, use_reentrant=True) if use_checkpoint else b(x)
+                x = cp.checkpoint(b, x, use_reentrant=reentrant) if use_checkpoint else b(x)
             return x
 
     return Model()
@@ -338,8 +338,6 @@ def test_plain_steps_install_no_module_hooks(torch_mod, monkeypatch):
 
 def test_user_saved_tensor_hooks_leave_the_loss_unmeasured(torch_mod):
     torch = torch_mod
-    if not hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks"):
-        pytest.skip("this torch cannot say which saved-tensor hooks are in force")
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     client = _client.Client(make_config(), start=False)
@@ -351,9 +349,13 @@ def test_user_saved_tensor_hooks_leave_the_loss_unmeasured(torch_mod):
         loss.backward()
         opt.step()
     watcher.remove()
-    assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
-    assert [m["saved"]["loss"] for m in queued(client) if m["type"] == "anatomy"] == [None] * 2
-    # unknown, not zero
+    hooks = _saved_hooks.SavedHooks(torch)
+    assert hooks.top() is None
+    anatomy = [m for m in queued(client) if m["type"] == "anatomy"]
+    if hooks.exact:
+        assert [m["saved"]["loss"] for m in anatomy] == [None] * 2  # unknown, not zero
+    else:  # torch 1.13: the meter steps aside under the user's hooks
+        assert [m["activations"] for m in anatomy] == [None] * 2
 
 
 def test_the_shared_fixture_keeps_the_invariants_the_hook_keeps():
@@ -475,3 +477,228 @@ def test_the_split_is_made_as_the_message_is_encoded(torch_mod):
         warnings.simplefilter("ignore")
         assert json.loads(_messages.encode(dict(a, saved=broken)))["saved"] is None
     assert _safe.errors() == before + 1
+
+
+# A user's own saved-tensor hooks (docs/anatomy.md, "Under a user's own
+# saved-tensor hooks"): autograd applies only the top pair, so the meter's,
+# pushed at a measured forward's start, must call theirs.
+def users_hooks(torch, kind):
+    """A pair of saved-tensor hooks of ``kind`` and the list of what their
+    pack was given and what it kept."""
+    seen = []
+
+    class Box:  # an object of the user's own, which may hold anything
+        def __init__(self, t):
+            self.t = t
+
+    def pack(t):
+        if kind == "identity":
+            kept = t
+        elif kind == "copy":  # save_on_cpu's shape: a device and a copy
+            kept = (t.device, t.clone())
+        else:
+            kept = Box(t)
+        seen.append(kept)
+        return kept
+
+    def unpack(kept):
+        return kept if kind == "identity" else kept[1] if kind == "copy" else kept.t
+    return seen, torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+
+def run_under_users_hooks(torch, kind, watched, steps=4):
+    """Steps of a small MLP with the forward and loss under the user's
+    hooks; return (packs per step, anatomy messages, final weights, what
+    the last step's pack kept)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config) if watched else None
+    per, kept = [], None
+    for _ in range(steps):
+        opt.zero_grad()
+        seen, ctx = users_hooks(torch, kind)
+        with ctx:
+            loss = model(torch.randn(4, 8)).pow(2).sum()
+        loss.backward()
+        opt.step()
+        per.append(len(seen))
+        kept = seen
+    if watcher is not None:
+        watcher.remove()
+    weights = [p.detach().clone() for p in model.parameters()]
+    return per, [m for m in queued(client) if m["type"] == "anatomy"], weights, kept
+
+
+@pytest.mark.parametrize("kind", ["identity", "copy", "box"])
+def test_a_users_saved_tensor_hooks_see_every_tensor_on_measured_steps(torch_mod, kind):
+    torch = torch_mod
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        before = _safe.errors()
+        plain_per, _, plain_w, _ = run_under_users_hooks(torch, kind, False)
+        per, anatomy, w, kept = run_under_users_hooks(torch, kind, True)
+    assert _safe.errors() == before
+    assert per == plain_per, "the user's pack is given every saved tensor, measured steps too"
+    assert all(torch.equal(a, b) for a, b in zip(w, plain_w))
+    measured = [m for m in anatomy if m["activations_source"] == "measured"]
+    if kind == "box" or not _saved_hooks.SavedHooks(torch).exact:
+        # what the user's objects hold is out of the meter's sight; on
+        # torch 1.13 the meter steps aside under any user's hooks
+        assert [m["activations"] for m in anatomy] == [None] * len(anatomy)
+        assert not measured
+        return
+    assert [m["step"] for m in measured] == [0, 1, 2]
+    # what autograd holds is what the user's pack kept: step 3's packs
+    # (unmeasured) kept what those of the measured steps did, the loss's
+    # (pow) last, outside the model's forward and not in its figure
+    model_kept = kept[:-1]
+    if kind == "identity":  # the saved tensors themselves, parameters excluded
+        want = torch.randn(4, 8).nelement() * F32 + 4 * 16 * F32  # the input, the ReLU's output
+    else:  # a copy of each, each its own storage, the weights' copies too
+        want = sum(k[1].nelement() * k[1].element_size() for k in model_kept)
+    assert {m["activations"] for m in measured} == {want}
+    assert [m["saved"]["loss"] for m in measured] == [None] * 3, "unknown under the user's hooks"
+
+
+def test_a_checkpoint_of_the_whole_model_recomputes_on_measured_steps_too(torch_mod):
+    # checkpoint(model, x) runs the model's forward under torch's own
+    # saved-tensor hooks; ours shadowed them on measured steps (torch 1.13:
+    # the backward raised IndexError inside checkpoint's recomputation).
+    torch = torch_mod
+    from torch.utils.checkpoint import checkpoint
+
+    def run(watched):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                    torch.nn.Linear(16, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        client = _client.Client(make_config(), start=False)
+        watcher = _watch.Watcher(torch, client, model, opt, client.config) if watched else None
+        recomputed = []
+        model[1].register_forward_hook(lambda *a: recomputed.append(torch.is_grad_enabled()))
+        for _ in range(4):
+            opt.zero_grad()
+            out = checkpoint(model, torch.randn(4, 8), use_reentrant=False)
+            out.pow(2).sum().backward()
+            opt.step()
+        if watcher is not None:
+            watcher.remove()
+        return ([p.detach().clone() for p in model.parameters()], recomputed,
+                [m for m in queued(client) if m["type"] == "anatomy"])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        before = _safe.errors()
+        plain_w, plain_rec, _ = run(False)
+        w, rec, anatomy = run(True)
+    assert _safe.errors() == before
+    assert all(torch.equal(a, b) for a, b in zip(w, plain_w))
+    assert rec == plain_rec and len(rec) == 8, "each step's forward, and again in its backward"
+    # the model's forward saves nothing autograd keeps: checkpoint keeps
+    # placeholders and recomputes (torch 1.13: the meter steps aside)
+    want = [(0, 0), (1, 0), (2, 0)] if _saved_hooks.SavedHooks(torch).exact else []
+    assert [(m["step"], m["activations"]) for m in anatomy
+            if m["activations_source"] == "measured"] == want
+
+
+def test_a_non_reentrant_checkpoint_inside_the_model_keeps_its_inputs_or_is_unknown(torch_mod):
+    # Its saved-tensor hooks go on top of the meter's. torch 2.x saves each
+    # checkpoint's inputs through autograd first (under the meter's hooks),
+    # as the reentrant checkpoint does; torch 1.13 keeps them in a closure,
+    # out of the meter's sight, and it sees the push (_saved_hooks).
+    torch = torch_mod
+    N, D, L = 32, 16, 3
+    nd = N * D * F32
+    torch.manual_seed(0)
+    got = measure(torch, checkpointed_mlp(torch, L, D, True, reentrant=False),
+                  (torch.randn(N, D),), steps=2)[1]
+    if hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks"):
+        assert got["activations"] == nd + L * nd  # as the reentrant checkpoint's
+        assert got["activations_source"] == "measured"
+    else:
+        assert got["activations"] is None and got["activations_source"] is None
+
+
+def test_a_forward_where_saved_tensor_hooks_are_disabled_is_unmeasured(torch_mod):
+    # torch.func.vmap disables saved-tensor hooks: a push raises there.
+    torch = torch_mod
+    graph = torch.autograd.graph
+    if not hasattr(graph, "disable_saved_tensors_hooks"):
+        pytest.skip("this torch cannot disable saved-tensor hooks")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    before = _safe.errors()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            opt.zero_grad()
+            with graph.disable_saved_tensors_hooks("no hooks here"):
+                loss = model(torch.randn(4, 8)).pow(2).sum()
+            loss.backward()
+            opt.step()
+    watcher.remove()
+    assert _safe.errors() == before
+    assert [m["activations"] for m in queued(client) if m["type"] == "anatomy"] == [None] * 2
+    mod = torch.nn.modules.module
+    assert not getattr(mod, "_global_forward_pre_hooks", {}), "the module hooks removed"
+    assert not getattr(mod, "_global_forward_hooks", {})
+
+
+def test_held_tensors_looks_one_level_into_what_a_pack_returned(torch_mod):
+    torch = torch_mod
+    t = torch.zeros(2)
+    cpu = t.device
+    held = _meter.held_tensors
+    assert held(t, cpu, torch.Tensor) == [t]
+    assert held(t, torch.device("meta"), torch.Tensor) == []
+    assert held((cpu, t), cpu, torch.Tensor) == [t]
+    assert held([None, 3, t.dtype, t.shape, t], cpu, torch.Tensor) == [t]
+    assert held(7, cpu, torch.Tensor) == [] and held(None, cpu, torch.Tensor) == []
+    assert held(object(), cpu, torch.Tensor) is None
+    assert held((t, object()), cpu, torch.Tensor) is None
+
+
+def test_bindings_replaced_around_a_watch_never_leave_a_users_pack_unseen(torch_mod, monkeypatch):
+    # torch 1.13's stack of the hooks in force is kept by wrappers of the
+    # push and pop bindings (_saved_hooks); a test or a tool that replaces
+    # one of them, before or after, must not make it stale: the meter then
+    # never calls a pack it was told of, and the user's keep every tensor.
+    torch = torch_mod
+    ag = torch._C._autograd
+    real = ag._push_saved_tensors_default_hooks
+    monkeypatch.setattr(ag, "_push_saved_tensors_default_hooks", lambda *a: real(*a))
+    first = run_under_users_hooks(torch, "identity", True)[0]
+    monkeypatch.undo()
+    then = run_under_users_hooks(torch, "identity", True)[0]
+    monkeypatch.setattr(ag, "_pop_saved_tensors_default_hooks",
+                        getattr(ag, "_pop_saved_tensors_default_hooks"))
+    last = run_under_users_hooks(torch, "identity", True)[0]
+    assert first == then == last == run_under_users_hooks(torch, "identity", False)[0]
+
+
+def test_a_forward_under_a_function_dynamo_leaves_alone_is_measured(torch_mod):
+    # torch._dynamo.disable's wrapper is a frame of dynamo's eval_frame.py,
+    # as a compiled call's is; torch.utils.checkpoint runs under one on
+    # torch 2.x. Nothing is compiled under it: the meter stays.
+    torch = torch_mod
+    dynamo = pytest.importorskip("torch._dynamo")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())
+    run = dynamo.disable(lambda x: model(x))
+    got = measure(torch, model, (torch.randn(4, 8),), steps=2,
+                  loss=lambda out: out.pow(2).mean())
+    client = _client.Client(make_config(), start=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    for _ in range(2):
+        opt.zero_grad()
+        run(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.step()
+    watcher.remove()
+    under = [m for m in queued(client) if m["type"] == "anatomy"]
+    assert [m["activations"] for m in under] == [m["activations"] for m in got] \
+        == [(4 * 8 + 4 * 16) * F32] * 2

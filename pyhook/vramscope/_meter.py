@@ -10,6 +10,7 @@ from itertools import compress
 from operator import itemgetter
 from weakref import ref as _weakref
 
+from . import _saved_hooks
 from ._anatomy import (StorageCache, TreeCache, _deref, _not_none, plain_tree, storage_of,
                        storages_of)
 
@@ -56,15 +57,27 @@ _DYNAMO_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
 def in_compiled_call(frame, depth=200):
     """Whether ``frame`` runs under a call that torch.compile compiled: the
     Python frame of dynamo's entry (``torch/_dynamo/eval_frame.py``) is among
-    its callers. Walked on measured steps only, and only once dynamo is
+    its callers, other than the wrapper of a function dynamo is told to
+    leave alone (``torch._dynamo.disable``: ``torch.utils.checkpoint``
+    is one). Walked on measured steps only, and only once dynamo is
     imported (``import torch`` does not import it; a compiled call must)."""
     if "torch._dynamo.eval_frame" not in sys.modules:
         return False
     while frame is not None and depth > 0:
-        if frame.f_code.co_filename.endswith(_DYNAMO_FRAME):
+        if frame.f_code.co_filename.endswith(_DYNAMO_FRAME) and not _disabling(frame):
             return True
         frame, depth = frame.f_back, depth - 1
     return False
+
+
+def _disabling(frame):
+    """Whether ``frame``, of dynamo's eval_frame.py, is the call wrapper of
+    a ``DisableContext`` (its closure's ``self``), under which nothing is
+    compiled."""
+    try:
+        return type(frame.f_locals.get("self")).__name__ == "DisableContext"
+    except Exception:  # noqa: BLE001 - an unreadable frame: taken as compiling
+        return False
 
 
 # The module number of what the loss saved (the owner breakdown() is given).
@@ -110,14 +123,14 @@ class SavedTensorMeter:
         mod = getattr(getattr(getattr(torch, "nn", None), "modules", None), "module", None)
         self._register = (getattr(mod, "register_module_forward_pre_hook", None),
                           getattr(mod, "register_module_forward_hook", None))
-        ag = getattr(getattr(torch, "_C", None), "_autograd", None)
-        # torch >= 2.0: the saved-tensor hooks in force, to leave a user's own alone
-        self._top_hooks = getattr(ag, "_top_saved_tensors_default_hooks", None)
-        # The bindings saved_tensors_hooks enters and exits by (1.13 and 2.x)
-        self._push = getattr(ag, "_push_saved_tensors_default_hooks", None)
-        self._pop = getattr(ag, "_pop_saved_tensors_default_hooks", None)
-        if self._push is None or self._pop is None:
-            self._push = self._pop = None
+        # The bindings saved_tensors_hooks enters and exits by (1.13 and 2.x),
+        # and the user's own hooks in force, which ours go on top of
+        self._hooks = _saved_hooks.SavedHooks(torch)
+        self._push, self._pop = self._hooks.push, self._hooks.pop
+        self._tensor_type = getattr(torch, "Tensor", None) or type(None)
+        # Set when a user's pack hook returned what the meter cannot look
+        # into, or saved-tensor hooks were disabled: the step's figure is unknown.
+        self.hidden = False
         self._split = None  # _modules.Split, bound with the module map
         self._labels = None  # the map's _modules.Labels (no module in it)
         self._stack = []
@@ -149,6 +162,7 @@ class SavedTensorMeter:
             return
         self._seen = {}
         self.total = 0
+        self.hidden = False
         self._sizes = {}
         self.loss_sizes = None
         self.touched = False
@@ -220,8 +234,8 @@ class SavedTensorMeter:
         (``save_on_cpu``), which ours would shadow: the loss stays unknown."""
         if self._ctx is not None or not self.touched or not self.split:
             return
-        top = self._top_hooks
-        if top is not None and top(False) is not None:
+        if self._push is not None and (self._hooks.top() is not None
+                                       or not self._hooks.enabled()):
             return
         if self.loss_sizes is None:
             self.loss_sizes = []
@@ -230,17 +244,32 @@ class SavedTensorMeter:
 
     def _install(self):
         # What torch.autograd.graph.saved_tensors_hooks' __enter__ does,
-        # without its two Python frames where the binding is there.
+        # without its two Python frames where the binding is there. Under a
+        # user's own hooks (save_on_cpu, a checkpoint of the whole model),
+        # which ours would shadow, theirs are called through ours. Active
+        # even where nothing is pushed: stop() removes the module hooks.
+        self.active = True
         push = self._push
         pack = self._pack if self.split else self._lean
         if push is not None:
-            push(pack, _unpack)
+            hooks = self._hooks
+            if not hooks.enabled():  # a push would raise (torch.func.vmap)
+                self.hidden = True
+                return
+            unpack = _unpack
+            user = hooks.top()
+            if user is not None:
+                if not hooks.exact:  # torch 1.13: told by the tracked stack, never called
+                    self.hidden = True
+                    return
+                pack, unpack = self._chained(user[0]), user[1]
+            push(pack, unpack)
             self._ctx = _PUSHED
+            hooks.covered(self._covered)
         else:
             ctx = self._torch.autograd.graph.saved_tensors_hooks(pack, _unpack)
             ctx.__enter__()
             self._ctx = ctx
-        self.active = True
 
     def stop(self):
         """Remove the saved-tensor and module hooks if installed, and count
@@ -257,6 +286,7 @@ class SavedTensorMeter:
         finally:
             if ctx is _PUSHED:
                 self._pop()
+                self._hooks.covered(None)
             elif ctx is not None:
                 ctx.__exit__(None, None, None)
         if self._refs:
@@ -375,6 +405,40 @@ class SavedTensorMeter:
             from . import _safe
             _safe.report(exc)
 
+    def _covered(self):
+        """Someone's saved-tensor hooks went on top of the meter's (torch
+        1.13, which tells: _saved_hooks): what is saved under them is out of
+        sight, and on 1.13 torch's own checkpoint keeps its inputs in a
+        closure. The step's figure is unknown."""
+        self.hidden = True
+
+    def _chained(self, user_pack):
+        """Return the pack hook that calls ``user_pack`` and keeps weak
+        references to the tensors its result holds on the saved tensor's
+        device (:func:`held_tensors`): what autograd then holds there. A
+        result it cannot look into makes the step's figure unknown."""
+        refs, mods, ref = self._refs, self._mods, _weakref
+        split, tensor = self.split, self._tensor_type
+
+        def pack(t):
+            r = user_pack(t)
+            try:
+                found = held_tensors(r, t.device, tensor)
+                if found is None:
+                    self.hidden = True
+                    return r
+                for x in found:
+                    refs.append(ref(x))
+                    if split:
+                        st = self._stack
+                        mods.append(st[-1] if st else 0)
+            except Exception as exc:  # noqa: BLE001 - never break autograd
+                from . import _safe
+                _safe.report(exc)
+                self.hidden = True
+            return r
+        return pack
+
     def _lean_pack(self):
         """Return the pack hook of a step without the split: two C calls
         and an append, the lists bound once (they are cleared in place)."""
@@ -388,6 +452,39 @@ class SavedTensorMeter:
 
 
 _unpack = itemgetter(0)
+
+# What a user's pack hook may return beside tensors that holds no device memory
+_PLAIN = (int, float, bool, str, bytes)
+
+
+def held_tensors(packed, device, tensor):
+    """The tensors on ``device`` that ``packed``, what a user's pack hook
+    returned, holds: itself if a tensor, or those in it if a tuple or a
+    list (``save_on_cpu`` returns its device and a copy in host memory).
+    Nothing for plain values and torch's checkpoint's placeholders
+    (``torch.utils.checkpoint``'s, an index on torch 1.13 and a holder
+    object on 2.x: the forward is recomputed in the backward). None for
+    anything else, which may hold device memory out of sight."""
+    if isinstance(packed, tensor):
+        return [packed] if packed.device == device else []
+    if isinstance(packed, (tuple, list)):
+        out = []
+        for x in packed:
+            if isinstance(x, tensor):
+                if x.device == device:
+                    out.append(x)
+            elif not (x is None or isinstance(x, _PLAIN) or _torch_value(x)):
+                return None
+        return out
+    if packed is None or isinstance(packed, _PLAIN) \
+            or type(packed).__module__ == "torch.utils.checkpoint":
+        return []
+    return None
+
+
+def _torch_value(x):
+    """A ``torch.device``, ``torch.dtype`` or ``torch.Size``: no memory."""
+    return type(x).__name__ in ("device", "dtype", "Size") and type(x).__module__ == "torch"
 
 
 _PUSHED = object()  # SavedTensorMeter._ctx: the hooks were pushed by the binding

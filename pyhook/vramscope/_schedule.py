@@ -67,6 +67,9 @@ class Activations:
         self.measuring = False
         self.remeasured = False
         self.total = None
+        # A micro-step's meter could not see what was saved (a user's
+        # saved-tensor hooks: SavedTensorMeter.hidden): the step is unmeasured.
+        self.hidden = False
         self.batch = None
         self.tokens = None
         self.saved = None  # the measured micro-step's by-module breakdown
@@ -129,6 +132,7 @@ class Activations:
         self.measuring = meter is not None and measured
         self.remeasured = False
         self.total = None
+        self.hidden = False
         self.saved = None
         self.split_loss = False
         self.step = step
@@ -207,6 +211,8 @@ class Activations:
             meter.stop()
         if not meter.touched:
             return  # nothing counted since the last collect (reset's own test)
+        if meter.hidden:
+            self.hidden = True
         if meter.split and (self.saved is None or meter.total > self.total):
             try:
                 self.saved = meter.breakdown()
@@ -226,7 +232,7 @@ class Activations:
         meter = self.meter
         if self.measuring and (meter.active or meter.touched):
             self.collect()  # (its own tests, but for the count it took)
-        if self.measuring and self.total is not None:
+        if self.measuring and self.total is not None and not self.hidden:
             self.checked = size  # its own size: nothing to compare later
             self.measured = {"step": step, "batch": self.batch, "tokens": self.tokens,
                              "activations": self.total}
