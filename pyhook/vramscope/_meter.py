@@ -265,7 +265,8 @@ class SavedTensorMeter:
                 pack, unpack = self._chained(user[0]), user[1]
             push(pack, unpack)
             self._ctx = _PUSHED
-            hooks.covered(self._covered)
+            if hooks.local is not None:
+                hooks.local.covered = self._covered
         else:
             ctx = self._torch.autograd.graph.saved_tensors_hooks(pack, _unpack)
             ctx.__enter__()
@@ -286,7 +287,8 @@ class SavedTensorMeter:
         finally:
             if ctx is _PUSHED:
                 self._pop()
-                self._hooks.covered(None)
+                if self._hooks.local is not None:
+                    self._hooks.local.covered = None
             elif ctx is not None:
                 ctx.__exit__(None, None, None)
         if self._refs:
