@@ -141,8 +141,96 @@ def wrapper_zero_first(torch, watch=None, steps=5):
     return wrapper_zero_after(torch, watch, steps, first=True)
 
 
+def sharpness_aware(torch):
+    """An optimizer with the interface of davda54/sam's SAM (sharpness-aware
+    minimisation; written here from the paper, Foret et al. 2021): a base
+    optimizer it holds, built on its param groups, runs the update;
+    ``first_step()`` moves each weight up its gradient by ``rho`` in all and
+    ``second_step()`` moves it back and steps the base optimizer, each
+    zeroing the gradients when told; ``step(closure)`` runs the two around
+    the closure's second forward and backward."""
+
+    class SAM(torch.optim.Optimizer):
+        def __init__(self, params, base, rho=0.05, **kw):
+            super().__init__(params, dict(rho=rho, **kw))
+            self.base_optimizer = base(self.param_groups, **kw)
+            self.param_groups = self.base_optimizer.param_groups
+
+        def _grads(self):
+            return [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+
+        @torch.no_grad()
+        def first_step(self, zero_grad=False):
+            params = self._grads()
+            norm = torch.norm(torch.stack([p.grad.norm(2) for p in params]), 2)
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    e = p.grad * (group["rho"] / (norm + 1e-12))
+                    self.state[p]["e"] = e
+                    p.add_(e)
+            if zero_grad:
+                self.zero_grad()
+
+        @torch.no_grad()
+        def second_step(self, zero_grad=False):
+            for p in self._grads():
+                p.sub_(self.state[p]["e"])
+            self.base_optimizer.step()
+            if zero_grad:
+                self.zero_grad()
+
+        def step(self, closure=None):
+            self.first_step(zero_grad=True)
+            with torch.enable_grad():
+                closure()
+            self.second_step()
+
+    return SAM
+
+
+def sam_two_calls(torch, watch=None, steps=5):
+    """SAM as its README drives it: two forward and backward passes a step,
+    ``first_step(zero_grad=True)`` between them, ``second_step(zero_grad=True)``
+    after; its own ``step()`` is never called."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = sharpness_aware(torch)(model.parameters(), torch.optim.SGD, lr=0.05, momentum=0.9)
+    handle = watch(model, opt) if watch else None
+    done = 0
+    for x, y in batches(torch, steps):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.first_step(zero_grad=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.second_step(zero_grad=True)
+        done += 1
+    return handle, done, param_hash(model)
+
+
+def sam_closure(torch, watch=None, steps=5):
+    """SAM driven by ``step(closure)``: the first forward and backward in
+    the loop, the second in the closure."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = sharpness_aware(torch)(model.parameters(), torch.optim.SGD, lr=0.05, momentum=0.9)
+    handle = watch(model, opt) if watch else None
+    done = 0
+    for x, y in batches(torch, steps):
+        def closure():
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            return loss
+        closure()
+        opt.step(closure)
+        opt.zero_grad()
+        done += 1
+    return handle, done, param_hash(model)
+
+
 SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first,
-                                  wrapper_zero_after, wrapper_zero_first)}
+                                  wrapper_zero_after, wrapper_zero_first, sam_two_calls,
+                                  sam_closure)}
 
 
 def main(argv):

@@ -2,6 +2,7 @@
 
 import pytest
 
+import loops
 from conftest import make_config, queued
 from vramscope import _anatomy, _client, _watch
 
@@ -390,3 +391,34 @@ def test_live_tensor_bytes_are_the_same_with_and_without_the_hook(torch_mod):
     # measured or plain, the bytes of the user's live tensors are what they
     # are without the hook.
     assert _loop_live_bytes(torch_mod, True) == _loop_live_bytes(torch_mod, False)
+
+
+def test_an_optimizer_that_holds_another_counts_both_states(torch_mod):
+    # SAM keeps each weight's move in its own state and steps a base
+    # optimizer it holds, which keeps its momentum (loops.sharpness_aware):
+    # both are optimizer memory, in the anatomy and in a census.
+    torch = torch_mod
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = loops.sharpness_aware(torch)(model.parameters(), torch.optim.SGD, lr=0.1,
+                                       momentum=0.9)
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        model(x).pow(2).mean().backward()
+        opt.first_step(zero_grad=True)
+        model(x).pow(2).mean().backward()
+        opt.second_step(zero_grad=True)
+    census = watcher.take_census("request")
+    watcher.remove()
+    weights = sum(p.numel() for p in model.parameters()) * F32
+    moves = sum(s["e"].numel() for s in opt.state.values()) * F32
+    momentum = sum(s["momentum_buffer"].numel()
+                   for s in opt.base_optimizer.state.values()) * F32
+    assert moves == momentum == weights
+    got = [m["optimizer"] for m in queued(client) if m["type"] == "anatomy"]
+    assert got and set(got[1:]) == {moves + momentum}
+    groups = {g["kind"]: g for g in census["census"]["groups"]} \
+        if isinstance(census["census"].get("groups"), list) else census["census"]["groups"]
+    assert groups["optimizer"]["bytes"] == moves + momentum

@@ -63,6 +63,14 @@ EXPECTED = {
     # auto-attach hooks after it), and each later one heads its step.
     "wrapper_zero_first": ([(n, 1) for n in TRAIN], [(n, 1) for n in ["zero_grad"] + TRAIN]),
     "zero_first": ([(n, 1) for n in ["zero_grad"] + TRAIN], [(n, 1) for n in ["zero_grad"] + TRAIN]),
+    # SAM: one update of two passes, zeroed between them and after; the
+    # base optimizer's step() is the step (inside SAM's step(closure), or
+    # called by second_step()), the zero_grad() SAM calls between its passes
+    # a phase of the step.
+    "sam_two_calls": ([(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)],
+                      [(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)]),
+    "sam_closure": ([(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)],
+                    [(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)]),
 }
 
 

@@ -400,8 +400,25 @@ class FigureCache:
         self.tree = TreeCache() if tree else None
 
 
+def optimizer_state(optimizer):
+    """The state dict to count of ``optimizer``, or of a tuple of
+    optimizers (a watched one and those it holds: _patch.held_optimizers),
+    merged under (index, key); None where there is none (a wrapper that
+    skipped Optimizer.__init__ may have none)."""
+    if not isinstance(optimizer, tuple):
+        state = getattr(optimizer, "state", None) if optimizer is not None else None
+        return state if isinstance(state, dict) else None
+    merged = {}
+    for i, opt in enumerate(optimizer):
+        state = getattr(opt, "state", None)
+        if isinstance(state, dict):
+            merged.update(((i, k), v) for k, v in state.items())
+    return merged
+
+
 def static_figures(torch, model, optimizer, cache=None, tensors=None, weights=None):
     """Return weights, gradients, optimizer bytes, params and device.
+    ``optimizer``: one, or a tuple of them (:func:`optimizer_state`).
 
     ``cache``: a :class:`FigureCache` kept between calls (the hook's measured
     steps); ``tensors``: ``(params, buffers)`` already listed this step, and
@@ -419,8 +436,8 @@ def static_figures(torch, model, optimizer, cache=None, tensors=None, weights=No
         weights = cache.weights.unique_bytes(params + buffers)
     gradients = cache.gradients.unique_bytes(list(filter(_not_none, map(_grad, params))))
     state = 0
-    opt_state = getattr(optimizer, "state", None) if optimizer is not None else None
-    if isinstance(opt_state, dict):  # a wrapper that skipped Optimizer.__init__ may have none
+    opt_state = optimizer_state(optimizer)
+    if opt_state is not None:
         state = cache.optimizer.unique_bytes(
             cache.state.tensors(opt_state, torch.Tensor, torch.is_tensor))
     first = params[0] if params else (buffers[0] if buffers else None)

@@ -31,7 +31,7 @@ import sys
 import threading
 import warnings
 
-from . import _api, _compiled, _safe, _tracebacks
+from . import _api, _compiled, _patch, _safe, _tracebacks
 
 _lock = threading.RLock()
 _state = None
@@ -404,8 +404,10 @@ def find_optimizer(torch, model):
     Wrappers that subclass ``Optimizer`` around another (accelerate's
     ``AcceleratedOptimizer``) share their inner optimizer's param groups;
     the inner one is chosen, as its ``step()`` runs exactly when a real
-    step happens. One pass over the live objects (``gc.get_objects()``),
-    once per process.
+    step happens. An optimizer that holds another as a part of its own
+    (SAM's base optimizer: ``_patch.held_optimizers``) is chosen over the
+    one it holds: the watch hooks both. One pass over the live objects
+    (``gc.get_objects()``), once per process.
     """
     base = getattr(getattr(torch, "optim", None), "Optimizer", None)
     if base is None:
@@ -417,7 +419,9 @@ def find_optimizer(torch, model):
         n = len(mine & _param_ids(o))
         if n:
             wraps_another = any(getattr(o, "optimizer", None) is x for x in found)
-            scored.append((n, not wraps_another, id(o), o))
+            rank = 0 if wraps_another and _patch.unwrap_optimizer(o) is not o \
+                else 2 if _patch.held_optimizers(o) else 1
+            scored.append((n, rank, id(o), o))
     if not scored:
         return None
     return max(scored, key=lambda t: t[:3])[3]

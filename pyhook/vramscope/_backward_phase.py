@@ -45,7 +45,7 @@ class BackwardMixin:
             self._hook_output = False  # backwards come through the wrapper
             # _backward_begin()'s work, with _begin's every-step path
             # copy of _activity()
-            if self._step_called and not self._closure_depth:
+            if self._step_called and not self._closure_depth and not self._in_update_method():
                 self._finish_step()
             if self._unseen is not None:
                 self._close_unseen()
@@ -188,7 +188,7 @@ class BackwardMixin:
 
     def _backward_begin(self):
         # copy of _activity()
-        if self._step_called and not self._closure_depth:
+        if self._step_called and not self._closure_depth and not self._in_update_method():
             self._finish_step()
         if self._unseen is not None:
             self._close_unseen()

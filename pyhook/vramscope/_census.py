@@ -272,9 +272,9 @@ def _known(torch, model, optimizer):
             (list(model.parameters()), list(model.buffers()))
     weights = {_memory(t)[0] for t in params + buffers}
     grads = {_memory(p.grad)[0] for p in params if p.grad is not None}
-    state = getattr(optimizer, "state", None) if optimizer is not None else None
+    state = _anatomy.optimizer_state(optimizer)
     opt = set()
-    if isinstance(state, dict):
+    if state is not None:
         opt = {_memory(t)[0]
                for t in _anatomy.state_tensors(state, torch.Tensor, torch.is_tensor)}
     return weights, grads, opt
@@ -302,6 +302,7 @@ def _contents(obj, tensor, depth=0, out=None):
 def take(torch, device, model=None, optimizer=None, step=0, reason="request",
          budget=DEFAULT_BUDGET, request=None, ended_frames=()):
     """Return a ``census`` message of the live tensors on ``device``.
+    ``optimizer``: one, or a tuple of them (_anatomy.optimizer_state).
     ``ended_frames``: frames off the stack whose locals are holders too (an
     uncaught exception's, innermost first)."""
     t0 = time.perf_counter()

@@ -73,7 +73,7 @@ class CensusMixin:
         if budget is None:
             budget = _census.DEFAULT_BUDGET
         msg = _safe.call(_census.take, self._torch, self._device(), self._model,
-                         self._optimizer, client.step if step is None else step, reason,
+                         self._optimizers, client.step if step is None else step, reason,
                          budget, request, ended_frames)
         if msg is not None:
             if extra:

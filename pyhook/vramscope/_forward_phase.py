@@ -92,7 +92,8 @@ class ForwardMixin:
                     if self._ends_at_forward == self._client.step:
                         self._finish_step()  # no optimizer: a backward ended this step
                     # copy of _activity()
-                    if self._step_called and not self._closure_depth:
+                    if self._step_called and not self._closure_depth \
+                            and not self._in_update_method():
                         self._finish_step()
                     if self._unseen is not None:
                         self._close_unseen()

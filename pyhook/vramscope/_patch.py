@@ -21,7 +21,7 @@ MAX_UNWRAP = 4
 
 def is_optimizer_like(obj):
     """Report whether ``obj`` looks like an optimizer: ``step``, ``zero_grad``, ``param_groups``."""
-    return (callable(getattr(obj, "step", None)) and callable(getattr(obj, "zero_grad", None))
+    return (callable(_instance_attr(obj, "step")) and callable(_instance_attr(obj, "zero_grad"))
             and isinstance(_instance_attr(obj, "param_groups"), list))
 
 
@@ -66,6 +66,28 @@ def unwrap_optimizer(opt):
             break  # a real Optimizer that merely holds another one
         opt = inner
     return opt
+
+
+def held_optimizers(opt):
+    """The optimizers ``opt`` holds in its own attributes that share
+    parameters with it, at most MAX_UNWRAP: they may run its update.
+    SAM's ``base_optimizer`` does (davda54/sam: ``first_step()`` and
+    ``second_step()``, which calls ``base_optimizer.step()``; SAM's own
+    ``step()`` runs only with a closure), and keeps state of its own."""
+    out = []
+    try:
+        own = _param_ids(opt)
+        for v in list(getattr(opt, "__dict__", {}).values()):
+            if v is not opt and is_optimizer_like(v) and not own.isdisjoint(_param_ids(v)):
+                out.append(v)
+    except Exception:  # noqa: BLE001 - an object that cannot be read so holds none
+        return []
+    return out[:MAX_UNWRAP]
+
+
+def _param_ids(opt):
+    return {id(p) for g in opt.param_groups if isinstance(g, dict)
+            for p in (g.get("params") or ())}
 
 
 def has_step_hooks(optimizer):

@@ -57,11 +57,53 @@ def inherits_zero_grad(wrapper, opt):
     return own is not None and getattr(type(wrapper), "zero_grad", None) is own
 
 
+def method_codes(optimizers):
+    """The code objects of the functions the classes of ``optimizers``
+    define, past decorators (``__wrapped__``: SAM's ``@torch.no_grad()``),
+    other than torch's own classes' (whose methods zero no gradients
+    mid-update)."""
+    codes = set()
+    for opt in optimizers:
+        for cls in type(opt).__mro__:
+            if (getattr(cls, "__module__", None) or "").split(".")[0] in ("torch", "builtins"):
+                continue
+            for fn in list(vars(cls).values()):
+                fn = getattr(fn, "__func__", fn)  # a staticmethod or classmethod
+                for _ in range(4):
+                    code = getattr(fn, "__code__", None)
+                    if code is not None:
+                        codes.add(code)
+                        break
+                    fn = getattr(fn, "__wrapped__", None)
+                    if fn is None:
+                        break
+    return frozenset(codes)
+
+
 class StepsMixin:
     """Step, closure and framework methods of the Watcher (which defines
     ``_begin``, ``_end``, ``_activity``, ``_recover`` and the state they use)."""
 
     # ---- step ----------------------------------------------------------------------------
+
+    def _in_update_method(self, depth=10):
+        """Whether one of the caller's few callers runs a method of the
+        watched optimizer's class, or of an optimizer it holds, that is not
+        torch's own: an update in more than one call between forward and
+        backward passes, which zeroes the gradients itself in between
+        (SAM's ``first_step(zero_grad=True)``, alone or inside its
+        ``step(closure)``). Inside it nothing ends the step: a zero_grad is
+        a phase of it, not the end of one that skipped its update or the
+        head of the next."""
+        codes = self._update_codes
+        if not codes:  # torch's own optimizers: none
+            return False
+        frame = sys._getframe(2)
+        while frame is not None and depth > 0:
+            if frame.f_code in codes:
+                return True
+            frame, depth = frame.f_back, depth - 1
+        return False
 
     # torch 2.x wraps the step() of each optimizer class that has instances
     # (Optimizer._patch_step_function): a subclass whose step() calls
@@ -107,6 +149,13 @@ class StepsMixin:
                 self._step_called = True
                 self._step_depth = 1
                 return args, {"closure": self._wrap_closure(closure)}
+        if self._held and optimizer is not self._optimizer and self._open == "step" \
+                and self._step_called and not self.framework_steps:
+            # A held optimizer's step() inside the watched one's step()
+            # through its patch (_step_around, which keeps no depth): part
+            # of its update, as _step_around counts it.
+            self._step_depth = 2
+            return None
         try:
             new = self._step_pre(args, kwargs)  # may finish the last step (depth 0)
         except Exception as exc:  # noqa: BLE001
@@ -132,6 +181,12 @@ class StepsMixin:
             self._open = "step"
             c = self._client  # Client.switch's tuple, queued as _fast allows
             c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
+        elif self._held and self._open == "step" and self._step_called \
+                and not self.framework_steps:
+            # A held optimizer's step() inside the watched one's (which
+            # _step_post ends as it returns): part of its update, as torch
+            # 2.x's step hooks count it (_step_depth).
+            return original(*args, **kwargs)
         else:
             try:
                 args, kwargs = self._step_pre(args, kwargs)
@@ -158,7 +213,7 @@ class StepsMixin:
         with self._lock:
             self._fast = False
             # copy of _activity()
-            if self._step_called and not self._closure_depth:
+            if self._step_called and not self._closure_depth and not self._in_update_method():
                 self._finish_step()
             if self._unseen is not None:
                 self._close_unseen()
@@ -398,7 +453,7 @@ class StepsMixin:
         # answer without a walk while nothing changed.
         meter = a.meter if a.measuring else None
         figures = _anatomy.static_figures(
-            self._torch, self._model, self._optimizer, self._figure_cache,
+            self._torch, self._model, self._optimizers, self._figure_cache,
             getattr(meter, "tensors", None), getattr(meter, "weights", None))
         batch = self._config.batch_size
         self._client.anatomy(step, {

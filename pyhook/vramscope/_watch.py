@@ -105,6 +105,16 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         if wrapper is None and optimizer is not self._optimizer:
             wrapper = optimizer
         self._wrapper = wrapper if wrapper is not self._optimizer else None
+        # The optimizers it holds that may run its update (SAM's base
+        # optimizer): their step() and zero_grad() are the watch's too, and
+        # their state is counted with its own (what the figures and the
+        # census are given: the optimizer, or it and those it holds).
+        self._held = tuple(_patch.held_optimizers(self._optimizer)) \
+            if self._optimizer is not None else ()
+        self._optimizers = (self._optimizer,) + self._held if self._held else self._optimizer
+        # The code of the methods of their classes but torch's (ZeroGradMixin._in_update_method)
+        self._update_codes = _steps.method_codes((self._optimizer,) + self._held) \
+            if self._optimizer is not None else frozenset()
         self._config = config
         self._lock = threading.RLock()
         self._active = True
@@ -267,6 +277,18 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         else:
             self._undo.append(_patch.patch_method(opt, "step", None, None,
                                                   around=self._step_around))
+        # A held optimizer's step() called from the watched one's is nested
+        # in it (_step_depth); called alone (SAM's second_step()) it is the step.
+        for held in self._held:
+            self._undo.append(_patch.patch_method(held, "zero_grad", None, None,
+                                                  around=self._zero_grad))
+            if _patch.has_step_hooks(held):
+                pre = held.register_step_pre_hook(self._on_step_pre_hook)
+                post = held.register_step_post_hook(self._on_step_post_hook)
+                self._undo += [pre.remove, post.remove]
+            else:
+                self._undo.append(_patch.patch_method(held, "step", None, None,
+                                                      around=self._step_around))
 
     @staticmethod
     def _guarded(fn, *args):
@@ -539,7 +561,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
         whose post hook never ran (its step() raised) is finished first."""
-        if self._step_called and not self._closure_depth:
+        if self._step_called and not self._closure_depth and not self._in_update_method():
             self._finish_step()
         if self._unseen is not None:
             self._close_unseen()

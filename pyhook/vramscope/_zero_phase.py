@@ -124,9 +124,10 @@ class ZeroGradMixin:
                 and self._open is None and (not seen or after or self._zero_shape()):
             self._zero_tail()
             return
-        # The head of a step.
+        # The head of a step (or, inside the optimizer's own update, a phase
+        # of the step it is in: _in_update_method).
         # copy of _activity()
-        if self._step_called and not self._closure_depth:
+        if self._step_called and not self._closure_depth and not self._in_update_method():
             self._finish_step()
         if self._unseen is not None:
             self._close_unseen()
@@ -159,6 +160,8 @@ class ZeroGradMixin:
         if self._step_called or self._closure_depth or self._optimizer is None \
                 or self._open is not None or self.framework_steps:
             return False  # a framework ends its steps itself (finish_open_step)
+        if self._in_update_method():
+            return False  # the optimizer's own, between its update's passes (SAM)
         frames = self._step_frames
         self._finish_step()
         if frames is None:
