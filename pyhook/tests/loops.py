@@ -190,14 +190,19 @@ def sharpness_aware(torch):
     return SAM
 
 
+def sam_loop(torch, watch):
+    """The model, a SAM over SGD with momentum, and the watch, if any."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = sharpness_aware(torch)(model.parameters(), torch.optim.SGD, lr=0.05, momentum=0.9)
+    return model, opt, (watch(model, opt) if watch else None)
+
+
 def sam_two_calls(torch, watch=None, steps=5):
     """SAM as its README drives it: two forward and backward passes a step,
     ``first_step(zero_grad=True)`` between them, ``second_step(zero_grad=True)``
     after; its own ``step()`` is never called."""
-    torch.manual_seed(0)
-    model = mlp(torch)
-    opt = sharpness_aware(torch)(model.parameters(), torch.optim.SGD, lr=0.05, momentum=0.9)
-    handle = watch(model, opt) if watch else None
+    model, opt, handle = sam_loop(torch, watch)
     done = 0
     for x, y in batches(torch, steps):
         torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -211,10 +216,7 @@ def sam_two_calls(torch, watch=None, steps=5):
 def sam_closure(torch, watch=None, steps=5):
     """SAM driven by ``step(closure)``: the first forward and backward in
     the loop, the second in the closure."""
-    torch.manual_seed(0)
-    model = mlp(torch)
-    opt = sharpness_aware(torch)(model.parameters(), torch.optim.SGD, lr=0.05, momentum=0.9)
-    handle = watch(model, opt) if watch else None
+    model, opt, handle = sam_loop(torch, watch)
     done = 0
     for x, y in batches(torch, steps):
         def closure():

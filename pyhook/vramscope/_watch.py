@@ -265,30 +265,27 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         opt = self._optimizer
         if opt is None:
             return
-        self._undo.append(_patch.patch_method(opt, "zero_grad", None, None,
-                                              around=self._zero_grad))
         if _steps.inherits_zero_grad(self._wrapper, opt):
             self._undo.append(_patch.patch_method(self._wrapper, "zero_grad", None, None,
                                                   around=self._zero_grad))
-        if self.uses_step_hooks:
+        self._hook_optimizer(opt, self.uses_step_hooks)
+        # A held optimizer's step() called from the watched one's is nested
+        # in it (_step_depth); called alone (SAM's second_step()) it is the step.
+        for held in self._held:
+            self._hook_optimizer(held, _patch.has_step_hooks(held))
+
+    def _hook_optimizer(self, opt, step_hooks):
+        """Patch ``opt``'s zero_grad, and hook its step() by its step hooks
+        or, without them, by a patch."""
+        self._undo.append(_patch.patch_method(opt, "zero_grad", None, None,
+                                              around=self._zero_grad))
+        if step_hooks:
             pre = opt.register_step_pre_hook(self._on_step_pre_hook)
             post = opt.register_step_post_hook(self._on_step_post_hook)
             self._undo += [pre.remove, post.remove]
         else:
             self._undo.append(_patch.patch_method(opt, "step", None, None,
                                                   around=self._step_around))
-        # A held optimizer's step() called from the watched one's is nested
-        # in it (_step_depth); called alone (SAM's second_step()) it is the step.
-        for held in self._held:
-            self._undo.append(_patch.patch_method(held, "zero_grad", None, None,
-                                                  around=self._zero_grad))
-            if _patch.has_step_hooks(held):
-                pre = held.register_step_pre_hook(self._on_step_pre_hook)
-                post = held.register_step_post_hook(self._on_step_post_hook)
-                self._undo += [pre.remove, post.remove]
-            else:
-                self._undo.append(_patch.patch_method(held, "step", None, None,
-                                                      around=self._step_around))
 
     @staticmethod
     def _guarded(fn, *args):
