@@ -230,9 +230,32 @@ def sam_closure(torch, watch=None, steps=5):
     return handle, done, param_hash(model)
 
 
+def unfreeze(torch, watch=None, steps=(3, 4)):
+    """Fine-tuning in two stages: the head alone with SGD, then the whole
+    model, unfrozen, with a new AdamW made for it."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.05)
+    handle = watch(model, opt) if watch else None
+    done = 0
+    for stage, n in enumerate(steps):
+        if stage:
+            for p in model.parameters():
+                p.requires_grad_(True)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for x, y in batches(torch, n):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            done += 1
+    return handle, done, param_hash(model)
+
+
 SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first,
                                   wrapper_zero_after, wrapper_zero_first, sam_two_calls,
-                                  sam_closure)}
+                                  sam_closure, unfreeze)}
 
 
 def main(argv):

@@ -16,7 +16,7 @@ from vramscope import _watch
 
 PKG = os.path.dirname(os.path.abspath(_watch.__file__))
 MODULES = ("_watch.py", "_forward_phase.py", "_zero_phase.py", "_steps.py",
-           "_backward_phase.py", "_training_step.py", "_census_trigger.py")
+           "_backward_phase.py", "_training_step.py", "_census_trigger.py", "_successor.py")
 COPY = re.compile(r"^\s*# copy of (\w+)\((.*)\)\s*$")
 
 

@@ -69,6 +69,9 @@ EXPECTED = {
     # a phase of the step.
     "sam_two_calls": ([(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)],
                       [(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)]),
+    # Stage 2's AdamW, made after the watch, takes it over at its first
+    # step(); its first zero_grad() came before: unseen (expect, below).
+    "unfreeze": ([(n, 1) for n in ["zero_grad"] + TRAIN], [(n, 1) for n in ["zero_grad"] + TRAIN]),
     "sam_closure": ([(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)],
                     [(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)]),
 }
@@ -76,13 +79,16 @@ EXPECTED = {
 
 def expect(name, steps, auto):
     first, rest = EXPECTED[name]
-    if auto and name in ("pre_and_after", "zero_first"):
+    if auto and name in ("pre_and_after", "zero_first", "unfreeze"):
         # Auto-attach hooks at the first training forward, after step 0's
         # first zero_grad: it shows the rest of step 0.
         first = [(n, c) for n, c in first if n != "zero_grad"]
         if name == "pre_and_after":
             first.append(("zero_grad", 1))
-    return [first] + [rest] * (steps - 1)
+    out = [first] + [rest] * (steps - 1)
+    if name == "unfreeze":
+        out[3] = [(n, 1) for n in TRAIN]
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(loops.SHAPES))

@@ -76,16 +76,17 @@ def held_optimizers(opt):
     ``step()`` runs only with a closure), and keeps state of its own."""
     out = []
     try:
-        own = _param_ids(opt)
+        own = param_ids(opt)
         for v in list(getattr(opt, "__dict__", {}).values()):
-            if v is not opt and is_optimizer_like(v) and not own.isdisjoint(_param_ids(v)):
+            if v is not opt and is_optimizer_like(v) and not own.isdisjoint(param_ids(v)):
                 out.append(v)
     except Exception:  # noqa: BLE001 - an object that cannot be read so holds none
         return []
     return out[:MAX_UNWRAP]
 
 
-def _param_ids(opt):
+def param_ids(opt):
+    """The ids of the parameters in ``opt``'s param groups."""
     return {id(p) for g in opt.param_groups if isinstance(g, dict)
             for p in (g.get("params") or ())}
 

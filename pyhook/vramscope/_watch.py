@@ -12,7 +12,7 @@ import threading
 import weakref
 
 from . import (_anatomy, _backward, _compiled, _cuda, _figures, _messages, _meter, _patch, _safe,
-               _schedule, _steps)
+               _schedule, _steps, _successor)
 from ._schedule import FIRST_MEASURED
 
 # The user phase that closes an interval between two steps in which memory
@@ -25,6 +25,7 @@ from ._closing import ClosingMixin, rose
 from ._compiled import CompiledMixin
 from ._forward_phase import EVAL, ForwardMixin
 from ._steps import StepsMixin
+from ._successor import SuccessorMixin
 from ._training_step import TrainingStepMixin
 from ._zero_phase import ZeroGradMixin
 
@@ -39,7 +40,7 @@ class _NoTensor:
 
 
 class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMixin,
-              CensusMixin, TrainingStepMixin, CompiledMixin):
+              CensusMixin, TrainingStepMixin, CompiledMixin, SuccessorMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -100,21 +101,14 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._self_ref = weakref.ref(self)
         self._client = client
         self._model = model
-        self._optimizer = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
+        opt = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
+        self._set_optimizer(opt, step_hooks)
         # What the caller passed, when it wrapped the optimizer (watch() unwraps first).
         if wrapper is None and optimizer is not self._optimizer:
             wrapper = optimizer
         self._wrapper = wrapper if wrapper is not self._optimizer else None
-        # The optimizers it holds that may run its update (SAM's base
-        # optimizer): their step() and zero_grad() are the watch's too, and
-        # their state is counted with its own (what the figures and the
-        # census are given: the optimizer, or it and those it holds).
-        self._held = tuple(_patch.held_optimizers(self._optimizer)) \
-            if self._optimizer is not None else ()
-        self._optimizers = (self._optimizer,) + self._held if self._held else self._optimizer
-        # The code of the methods of their classes but torch's (ZeroGradMixin._in_update_method)
-        self._update_codes = _steps.method_codes((self._optimizer,) + self._held) \
-            if self._optimizer is not None else frozenset()
+        self._opt_undo = []  # what hooks the optimizers (_hook_optimizer)
+        self._candidates = {}  # id -> (weak reference, undo) (SuccessorMixin)
         self._config = config
         self._lock = threading.RLock()
         self._active = True
@@ -164,14 +158,6 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._undo = []
         self._queue_callback = (queue_callback_of(torch) if queue_callback == "detect"
                                 else queue_callback)
-        opt = self._optimizer
-        if step_hooks is None:
-            step_hooks = opt is not None and _patch.has_step_hooks(opt)
-        self.uses_step_hooks = bool(step_hooks)
-        # An optimizer whose class has step hooks but whose instance cannot take
-        # them (Optimizer.__init__ skipped, nothing to unwrap): the patch is a fallback.
-        self.step_fallback = (opt is not None and not self.uses_step_hooks
-                              and callable(getattr(opt, "register_step_pre_hook", None)))
         if meter is None and config.activations_every > 0 \
                 and _meter.SavedTensorMeter.supported(torch, model):
             meter = _meter.SavedTensorMeter(torch, model)
@@ -209,6 +195,12 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             raise
 
     _fast_loop = False
+    # The optimizer fields besides the slot _optimizer, set by _set_optimizer
+    _held = ()
+    _optimizers = None
+    _update_codes = frozenset()
+    uses_step_hooks = False
+    step_fallback = False
 
     # A model copied with copy.deepcopy (an EMA copy) or pickled whole
     # (torch.save(model)) carries our hooks along: a copy keeps calling this
@@ -221,6 +213,26 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         return (_patch.inert, ())
 
     # ---- installation ---------------------------------------------------------------
+
+    def _set_optimizer(self, opt, step_hooks=None):
+        """The optimizer fields, for ``opt`` (unwrapped; None: no optimizer)."""
+        self._optimizer = opt
+        # The optimizers it holds that may run its update (SAM's base
+        # optimizer): their step() and zero_grad() are the watch's too, and
+        # their state is counted with its own (what the figures and the
+        # census are given: the optimizer, or it and those it holds).
+        self._held = tuple(_patch.held_optimizers(opt)) if opt is not None else ()
+        self._optimizers = (opt,) + self._held if self._held else opt
+        # The code of the methods of their classes but torch's (StepsMixin._in_update_method)
+        self._update_codes = _steps.method_codes((opt,) + self._held) \
+            if opt is not None else frozenset()
+        if step_hooks is None:
+            step_hooks = opt is not None and _patch.has_step_hooks(opt)
+        self.uses_step_hooks = bool(step_hooks)
+        # An optimizer whose class has step hooks but whose instance cannot take
+        # them (Optimizer.__init__ skipped, nothing to unwrap): the patch is a fallback.
+        self.step_fallback = (opt is not None and not self.uses_step_hooks
+                              and callable(getattr(opt, "register_step_pre_hook", None)))
 
     def _install(self, global_backward):
         m = self._model
@@ -268,24 +280,35 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         if _steps.inherits_zero_grad(self._wrapper, opt):
             self._undo.append(_patch.patch_method(self._wrapper, "zero_grad", None, None,
                                                   around=self._zero_grad))
+        self._undo.append(self._unhook_optimizers)
         self._hook_optimizer(opt, self.uses_step_hooks)
         # A held optimizer's step() called from the watched one's is nested
         # in it (_step_depth); called alone (SAM's second_step()) it is the step.
         for held in self._held:
             self._hook_optimizer(held, _patch.has_step_hooks(held))
+        # A new optimizer for the model, made later, may take the watch over
+        # (SuccessorMixin).
+        if _successor.follow(self._torch, self):
+            self._undo.append(lambda: _successor.unfollow(self))
 
     def _hook_optimizer(self, opt, step_hooks):
         """Patch ``opt``'s zero_grad, and hook its step() by its step hooks
-        or, without them, by a patch."""
-        self._undo.append(_patch.patch_method(opt, "zero_grad", None, None,
-                                              around=self._zero_grad))
+        or, without them, by a patch (undone by :meth:`_unhook_optimizers`)."""
+        self._opt_undo.append(_patch.patch_method(opt, "zero_grad", None, None,
+                                                  around=self._zero_grad))
         if step_hooks:
             pre = opt.register_step_pre_hook(self._on_step_pre_hook)
             post = opt.register_step_post_hook(self._on_step_post_hook)
-            self._undo += [pre.remove, post.remove]
+            self._opt_undo += [pre.remove, post.remove]
         else:
-            self._undo.append(_patch.patch_method(opt, "step", None, None,
-                                                  around=self._step_around))
+            self._opt_undo.append(_patch.patch_method(opt, "step", None, None,
+                                                      around=self._step_around))
+
+    def _unhook_optimizers(self):
+        for undo in reversed(self._opt_undo):
+            _safe.call(undo)
+        self._opt_undo = []
+        self._drop_candidates()
 
     @staticmethod
     def _guarded(fn, *args):
