@@ -232,7 +232,8 @@ def sam_closure(torch, watch=None, steps=5):
 
 def unfreeze(torch, watch=None, steps=(3, 4)):
     """Fine-tuning in two stages: the head alone with SGD, then the whole
-    model, unfrozen, with a new AdamW made for it."""
+    model, unfrozen, with a new AdamW made for it; each stage with a
+    learning-rate schedule of its own, which wraps its optimizer's step()."""
     torch.manual_seed(0)
     model = mlp(torch)
     for p in model[0].parameters():
@@ -245,10 +246,12 @@ def unfreeze(torch, watch=None, steps=(3, 4)):
             for p in model.parameters():
                 p.requires_grad_(True)
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
         for x, y in batches(torch, n):
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
+            schedule.step()
             done += 1
     return handle, done, param_hash(model)
 
