@@ -367,7 +367,7 @@ def find_model(torch, optimizer):
     model it holds), the innermost. None when no live module holds them
     all. One pass over the live objects (``gc.get_objects()``)."""
     base = getattr(getattr(torch, "nn", None), "Module", None)
-    want = _param_ids(optimizer)
+    want = _patch.param_ids(optimizer)
     if base is None or not want:
         return None
     scored = []
@@ -385,16 +385,8 @@ def find_model(torch, optimizer):
     return (inner or tied)[0]
 
 
-def _param_ids(optimizer):
-    ids = set()
-    for group in getattr(optimizer, "param_groups", ()):
-        for p in group.get("params", ()):
-            ids.add(id(p))
-    return ids
-
-
 def _shares_params(optimizer, model):
-    ids = _param_ids(optimizer)
+    ids = _patch.param_ids(optimizer)
     return any(id(p) in ids for p in model.parameters())
 
 
@@ -416,7 +408,7 @@ def find_optimizer(torch, model):
     found = [o for o in gc.get_objects() if issubclass(type(o), base)]  # type(): no __class__ lookup (torch.distributed.reduce_op warns on any)
     scored = []
     for o in found:
-        n = len(mine & _param_ids(o))
+        n = len(mine & _patch.param_ids(o))
         if n:
             wraps_another = any(getattr(o, "optimizer", None) is x for x in found)
             rank = 0 if wraps_another and _patch.unwrap_optimizer(o) is not o \
@@ -435,7 +427,7 @@ def find_owner(torch, module, optimizer, depth=8):
     (separate models under one optimizer). Parents are found among the
     live modules (``gc.get_objects()``, once per process), by their
     ``_modules``."""
-    want = _param_ids(optimizer)
+    want = _patch.param_ids(optimizer)
     if want <= {id(p) for p in module.parameters()}:
         return module
     base = getattr(getattr(torch, "nn", None), "Module", None)

@@ -87,7 +87,7 @@ def held_optimizers(opt):
 
 def param_ids(opt):
     """The ids of the parameters in ``opt``'s param groups."""
-    return {id(p) for g in opt.param_groups if isinstance(g, dict)
+    return {id(p) for g in (getattr(opt, "param_groups", None) or ()) if isinstance(g, dict)
             for p in (g.get("params") or ())}
 
 
