@@ -5,7 +5,11 @@ The two-stage fine-tuning loop is a loop shape (loops.unfreeze,
 test_loop_shapes.py); these are the rules around it. Real torch, the real
 hook, an unstarted client."""
 
+import copy
+import gc
+import pickle
 import warnings
+import weakref
 
 import pytest
 
@@ -113,3 +117,39 @@ def test_a_watch_that_fails_to_look_never_breaks_making_an_optimizer(setup, monk
         new = torch.optim.AdamW(model.parameters(), lr=1e-3)
     assert new.param_groups and _safe.errors() == before + 1
     handle.remove()
+
+
+def test_an_optimizer_made_again_each_epoch_is_freed_once_dropped(setup):
+    # Nothing of the watch's holds a candidate, nor the optimizer it moved
+    # from: their state (on a GPU, twice the model for Adam) is freed.
+    torch, made, model, x, y = setup
+    first = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    handle = vramscope.watch(model, first)
+    train(torch, model, first, 2, x, y)
+    refs = [weakref.ref(first)]
+    del first
+    for _ in range(3):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        refs.append(weakref.ref(opt))
+        train(torch, model, opt, 2, x, y)
+    unused = torch.optim.AdamW(model.parameters(), lr=1e-3)  # made, never stepped
+    refs.append(weakref.ref(unused))
+    del opt, unused
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True, False, True]
+    assert handle.watcher.optimizer is refs[3]()
+    assert step_count(made[0]) == 8
+    handle.remove()
+
+
+def test_a_candidate_pickles_and_copies_as_a_plain_optimizer(setup):
+    torch, made, model, x, y = setup
+    handle = vramscope.watch(model, torch.optim.SGD(model.parameters(), lr=0.05))
+    new = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    assert "step" in vars(new)  # its look
+    for copied in (pickle.loads(pickle.dumps(new)), copy.deepcopy(new)):
+        copied.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        copied.step()  # the class's step, no look of the watch's
+    handle.remove()
+    assert "step" not in vars(new)

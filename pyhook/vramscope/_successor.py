@@ -12,6 +12,7 @@ an internal error, counted.
 
 import functools
 import threading
+import types
 import weakref
 
 from . import _patch, _safe
@@ -89,27 +90,49 @@ class SuccessorMixin:
         self._candidate(opt)
 
     def _candidate(self, opt):
-        """Patch ``opt.step`` to look at each call (undone at remove(), or
-        when the watch moves to it)."""
-        ref = weakref.ref(opt)
+        """Set ``opt.step`` to a look at each call, bound to ``opt`` (as
+        torch 1.13's learning-rate scheduler needs it). Nothing of the
+        watch's holds ``opt``: an optimizer made again each epoch and
+        dropped is freed with its state. Undone at remove(), or when the
+        watch moves to it."""
+        if "step" in vars(opt):  # a step of its own instance: left alone
+            return
 
-        def candidate_step(original, args, kwargs):
+        def candidate_step(_self, *args, **kwargs):
+            # _self.step, the class's (torch 2.x's with its step hooks)
+            original = type(_self).step.__get__(_self, type(_self))
             moved = False
             try:
                 # after a backward of this step, in which the watched
                 # optimizer has not stepped: this one updates the model now
-                if self._active and self._client.micro and not self._step_called \
+                entry = self._candidates.get(id(_self))
+                if entry is not None and entry[0]() is _self and self._active \
+                        and self._client.micro and not self._step_called \
                         and self._open is None and not self._closure_depth \
-                        and not self.framework_steps and ref() is not self._optimizer:
-                    moved = self._follow(ref())
+                        and not self.framework_steps:
+                    moved = self._follow(_self)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
             if moved and not self.uses_step_hooks:
                 return self._step_around(original, args, kwargs)
             return original(*args, **kwargs)
 
-        undo = _patch.patch_method(opt, "step", None, None, around=candidate_step)
-        self._candidates[id(opt)] = (ref, undo)
+        # pickled with its optimizer, it unpickles as getattr(opt, "step"): the class's
+        candidate_step.__name__ = "step"
+        key = id(opt)
+        candidates = self._candidates
+        ref = weakref.ref(opt, lambda r: candidates.get(key, (None,))[0] is r
+                          and candidates.pop(key, None))
+        vars(opt)["step"] = types.MethodType(candidate_step, opt)
+        candidates[key] = (ref, candidate_step)
+
+    @staticmethod
+    def _uncandidate(entry):
+        """Take a candidate's look off, if it is alive and still has it."""
+        ref, fn = entry
+        opt = ref()
+        if opt is not None and getattr(vars(opt).get("step"), "__func__", None) is fn:
+            del vars(opt)["step"]
 
     def _follow(self, opt):
         """Move the watch to ``opt``: the old optimizer's hooks off (it
@@ -119,9 +142,9 @@ class SuccessorMixin:
         with self._lock:
             if opt is None or not self._active:
                 return False
-            ref, undo = self._candidates.pop(id(opt), (None, None))
-            if undo is not None:
-                undo()
+            entry = self._candidates.pop(id(opt), None)
+            if entry is not None:
+                self._uncandidate(entry)
             old = self._optimizer
             for u in reversed(self._opt_undo):
                 _safe.call(u)
@@ -143,6 +166,6 @@ class SuccessorMixin:
             return True
 
     def _drop_candidates(self):
-        for ref, undo in self._candidates.values():
-            _safe.call(undo)
-        self._candidates = {}
+        for entry in list(self._candidates.values()):
+            _safe.call(self._uncandidate, entry)
+        self._candidates.clear()

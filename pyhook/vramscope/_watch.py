@@ -108,7 +108,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             wrapper = optimizer
         self._wrapper = wrapper if wrapper is not self._optimizer else None
         self._opt_undo = []  # what hooks the optimizers (_hook_optimizer)
-        self._candidates = {}  # id -> (weak reference, undo) (SuccessorMixin)
+        self._candidates = {}  # id -> (weak reference, its look) (SuccessorMixin)
         self._config = config
         self._lock = threading.RLock()
         self._active = True
