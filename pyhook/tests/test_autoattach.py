@@ -94,6 +94,33 @@ print(json.dumps({
     assert got == {"before": 1, "after": 0, "model": True, "optimizer": True, "watching": True}
 
 
+def test_an_attached_model_the_loop_drops_is_freed_with_its_optimizer(startup, torch_mod):
+    # A k-fold loop makes a model and an optimizer per fold and drops them:
+    # auto-attach held the first fold's for the rest of the process (on a
+    # GPU, its weights, gradients and Adam state). It now holds them weakly.
+    proc = run_py(startup, """
+import gc, json, weakref, torch
+from vramscope import _autoattach
+refs = []
+for fold in range(2):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.Adam(model.parameters())
+    for _ in range(2):
+        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+    attached = _autoattach.state().model is model
+    refs.append([weakref.ref(model), weakref.ref(opt), attached])
+    del model, opt
+    gc.collect()
+st = _autoattach.state()
+print(json.dumps({"alive": [[m() is not None, o() is not None, a] for m, o, a in refs],
+                  "gone": st.model is _autoattach.GONE and st.handle is _autoattach.GONE}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got == {"alive": [[False, False, True], [False, False, False]], "gone": True}
+
+
 def test_a_loop_calling_the_models_children_gets_the_model_watched(startup, torch_mod):
     # The first training forward is a child's (model[0]): the model the
     # optimizer trains is watched, and from its second step on its

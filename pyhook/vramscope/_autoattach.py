@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 
 from . import _api, _compiled, _patch, _safe, _tracebacks
 
@@ -42,8 +43,39 @@ _REAL_WATCH = _api.watch  # taken before install() replaces it
 _compiling = bool
 
 
+# What an attached model, optimizer or handle reads as once it died
+GONE = object()
+
+
+class _Weak:
+    """An attribute of _State held by a weak reference: auto-attach must
+    not keep a model the user dropped alive, with its optimizer's state (a
+    k-fold loop's first model, on the GPU for the rest of the process). Set
+    to an object since freed, it reads as GONE: attached, and done."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_weak_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        ref = obj.__dict__.get(self.slot)
+        if ref is None:
+            return None
+        value = ref()
+        return GONE if value is None else value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = None if value is None or value is GONE \
+            else weakref.ref(value)
+
+
 class _State:
     """What auto-attach holds in this process."""
+
+    model = _Weak()
+    optimizer = _Weak()
+    handle = _Weak()
 
     def __init__(self):
         self.torch = None
@@ -112,7 +144,7 @@ def _explicit_watch(model, optimizer=None, **kwargs):
         st.standing_down = True
         _remove_global_hooks(st)
         auto, st.handle = st.handle, None
-    if not first or auto is None:
+    if not first or auto is None or auto is GONE:
         return st.real_watch(model, optimizer, **kwargs)
     # Watch first, then drop auto-attach's handle: the connection always
     # holds a handle, so the monitor sees no goodbye. The hook warns when a
@@ -310,7 +342,7 @@ def _on_optimizer_step(optimizer, args, kwargs):
     if _compiling():
         return None
     st = _state
-    if st is None or st.standing_down or st.optimizer is not None:
+    if st is None or st.standing_down or st.optimizer is not None or st.model is GONE:
         return None
     if st.model is None:
         _safe.call(_attach_at_step, st, optimizer)
@@ -326,7 +358,7 @@ def _on_optimizer_step(optimizer, args, kwargs):
             # raises into step() when another global hook follows.
             old = st.handle
             _watch_in_step(st, optimizer)
-            if old is not None:
+            if old is not None and old is not GONE:
                 old.remove()
     except Exception as exc:  # noqa: BLE001
         _safe.report(exc)
@@ -386,6 +418,8 @@ def find_model(torch, optimizer):
 
 
 def _shares_params(optimizer, model):
+    if model is GONE:
+        return False
     ids = _patch.param_ids(optimizer)
     return any(id(p) in ids for p in model.parameters())
 
