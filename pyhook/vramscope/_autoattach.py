@@ -418,10 +418,7 @@ def find_model(torch, optimizer):
 
 
 def _shares_params(optimizer, model):
-    if model is GONE:
-        return False
-    ids = _patch.param_ids(optimizer)
-    return any(id(p) in ids for p in model.parameters())
+    return model is not GONE and _patch.trains(optimizer, model)
 
 
 def find_optimizer(torch, model):

@@ -91,6 +91,12 @@ def param_ids(opt):
             for p in (g.get("params") or ())}
 
 
+def trains(opt, model):
+    """Whether ``opt`` holds any of ``model``'s parameters."""
+    ids = param_ids(opt)
+    return any(id(p) in ids for p in model.parameters())
+
+
 def has_step_hooks(optimizer):
     """Report whether this *instance* can take step pre/post hooks.
 

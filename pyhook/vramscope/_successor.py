@@ -67,8 +67,8 @@ def unfollow(watcher):
 
 
 class SuccessorMixin:
-    """The Watcher's side (which defines ``_hook_optimizer``, the
-    optimizer fields and ``_undo``): an optimizer made for the watched
+    """The Watcher's side (which defines ``_hook_optimizers``,
+    ``_unhook_optimizers``, the optimizer fields and ``_undo``): an optimizer made for the watched
     model becomes a candidate, its ``step()`` patched to look. A step() of
     it after a backward of the current step, in which the watched
     optimizer has not stepped, updates the model in the watched one's
@@ -84,10 +84,8 @@ class SuccessorMixin:
                 or id(opt) in self._candidates \
                 or _patch.unwrap_optimizer(opt) is self._optimizer:
             return
-        mine = {id(p) for p in self._model.parameters()}
-        if mine.isdisjoint(_patch.param_ids(opt)):
-            return
-        self._candidate(opt)
+        if _patch.trains(opt, self._model):
+            self._candidate(opt)
 
     def _candidate(self, opt):
         """Set ``opt.step`` to a look at each call, bound to ``opt`` (as
@@ -146,9 +144,7 @@ class SuccessorMixin:
             if entry is not None:
                 self._uncandidate(entry)
             old = self._optimizer
-            for u in reversed(self._opt_undo):
-                _safe.call(u)
-            self._opt_undo = []
+            self._unhook_optimizers()
             self._fast = False
             self._wrapper = None
             # The step under way had the new optimizer's zero_grad, unseen:
@@ -158,9 +154,7 @@ class SuccessorMixin:
             # An anatomy at this step's end: the new optimizer's state
             self._acts.scheduled = True
             self._set_optimizer(opt)
-            self._hook_optimizer(opt, self.uses_step_hooks)
-            for held in self._held:
-                self._hook_optimizer(held, _patch.has_step_hooks(held))
+            self._hook_optimizers()
             if old is not None:
                 self._candidate(old)
             return True

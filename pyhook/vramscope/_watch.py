@@ -280,16 +280,20 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         if _steps.inherits_zero_grad(self._wrapper, opt):
             self._undo.append(_patch.patch_method(self._wrapper, "zero_grad", None, None,
                                                   around=self._zero_grad))
-        self._undo.append(self._unhook_optimizers)
-        self._hook_optimizer(opt, self.uses_step_hooks)
-        # A held optimizer's step() called from the watched one's is nested
-        # in it (_step_depth); called alone (SAM's second_step()) it is the step.
-        for held in self._held:
-            self._hook_optimizer(held, _patch.has_step_hooks(held))
+        self._undo += [self._drop_candidates, self._unhook_optimizers]
+        self._hook_optimizers()
         # A new optimizer for the model, made later, may take the watch over
         # (SuccessorMixin).
         if _successor.follow(self._torch, self):
             self._undo.append(lambda: _successor.unfollow(self))
+
+    def _hook_optimizers(self):
+        """Hook the watched optimizer and those it holds. A held optimizer's
+        step() called from the watched one's is nested in it (_step_depth);
+        called alone (SAM's second_step()) it is the step."""
+        self._hook_optimizer(self._optimizer, self.uses_step_hooks)
+        for held in self._held:
+            self._hook_optimizer(held, _patch.has_step_hooks(held))
 
     def _hook_optimizer(self, opt, step_hooks):
         """Patch ``opt``'s zero_grad, and hook its step() by its step hooks
@@ -308,7 +312,6 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         for undo in reversed(self._opt_undo):
             _safe.call(undo)
         self._opt_undo = []
-        self._drop_candidates()
 
     @staticmethod
     def _guarded(fn, *args):
