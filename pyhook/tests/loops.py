@@ -256,9 +256,40 @@ def unfreeze(torch, watch=None, steps=(3, 4)):
     return handle, done, param_hash(model)
 
 
+def eval_with_grad(torch, watch=None, epochs=2, steps=3, train_mode=True):
+    """An epoch's evaluation in eval mode that forgot ``torch.no_grad()``:
+    its outputs hold graphs until dropped. Zeroed after the step; trained in
+    train mode, or with ``train_mode`` False in eval mode."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    model.train(train_mode)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, opt) if watch else None
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    done = 0
+    for epoch in range(epochs):
+        if epoch:
+            model.eval()
+            for _ in range(2):
+                torch.nn.functional.cross_entropy(model(x), y).item()
+            model.train(train_mode)
+        for _ in range(steps):
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+            done += 1
+    return handle, done, param_hash(model)
+
+
+def trained_in_eval_mode(torch, watch=None):
+    """A model in eval mode from the start (transformers' ``from_pretrained``
+    returns one) that the loop never puts in train mode."""
+    return eval_with_grad(torch, watch, epochs=1, steps=5, train_mode=False)
+
+
 SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first,
                                   wrapper_zero_after, wrapper_zero_first, sam_two_calls,
-                                  sam_closure, unfreeze)}
+                                  sam_closure, unfreeze, eval_with_grad, trained_in_eval_mode)}
 
 
 def main(argv):

@@ -93,6 +93,33 @@ def evaluation(torch, i, model, opt, sim):
             model(torch.randn(4, 8))
 
 
+def eval_without_no_grad(torch, model):
+    # an evaluation in eval mode that forgot no_grad, of a batch shaped as
+    # the training ones (the forward's fast path reuses their size)
+    model.eval()
+    model(torch.randn(16, 8)).sum().item()
+    model.train()
+
+
+def evaluation_with_grad(torch, i, model, opt, sim):
+    plain(torch, i, model, opt, sim)
+    if i % 4 == 3:
+        eval_without_no_grad(torch, model)
+
+
+def evaluation_with_grad_zero_after(torch, i, model, opt, sim):
+    zero_after(torch, i, model, opt, sim)
+    if i % 4 == 3:
+        eval_without_no_grad(torch, model)
+
+
+def trained_in_eval_mode(torch, i, model, opt, sim):
+    # trains in eval mode from step 6 on: learned at that step's backward
+    if i == 6:
+        model.eval()
+    zero_after(torch, i, model, opt, sim)
+
+
 def batch_change(torch, i, model, opt, sim):
     plain(torch, i, model, opt, sim, batch=16 if i < 8 else 32)
 
@@ -373,7 +400,8 @@ def lightning_accumulation(torch, i, model, opt, sim):
 lightning_accumulation.output = "training_step"
 
 
-LOOPS = [census, plain, accumulation, zero_after, evaluation, batch_change, closure, metric_forward,
+LOOPS = [census, plain, accumulation, zero_after, evaluation, evaluation_with_grad,
+         evaluation_with_grad_zero_after, trained_in_eval_mode, batch_change, closure, metric_forward,
          skipped_update, raising_backward, raising_forward, keyword_model_output, tuple_output,
          step_none, trainer_steps, trainer_accumulation_skips, lightning_steps,
          lightning_accumulation, lightning_watch, closure_keyword]

@@ -74,6 +74,10 @@ EXPECTED = {
     "unfreeze": ([(n, 1) for n in ["zero_grad"] + TRAIN], [(n, 1) for n in ["zero_grad"] + TRAIN]),
     "sam_closure": ([(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)],
                     [(n, 2) for n in TRAIN[:3] + ["zero_grad"]] + [("step", 1)]),
+    # The evaluation without no_grad is the user phase "eval" of the step it
+    # follows (below), as one under no_grad is: no step of its own.
+    "eval_with_grad": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
+    "trained_in_eval_mode": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
 }
 
 
@@ -88,6 +92,8 @@ def expect(name, steps, auto):
     out = [first] + [rest] * (steps - 1)
     if name == "unfreeze":
         out[3] = [(n, 1) for n in TRAIN]
+    if name == "eval_with_grad":
+        out[2] = out[2] + [("eval", 1)]
     return out
 
 

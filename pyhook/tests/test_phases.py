@@ -141,6 +141,75 @@ def test_eval_under_no_grad_between_steps_opens_no_step(torch_mod):
         == [True] * 4
 
 
+def begins_by_step(client):
+    """{step: the names of the phases begun in it, in order}"""
+    out = {}
+    for name, edge, step, _ in spans(client):
+        if edge == "begin":
+            out.setdefault(step, []).append(name)
+    return out
+
+
+def zero_after(torch, model, opt, steps):
+    for _ in range(steps):
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+@pytest.mark.parametrize("loop", ["zero_first", "zero_after"])
+def test_an_evaluation_without_no_grad_between_steps_is_an_eval(loop, torch_mod):
+    torch = torch_mod
+    model, opt, client, watcher = build(torch)
+    run = train if loop == "zero_first" else zero_after
+    run(torch, model, opt, steps=5)  # (test_fast_paths.py: the same on the fast paths)
+    model.eval()
+    for _ in range(2):  # gradients enabled: the outputs hold graphs until dropped
+        model(torch.randn(2, 8)).sum().item()
+    model.train()
+    assert watcher.idle and client.step == 5
+    run(torch, model, opt, steps=2)
+    # One user phase "eval" of the step it follows, as under no_grad; no
+    # forward, loss or step of its own, and the steps after it as before.
+    if loop == "zero_first":
+        ev = [("eval", "begin", 4, 0), ("eval", "end", 4, 0)]
+        assert spans(client) == sum((expected_step(s) for s in range(5)), []) + ev \
+            + expected_step(5) + expected_step(6)
+    else:
+        steps = begins_by_step(client)
+        train_ = ["forward", "loss", "backward", "step", "zero_grad"]
+        assert steps == {**{s: train_ for s in range(7) if s != 4}, 4: train_ + ["eval"]}
+    assert client.step == 7
+
+
+def test_a_model_trained_in_eval_mode_keeps_its_phases(torch_mod):
+    """A model loaded in eval mode (transformers' from_pretrained) that the
+    loop never puts in train mode: every forward is a training one."""
+    torch = torch_mod
+    model, opt, client, watcher = build(torch)
+    model.eval()
+    zero_after(torch, model, opt, steps=6)
+    train_ = ["forward", "loss", "backward", "step", "zero_grad"]
+    assert begins_by_step(client) == {s: train_ for s in range(6)}
+    assert watcher._eval_trains
+
+
+def test_a_loop_that_turns_to_training_in_eval_mode_is_learned_at_its_first_backward(torch_mod):
+    torch = torch_mod
+    model, opt, client, watcher = build(torch)
+    zero_after(torch, model, opt, steps=4)
+    assert not watcher._eval_trains  # a backward showed it trains in train mode
+    model.eval()  # from here on it trains in eval mode (dropout off, say)
+    zero_after(torch, model, opt, steps=3)
+    train_ = ["forward", "loss", "backward", "step", "zero_grad"]
+    # Step 4's forward is taken as an evaluation of step 3; its backward
+    # shows the model trains in eval mode, and every later forward is a
+    # training one again.
+    assert begins_by_step(client) == {0: train_, 1: train_, 2: train_, 3: train_ + ["eval"],
+                                      4: train_[2:], 5: train_, 6: train_}
+    assert watcher._eval_trains and client.step == 7
+
+
 def test_eval_under_no_grad_inside_a_step_shows_as_forward_without_loss(torch_mod):
     torch = torch_mod
     model, opt, client, _ = build(torch)

@@ -88,6 +88,8 @@ class _State:
         self.finder = None
         self.real_watch = _REAL_WATCH
         self.warned = False
+        # Modules in eval mode looked at as the model (_trained_in_eval_mode)
+        self.eval_seen = weakref.WeakSet()
 
 
 def state():
@@ -281,10 +283,33 @@ def _call_kwargs(frame):
     return kwargs if isinstance(kwargs, dict) else {}
 
 
+def _trained_in_eval_mode(st, torch, module):
+    """The optimizer that trains ``module``, a module in eval mode run with
+    gradients enabled and parameters that require them: a model loaded in
+    eval mode (transformers' ``from_pretrained``) that the loop never puts
+    back in train mode. None otherwise (then torch 2.x's global optimizer
+    hook attaches it at its first ``step()``; torch 1.13 has none). Each
+    such module is looked for once, with its children: one pass over the
+    live objects."""
+    if getattr(module, "training", True) or not torch.is_grad_enabled() \
+            or module in st.eval_seen:
+        return None
+    try:
+        if not any(p.requires_grad for p in module.parameters()):
+            return None
+        st.eval_seen.update(module.modules())
+    except Exception:  # noqa: BLE001 - an exotic module
+        return None
+    return find_optimizer(torch, module)
+
+
 def _attach(st, module, args, caller=None):
     torch = st.torch
+    optimizer = None
     if not _trains(torch, module):
-        return None
+        optimizer = _trained_in_eval_mode(st, torch, module)
+        if optimizer is None:
+            return None
     with _lock:
         if st.model is not None or st.standing_down:
             return None
@@ -295,7 +320,8 @@ def _attach(st, module, args, caller=None):
             _remove_global_hooks(st)
             return None
         _remove_module_hook(st)
-        optimizer = find_optimizer(torch, module)
+        if optimizer is None:
+            optimizer = find_optimizer(torch, module)
         called = module
         if optimizer is not None:
             # The module called may be a child of the model the optimizer

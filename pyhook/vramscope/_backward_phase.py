@@ -7,6 +7,7 @@ from time import monotonic as _monotonic
 
 from . import _backward, _safe
 from ._backward import NOT_MINE
+from ._forward_phase import EVAL
 from ._schedule import FIRST_MEASURED
 
 
@@ -32,6 +33,14 @@ class BackwardMixin:
                 owner = owner()
                 if owner is not None and owner._open in ("forward", "loss"):
                     return False  # another watch's forward made this loss
+            if self._open is EVAL and not self._eval_trains \
+                    and not getattr(self._model, "training", True):
+                # A backward after forwards of the model in eval mode taken
+                # as an evaluation: the model trains in eval mode (from here
+                # on, such forwards are training ones), and the last forward
+                # was this backward's.
+                self._eval_trains = True
+                self._trained = True
             if not (self._trained or self._open in ("forward", "loss")):
                 if self._bw_step != client.step:
                     return False
@@ -43,6 +52,8 @@ class BackwardMixin:
             self._in_backward = True
             self._user_bw = True
             self._hook_output = False  # backwards come through the wrapper
+            if self._eval_trains and getattr(self._model, "training", True):
+                self._eval_trains = False  # it trains in train mode
             # _backward_begin()'s work, with _begin's every-step path
             # copy of _activity()
             if self._step_called and not self._closure_depth and not self._in_update_method():

@@ -37,6 +37,7 @@ class ForwardMixin:
         last = self._open
         if self._fast and module is self._model and (
                 last is None or last == "forward" and self._in_training_step and not self._depth) \
+                and (module.training or self._eval_trains or not self._idle) \
                 and self._grad_enabled() and not self._tracing():
             x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
             if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
@@ -79,11 +80,16 @@ class ForwardMixin:
                 if not grad and (self._idle and self._optimizer is not None
                                  or self._ends_at_forward == self._client.step
                                  or self._open is EVAL
-                                 or self._optimizer is not None and self._between_micro_steps()):
+                                 or self._optimizer is not None and self._between_micro_steps()) \
+                        or grad and self._idle and not module.training and not self._eval_trains:
                     # Evaluation between steps: no training phase, no step, no
                     # batch; with an optimizer, a user phase "eval" of its own
                     # (_eval). The same between two micro-steps of a step
                     # (_eval_in_step), and inside an evaluation already open.
+                    # With gradients enabled, a forward of the model in eval
+                    # mode between steps, once a backward showed it trains in
+                    # train mode, is one too (an evaluation loop without
+                    # no_grad).
                     self._quiet = True
                     self._eval_outside_phases()
                     return None

@@ -63,7 +63,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                  "_ends_at_forward", "_exact", "_step_plan", "_skip_forward", "_quiet",
                  "_hook_output", "_kw_patch", "_closure_depth", "_updated", "_unseen", "_lock",
                  "_in_training_step", "framework_steps", "breakdown_always", "figures",
-                 "_tracing", "_compiling", "_outside")
+                 "_tracing", "_compiling", "_outside", "_eval_trains")
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
                  queue_callback="detect", meter=None, global_backward=True, name=None,
@@ -116,6 +116,11 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._depth = 0
         self._skip_forward = False
         self._quiet = False
+        # Whether a forward of the model in eval mode with gradients enabled
+        # may be a training one: until a backward shows the model training in
+        # train mode, and again once one follows such a forward (_forward_phase,
+        # "eval mode").
+        self._eval_trains = True
         self._in_backward = False
         self._user_bw = False
         self._backward_micro = 0
