@@ -139,20 +139,34 @@ class Memory:
         sim.spike(m.foreach_temp(share))
 
     def eval_pass(self):
-        """An evaluation under no_grad that keeps its logits, then concatenates them."""
+        """An evaluation under no_grad that keeps its logits, then
+        concatenates them; with eval_grad, gradients enabled: each batch's
+        layers save what training saves, held by its output's graph."""
         m, sim = self.k.model, self.sim
         b, s = self.k.batch(0), self.k.seq(0)
-        kept = []
+        kept, graphs = [], []
         for _ in range(self.k.eval_batches):
             if self.k.eval_model:
                 time.sleep(UNWATCHED_BATCH_S)
+            graph = []
             for _ in range(m.layers):
-                # Nothing is saved under no_grad: a layer's transient is its
-                # attention scores and (an assumption, no published figure)
-                # an eighth of what training would save for it.
-                sim.spike(m.layer_acts(b, s) // 8 + m.attn_scores(b, s))
+                if self.k.eval_grad:
+                    sim.spike(m.attn_scores(b, s))
+                    graph.append(sim.malloc(m.layer_acts(b, s)))
+                else:
+                    # Nothing is saved under no_grad: a layer's transient is its
+                    # attention scores and (an assumption, no published figure)
+                    # an eighth of what training would save for it.
+                    sim.spike(m.layer_acts(b, s) // 8 + m.attn_scores(b, s))
             self.eval_output(kept, b, s)
+            if self.k.eval_keep:
+                graphs.extend(graph)  # the output kept holds its graph
+            else:
+                for h in graph:
+                    sim.free(h)
         self.eval_concat(kept, b, s)
+        for h in graphs:
+            sim.free(h)
 
     def eval_output(self, kept, b, s):
         """An evaluation batch's logits: kept in ``kept`` (eval_keep), else freed."""
@@ -186,7 +200,8 @@ class Head(torch.nn.Linear):
 
     def forward(self, x):
         out = super().forward(x)
-        grad = torch.is_grad_enabled()
+        # an evaluation: under no_grad, or in eval mode (eval_grad)
+        grad = torch.is_grad_enabled() and self.training
         mem = self.mem
         mem.sim.truth_at(mem.step, "forward" if grad else "eval")
         mem.forward(grad)
@@ -477,6 +492,12 @@ def run(kind, socket, rank):
         sim.malloc(kind.model.weights())
 
     def evaluate(x):
+        if kind.eval_grad:  # in eval mode, gradients enabled
+            evaluated.eval()
+            call(kind, evaluated, x).sum().item()
+            mem.eval_pass()
+            evaluated.train()
+            return
         with torch.no_grad():
             call(kind, evaluated, x)
             mem.eval_pass()

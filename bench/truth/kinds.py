@@ -19,6 +19,10 @@ Expectations, all optional:
 * ``eval_need``: True when an evaluation peaks above training (the need's
   evaluation part).
 
+``eval_grad=True`` evaluates in eval mode with gradients enabled (a loop
+that forgot ``torch.no_grad()``): each batch's graph, with the activations
+it saved, lives as long as its output.
+
 ``eval_model="ema"`` evaluates an unwatched copy of the model (an EMA copy,
 its weights held on the device) instead of the watched one: no forward the
 hook sees, only memory used between steps, which the report calls
@@ -50,7 +54,8 @@ class Kind:
                         eval_every=0, eval_batches=4, eval_keep=False, save_every=0,
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
-                        wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None)
+                        wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
+                        eval_grad=False)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -88,6 +93,14 @@ K = [
     Kind("eval-keeps-logits", 400, dict(pattern="warmup", eval_need=True),
          eval_every=100, eval_batches=24, eval_keep=True, batch=4, seq=512),
     Kind("eval-small", 200, dict(pattern="warmup"), eval_every=25, eval_batches=2, batch=4, seq=512),
+    # An evaluation in eval mode that forgot torch.no_grad() and keeps its
+    # outputs, each with the activations its graph saved, until the
+    # concatenation: far above training. Zeroed before and after the step.
+    Kind("eval-without-no-grad", 200, dict(pattern="warmup", eval_need=True), eval_every=50,
+         eval_batches=8, eval_keep=True, eval_grad=True, batch=4, seq=512),
+    Kind("eval-without-no-grad-zero-after", 200, dict(pattern="warmup", eval_need=True),
+         eval_every=50, eval_batches=8, eval_keep=True, eval_grad=True, zero="after", batch=4,
+         seq=512),
     # The same two evaluations of an unwatched copy of the model (an EMA
     # copy): above training, and (16 batches, so that the sampler sees it
     # too) below it.
