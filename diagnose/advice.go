@@ -8,6 +8,11 @@ import (
 
 // advise lists the suggestions the measurements call for, each with the
 // numbers behind it.
+// noGradAdvice is the advice for an evaluation that ran with gradients
+// enabled (Diagnosis.EvalGradStep), on the device and on a CPU run alike.
+const noGradAdvice = "run the evaluation under torch.no_grad() (or torch.inference_mode()): with gradients enabled " +
+	"each forward saves its activations for a backward that never comes, kept as long as its output"
+
 func advise(d *Diagnosis) []Advice {
 	var out []Advice
 	switch d.Pattern {
@@ -40,6 +45,15 @@ func advise(d *Diagnosis) []Advice {
 				Because: fmt.Sprintf("step %d peaked at %s MiB, steady peak %s MiB since step %d", d.WarmupStep, d.WarmupPeak.MiBString(), d.PeakAfter.MiBString(), d.SteadyFrom),
 			})
 		}
+	}
+	if d.EvalGradStep >= 0 {
+		because := fmt.Sprintf("the evaluation after step %d ran a forward of the model in eval mode with gradients enabled", d.EvalGradStep)
+		for _, u := range d.Phases {
+			if u.Name == session.EvalPhase {
+				because += "; " + u.Line()
+			}
+		}
+		out = append(out, Advice{Text: noGradAdvice, Because: because})
 	}
 	if n := d.Need; n.PhaseName == session.EvalPhase && n.PhasePeak.Known() {
 		out = append(out, Advice{

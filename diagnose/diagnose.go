@@ -140,6 +140,10 @@ type Diagnosis struct {
 	// own.
 	End    *Ending      `json:"end"`
 	Phases []PhasePeaks `json:"user_phases"`
+	// EvalGradStep is the last step after which the hook's evaluation ran a
+	// forward of the model in eval mode with gradients enabled (no
+	// torch.no_grad()), -1 when none did.
+	EvalGradStep int `json:"eval_grad_step"`
 	// Source is "cpu" when the figures are the process's host memory
 	// (RSS; the diagnosis then speaks of host memory), "" otherwise.
 	Source string `json:"source,omitempty"`
@@ -260,7 +264,7 @@ type Advice struct {
 func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d := Diagnosis{
 		Pattern: PatternUnknown, FirstStep: -1, LastStep: -1, SteadyFrom: -1, WarmupEnd: -1,
-		PeakBefore: session.Unknown, PeakAfter: session.Unknown, WarmupStep: -1, WarmupPeak: session.Unknown,
+		PeakBefore: session.Unknown, PeakAfter: session.Unknown, WarmupStep: -1, WarmupPeak: session.Unknown, EvalGradStep: -1,
 		GrowthPerStep: session.Unknown, GrowthFrom: -1, GrowthTo: -1,
 		HeldFrom: session.Unknown, HeldTo: session.Unknown, HeldPerStep: session.Unknown, PerInput: session.Unknown, Spread: session.Unknown,
 	}
@@ -282,6 +286,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	}
 	d.End = ending(s, p)
 	d.Phases = userPhases(p, d.PeakAfter)
+	d.EvalGradStep = evalGradStep(p)
 	d.Causes = causes(p, &d, pk, tail)
 	d.Rise = warmupRise(p, &d, pk)
 	d.FirstStepPhase = firstStepPhases(p)

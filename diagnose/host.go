@@ -67,6 +67,9 @@ func hostOnly(d *Diagnosis, seg []session.StepPeak) {
 			a.Text = fmt.Sprintf("look for objects kept across steps since step %d (e.g. accumulating `loss` instead of `loss.item()`, lists of outputs or batches, caches keyed by step, a DataLoader's growing state)", d.GrowthFrom)
 			keep = append(keep, a)
 		}
+		if a.Text == noGradAdvice {
+			keep = append(keep, a)
+		}
 	}
 	d.Advice = keep
 }

@@ -21,6 +21,9 @@ type PhasePeaks struct {
 	// training peak the pattern reports (negative below it), 0 unknown.
 	Peak          session.Bytes `json:"peak_allocated"`
 	AboveTraining int64         `json:"above_training"`
+	// Grad is true when the hook's evaluation ran a forward with gradients
+	// enabled in one of these steps (session.Cell.Grad).
+	Grad bool `json:"grad"`
 }
 
 // userPhases gathers the user and evaluation phases of the step table.
@@ -43,6 +46,7 @@ func userPhases(p *session.Process, training session.Bytes) []PhasePeaks {
 				out[k].Peak, out[k].Step = c.PeakAllocated, st.Index
 			}
 			at[c.Name] = append(at[c.Name], st.Index)
+			out[k].Grad = out[k].Grad || c.Grad
 		}
 	}
 	for k := range out {
@@ -59,6 +63,19 @@ func userPhases(p *session.Process, training session.Bytes) []PhasePeaks {
 		}
 	}
 	return out
+}
+
+// evalGradStep is the last step after which the hook's evaluation ran a
+// forward of the model with gradients enabled (docs/hook.md, "Eval mode
+// with gradients enabled"), read or not; -1 when none did.
+func evalGradStep(p *session.Process) int {
+	last := -1
+	for _, st := range p.Steps() {
+		if c := st.Cell(session.EvalPhase); c != nil && c.User && c.Grad {
+			last = st.Index
+		}
+	}
+	return last
 }
 
 // Line describes a user phase: "eval peaks at 5120 MiB every 50 steps,
@@ -78,6 +95,9 @@ func (u *PhasePeaks) Line() string {
 		line += fmt.Sprintf(", %s MiB above training", session.Bytes(u.AboveTraining).MiBString())
 	case u.AboveTraining < 0:
 		line += fmt.Sprintf(", %s MiB below training", session.Bytes(-u.AboveTraining).MiBString())
+	}
+	if u.Grad {
+		line += ", run with gradients enabled"
 	}
 	return line
 }

@@ -65,6 +65,16 @@ func TestDecodeAdditions(t *testing.T) {
 			t.Errorf("line %d: fast path %+v, encoding/json %+v", i+1, fast, *got[i])
 		}
 	}
+	// An evaluation that ran with gradients enabled says so at its end.
+	if e := got[11]; !e.Grad || !e.User || e.Edge != EdgeEnd || e.Name != "eval" {
+		t.Errorf("eval end with grad %+v", e)
+	}
+	if got[8].Grad {
+		t.Errorf("grad on an edge without the field")
+	}
+	if fast = (Message{}); !fastDecode(lines[11], &fast, nil) || !fast.Grad {
+		t.Errorf("the fast path does not take an eval end with its grad: %+v", fast)
+	}
 	for _, i := range []int{0, 1, 2, 3, 4, 5, 6} {
 		if got[i].Hook != nil && got[i].Hook.ExactPeaks {
 			t.Errorf("line %d: exact_peaks without the field", i+1)
@@ -76,6 +86,8 @@ func TestDecodeAdditions(t *testing.T) {
 		{`{"v":1,"type":"anatomy","seq":1,"t":1,"step":0,"activations_step":-2}`, "field activations_step: negative"},
 		{`{"v":1,"type":"oom","seq":1,"t":1,"step":0,"requested":-5}`, "field requested: negative"},
 		{`{"v":1,"type":"oom","seq":1,"t":1,"step":-1}`, "field step: negative"},
+		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"forward","step":0,"edge":"end","grad":true}`, "field grad: only on a user phase's end edge"},
+		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"eval","step":0,"edge":"begin","user":true,"grad":true}`, "field grad: only on a user phase's end edge"},
 	} {
 		if _, err := Decode([]byte(c.line)); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s: error %v, want %q", c.line, err, c.err)

@@ -54,6 +54,8 @@ func (p *fastParser) messageField(key []byte, m *Message) bool {
 		return p.StringOf(&m.Edge, commonEdges)
 	case "user":
 		return p.Bool(&m.User)
+	case "grad":
+		return p.Bool(&m.Grad)
 	case "model":
 		return p.String(&m.Model)
 	case "mem":

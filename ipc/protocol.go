@@ -87,6 +87,9 @@ type Message struct {
 	Micro int    `json:"micro,omitempty"`
 	Edge  string `json:"edge,omitempty"`
 	User  bool   `json:"user,omitempty"`
+	// phase end of the hook's own user phase "eval": a forward of that
+	// evaluation ran with gradients enabled (no torch.no_grad())
+	Grad bool `json:"grad,omitempty"`
 
 	// phase begin of forward: the size of the input (may be absent)
 	Input *Input `json:"input,omitempty"`
@@ -280,6 +283,9 @@ func (m *Message) validateType() error {
 		}
 		if err := m.validateSpan(); err != nil {
 			return err
+		}
+		if m.Grad && (!m.User || m.Edge != EdgeEnd) {
+			return errors.New("field grad: only on a user phase's end edge")
 		}
 		return m.validateMarker()
 	case TypeMark:

@@ -49,6 +49,44 @@ func TestEvaluationIsDiagnosedOnItsOwn(t *testing.T) {
 	}
 }
 
+// An evaluation whose forwards ran with gradients enabled (in eval mode,
+// no torch.no_grad()) is said to, with the advice to run it under no_grad,
+// even below training; one under no_grad gets neither.
+func TestAnEvaluationWithGradientsEnabledIsAdvisedNoGrad(t *testing.T) {
+	for _, grad := range []bool{true, false} {
+		d := everyFifty(t, func(s *synth) { s.evalUser(800*sMiB, grad) }).Diagnosis
+		if len(d.Phases) != 1 || d.Phases[0].Name != session.EvalPhase || d.Phases[0].Grad != grad {
+			t.Fatalf("grad %v: phases %+v", grad, d.Phases)
+		}
+		u := d.Phases[0]
+		if grad && d.EvalGradStep != 199 || !grad && d.EvalGradStep != -1 {
+			t.Errorf("grad %v: eval_grad_step %d", grad, d.EvalGradStep)
+		}
+		// Training peaks at 3000 MiB (TestEvaluationIsDiagnosedOnItsOwn);
+		// the evaluation at 2000 held + 800.
+		line := "eval peaks at 2800 MiB every 50 steps, 200 MiB below training"
+		if grad {
+			line += ", run with gradients enabled"
+		}
+		if u.Line() != line {
+			t.Errorf("line %q, want %q", u.Line(), line)
+		}
+		var advised []diagnose.Advice
+		for _, a := range d.Advice {
+			if strings.Contains(a.Text, "torch.no_grad()") {
+				advised = append(advised, a)
+			}
+		}
+		if !grad && len(advised) != 0 {
+			t.Errorf("advice for an evaluation under no_grad: %+v", advised)
+		}
+		if grad && (len(advised) != 1 || !strings.Contains(advised[0].Because, "after step 199") ||
+			!strings.Contains(advised[0].Because, line)) {
+			t.Errorf("advice %+v", d.Advice)
+		}
+	}
+}
+
 // Memory used between steps by something the hook does not see (an EMA
 // copy evaluated) comes as the user phase between_steps of the step before:
 // it is the need's phase part, with advice that names the steps, and

@@ -137,6 +137,20 @@ func (s *synth) between(acts int64) {
 	s.msg(map[string]any{"type": "phase", "name": session.BetweenPhase, "step": step, "edge": "end", "user": true, "mem": s.mem(s.cur, s.cur+acts)})
 }
 
+// evalUser sends the hook's own evaluation between steps (docs/hook.md, "An
+// evaluation between steps"): the user phase eval of the step before, read
+// at both edges, its peak acts above the memory held; grad its end edge's
+// field (a forward of it ran with gradients enabled).
+func (s *synth) evalUser(acts int64, grad bool) {
+	step := s.step - 1
+	s.msg(map[string]any{"type": "phase", "name": session.EvalPhase, "step": step, "edge": "begin", "user": true, "mem": s.mem(s.cur, s.cur)})
+	end := map[string]any{"type": "phase", "name": session.EvalPhase, "step": step, "edge": "end", "user": true, "mem": s.mem(s.cur, s.cur+acts)}
+	if grad {
+		end["grad"] = true
+	}
+	s.msg(end)
+}
+
 func (s *synth) anatomy(acts, batch int64) {
 	s.msg(map[string]any{"type": "anatomy", "step": s.step, "weights": s.weights, "gradients": s.weights,
 		"optimizer": 2 * s.weights, "activations": acts, "batch_size": batch, "params": s.weights / 4, "device": "cuda",

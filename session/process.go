@@ -387,6 +387,7 @@ func (p *Process) phase(at time.Time, m *ipc.Message) {
 	}
 	for k := len(p.open) - 1; k >= 0; k-- {
 		if sp := &p.spans[p.open[k]]; sp.Name == m.Name && sp.User == m.User {
+			sp.Grad = m.Grad
 			if m.Span == ipc.SpanStep && m.Mem != nil {
 				sp.StepRead, sp.SameAs = plainOf(m.Mem), -1
 				if m.SameAs != nil {

@@ -54,6 +54,9 @@ type Span struct {
 	// Model is the name of the watch that sent the phase (protocol model
 	// field), empty for user phases and older hooks.
 	Model string
+	// Grad is true for the hook's evaluation a forward of which ran with
+	// gradients enabled (protocol grad field, on its end edge).
+	Grad bool
 }
 
 // MemRead is an allocator snapshot a span keeps, by value, so that the
@@ -192,6 +195,9 @@ type Cell struct {
 	// GPUDuring is true when an NVML reading was taken during one of the
 	// merged spans (Span.GPUDuring).
 	GPUDuring bool
+	// Grad is true when one of the merged spans is an evaluation that ran
+	// with gradients enabled (Span.Grad).
+	Grad bool
 }
 
 // Step is one optimizer step: its phases in the order they first began.
@@ -308,6 +314,7 @@ func (st *Step) add(sp *Span) {
 	}
 	c.PeakGPU = c.PeakGPU.Max(sp.PeakGPU)
 	c.GPUDuring = c.GPUDuring || sp.GPUDuring
+	c.Grad = c.Grad || sp.Grad
 	c.PeakNonPyTorch = c.PeakNonPyTorch.Max(sp.PeakNonPyTorch)
 	st.Batch, st.Tokens = max(st.Batch, sp.Batch), max(st.Tokens, sp.Tokens)
 	if sp.User {

@@ -106,6 +106,7 @@ def test_watched_loop_counts_one_step_per_update(name, torch_mod, vs_bin, workdi
     assert (done, digest) == (want_steps, want_hash), "the hook changed the result"
     assert proc["steps_total"] == done
     assert shape(proc) == expect(name, done, auto=False)
+    said_eval_had_grad(name, proc)
 
 
 @pytest.mark.parametrize("name", sorted(loops.SHAPES))
@@ -118,3 +119,17 @@ def test_auto_attached_loop_counts_one_step_per_update(name, torch_mod, vs_bin, 
     p = the_process(rep)
     assert p["steps_total"] == done
     assert shape(p) == expect(name, done, auto=True)
+    said_eval_had_grad(name, p)
+
+
+def said_eval_had_grad(name, proc):
+    """The evaluation without no_grad, after step 2 (loops.eval_with_grad),
+    is said to have run with gradients enabled, with the advice to run it
+    under no_grad; no other loop is."""
+    d = proc["diagnosis"]
+    advised = [a for a in d["advice"] if "torch.no_grad()" in a["text"]]
+    if name != "eval_with_grad":
+        assert d["eval_grad_step"] == -1 and not advised
+        return
+    assert d["eval_grad_step"] == 2
+    assert len(advised) == 1 and "after step 2" in advised[0]["because"], d["advice"]

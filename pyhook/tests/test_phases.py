@@ -139,6 +139,7 @@ def test_eval_under_no_grad_between_steps_opens_no_step(torch_mod):
     assert spans(client) == ev + expected_step(0) + ev + expected_step(1)
     assert [m["user"] for m in queued(client) if m["type"] == "phase" and m["name"] == "eval"] \
         == [True] * 4
+    assert not [m for m in queued(client) if "grad" in m]  # under no_grad
 
 
 def begins_by_step(client):
@@ -180,6 +181,11 @@ def test_an_evaluation_without_no_grad_between_steps_is_an_eval(loop, torch_mod)
         train_ = ["forward", "loss", "backward", "step", "zero_grad"]
         assert steps == {**{s: train_ for s in range(7) if s != 4}, 4: train_ + ["eval"]}
     assert client.step == 7
+    # Its end edge says a forward of it ran with gradients enabled (the
+    # report's hint to wrap it in no_grad); only the hook's eval has the field.
+    grads = [(m["name"], m["edge"], m.get("grad")) for m in queued(client)
+             if m["type"] == "phase" and (m["user"] or "grad" in m)]
+    assert grads == [("eval", "begin", None), ("eval", "end", True)]
 
 
 def test_a_model_trained_in_eval_mode_keeps_its_phases(torch_mod):

@@ -92,6 +92,8 @@ class ForwardMixin:
                     # no_grad).
                     self._quiet = True
                     self._eval_outside_phases()
+                    if grad and self._open is EVAL:
+                        self._eval_grad = True
                     return None
                 size = extra = None
                 if grad:

@@ -29,6 +29,10 @@ from ._successor import SuccessorMixin
 from ._training_step import TrainingStepMixin
 from ._zero_phase import ZeroGradMixin
 
+# The end edge's field of an evaluation a forward of which ran with
+# gradients enabled (docs/protocol.md, "phase": grad).
+_GRAD = {"grad": True}
+
 # Watcher below reads queue_callback_of; tests/test_stacks.py asks
 # _kwargs_pre_hooks through this module.
 queue_callback_of = _patch.queue_callback_of
@@ -143,6 +147,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         # An evaluation inside a step (_eval_in_step): (the read at its begin,),
         # whose peaks are the step's; None between steps.
         self._eval_carry = None
+        # Whether a forward of the open evaluation ran with gradients
+        # enabled (in eval mode: _forward_phase); its end edge says so.
+        self._eval_grad = False
         # The token (Client.between) of a step after whose closing read the
         # sampler saw memory rise with nothing of the hook's open or read
         # (saw_between), until the next step's first phase closes that
@@ -445,6 +452,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._fast = False
         self._eval_step = max(self._client.step - 1, 0)
         self._eval_carry = None  # its reads are no step's (_end_eval)
+        self._eval_grad = False
         self._client.phase(EVAL, "begin", True, self._eval_step)
 
     def _eval_in_step(self):
@@ -461,6 +469,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._open = EVAL
         self._fast = False
         self._eval_step = client.step
+        self._eval_grad = False
         raw = client.read_raw() if client.cuda is not None else None
         self._eval_carry = (raw,)
         client.edge(EVAL, "begin", raw, True, client.step)
@@ -489,7 +498,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._open = None
         carry, self._eval_carry = self._eval_carry, None
         raw = client.read_raw() if client.cuda is not None else None
-        client.edge(EVAL, "end", raw, True, self._eval_step)
+        client.edge(EVAL, "end", raw, True, self._eval_step, None,
+                    _GRAD if self._eval_grad else None)
         if client.peaks is None:
             return
         reads = client.peaks.step_reads
