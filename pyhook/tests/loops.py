@@ -287,9 +287,47 @@ def trained_in_eval_mode(torch, watch=None):
     return eval_with_grad(torch, watch, epochs=1, steps=5, train_mode=False)
 
 
+def adversarial(torch, watch=None, steps=5, by_backward=False):
+    """Adversarial training (PGD): before each step, an attack of three
+    iterations runs the model in eval mode on an input that requires a
+    gradient, taken with ``torch.autograd.grad`` (or ``by_backward``, with
+    ``loss.backward()``, whose gradients of the weights the step's
+    ``zero_grad()`` then clears); the model trains on the attacked batch."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, opt) if watch else None
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    done = 0
+    for _ in range(steps):
+        model.eval()
+        xa = x.clone()
+        for _ in range(3):
+            xa.requires_grad_(True)
+            loss = torch.nn.functional.cross_entropy(model(xa), y)
+            if by_backward:
+                loss.backward()
+                g = xa.grad
+            else:
+                g, = torch.autograd.grad(loss, xa)
+            xa = xa.detach() + 0.01 * g.sign()
+        model.train()
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xa), y).backward()
+        opt.step()
+        done += 1
+    return handle, done, param_hash(model)
+
+
+def adversarial_backward(torch, watch=None):
+    """adversarial's attack taking its gradient with ``loss.backward()``."""
+    return adversarial(torch, watch, by_backward=True)
+
+
 SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first,
                                   wrapper_zero_after, wrapper_zero_first, sam_two_calls,
-                                  sam_closure, unfreeze, eval_with_grad, trained_in_eval_mode)}
+                                  sam_closure, unfreeze, eval_with_grad, trained_in_eval_mode,
+                                  adversarial, adversarial_backward)}
 
 
 def main(argv):

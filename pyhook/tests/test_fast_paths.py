@@ -113,6 +113,33 @@ def evaluation_with_grad_zero_after(torch, i, model, opt, sim):
         eval_without_no_grad(torch, model)
 
 
+def attack(torch, model, by_backward=False):
+    # an adversarial attack's iteration: the model in eval mode on an input
+    # that requires a gradient (a probe, never a training forward)
+    model.eval()
+    x = torch.randn(16, 8, requires_grad=True)
+    loss = model(x).pow(2).sum()
+    if by_backward:
+        loss.backward()
+    else:
+        torch.autograd.grad(loss, x)
+    model.train()
+
+
+def adversarial(torch, i, model, opt, sim):
+    if i % 3 == 2:
+        attack(torch, model, by_backward=i % 2 == 0)
+    plain(torch, i, model, opt, sim)
+
+
+def adversarial_in_eval_mode(torch, i, model, opt, sim):
+    # a model trained in eval mode, attacked every third step
+    if i % 3 == 2:
+        attack(torch, model)
+    model.eval()
+    plain(torch, i, model, opt, sim)
+
+
 def trained_in_eval_mode(torch, i, model, opt, sim):
     # trains in eval mode from step 6 on: learned at that step's backward
     if i == 6:
@@ -401,7 +428,8 @@ lightning_accumulation.output = "training_step"
 
 
 LOOPS = [census, plain, accumulation, zero_after, evaluation, evaluation_with_grad,
-         evaluation_with_grad_zero_after, trained_in_eval_mode, batch_change, closure, metric_forward,
+         evaluation_with_grad_zero_after, trained_in_eval_mode, adversarial,
+         adversarial_in_eval_mode, batch_change, closure, metric_forward,
          skipped_update, raising_backward, raising_forward, keyword_model_output, tuple_output,
          step_none, trainer_steps, trainer_accumulation_skips, lightning_steps,
          lightning_accumulation, lightning_watch, closure_keyword]

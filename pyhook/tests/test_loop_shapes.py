@@ -78,7 +78,13 @@ EXPECTED = {
     # follows (below), as one under no_grad is: no step of its own.
     "eval_with_grad": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
     "trained_in_eval_mode": ([(n, 1) for n in AFTER], [(n, 1) for n in AFTER]),
+    # Each attack is the user phase "eval" of the step before it (step 0's
+    # first too, as a sanity check before training is): the attacks' forwards
+    # and backwards are none of a step's (below).
+    "adversarial": ([("eval", 2)] + [(n, 1) for n in ["zero_grad"] + TRAIN],
+                    [(n, 1) for n in ["zero_grad"] + TRAIN] + [("eval", 1)]),
 }
+EXPECTED["adversarial_backward"] = EXPECTED["adversarial"]
 
 
 def expect(name, steps, auto):
@@ -89,7 +95,13 @@ def expect(name, steps, auto):
         first = [(n, c) for n, c in first if n != "zero_grad"]
         if name == "pre_and_after":
             first.append(("zero_grad", 1))
+    if auto and name.startswith("adversarial"):
+        # Auto-attach hooks at the first training forward, after step 0's
+        # first attack (a probe: no attach there) and its zero_grad.
+        first = [(n, 1) for n in TRAIN] + [("eval", 1)]
     out = [first] + [rest] * (steps - 1)
+    if name.startswith("adversarial"):  # no attack after the last step
+        out[-1] = [(n, c) for n, c in out[-1] if n != "eval"]
     if name == "unfreeze":
         out[3] = [(n, 1) for n in TRAIN]
     if name == "eval_with_grad":

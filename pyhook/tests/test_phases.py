@@ -216,6 +216,32 @@ def test_a_loop_that_turns_to_training_in_eval_mode_is_learned_at_its_first_back
     assert watcher._eval_trains and client.step == 7
 
 
+@pytest.mark.parametrize("by_backward", [False, True])
+def test_an_attack_between_steps_is_an_eval_whose_backward_is_none_of_a_steps(
+        by_backward, torch_mod):
+    """Adversarial training: before each step, the model in eval mode on an
+    input that requires a gradient (a probe), its gradient taken with
+    autograd.grad or backward(): an evaluation, from step 0 on, never
+    training in eval mode, and no advice to run it under no_grad."""
+    torch = torch_mod
+    model, opt, client, watcher = build(torch)
+    for _ in range(4):
+        model.eval()
+        x = torch.randn(4, 8, requires_grad=True)
+        loss = model(x).pow(2).mean()
+        if by_backward:
+            loss.backward()
+        else:
+            torch.autograd.grad(loss, x)
+        model.train()
+        train(torch, model, opt, steps=1)
+    train_ = ["zero_grad", "forward", "loss", "backward", "step"]
+    assert begins_by_step(client) == {0: ["eval"] + train_ + ["eval"], 1: train_ + ["eval"],
+                                      2: train_ + ["eval"], 3: train_}
+    assert not watcher._eval_trains and client.step == 4
+    assert not [m for m in queued(client) if "grad" in m]
+
+
 def test_eval_under_no_grad_inside_a_step_shows_as_forward_without_loss(torch_mod):
     torch = torch_mod
     model, opt, client, _ = build(torch)

@@ -283,16 +283,21 @@ def _call_kwargs(frame):
     return kwargs if isinstance(kwargs, dict) else {}
 
 
-def _trained_in_eval_mode(st, torch, module):
+def _trained_in_eval_mode(st, torch, module, args):
     """The optimizer that trains ``module``, a module in eval mode run with
     gradients enabled and parameters that require them: a model loaded in
     eval mode (transformers' ``from_pretrained``) that the loop never puts
     back in train mode. None otherwise (then torch 2.x's global optimizer
     hook attaches it at its first ``step()``; torch 1.13 has none). Each
     such module is looked for once, with its children: one pass over the
-    live objects."""
+    live objects. Not at a forward whose first input requires a gradient:
+    an adversarial attack's or a saliency map's, which the model's training
+    forward follows."""
     if getattr(module, "training", True) or not torch.is_grad_enabled() \
             or module in st.eval_seen:
+        return None
+    x = args[0] if args else None
+    if isinstance(x, torch.Tensor) and x.requires_grad:
         return None
     try:
         if not any(p.requires_grad for p in module.parameters()):
@@ -307,7 +312,7 @@ def _attach(st, module, args, caller=None):
     torch = st.torch
     optimizer = None
     if not _trains(torch, module):
-        optimizer = _trained_in_eval_mode(st, torch, module)
+        optimizer = _trained_in_eval_mode(st, torch, module, args)
         if optimizer is None:
             return None
     with _lock:

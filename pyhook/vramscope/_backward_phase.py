@@ -33,12 +33,13 @@ class BackwardMixin:
                 owner = owner()
                 if owner is not None and owner._open in ("forward", "loss"):
                     return False  # another watch's forward made this loss
-            if self._open is EVAL and not self._eval_trains \
+            if self._open is EVAL and not self._eval_trains and not self._eval_probe \
                     and not getattr(self._model, "training", True):
                 # A backward after forwards of the model in eval mode taken
-                # as an evaluation: the model trains in eval mode (from here
-                # on, such forwards are training ones), and the last forward
-                # was this backward's.
+                # as an evaluation, none of them a probe (an attack's, whose
+                # backward is its own): the model trains in eval mode (from
+                # here on, such forwards are training ones), and the last
+                # forward was this backward's.
                 self._eval_trains = True
                 self._trained = True
             if not (self._trained or self._open in ("forward", "loss")):

@@ -41,7 +41,7 @@ class ForwardMixin:
                 and self._grad_enabled() and not self._tracing():
             x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
             if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
-                    and x.dtype is self._last_dtype:
+                    and x.dtype is self._last_dtype and (module.training or not x.requires_grad):
                 size, extra = self._last_size
                 self._depth = 1
                 self._idle = False
@@ -77,11 +77,18 @@ class ForwardMixin:
                 return None
             try:
                 grad = self._grad_enabled()
+                probe = False
+                if grad and self._idle and not module.training:
+                    x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
+                    # Its input's gradient is wanted (an adversarial attack, a
+                    # saliency map): a probe, never a training forward.
+                    probe = isinstance(x, self._tensor_type) and x.requires_grad
                 if not grad and (self._idle and self._optimizer is not None
                                  or self._ends_at_forward == self._client.step
                                  or self._open is EVAL
                                  or self._optimizer is not None and self._between_micro_steps()) \
-                        or grad and self._idle and not module.training and not self._eval_trains:
+                        or grad and self._idle and not module.training \
+                        and (probe or not self._eval_trains):
                     # Evaluation between steps: no training phase, no step, no
                     # batch; with an optimizer, a user phase "eval" of its own
                     # (_eval). The same between two micro-steps of a step
@@ -89,11 +96,14 @@ class ForwardMixin:
                     # With gradients enabled, a forward of the model in eval
                     # mode between steps, once a backward showed it trains in
                     # train mode, is one too (an evaluation loop without
-                    # no_grad).
+                    # no_grad), and a probe always is.
                     self._quiet = True
                     self._eval_outside_phases()
                     if grad and self._open is EVAL:
-                        self._eval_grad = True
+                        if probe:  # whose backward is no training one
+                            self._eval_probe = True
+                        else:
+                            self._eval_grad = True
                     return None
                 size = extra = None
                 if grad:

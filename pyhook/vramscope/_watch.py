@@ -148,8 +148,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         # whose peaks are the step's; None between steps.
         self._eval_carry = None
         # Whether a forward of the open evaluation ran with gradients
-        # enabled (in eval mode: _forward_phase); its end edge says so.
-        self._eval_grad = False
+        # enabled (in eval mode: _forward_phase; its end edge says so), and
+        # whether one's input required them (a probe: an attack's forward).
+        self._eval_grad = self._eval_probe = False
         # The token (Client.between) of a step after whose closing read the
         # sampler saw memory rise with nothing of the hook's open or read
         # (saw_between), until the next step's first phase closes that
@@ -452,7 +453,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._fast = False
         self._eval_step = max(self._client.step - 1, 0)
         self._eval_carry = None  # its reads are no step's (_end_eval)
-        self._eval_grad = False
+        self._eval_grad = self._eval_probe = False
         self._client.phase(EVAL, "begin", True, self._eval_step)
 
     def _eval_in_step(self):
@@ -469,7 +470,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._open = EVAL
         self._fast = False
         self._eval_step = client.step
-        self._eval_grad = False
+        self._eval_grad = self._eval_probe = False
         raw = client.read_raw() if client.cuda is not None else None
         self._eval_carry = (raw,)
         client.edge(EVAL, "begin", raw, True, client.step)
