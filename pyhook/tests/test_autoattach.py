@@ -300,6 +300,20 @@ def accelerated_optimizer(torch):
     return _AcceleratedOptimizer
 
 
+def test_find_optimizer_of_a_model_split_between_two_takes_the_larger_part(torch_mod):
+    """Muon for the matrices, AdamW for the rest: the optimizer that holds
+    the most bytes of the model, though the other holds more tensors."""
+    torch = torch_mod
+    body = torch.nn.Linear(64, 64, bias=False)  # one tensor, 4096 values
+    head = torch.nn.Sequential(torch.nn.LayerNorm(64), torch.nn.Linear(64, 4))  # four, 388
+    model = torch.nn.Sequential(body, head)
+    small = torch.optim.AdamW(head.parameters(), lr=0.1)
+    large = torch.optim.SGD(body.parameters(), lr=0.1, momentum=0.9)
+    assert _autoattach.find_optimizer(torch, model) is large
+    assert _autoattach.find_optimizer(torch, head) is small
+    del small, large
+
+
 def test_find_optimizer_prefers_the_wrapped_one_and_the_model_s_own(torch_mod):
     torch = torch_mod
     model = torch.nn.Linear(4, 4)

@@ -453,7 +453,10 @@ def _shares_params(optimizer, model):
 
 
 def find_optimizer(torch, model):
-    """Return the optimizer that holds most of ``model``'s parameters, or None.
+    """Return the optimizer that holds most of ``model``'s parameters (by
+    their bytes: a model split between two optimizers, Muon's matrices and
+    AdamW's embeddings and norms, is watched with the one that holds the
+    larger part, never by how many tensors each holds), or None.
 
     Wrappers that subclass ``Optimizer`` around another (accelerate's
     ``AcceleratedOptimizer``) share their inner optimizer's param groups;
@@ -466,12 +469,13 @@ def find_optimizer(torch, model):
     base = getattr(getattr(torch, "optim", None), "Optimizer", None)
     if base is None:
         return None
-    mine = {id(p) for p in model.parameters()}
+    mine = {id(p): p.numel() * p.element_size() for p in model.parameters()}
     found = [o for o in gc.get_objects() if issubclass(type(o), base)]  # type(): no __class__ lookup (torch.distributed.reduce_op warns on any)
     scored = []
     for o in found:
-        n = len(mine & _patch.param_ids(o))
-        if n:
+        held = mine.keys() & _patch.param_ids(o)
+        if held:
+            n = sum(map(mine.__getitem__, held))
             wraps_another = any(getattr(o, "optimizer", None) is x for x in found)
             rank = 0 if wraps_another and _patch.unwrap_optimizer(o) is not o \
                 else 2 if _patch.held_optimizers(o) else 1
