@@ -21,7 +21,7 @@ profile_memory=True in the same loop, and the H100 figures of
 _record_memory_history and the profiler from shared/recordings/h100.
 
     PYTHONPATH=pyhook python3 bench/cost_model.py [--read-us 12.8] [--blocks 24]
-        [--steps 40] [--micro 4] [--old REV] [--bin bin/vramscope] [--sample-hz HZ] [--hf]
+        [--steps 40] [--micro 4] [--old REV] [--bin bin/vramscope] [--sample-hz HZ] [--hf] [--floor]
 """
 
 import argparse
@@ -37,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import fakecuda  # noqa: E402
+import null_hook  # noqa: E402
 import shapes  # noqa: E402
 
 # H100, torch 2.11, 8x2048 MLP + Adam, 3.34 ms synced step, same-process
@@ -94,6 +95,9 @@ def main():
     ap.add_argument("--old", help="also run the hook of this git revision")
     ap.add_argument("--bin", help="vramscope binary: clients stream to a real `record`")
     ap.add_argument("--no-profiler", action="store_true")
+    ap.add_argument("--floor", action="store_true",
+                    help="also time bench/null_hook.py: the watch's entries taking only the time, "
+                         "one read and reset a step (the floor under any hook with these entries)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="cuda: the real allocator on a GPU, its reads counted, "
                          "_record_memory_history as a peer (--read-us is ignored)")
@@ -125,6 +129,16 @@ def with_allocator(args, body):
             p.kill()
             p.wait()
         shutil.rmtree(work, ignore_errors=True)
+
+
+class Undo:
+    """Calls ``undo`` at the end of its block."""
+
+    def __init__(self, undo):
+        self._undo = undo
+
+    def __exit__(self, *exc):
+        self._undo()
 
 
 class HistoryOff:
@@ -249,6 +263,8 @@ def run(args, torch, fake, work, procs):
         modes.append(("torch.profiler(profile_memory)", plain, "plain", "profiler"))
     if dev == "cuda":
         modes.append(("_record_memory_history()", plain, "plain", "history"))
+    if args.floor:
+        modes.append(("floor (null_hook.py)", plain, "plain", "floor"))
 
     plain(([]), 30)
     accum([], 10)
@@ -271,6 +287,8 @@ def run(args, torch, fake, work, procs):
             elif make == "history":
                 torch.cuda.memory._record_memory_history()
                 ctx = HistoryOff(torch)
+            elif make == "floor":
+                ctx = Undo(null_hook.install(torch, model, opt))
             elif make is not None:
                 w, c = make()
             # Untimed, as bench/host_cost.py does: a watch's first step reads

@@ -24,8 +24,12 @@ cost that comes from running after torch's kernels, which evict the
 interpreter's code and the hook's objects between entries. Deterministic
 too, and several times slower.
 
+With --floor, bench/null_hook.py is counted too: the watch's entries
+taking only the time, and one read and reset a step (the floor under any
+hook with these entries).
+
     PYTHONPATH=pyhook python3 bench/hook_instructions.py [--steps 150] [--micro 1] [--old REV]
-        [--measured] [--cache-sim]
+        [--measured] [--cache-sim] [--floor]
 """
 
 import argparse
@@ -60,12 +64,17 @@ def measure(args, lib):
     modes = [("plain", None), ("watch", "vramscope")]
     if args.old:
         modes.append(("old", "vsold"))
+    if args.floor:
+        modes.append(("floor", None))
     for name, pkg in modes:
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(),
                                     torch.nn.Linear(64, 10))
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-        h = None
+        h = undo = None
+        if name == "floor":
+            import null_hook
+            undo = null_hook.install(torch, model, opt)
         if pkg is not None:
             mod = __import__(pkg)
             # activations_every=0: no measured step, nor (since measured and
@@ -107,6 +116,8 @@ def measure(args, lib):
         gc.enable()
         if h is not None:
             h.remove()
+        if undo is not None:
+            undo()
 
 
 def main():
@@ -119,6 +130,9 @@ def main():
                     help="count measured steps (activations_every=1) instead of plain ones")
     ap.add_argument("--cache-sim", action="store_true",
                     help="also count the hook's added L1 cache misses (callgrind's cache model)")
+    ap.add_argument("--floor", action="store_true",
+                    help="also count bench/null_hook.py: the watch's entries taking only the time, "
+                         "one read and reset a step")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -137,7 +151,8 @@ def main():
            "--cache-sim=%s" % ("yes" if args.cache_sim else "no"),
            "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
            "--child", lib, "--steps", str(args.steps), "--micro", str(args.micro)] \
-        + (["--old", args.old] if args.old else []) + (["--measured"] if args.measured else [])
+        + (["--old", args.old] if args.old else []) + (["--measured"] if args.measured else []) \
+        + (["--floor"] if args.floor else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     per_step = {}
     for name in sorted(os.listdir(work)):
@@ -161,7 +176,7 @@ def main():
           % ("measured" if args.measured else "plain",
              " of %d micro-steps" % args.micro if args.micro > 1 else "", args.steps,
              _torch_version()))
-    for mode in ("plain", "watch", "old"):
+    for mode in ("plain", "watch", "old", "floor"):
         if mode in per_step:
             row = per_step[mode]
             extra = ""
@@ -171,7 +186,8 @@ def main():
                     extra += ", L1 misses +%.0f instruction, +%.0f data" % (
                         row["I1mr"] - base["I1mr"],
                         row["D1mr"] + row["D1mw"] - base["D1mr"] - base["D1mw"])
-            label = {"watch": "this tree", "old": "old " + (args.old or "")}.get(mode, mode)
+            label = {"watch": "this tree", "old": "old " + (args.old or ""),
+                     "floor": "floor (null_hook.py)"}.get(mode, mode)
             print("  %-22s %10.0f%s" % (label, row["Ir"], extra))
 
 
