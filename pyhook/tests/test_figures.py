@@ -1,7 +1,17 @@
 """The figures a framework callback logs (vramscope._figures): each step's
 peak and held memory from the hook's reads, and the need."""
 
+import os
+import sys
+
+from conftest import ROOT, make_config
+from vramscope import _client, _cuda, _watch
 from vramscope._figures import StepFigures
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.dirname(__file__))
+import fakecuda  # noqa: E402
+import pinloop  # noqa: E402
 
 
 def read(allocated, peak):
@@ -35,3 +45,31 @@ def test_a_step_without_a_read_makes_the_need_a_bound():
     f.add(2, [None])
     assert (f.step, f.need, f.need_exact) == (1, 60, False)
     assert f.metrics(".")["vramscope.need_exact"] == 0.0
+
+
+def test_held_is_what_stays_after_a_zero_grad_that_ends_the_step(torch_mod):
+    """A loop that zeroes after the update (the HF Trainer's): the step's
+    held memory, as the monitor's step table has it, is read after that
+    zero_grad, the gradients it freed gone; the figures logged say the same
+    (they said the memory before it: on a GPU, the gradients' bytes more)."""
+    torch = torch_mod
+    sim = fakecuda.SimAllocator().install(torch)
+    try:
+        client = _client.Client(make_config(sample_hz=0), cuda=_cuda.CudaStats(torch, 0),
+                                start=False)
+        step = [0]
+        model = pinloop.Net(sim, step)
+        opt = pinloop.SimSGD(model.parameters(), sim, step)
+        watcher = _watch.Watcher(torch, client, model, opt, client.config)
+        figures = watcher.keep_figures()
+        for i in range(6):
+            step[0] = min(i, 3)
+            model(torch.randn(16, 8)).pow(2).sum().backward()
+            opt.step()
+            before = sim.allocated
+            model.zero_grad()
+            assert (figures.step, figures.held) == (i, sim.allocated)
+            assert i == 0 or sim.allocated < before  # the seed-001 run's zero_grad frees
+        watcher.remove()
+    finally:
+        sim.uninstall()

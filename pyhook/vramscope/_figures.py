@@ -8,7 +8,9 @@ logger"): each step's peak and held memory, and the need.
   peak, exact. A step the hook read once (a plain step) has that one read,
   which covers the whole step.
 * **held**: ``allocated`` at the step's last read, where the step closes
-  (after the optimizer step): what stays between steps.
+  (after the optimizer step, or after the ``zero_grad`` that ends the step
+  in a loop or a framework that zeroes after the update): what stays
+  between steps, as the monitor's step table has it.
 * **need**: the largest step peak from step 1 on (step 0's while it is the
   only one): step 0 allocates the optimizer state and warms the caches, as
   the monitor's diagnosis leaves its first steps out of the need.

@@ -630,6 +630,11 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             return
         pair = _cuda.peak_held(peaks.step_reads.pop())
         client.between = (token[0] if pair is None else pair[1], token[1], token[2])
+        figures = self.figures
+        if figures is not None and pair is not None and figures.step == token[2]:
+            # The step's held memory is what stays after this read, as the
+            # monitor's step table has it (the gradients zero_grad freed gone).
+            figures.held = pair[1]
 
     def quiet_between(self, token):
         """Whether the loop rests between the step ``token`` (Client.between)
