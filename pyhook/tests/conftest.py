@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import vramscope  # noqa: E402
-from vramscope import _api, _backward, _client, _config, _cuda, _messages, _safe, _sender  # noqa: E402
+from vramscope import _api, _backward, _client, _config, _cuda, _jit, _messages, _safe, _sender  # noqa: E402
 
 try:
     import torch
@@ -74,6 +74,7 @@ def _isolated(monkeypatch):
     _api._refs = 0
     _api._told.clear()
     _backward._reset_for_tests()
+    _jit._reset_for_tests()
 
 
 def load_fixture_stats(name="memory_stats_torch23_a100.json"):

@@ -11,8 +11,8 @@ end edge made in the same hook call, else none): on the every-step path by
 import threading
 import weakref
 
-from . import (_anatomy, _backward, _compiled, _cuda, _figures, _messages, _meter, _patch, _safe,
-               _schedule, _steps, _successor)
+from . import (_anatomy, _backward, _compiled, _cuda, _figures, _jit, _messages, _meter, _patch,
+               _safe, _schedule, _steps, _successor)
 from ._schedule import FIRST_MEASURED
 
 # The user phase that closes an interval between two steps in which memory
@@ -269,6 +269,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             post = m.register_forward_hook(self._on_forward)
             self._undo.append(post.remove)
             self._forward_hooks = (h, post)
+        # torch.jit.script of the model compiles it without the hooks (_jit)
+        _jit.add(self._torch, self)
+        self._undo.append(lambda: _jit.discard(self))
         if callable(getattr(type(m), "compile", None)):  # Module.compile(): torch >= 2.2
             self._undo.append(_patch.patch_method(m, "compile", None, None,
                                                   around=self._on_compile))
