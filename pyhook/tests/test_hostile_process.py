@@ -101,6 +101,50 @@ def test_a_child_forked_while_a_thread_is_inside_a_hook_trains(torch_mod):
     assert proc.stdout.strip().endswith("child 0"), proc.stdout + proc.stderr
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_child_forked_while_a_thread_watches_can_watch(torch_mod):
+    # Another thread is inside watch() or remove(), holding the locks of the
+    # process-wide wrappers (torch.autograd.backward's, TorchScript's,
+    # Optimizer.__init__'s) or auto-attach's, when the main thread forks: a
+    # watch() in the child must not wait on them.
+    proc = run_script("""
+        import os, threading, time, torch, vramscope
+        from vramscope import _autoattach, _backward, _jit, _successor
+        inside, leave = threading.Event(), threading.Event()
+
+        def in_watch():
+            with _backward._lock, _jit._lock, _successor._lock, _autoattach._lock:
+                inside.set()
+                leave.wait()
+
+        t = threading.Thread(target=in_watch)
+        t.start()
+        inside.wait()
+        pid = os.fork()
+        if pid == 0:
+            model = torch.nn.Linear(4, 2)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            handle = vramscope.watch(model, opt)
+            opt.zero_grad(); model(torch.randn(3, 4)).sum().backward(); opt.step()
+            handle.remove()
+            os._exit(0)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            status = 1
+        leave.set()
+        t.join()
+        print("child", os.waitstatus_to_exitcode(status) if status != 1 else "hung")
+    """, env={"VRAMSCOPE_SOCKET": "/nonexistent/vramscope.sock"})
+    assert proc.stdout.strip().endswith("child 0"), proc.stdout + proc.stderr
+
+
 # A monitor in a process of its own (the script's closerange must not close
 # it) that accepts one connection, reads nothing for 2 s, then drains it.
 SLOW_MONITOR = """

@@ -12,7 +12,8 @@ import threading
 import warnings
 import weakref
 
-from . import _backward, _client, _config, _cuda, _devices, _dist, _messages, _oom, _patch, _safe, _sockcheck, _watch
+from . import (_backward, _client, _config, _cuda, _devices, _dist, _jit, _messages, _oom, _patch,
+               _safe, _sockcheck, _successor, _watch)
 
 _lock = threading.Lock()
 _current = None  # the process's Client, or None
@@ -385,6 +386,11 @@ def _after_fork_in_child():
     del _handles[:]
     _safe._lock = threading.Lock()
     _backward._lock = threading.Lock()
+    _jit._lock = threading.Lock()
+    _successor._lock = threading.Lock()
+    attach = sys.modules.get(__package__ + "._autoattach")  # imports this module
+    if attach is not None:
+        attach._lock = threading.RLock()
     client, _current, _refs = _current, None, 0
     if client is not None:
         client.after_fork_in_child()
