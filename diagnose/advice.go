@@ -6,13 +6,13 @@ import (
 	"github.com/vramscope/vramscope/session"
 )
 
-// advise lists the suggestions the measurements call for, each with the
-// numbers behind it.
 // noGradAdvice is the advice for an evaluation that ran with gradients
 // enabled (Diagnosis.EvalGradStep), on the device and on a CPU run alike.
 const noGradAdvice = "run the evaluation under torch.no_grad() (or torch.inference_mode()): with gradients enabled " +
 	"each forward saves its activations for a backward that never comes, kept as long as its output"
 
+// advise lists the suggestions the measurements call for, each with the
+// numbers behind it.
 func advise(d *Diagnosis) []Advice {
 	var out []Advice
 	switch d.Pattern {

@@ -77,18 +77,20 @@ class ForwardMixin:
                 return None
             try:
                 grad = self._grad_enabled()
-                probe = False
+                # the first input: positional, else the first keyword one
+                x = (args[0] if args else (next(iter(kwargs.values())) if kwargs else None)) \
+                    if grad else None
+                probe = evaluating = False
                 if grad and self._idle and not module.training:
-                    x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
                     # Its input's gradient is wanted (an adversarial attack, a
                     # saliency map): a probe, never a training forward.
                     probe = isinstance(x, self._tensor_type) and x.requires_grad
+                    evaluating = probe or not self._eval_trains
                 if not grad and (self._idle and self._optimizer is not None
                                  or self._ends_at_forward == self._client.step
                                  or self._open is EVAL
                                  or self._optimizer is not None and self._between_micro_steps()) \
-                        or grad and self._idle and not module.training \
-                        and (probe or not self._eval_trains):
+                        or evaluating:
                     # Evaluation between steps: no training phase, no step, no
                     # batch; with an optimizer, a user phase "eval" of its own
                     # (_eval). The same between two micro-steps of a step
@@ -116,20 +118,19 @@ class ForwardMixin:
                     if self._unseen is not None:
                         self._close_unseen()
                     self._idle = False
-                    t = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
-                    if isinstance(t, self._tensor_type):
+                    if isinstance(x, self._tensor_type):
                         # _patch.input_size inlined for the common tensor first
                         # input (positional, else the first keyword one: what
                         # input_size finds first there too); the same shape as
                         # the last one reuses its (never mutated) size and
                         # message dicts.
-                        shape = t.shape
-                        dtype = t.dtype
+                        shape = x.shape
+                        dtype = x.dtype
                         if shape == self._last_shape and dtype is self._last_dtype:
                             size, extra = self._last_size
                         else:
                             # tokens only for integer index inputs (_patch.size_of)
-                            size = _patch.size_of(t)
+                            size = _patch.size_of(x)
                             extra = {"input": size}
                             self._last_shape, self._last_dtype = shape, dtype
                             self._last_size = size, extra

@@ -84,8 +84,9 @@ def _hide(module):
     if not watches:
         return ()
     ours = {id(w) for w in watches}
+    modules = list(module.modules())
     undo = []
-    for m in module.modules():
+    for m in modules:
         for name in ("_forward_pre_hooks", "_forward_hooks"):
             hooks = getattr(m, name, None)
             if not hooks:
@@ -96,7 +97,7 @@ def _hide(module):
                 hooks.clear()
                 hooks.update(kept)
                 undo.append(lambda hooks=hooks, items=items: (hooks.clear(), hooks.update(items)))
-    inside = {id(m) for m in module.modules()}
+    inside = set(map(id, modules))
     for w in watches:
         model = w.model
         forward = getattr(model, "__dict__", {}).get("forward")
