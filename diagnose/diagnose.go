@@ -144,6 +144,9 @@ type Diagnosis struct {
 	// forward of the model in eval mode with gradients enabled (no
 	// torch.no_grad()), -1 when none did.
 	EvalGradStep int `json:"eval_grad_step"`
+	// Failed is the steps that failed while the process went on (a phase
+	// raised and the loop caught the error), nil when none did.
+	Failed *Failed `json:"failed_steps"`
 	// Source is "cpu" when the figures are the process's host memory
 	// (RSS; the diagnosis then speaks of host memory), "" otherwise.
 	Source string `json:"source,omitempty"`
@@ -287,6 +290,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.End = ending(s, p)
 	d.Phases = userPhases(p, d.PeakAfter)
 	d.EvalGradStep = evalGradStep(p)
+	d.Failed = failedSteps(p)
 	d.Causes = causes(p, &d, pk, tail)
 	d.Rise = warmupRise(p, &d, pk)
 	d.FirstStepPhase = firstStepPhases(p)

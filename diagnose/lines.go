@@ -150,6 +150,9 @@ func (d *Diagnosis) Lines() []string {
 	if a := d.AtOOM; a != nil {
 		lines = append(lines, a.Lines()...)
 	}
+	if line := d.Failed.Line(); line != "" {
+		lines = append(lines, line)
+	}
 	for i := range d.Phases {
 		lines = append(lines, d.Phases[i].Line())
 	}

@@ -206,7 +206,9 @@ func phaseOf(p *session.Process, step int) string {
 
 // finishedPeaks returns the summaries of the steps that are over and have
 // allocator data. While the process is connected its newest step is still
-// running, so its peak is not final and it is left out.
+// running, so its peak is not final and it is left out; a step that failed
+// (an error the loop caught unwound a phase of it) never finished, and its
+// peak is the failed attempt's: it is left out too.
 func finishedPeaks(p *session.Process) []session.StepPeak {
 	pk := p.StepPeaks()
 	if len(pk) > 0 && (p.Connected || p.End != nil && p.End.Step >= 0 && pk[len(pk)-1].Index >= p.End.Step) {
@@ -214,7 +216,7 @@ func finishedPeaks(p *session.Process) []session.StepPeak {
 		pk = pk[:len(pk)-1]
 	}
 	k := 0
-	for k < len(pk) && pk[k].PeakAllocated.Known() {
+	for k < len(pk) && pk[k].PeakAllocated.Known() && pk[k].Failed == "" {
 		k++
 	}
 	if k == len(pk) {
@@ -222,7 +224,7 @@ func finishedPeaks(p *session.Process) []session.StepPeak {
 	}
 	out := make([]session.StepPeak, 0, len(pk))
 	for _, sp := range pk {
-		if sp.PeakAllocated.Known() {
+		if sp.PeakAllocated.Known() && sp.Failed == "" {
 			out = append(out, sp)
 		}
 	}

@@ -75,6 +75,16 @@ func TestDecodeAdditions(t *testing.T) {
 	if fast = (Message{}); !fastDecode(lines[11], &fast, nil) || !fast.Grad {
 		t.Errorf("the fast path does not take an eval end with its grad: %+v", fast)
 	}
+	// A phase an error unwound says so at its end, by both paths.
+	if e := got[12]; e.Failed != FailedOOM || e.User || e.Edge != EdgeEnd || e.Name != "loss" {
+		t.Errorf("failed loss end %+v", e)
+	}
+	if got[8].Failed != "" {
+		t.Errorf("failed on an edge without the field")
+	}
+	if fast = (Message{}); !fastDecode(lines[12], &fast, nil) || fast.Failed != FailedOOM {
+		t.Errorf("the fast path does not take a failed end: %+v", fast)
+	}
 	for _, i := range []int{0, 1, 2, 3, 4, 5, 6} {
 		if got[i].Hook != nil && got[i].Hook.ExactPeaks {
 			t.Errorf("line %d: exact_peaks without the field", i+1)
@@ -88,6 +98,9 @@ func TestDecodeAdditions(t *testing.T) {
 		{`{"v":1,"type":"oom","seq":1,"t":1,"step":-1}`, "field step: negative"},
 		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"forward","step":0,"edge":"end","grad":true}`, "field grad: only on a user phase's end edge"},
 		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"eval","step":0,"edge":"begin","user":true,"grad":true}`, "field grad: only on a user phase's end edge"},
+		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"forward","step":0,"edge":"begin","failed":"oom"}`, "field failed: only on an automatic phase's end edge"},
+		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"eval","step":0,"edge":"end","user":true,"failed":"oom"}`, "field failed: only on an automatic phase's end edge"},
+		{`{"v":1,"type":"phase","seq":1,"t":1,"name":"loss","step":0,"edge":"end","failed":"boom"}`, `field failed: "oom" or "error"`},
 	} {
 		if _, err := Decode([]byte(c.line)); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s: error %v, want %q", c.line, err, c.err)

@@ -31,6 +31,7 @@ type fastParser struct {
 var (
 	commonTypes = []string{TypePhase, TypeSample, TypeMark, TypeStats, TypeAnatomy, TypeHello, TypeGoodbye, TypeOOM}
 	commonEdges = []string{EdgeBegin, EdgeEnd, SpanStep}
+	failedValues = []string{FailedOOM, FailedError}
 	commonNames = []string{"forward", "backward", "loss", "step", "zero_grad"}
 )
 
@@ -56,6 +57,8 @@ func (p *fastParser) messageField(key []byte, m *Message) bool {
 		return p.Bool(&m.User)
 	case "grad":
 		return p.Bool(&m.Grad)
+	case "failed":
+		return p.StringOf(&m.Failed, failedValues)
 	case "model":
 		return p.String(&m.Model)
 	case "mem":

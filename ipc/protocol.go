@@ -54,6 +54,11 @@ const (
 
 	// SpanStep is a phase end's span when that read is its step's only one.
 	SpanStep = "step"
+
+	// FailedOOM and FailedError are a phase end's failed: the allocator
+	// ran out of memory in the phase, or another error unwound it.
+	FailedOOM   = "oom"
+	FailedError = "error"
 )
 
 // Message is one decoded protocol message. Fields that a type does not use
@@ -90,6 +95,9 @@ type Message struct {
 	// phase end of the hook's own user phase "eval": a forward of that
 	// evaluation ran with gradients enabled (no torch.no_grad())
 	Grad bool `json:"grad,omitempty"`
+	// phase end of an automatic phase that an error unwound (FailedOOM,
+	// FailedError): its step did not finish, and the loop went on
+	Failed string `json:"failed,omitempty"`
 
 	// phase begin of forward: the size of the input (may be absent)
 	Input *Input `json:"input,omitempty"`
@@ -286,6 +294,14 @@ func (m *Message) validateType() error {
 		}
 		if m.Grad && (!m.User || m.Edge != EdgeEnd) {
 			return errors.New("field grad: only on a user phase's end edge")
+		}
+		if m.Failed != "" {
+			if m.User || m.Edge != EdgeEnd {
+				return errors.New("field failed: only on an automatic phase's end edge")
+			}
+			if m.Failed != FailedOOM && m.Failed != FailedError {
+				return errors.New(`field failed: "oom" or "error"`)
+			}
 		}
 		return m.validateMarker()
 	case TypeMark:

@@ -1,11 +1,15 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"math/rand"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
 
@@ -83,6 +87,51 @@ func TestAnEvaluationWithGradientsEnabledIsAdvisedNoGrad(t *testing.T) {
 		if grad && (len(advised) != 1 || !strings.Contains(advised[0].Because, "after step 199") ||
 			!strings.Contains(advised[0].Because, line)) {
 			t.Errorf("advice %+v", d.Advice)
+		}
+	}
+}
+
+// A step whose forward ran out of memory, in a loop that caught the error
+// and went on (fairseq skips the batch), is a failed step: not counted as
+// finished, not skipped, left out of the steady figures (its peak is its
+// failed attempt's) and shown in the table though the rows around it are
+// elided; its forward stays a training forward, never an evaluation.
+func TestAFailedStepIsLeftOutOfTheSteadyFigures(t *testing.T) {
+	for _, why := range []string{ipc.FailedOOM, ipc.FailedError} {
+		s := newSynth(500*sMiB, false)
+		for i := range 40 {
+			if i == 20 {
+				s.failed(9000*sMiB, why)
+			}
+			s.train(1000*sMiB, 64)
+		}
+		s.goodbye("exit")
+		p := s.report(t)
+		d := p.Diagnosis
+		// Training peaks at 500 held + 1000 optimizer + 500 gradients + 1000 activations.
+		if d.Need.Allocated != 3000*sMiB || d.Pattern == diagnose.PatternGrowth {
+			t.Errorf("%s: need %s, %s", why, d.Need.Allocated.MiBString(), d.Headline)
+		}
+		if p.Totals.Steps != 40 || p.Totals.Failed != 1 {
+			t.Errorf("%s: totals %d steps, %d failed", why, p.Totals.Steps, p.Totals.Failed)
+		}
+		if f := d.Failed; f == nil || f.Count != 1 || len(f.Steps) != 1 ||
+			f.Steps[0] != (diagnose.FailedStep{Step: 20, Phase: "forward", Why: why}) {
+			t.Fatalf("%s: failed %+v", why, d.Failed)
+		}
+		st := p.Steps[20]
+		if st.Failed != why || st.Skipped || len(st.Phases) != 2 || st.Phases[1].Phase != "forward" {
+			t.Errorf("%s: step 20 %+v", why, st)
+		}
+		var w bytes.Buffer
+		bw := bufio.NewWriter(&w)
+		p.writeText(bw)
+		bw.Flush()
+		text := w.String()
+		if !strings.Contains(text, "1 step failed and the run went on: forward of step 20") ||
+			!strings.Contains(text, "totals: 40 steps and 1 failed step") ||
+			!regexp.MustCompile(`(?m)^ +20  zero_grad`).MatchString(text) {
+			t.Errorf("%s: report\n%s", why, text)
 		}
 	}
 }

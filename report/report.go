@@ -75,7 +75,7 @@ type Process struct {
 	Dropped    uint64 `json:"dropped"`
 	Evicted    uint64 `json:"evicted"`
 	// StepsTotal is the number of steps the session finished (a partial
-	// step is left out); Steps holds those the store kept (its first and
+	// step and failed ones are left out); Steps holds those the store kept (its first and
 	// most recent ones, the partial step included).
 	StepsTotal int    `json:"steps_total"`
 	Steps      []Step `json:"steps"`
@@ -182,6 +182,11 @@ type Step struct {
 	// whose optimizer step did not run (a GradScaler that found inf
 	// gradients skips it).
 	Skipped bool `json:"skipped"`
+	// Failed is why the step did not finish though the process went on
+	// ("oom" or "error": a phase of it raised and the loop caught the
+	// error; docs/hook.md, "A step that failed"), "" for a step that did
+	// not fail.
+	Failed string `json:"failed"`
 }
 
 // Phase is one cell of the step × phase table. Byte values are Unknown
@@ -233,8 +238,11 @@ type Totals struct {
 	PeakReserved         session.Bytes `json:"peak_reserved"`
 	PeakReservedStep     int           `json:"peak_reserved_step"`
 	PeakReservedPhase    string        `json:"peak_reserved_phase"`
-	Steps                int           `json:"steps"`
-	DurationS            float64       `json:"duration_s"`
+	// Steps counts the finished steps; Failed those that failed while the
+	// process went on (Step.Failed), not in Steps.
+	Steps     int     `json:"steps"`
+	Failed    int     `json:"failed"`
+	DurationS float64 `json:"duration_s"`
 }
 
 // Anatomy is the hook's newest tensor accounting and the derived layers.
@@ -335,7 +343,10 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	for _, st := range p.Steps() {
 		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Model: st.Model, Phases: []Phase{},
 			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain(), Moved: st.Moved(),
-			Skipped: !st.Stepped && !noOpt && st.Index != partial}
+			Skipped: !st.Stepped && !noOpt && st.Index != partial && st.Failed == ""}
+		if st.Index != partial {
+			row.Failed = st.Failed // the step it ended in is its ending
+		}
 		if st.SameAs >= 0 {
 			row.Within = st.Within
 		}
@@ -399,7 +410,8 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 // per-step summaries, which are bounded.
 func totals(p *session.Process, partial int) Totals {
 	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1, PeakAllocatedPhaseAs: -1}
-	t.Steps = p.StepCount()
+	t.Failed = diagnose.FailedCount(p)
+	t.Steps = p.StepCount() - t.Failed
 	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
 		t.Steps--
 	}

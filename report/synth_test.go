@@ -151,6 +151,21 @@ func (s *synth) evalUser(acts int64, grad bool) {
 	s.msg(end)
 }
 
+// failed sends a step whose training forward an error unwound (failed:
+// ipc.FailedOOM or ipc.FailedError) after it saved acts bytes, in a loop
+// that caught the error and went on: zero_grad and the forward, whose end
+// edge says failed, its peak acts above the memory held.
+func (s *synth) failed(acts int64, why string) {
+	base := s.weights + s.held + 2*s.weights
+	s.phase("zero_grad", base+s.weights, base, base+s.weights, 0, false)
+	s.msg(map[string]any{"type": "phase", "name": "forward", "step": s.step, "edge": "begin", "user": false, "mem": s.mem(base, base)})
+	s.mono += 0.01
+	s.msg(map[string]any{"type": "phase", "name": "forward", "step": s.step, "edge": "end", "user": false,
+		"mem": s.mem(base, base+acts), "failed": why})
+	s.step++
+	s.mono += 0.05
+}
+
 func (s *synth) anatomy(acts, batch int64) {
 	s.msg(map[string]any{"type": "anatomy", "step": s.step, "weights": s.weights, "gradients": s.weights,
 		"optimizer": 2 * s.weights, "activations": acts, "batch_size": batch, "params": s.weights / 4, "device": "cuda",

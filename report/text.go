@@ -19,6 +19,8 @@ import (
 const (
 	HeadSteps = 5
 	TailSteps = 5
+	// FailedShown is how many failed steps between them are shown still.
+	FailedShown = 8
 )
 
 // WriteText writes the report for a terminal: per process a header, the
@@ -62,11 +64,11 @@ func (p *Process) writeText(w *bufio.Writer) {
 	p.writeTable(w)
 	t := &p.Totals
 	if p.host() {
-		fmt.Fprintf(w, "\n  totals: %s%s in %.2f s · peak RSS %s%s\n", plural(t.Steps, "step", "steps"), p.modelCounts(), t.DurationS,
+		fmt.Fprintf(w, "\n  totals: %s%s in %.2f s · peak RSS %s%s\n", plural(t.Steps, "step", "steps")+failedNote(t.Failed), p.modelCounts(), t.DurationS,
 			mib(t.PeakAllocated), peakSite(t.PeakAllocatedStep, t.PeakAllocatedPhase, t.PeakAllocatedPhaseAs))
 	} else {
 		fmt.Fprintf(w, "\n  totals: %s%s in %.2f s · peak allocated %s%s · peak reserved %s%s\n",
-			plural(t.Steps, "step", "steps"), p.modelCounts(), t.DurationS,
+			plural(t.Steps, "step", "steps")+failedNote(t.Failed), p.modelCounts(), t.DurationS,
 			mib(t.PeakAllocated), peakSite(t.PeakAllocatedStep, t.PeakAllocatedPhase, t.PeakAllocatedPhaseAs),
 			mib(t.PeakReserved), site(t.PeakReservedStep, t.PeakReservedPhase))
 	}
@@ -219,8 +221,9 @@ func (p *Process) writeTable(w *bufio.Writer) {
 
 // eachShownStep writes the rows of the steps a table shows: all of them,
 // or the first HeadSteps and the last TailSteps with a line for those
-// elided between (stepW: the step column's width), then says when the
-// store kept fewer steps than the process ran.
+// elided between (stepW: the step column's width), the first
+// FailedShown failed steps among them kept, then says when the store kept
+// fewer steps than the process ran.
 func (p *Process) eachShownStep(w *bufio.Writer, stepW int, row func(*Step)) {
 	n := len(p.Steps)
 	if n <= HeadSteps+TailSteps {
@@ -231,13 +234,29 @@ func (p *Process) eachShownStep(w *bufio.Writer, stepW int, row func(*Step)) {
 		for i := range p.Steps[:HeadSteps] {
 			row(&p.Steps[i])
 		}
-		fmt.Fprintf(w, "  %*s  … %d steps elided (first %d and last %d of %d shown) …\n", stepW, "", n-HeadSteps-TailSteps, HeadSteps, TailSteps, n)
+		mid, run, shown := p.Steps[HeadSteps:n-TailSteps], 0, 0
+		for i := range mid {
+			if mid[i].Failed == "" || shown == FailedShown {
+				run++
+				continue
+			}
+			if run > 0 {
+				fmt.Fprintf(w, "  %*s  … %s elided …\n", stepW, "", plural(run, "step", "steps"))
+			}
+			row(&mid[i])
+			run, shown = 0, shown+1
+		}
+		if shown == 0 {
+			fmt.Fprintf(w, "  %*s  … %d steps elided (first %d and last %d of %d shown) …\n", stepW, "", n-HeadSteps-TailSteps, HeadSteps, TailSteps, n)
+		} else if run > 0 {
+			fmt.Fprintf(w, "  %*s  … %s elided …\n", stepW, "", plural(run, "step", "steps"))
+		}
 		for i := n - TailSteps; i < n; i++ {
 			row(&p.Steps[i])
 		}
 	}
-	if kept := len(p.Steps); kept < p.StepsTotal {
-		fmt.Fprintf(w, "  (the store kept %d of %d steps: the first and the most recent)\n", kept, p.StepsTotal)
+	if kept, total := len(p.Steps), p.StepsTotal+p.Totals.Failed; kept < total {
+		fmt.Fprintf(w, "  (the store kept %d of %d steps: the first and the most recent)\n", kept, total)
 	}
 }
 
@@ -407,7 +426,21 @@ func (st *Step) summary() string {
 	if st.Skipped {
 		how += " · optimizer step skipped"
 	}
+	switch st.Failed {
+	case ipc.FailedOOM:
+		how += " · failed: out of memory, caught (the loop went on)"
+	case ipc.FailedError:
+		how += " · failed: an error the loop caught"
+	}
 	return how
+}
+
+// failedNote is " and N failed" for N failed steps (Totals.Failed), "" for none.
+func failedNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return " and " + plural(n, "failed step", "failed steps")
 }
 
 // within is "exact to the byte" or "within 2 MiB".

@@ -387,7 +387,7 @@ func (p *Process) phase(at time.Time, m *ipc.Message) {
 	}
 	for k := len(p.open) - 1; k >= 0; k-- {
 		if sp := &p.spans[p.open[k]]; sp.Name == m.Name && sp.User == m.User {
-			sp.Grad = m.Grad
+			sp.Grad, sp.Failed = m.Grad, m.Failed
 			if m.Span == ipc.SpanStep && m.Mem != nil {
 				sp.StepRead, sp.SameAs = plainOf(m.Mem), -1
 				if m.SameAs != nil {
@@ -481,10 +481,11 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 		sp.PeakNonPyTorch = sp.PeakNonPyTorch.Max(Bytes(v))
 	}
 	p.open = append(p.open[:k], p.open[k+1:]...)
-	if sp.Name == "forward" && !sp.User {
+	if sp.Name == "forward" && !sp.User && sp.Failed == "" {
 		// A training forward is followed by loss (the hook begins it when
 		// the output needs a gradient); a forward under no_grad is not.
-		// Which one this was is known at the next automatic phase.
+		// Which one this was is known at the next automatic phase. (One
+		// that raised was training: its step failed.)
 		p.settleForward(false)
 		p.pendingFwd = p.open0(sp)
 		return

@@ -57,6 +57,9 @@ type Span struct {
 	// Grad is true for the hook's evaluation a forward of which ran with
 	// gradients enabled (protocol grad field, on its end edge).
 	Grad bool
+	// Failed is why an error unwound this automatic phase (protocol failed
+	// field on its end edge: ipc.FailedOOM, ipc.FailedError), "" when none.
+	Failed string
 }
 
 // MemRead is an allocator snapshot a span keeps, by value, so that the
@@ -198,6 +201,9 @@ type Cell struct {
 	// Grad is true when one of the merged spans is an evaluation that ran
 	// with gradients enabled (Span.Grad).
 	Grad bool
+	// Failed is why one of the merged spans failed (Span.Failed), "" when
+	// none did.
+	Failed string
 }
 
 // Step is one optimizer step: its phases in the order they first began.
@@ -239,6 +245,12 @@ type Step struct {
 	// a watch without an optimizer ends its steps at its next training
 	// forward after a backward (docs/hook.md, "Loop shapes").
 	Stepped bool
+	// Failed is why the step did not finish though the process went on: a
+	// phase of it raised (Span.Failed) and the loop caught the error (an
+	// out-of-memory error whose batch fairseq skips, or whose batch size
+	// accelerate's find_executable_batch_size halves); "" for a step that
+	// did not fail.
+	Failed string
 	counted string // the Model counted in Process.models
 }
 
@@ -315,6 +327,12 @@ func (st *Step) add(sp *Span) {
 	c.PeakGPU = c.PeakGPU.Max(sp.PeakGPU)
 	c.GPUDuring = c.GPUDuring || sp.GPUDuring
 	c.Grad = c.Grad || sp.Grad
+	if sp.Failed != "" {
+		c.Failed = sp.Failed
+		if st.Failed == "" {
+			st.Failed = sp.Failed
+		}
+	}
 	c.PeakNonPyTorch = c.PeakNonPyTorch.Max(sp.PeakNonPyTorch)
 	st.Batch, st.Tokens = max(st.Batch, sp.Batch), max(st.Tokens, sp.Tokens)
 	if sp.User {
@@ -359,9 +377,11 @@ type StepPeak struct {
 	SameAs int
 	Within Bytes
 	Bound  Bytes
+	// Failed is Step.Failed: the step did not finish.
+	Failed string
 }
 
 func (st *Step) peak() StepPeak {
 	return StepPeak{st.Index, st.Start, st.Duration(), st.PeakAllocated, st.PeakReserved, st.PeakGPU, st.Held, st.Batch, st.Tokens,
-		st.Peak, st.SameAs, st.Within, st.Bound}
+		st.Peak, st.SameAs, st.Within, st.Bound, st.Failed}
 }

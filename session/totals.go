@@ -7,6 +7,7 @@ package session
 // ended in the middle of.
 type sessionTotals struct {
 	steps     int
+	failed    int // steps whose phase failed (StepPeak.Failed)
 	newest    StepPeak
 	hasNewest bool
 	prior     peakPair // over the steps before the newest
@@ -46,7 +47,13 @@ func (t *sessionTotals) observe(sp StepPeak, isNew bool) {
 		}
 		t.newest, t.hasNewest = sp, true
 		t.steps++
+		if sp.Failed != "" {
+			t.failed++
+		}
 	case t.hasNewest && sp.Index == t.newest.Index:
+		if sp.Failed != "" && t.newest.Failed == "" {
+			t.failed++ // a step fails at its last edge, while it is the newest
+		}
 		t.newest = sp
 	default: // a late update of an older step: summaries only grow
 		t.prior.add(sp)
@@ -56,6 +63,10 @@ func (t *sessionTotals) observe(sp StepPeak, isNew bool) {
 // StepCount is the number of steps of the whole session, however many
 // summaries StepPeaks still holds.
 func (p *Process) StepCount() int { return p.totals.steps }
+
+// FailedCount is how many of those steps failed: a phase of theirs raised
+// and the loop went on (Step.Failed).
+func (p *Process) FailedCount() int { return p.totals.failed }
 
 // SessionPeaks returns the summaries of the steps with the highest
 // allocated and reserved peaks over the whole session, leaving out step
