@@ -333,8 +333,10 @@ def test_forward_that_raises_does_not_wedge_detection(torch_mod):
         model(torch.randn(4, 7))  # wrong shape: raises inside forward
     train(torch, model, opt, steps=1)
     got = spans(client)
-    # the failed forward is closed by the next phase, then a normal step follows
-    assert got == [("forward", "begin", 0, 0), ("forward", "end", 0, 0)] + expected_step(0)
+    # the failed forward is closed by the next phase as a failed step
+    # (test_failed_steps.py), then a normal step follows
+    assert got == [("forward", "begin", 0, 0), ("forward", "end", 0, 0)] + expected_step(1)
+    assert [m.get("failed") for m in queued(client) if m["type"] == "phase"][1] == "error"
 
 
 @pytest.mark.parametrize("hooks", [True, False], ids=["step-hooks", "wrapped-step"])

@@ -150,7 +150,10 @@ class BackwardMixin:
         _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         with self._lock:
             if self._user_bw:
-                if self._open == "backward":  # _end("backward")'s every-step case
+                failed = self._backward_failed() if self._open == "backward" else None
+                if failed is not None:
+                    self._end("backward", closing=True, failed=failed)
+                elif self._open == "backward":  # _end("backward")'s every-step case
                     self._open = None
                     client = self._client
                     micro = self._backward_micro
@@ -169,6 +172,7 @@ class BackwardMixin:
         phase then open, so an out-of-memory report made after the wrapper
         closed it still names it."""
         self._unwound = (self._client.step, self._open)
+        self._fast = False  # its end takes user_backward_end (_backward_failed)
 
     def failing_phase(self):
         """The phase in progress, else the one an error left at this step."""

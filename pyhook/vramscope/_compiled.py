@@ -35,7 +35,7 @@ import weakref
 
 from . import _patch, _safe
 
-_MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")
+MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")
 # Module methods whose frame holds ``self``, the module called.
 _CALLS = frozenset(("_call_impl", "_wrapped_call_impl", "__call__"))
 
@@ -81,7 +81,7 @@ def compiled_wrapper(model, frame, depth=1000):
     methods are asked for their ``self``."""
     while frame is not None and depth > 0:
         code = frame.f_code
-        if code.co_name in _CALLS and code.co_filename.endswith(_MODULE_FILE):
+        if code.co_name in _CALLS and code.co_filename.endswith(MODULE_FILE):
             local = frame.f_locals
             module = local.get("self")
             if module is not model and getattr(module, "_orig_mod", None) is model:

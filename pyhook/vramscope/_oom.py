@@ -48,8 +48,19 @@ def exit_reason():
 
 def _observer(*args):
     # (device, requested, device total or allowed maximum, device free)
+    _safe.call(_note)
     _safe.call(_send, args[1] if len(args) > 1 else None, args[3] if len(args) > 3 else None,
                args[2] if len(args) > 2 else None)
+
+
+def _note():
+    """Tell the watch whose phase is open that it ran out of memory (a loop
+    may catch the error and go on: _failed_steps)."""
+    client = _state["client"]
+    ref = client.owner if client is not None else None
+    watcher = ref() if ref is not None else None
+    if watcher is not None:
+        watcher.note_oom()
 
 
 def _excepthook(kind, value, tb):

@@ -23,6 +23,7 @@ from ._backward_phase import BackwardMixin
 from ._census_trigger import CensusMixin
 from ._closing import ClosingMixin, rose
 from ._compiled import CompiledMixin
+from ._failed_steps import FailedStepsMixin
 from ._forward_phase import EVAL, ForwardMixin
 from ._steps import StepsMixin
 from ._successor import SuccessorMixin
@@ -44,7 +45,7 @@ class _NoTensor:
 
 
 class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMixin,
-              CensusMixin, TrainingStepMixin, CompiledMixin, SuccessorMixin):
+              CensusMixin, TrainingStepMixin, CompiledMixin, SuccessorMixin, FailedStepsMixin):
     """Watcher hooks one model (and optimizer) and emits its phases through a client.
 
     ``framework_steps``: when True (set by the HF Trainer callback) the step
@@ -143,6 +144,11 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         # _step_frames is None until that step ends, () once used.
         self._zero_after = None
         self._unwound = (-1, None)  # (step, phase) an error left backward() in (unwound)
+        # (step, phase) the allocator's out-of-memory observer fired in, and
+        # (step, why) of a backward that raised, until its step ends
+        # (FailedStepsMixin)
+        self._oom_at = self._failed_bw = None
+        self._restart_due = False  # a failed step ended: restart the peaks (_restart_peaks)
         self._eval_step = 0  # the step an open evaluation follows (_eval) or is in
         # An evaluation inside a step (_eval_in_step): (the read at its begin,),
         # whose peaks are the step's; None between steps.
@@ -543,13 +549,14 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                     other._lock.release()
         client.model = self.name
 
-    def _end(self, name, closing=False):
+    def _end(self, name, closing=False, failed=None):
         """End ``name`` if it is the open phase: read the allocator once (but
         zero_grad, which only frees, reads on the first steps only, and a plain
         step's phases read only where the step closes: ``step``, or the phase
         ``closing`` says ends the step) and return that read (None when
         nothing was read or ``name`` was not open). A zero_grad after a
-        framework's update reads: it ends the step (``_updated``)."""
+        framework's update reads: it ends the step (``_updated``).
+        ``failed``: the phase raised (_failed_steps): its edge says so."""
         if self._open != name:
             return None
         self._open = None
@@ -568,7 +575,10 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                 raw = read()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
-        extra = self._step_plan() if closing and raw is not None else None
+        if failed is not None:
+            extra = self._failed_extra(raw, failed) if closing else {"failed": failed}
+        else:
+            extra = self._step_plan() if closing and raw is not None else None
         if name == "backward":
             self._in_backward = False
             self._user_bw = False

@@ -114,11 +114,17 @@ class ZeroGradMixin:
         self._zero_depth = depth
         if depth != 1:
             return
+        failed = (self._open is not None or self._failed_bw is not None) \
+            and self._close_failed()  # a step whose phase raised ends here
+        if failed and self._zero_after:
+            self._zero_tail()  # a loop known to zero after its update: the failed step's tail
+            return
         # A zero-first loop, once decided, leaves at the third load.
         after, seen = self._zero_after, self._zero_seen_last
         # Not idle after a backward: a step that skipped its
-        # update ends here first (_skipped_update).
-        if (self._idle or self._client.micro and self._skipped_update()) \
+        # update ends here first (_skipped_update). After a failed step,
+        # the head of the next: a failed step tells nothing of the loop.
+        if not failed and (self._idle or self._client.micro and self._skipped_update()) \
                 and (not seen or after is not False) \
                 and self._client.step > 0 and self._optimizer is not None \
                 and self._open is None and (not seen or after or self._zero_shape()):
