@@ -110,7 +110,7 @@ class Memory:
     def backward(self):
         k, m, sim = self.k, self.k.model, self.sim
         b, s = self.shape()
-        dlogits = sim.malloc(m.logits(b, s))
+        dlogits = self.dlogits = sim.malloc(m.logits(b, s))
         amp = k.noise_bytes or k.noise * self.level()
         if amp:  # a temporary at the step's peak that varies step to step: amp ± amp
             sim.spike(int(amp * (1 + self.rng.uniform(-1, 1))))
@@ -129,6 +129,13 @@ class Memory:
     def on_backward(self):
         self.sim.truth_at(self.step, "backward")
         self.backward()
+
+    def unwind(self):
+        """An error left the step (caught by the loop): what its phases
+        held is freed as torch frees a graph nobody holds."""
+        for h in self.acts + [getattr(self, n, None) for n in ("logits", "lsm", "dlogits")]:
+            self.sim.free(h)
+        self.acts = []
 
     def optimizer_step(self):
         m, sim, share = self.k.model, self.sim, self.share()
@@ -484,7 +491,7 @@ def run(kind, socket, rank):
     called = torch.nn.parallel.DistributedDataParallel(model) if kind.wrap == "ddp" else model
     zeroes = called if kind.wrap else opt
     vramscope.watch(model, opt, socket=socket)
-    truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}}
+    truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}, "failed": {}}
     set_to_none = kind.set_to_none
     evaluated = model
     if kind.eval_model == "ema":  # an unwatched copy, its weights on the device
@@ -503,41 +510,56 @@ def run(kind, socket, rank):
             mem.eval_pass()
 
     on_device = None  # the batch on the device (batch_bytes)
+
+    def iteration(i):
+        nonlocal on_device
+        mem.step = i
+        b, s = mem.shape()
+        truth["inputs"][i] = b * s
+        x = torch.randint(0, 64, (b, s))
+        if kind.batch_bytes:  # x = x_next.cuda(): the new batch, then the old one dropped
+            sim.truth_at(i, "zero_grad")
+            on_device, prev = sim.malloc(kind.batch_bytes), on_device
+            sim.free(prev)
+        if kind.user_reset:
+            torch.cuda.reset_peak_memory_stats()
+        if kind.zero == "before":
+            zeroes.zero_grad(set_to_none=set_to_none)
+        evaluates = kind.eval_every and (i + 1) % kind.eval_every == 0
+        for m in range(kind.micro):
+            out = call(kind, called, x)
+            sim.truth_at(i, "loss")
+            if kind.first_micro_spike and m == 0:
+                sim.spike(kind.first_micro_spike)
+            loss_of(kind, mem, out).backward()
+            if evaluates and kind.eval_in_step and m == 1:
+                evaluate(x)  # every so many batches: inside the step
+        if i not in kind.skipped:
+            opt.step()
+        if kind.zero == "after":
+            zeroes.zero_grad(set_to_none=set_to_none)
+        truth["held"][i] = sim.allocated
+        if evaluates and not kind.eval_in_step:
+            evaluate(x)
+        if kind.save_every and (i + 1) % kind.save_every == 0:
+            with vramscope.phase("checkpoint"):
+                sim.truth_at(i, "checkpoint")
+                sim.spike(kind.model.weights())  # a consolidated fp32 copy of the weights
+        if kind.empty_cache_every and (i + 1) % kind.empty_cache_every == 0:
+            torch.cuda.empty_cache()
+
+    oom = getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
     try:
         for i in range(kind.steps):
-            mem.step = i
-            b, s = mem.shape()
-            truth["inputs"][i] = b * s
-            x = torch.randint(0, 64, (b, s))
-            if kind.batch_bytes:  # x = x_next.cuda(): the new batch, then the old one dropped
-                sim.truth_at(i, "zero_grad")
-                on_device, prev = sim.malloc(kind.batch_bytes), on_device
-                sim.free(prev)
-            if kind.user_reset:
-                torch.cuda.reset_peak_memory_stats()
-            if kind.zero == "before":
-                zeroes.zero_grad(set_to_none=set_to_none)
-            evaluates = kind.eval_every and (i + 1) % kind.eval_every == 0
-            for m in range(kind.micro):
-                out = call(kind, called, x)
-                sim.truth_at(i, "loss")
-                if kind.first_micro_spike and m == 0:
-                    sim.spike(kind.first_micro_spike)
-                loss_of(kind, mem, out).backward()
-                if evaluates and kind.eval_in_step and m == 1:
-                    evaluate(x)  # every so many batches: inside the step
-            if i not in kind.skipped:
-                opt.step()
-            if kind.zero == "after":
-                zeroes.zero_grad(set_to_none=set_to_none)
-            truth["held"][i] = sim.allocated
-            if evaluates and not kind.eval_in_step:
-                evaluate(x)
-            if kind.save_every and (i + 1) % kind.save_every == 0:
-                with vramscope.phase("checkpoint"):
-                    sim.truth_at(i, "checkpoint")
-                    sim.spike(kind.model.weights())  # a consolidated fp32 copy of the weights
-            if kind.empty_cache_every and (i + 1) % kind.empty_cache_every == 0:
+            if not kind.skip_failed:
+                iteration(i)
+                continue
+            try:
+                iteration(i)
+            except oom:  # "ran out of memory, skipping batch"
+                truth["failed"][i] = sim._truth_key[1]
+                mem.unwind()
+                zeroes.zero_grad(set_to_none=True)
                 torch.cuda.empty_cache()
     except Exception as exc:  # noqa: BLE001 (written down, then raised: the run dies of it)
         key = sim._truth_key

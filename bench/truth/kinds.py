@@ -19,6 +19,13 @@ Expectations, all optional:
 * ``eval_need``: True when an evaluation peaks above training (the need's
   evaluation part).
 
+``skip_failed=True``: the loop catches an out-of-memory error and goes
+on (fairseq's trainer skips the batch): it frees what the failed step
+held, zeroes the gradients, empties the cache and takes the next batch.
+The allocator's ledger names each failed step and its phase; such a step
+never finished, and the report must say it failed and leave it out of
+the steady figures (docs/hook.md, "A step that failed").
+
 ``eval_grad=True`` evaluates in eval mode with gradients enabled (a loop
 that forgot ``torch.no_grad()``): each batch's graph, with the activations
 it saved, lives as long as its output.
@@ -55,7 +62,7 @@ class Kind:
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
-                        eval_grad=False)
+                        eval_grad=False, skip_failed=False)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -139,6 +146,11 @@ K = [
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
+    # Two long batches (12 × 1024 tokens, where the steady ones are 8 ×
+    # 1024) run out of memory in their backward; the loop skips each and
+    # goes on (fairseq's "ran out of memory, skipping batch").
+    Kind("oom-skip-batch", 200, dict(pattern="warmup"), limit=_OOM_LIMIT, skip_failed=True,
+         batch=lambda step: 12 if step in (60, 140) else 8, seed=9),
     Kind("oom-early", 3, dict(pattern="unknown", oom=True),
          batch=lambda step: 12 if step == 2 else 4, seq=1024, limit=_OOM_LIMIT),
     Kind("unfreeze-early", 60, dict(pattern="warmup", level=[8]),

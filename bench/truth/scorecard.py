@@ -111,6 +111,18 @@ class Truth:
             name = max(phases, key=lambda p: phases[p])  # the first of equals: dicts keep order
             self.peak[i], self.phase[i] = phases[name], name
         self.held = {int(k): v for k, v in raw["held"].items() if int(k) != dead}
+        # Steps that ran out of memory and that the loop skipped (skip_failed):
+        # never finished, so not among the steps judged one by one; their
+        # peaks are still the run's
+        self.failed = {int(k): v for k, v in raw.get("failed", {}).items()}
+        self.failed_peak = {}
+        for i in self.failed:
+            self.peak.pop(i, None)
+            self.held.pop(i, None)
+            phases = raw["steps"].get(str(i), {})
+            if phases:
+                name = max(phases, key=lambda p: phases[p])
+                self.failed_peak[i] = (phases[name], name)
         self.evals = {name: max(v.values()) for name, v in raw["eval"].items()}
         self.inputs = {int(k): v for k, v in raw["inputs"].items()}
 
@@ -176,9 +188,13 @@ def judge(kind, expect, proc, truth):
     for name, v in truth.evals.items():
         if top is None or v > top:
             top, top_phase = v, eval_name(kind) if name == "eval" else name
+    for v, name in truth.failed_peak.values():
+        if top is None or v > top:
+            top, top_phase = v, name
     pk = d["peak"]
     # A step read once that moved has no phase of its own: "" (said so) is true.
-    unplaced = pk["phase"] == "" and any(s["step"] == pk["step"] and s["plain"] for s in steps)
+    unplaced = pk["phase"] == "" and any(s["step"] == pk["step"] and s["plain"]
+                                         for s in proc["steps"])
     cell("phase", pk["allocated"] == top and (pk["phase"] == top_phase or unplaced),
          "%s in %r, allocator %s in %r" % (pk["allocated"], pk["phase"], top, top_phase))
 
@@ -223,6 +239,15 @@ def judge(kind, expect, proc, truth):
             why.append("the input's %.1f× not named (%s)" % (ratio, end.get("input_ratio")))
     elif end.get("abrupt"):
         why.append("ended abruptly")
+    said = {f["step"]: f for f in (d.get("failed_steps") or {}).get("steps") or []}
+    rows = {s["step"]: s for s in proc["steps"]}
+    for i, phase in sorted(truth.failed.items()):
+        if rows.get(i, {}).get("failed") != "oom" or said.get(i, {}).get("phase") != phase:
+            why.append("step %d failed in %s: row %s, said %s" % (i, phase, rows.get(i, {}).get("failed"),
+                                                                 said.get(i)))
+            break
+    if not truth.failed and any(s.get("failed") for s in proc["steps"]):
+        why.append("a step said failed")
     micro = kind.micro
     for s in steps:
         if s["micro"] != micro:
