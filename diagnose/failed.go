@@ -9,7 +9,7 @@ import (
 )
 
 // maxFailedListed bounds the failed steps a diagnosis names one by one.
-const maxFailedListed = 8
+const maxFailedListed = 64
 
 // FailedStep is a step that did not finish though the process went on: an
 // error unwound one of its phases and the loop caught it (docs/hook.md, "A
@@ -71,13 +71,28 @@ func (f *Failed) Line() string {
 	if f == nil || f.Count == 0 {
 		return ""
 	}
+	// Consecutive steps that failed alike are one range: a batch size
+	// search fails step after step.
 	named := make([]string, 0, len(f.Steps))
-	for _, s := range f.Steps {
+	for i := 0; i < len(f.Steps); {
+		s, j := f.Steps[i], i+1
+		for j < len(f.Steps) && f.Steps[j].Step == f.Steps[j-1].Step+1 &&
+			f.Steps[j].Phase == s.Phase && f.Steps[j].Why == s.Why {
+			j++
+		}
 		why := "an error the loop caught"
 		if s.Why == ipc.FailedOOM {
 			why = "out of memory, caught"
 		}
-		named = append(named, fmt.Sprintf("%s (%s)", Where(s.Step, s.Phase), why))
+		where := Where(s.Step, s.Phase)
+		if last := f.Steps[j-1].Step; last > s.Step {
+			where = fmt.Sprintf("steps %d–%d", s.Step, last)
+			if s.Phase != "" {
+				where = phaseName(s.Phase) + " of " + where
+			}
+		}
+		named = append(named, fmt.Sprintf("%s (%s)", where, why))
+		i = j
 	}
 	more := ""
 	if rest := f.Count - len(f.Steps); rest > 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/ipc"
 	"github.com/vramscope/vramscope/session"
 )
@@ -50,6 +51,7 @@ var (
 	dHookDropped  = desc("hook_dropped_total", "Messages the hook dropped because its queue was full (it never blocks training).", procLabels)
 	dHookEvicted  = desc("hook_evicted_total", "Messages the hook evicted from its backlog while no monitor listened.", procLabels)
 	dSendErrors   = desc("hook_send_errors_total", "Socket send errors the hook counted.", procLabels)
+	dFailed       = desc("failed_steps_total", "Steps that failed while the process went on: a phase of theirs raised and the loop caught the error (an out-of-memory error whose batch it skipped).", procLabels)
 	dHolder       = desc("census_holder_bytes", "The largest holder of other tensors in the hook's newest census of live tensors (docs/census.md): its tensors' memory and the saved tensors still in the autograd graphs it keeps; label holder is its name, at most 64 bytes.", procLabels, "holder")
 
 	dDevUsed   = desc("nvml_device_used_bytes", "NVML: device memory used.", gpuLabels)
@@ -174,6 +176,7 @@ func collectProcess(p *session.Process, l []string, gauge emit, count emitCount)
 	count(dHookDropped, p.Stats.Dropped, l...)
 	count(dHookEvicted, p.Stats.Evicted, l...)
 	count(dSendErrors, p.Stats.SendErrors, l...)
+	count(dFailed, uint64(diagnose.FailedCount(p)), l...)
 	if m := p.Mem; m != nil {
 		gauge(dAllocated, float64(m.Allocated), l...)
 		gauge(dReserved, float64(m.Reserved), l...)
@@ -256,13 +259,17 @@ func lastFinished(p *session.Process) *session.Step {
 	if len(st) == 0 {
 		return nil
 	}
-	if newest := st[len(st)-1]; finished(p, newest) {
+	if newest := st[len(st)-1]; newest.Failed == "" && finished(p, newest) {
 		return newest
 	}
-	if len(st) < 2 {
-		return nil
+	// The one before, past those that failed (a batch size search fails
+	// step after step): a failed step never finished.
+	for k := len(st) - 2; k >= 0; k-- {
+		if st[k].Failed == "" {
+			return st[k]
+		}
 	}
-	return st[len(st)-2]
+	return nil
 }
 
 // finished reports whether the newest step st is over.

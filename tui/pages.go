@@ -250,7 +250,7 @@ var glossary = [][2]string{
 	{"≥", "a lower bound: the allocator's peak counter did not move in that phase, so this is the largest value seen (a hook with exact peaks makes it exact)"},
 	{"= \"", `= inferred (repeats an exact step); " read once (same phases)`},
 	{"– ·", "– unknown (no source); · the phase did not run in that step"},
-	{"▲ w", "▲ the step of the session peak; w a warmup step"},
+	{"▲ w !", "▲ the step of the session peak; w a warmup step; ! a step that failed: a phase of it raised (an out-of-memory error) and the loop went on"},
 	{"wide", "a wide terminal adds per step: peak res (the reserved peak), held (the least allocated at the step's phase edges: what stays between steps) and batch (the largest input its forwards reported)"},
 	{"", "Memory anatomy (a)"},
 	{"W", "weights"},

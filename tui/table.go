@@ -188,6 +188,9 @@ func tableLegend(shown []*session.Step, cols []string, w int) string {
 	if anyNotRead(shown, cols) {
 		tail += " · n/r not read"
 	}
+	if anyFailed(shown) {
+		tail += " · ! failed"
+	}
 	const head = "▲ session peak · w warmup"
 	if reads != "" && width(head+reads+tail) > w {
 		reads = ` · " read once` // what gives way first at 80 columns
@@ -271,6 +274,8 @@ func (t stepsTable) row(st *session.Step, cols []string, both bool, cellW, nameW
 	switch {
 	case st.Index == marks.peak:
 		mark = "▲"
+	case st.Failed != "":
+		mark = "!" // a phase raised and the loop went on (docs/hook.md, "A step that failed")
 	case warm:
 		mark = "w"
 	}
@@ -342,6 +347,16 @@ func peakText(c *session.Cell) string {
 
 // stepPeakText is a step's peak in MiB: "≥" marks a lower bound, "="
 // a peak inferred from the exact step this one repeats.
+// anyFailed reports whether a shown step failed (its row marked "!").
+func anyFailed(shown []*session.Step) bool {
+	for _, st := range shown {
+		if st.Failed != "" {
+			return true
+		}
+	}
+	return false
+}
+
 func stepPeakText(st *session.Step) string {
 	switch {
 	case !st.PeakAllocated.Known():

@@ -111,3 +111,29 @@ func TestAStepReadOnceShowsItsUserPhasesFigures(t *testing.T) {
 		t.Errorf("step 1's row %q: want `\"` for its phases and between_steps' 7654 MiB, in\n%s", row, v)
 	}
 }
+
+// A step that failed (a phase of it raised and the loop went on) is marked
+// "!" in the table, and the legend says what the mark is.
+func TestStepsTableMarksAFailedStep(t *testing.T) {
+	s, add := phaseFeed(false)
+	for i := range 3 {
+		phases := []string{"forward", "loss", "backward", "step"}
+		if i == 1 {
+			phases = []string{"forward"}
+		}
+		for _, ph := range phases {
+			add(&ipc.Message{Type: ipc.TypePhase, Name: ph, Step: i, Edge: ipc.EdgeBegin})
+			end := &ipc.Message{Type: ipc.TypePhase, Name: ph, Step: i, Edge: ipc.EdgeEnd}
+			if i == 1 {
+				end.Failed = ipc.FailedOOM
+			}
+			add(end)
+		}
+	}
+	tb := stepsTable{w: 100, h: 10, follow: true}
+	v := tb.view(s.Processes()[0].Steps(), rowMarks{peak: -1})
+	if !strings.Contains(v, "! 1 ") || strings.Contains(v, "! 0 ") || strings.Contains(v, "! 2 ") ||
+		!strings.Contains(v, "! failed") {
+		t.Errorf("the failed step is not marked:\n%s", v)
+	}
+}
