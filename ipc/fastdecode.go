@@ -29,10 +29,10 @@ type fastParser struct {
 // (jsonscan.StringOf): the types, the edges and span, and the five phases
 // the hook names on its own (docs/protocol.md).
 var (
-	commonTypes = []string{TypePhase, TypeSample, TypeMark, TypeStats, TypeAnatomy, TypeHello, TypeGoodbye, TypeOOM}
-	commonEdges = []string{EdgeBegin, EdgeEnd, SpanStep}
+	commonTypes  = []string{TypePhase, TypeSample, TypeMark, TypeStats, TypeAnatomy, TypeHello, TypeGoodbye, TypeOOM}
+	commonEdges  = []string{EdgeBegin, EdgeEnd, SpanStep}
 	failedValues = []string{FailedOOM, FailedError}
-	commonNames = []string{"forward", "backward", "loss", "step", "zero_grad"}
+	commonNames  = []string{"forward", "backward", "loss", "step", "zero_grad"}
 )
 
 func (p *fastParser) messageField(key []byte, m *Message) bool {

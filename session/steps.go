@@ -248,9 +248,9 @@ type Step struct {
 	// Failed is why the step did not finish though the process went on: a
 	// phase of it raised (Span.Failed) and the loop caught the error (an
 	// out-of-memory error whose batch fairseq skips, or whose batch size
-	// accelerate's find_executable_batch_size halves); "" for a step that
+	// accelerate's find_executable_batch_size makes smaller); "" for a step that
 	// did not fail.
-	Failed string
+	Failed  string
 	counted string // the Model counted in Process.models
 }
 
