@@ -197,3 +197,32 @@ def test_an_evaluation_forward_that_raised_fails_no_step(torch_mod):
     assert not failed(client)
     assert stepped(client) == [0, 1, 2, 3, 4]
     assert [forwards(client, s) for s in range(5)] == [1, 1, 1, 1, 1]
+
+
+def test_a_training_function_retried_with_a_smaller_batch_keeps_its_loop_shape(torch_mod):
+    """accelerate's find_executable_batch_size (the HF Trainer's
+    auto_find_batch_size): the training function zeroes once before its
+    loop and after every update; its first two calls fail at their first
+    forward and it is called again. Each failed call is a failed step, and
+    the loop that then runs is read as one that zeroes after its update:
+    no step of a lone zero_grad at the end."""
+    torch = torch_mod
+    fail = [None]
+    model, opt, client, _ = build(torch, fail)
+
+    def train(batch):
+        opt.zero_grad()
+        for _ in range(4):
+            model(torch.randn(batch, 8)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+
+    for batch in (16, 8, 4):
+        fail[0] = "error" if batch > 4 else None
+        try:
+            train(batch)
+        except RuntimeError:
+            continue
+    assert failed(client) == [("forward", "end", 0, "error"), ("forward", "end", 1, "error")]
+    assert stepped(client) == [2, 3, 4, 5]
+    assert phases(client)[-2:] == [("zero_grad", "begin", 5, None), ("zero_grad", "end", 5, None)]

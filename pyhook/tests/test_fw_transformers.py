@@ -156,3 +156,56 @@ def test_figures_in_the_trainers_logs(torch_mod, vs_bin, workdir, recorders):  #
         need_ = s["peak_allocated"] if s["step"] <= 1 else max(need_, s["peak_allocated"])
         assert h["vramscope/need_allocated"] == need_, (h, s)
         assert h["vramscope/need_exact"] == 1.0, h
+
+
+def test_auto_find_batch_size_shows_each_failed_attempt(torch_mod, vs_bin, workdir, recorders):  # noqa: F811
+    """``TrainingArguments(auto_find_batch_size=True)``: accelerate's
+    find_executable_batch_size calls the training loop again with a smaller
+    batch after an out-of-memory error (here raised by the model above 4
+    samples, as CUDA's would be: torch.cuda.OutOfMemoryError). Each attempt
+    is a session of the callback's (it watches again at on_train_begin):
+    the failed ones a failed step each, whose forward is never an
+    evaluation, the last one 16 finished steps (64 samples by 4)."""
+    transformers = need("transformers")
+    from vramscope.integrations.transformers import VramscopeCallback
+    torch = torch_mod
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 4)
+
+        def forward(self, x=None, labels=None):
+            if x.shape[0] > 4:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            logits = self.lin(x)
+            return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            g = torch.Generator().manual_seed(i)
+            return {"x": torch.randn(16, generator=g), "labels": torch.randint(0, 4, (), generator=g)}
+
+    rec = Recording(vs_bin, workdir, recorders)
+    args = transformers.TrainingArguments(
+        output_dir=os.path.join(workdir, "out"), per_device_train_batch_size=16,
+        auto_find_batch_size=True, num_train_epochs=1, save_strategy="no", report_to=[],
+        use_cpu=True, disable_tqdm=True, logging_steps=1000)
+    trainer = transformers.Trainer(model=Net(), args=args, train_dataset=Data(),
+                                   callbacks=[VramscopeCallback(socket=rec.sock)])
+    trainer.train()
+    assert trainer.state.global_step == 16
+    # Every session said goodbye: as many goodbyes as hellos, at least two.
+    rec.rec.wait_for(lambda msgs: 2 <= sum(m["type"] == "goodbye" for m in msgs)
+                     == sum(m["type"] == "hello" for m in msgs), "every session's goodbye")
+    sessions = rec.processes(goodbyes=2)
+    *failed, last = sorted(sessions, key=lambda p: p["totals"]["steps"])
+    assert failed and last["totals"] == dict(last["totals"], steps=16, failed=0)
+    for p in failed:
+        assert p["totals"]["steps"] == 0 and p["totals"]["failed"] == 1, p["totals"]
+        (step,) = p["steps"]
+        assert step["failed"] == "error" and phase_order(step)[0] == "forward", phase_order(step)
+        assert p["diagnosis"]["failed_steps"]["steps"] == [{"step": 0, "phase": "forward", "why": "error"}]

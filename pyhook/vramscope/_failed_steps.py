@@ -86,8 +86,8 @@ class FailedStepsMixin:
         """End this step as failed when its open phase raised (_failure):
         that phase's end edge carries ``failed`` (with the step's closing
         read), and the step is over. Returns True when it ended one. A
-        framework's step stays open (its callbacks end it): only what the
-        forward left behind is undone. (Lock held.)"""
+        framework's step stays open (its callbacks end it): the phase's
+        edge says failed, without the step's closing read. (Lock held.)"""
         why = self._failure(module)
         if why is None:
             return False
@@ -96,6 +96,8 @@ class FailedStepsMixin:
         self._recover()
         last = self._open
         if self.framework_steps:
+            if last is not None:
+                self._end(last, failed=why)
             return False
         if last is not None:
             self._end(last, closing=True, failed=why)
@@ -107,7 +109,10 @@ class FailedStepsMixin:
         frames = self._step_frames
         self._finish_step()
         if frames is None:
+            # No step has ended yet: the next one to end is the first,
+            # where the schedule is asked and its frames are kept.
             self._step_frames = None
+            self._due = min(self._due, self._client.step + 1)
         self._restart_due = True
         self._fast = False  # the next training forward restarts the peaks
         return True

@@ -383,7 +383,13 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             if self._open is EVAL:
                 self._end_eval()
             elif self._open is not None:
-                self._end(self._open)
+                # A phase an error left open (a training function retried
+                # with a smaller batch watches again): its edge says so.
+                why = self._failure(None)
+                if why is not None and self._open is not None:
+                    self._end(self._open, closing=True, failed=why)
+                else:
+                    self._end(self._open)
         for undo in reversed(self._undo):
             _safe.call(undo)
         self._undo = []
