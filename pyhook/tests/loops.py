@@ -112,6 +112,43 @@ def zero_first(torch, watch=None, steps=5):
     return handle, done, param_hash(model)
 
 
+def zero_middle(torch, watch=None, steps=5):
+    """Zero between the loss and the backward (a distillation loop's, the
+    census test's leaky one): never a step that skipped its update."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, opt) if watch else None
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    for _ in range(steps):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return handle, steps, param_hash(model)
+
+
+def nan_skip(torch, watch=None, steps=5):
+    """Zero first; the fourth batch's loss is not finite and the loop skips
+    it (no backward, no step): a step that skipped its update. ``done`` is
+    the steps, the skipped one among them."""
+    torch.manual_seed(0)
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, opt) if watch else None
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    bad = x.clone()
+    bad[0, 0] = float("nan")
+    for i in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(bad if i == 3 else x), y)
+        if not torch.isfinite(loss):
+            continue
+        loss.backward()
+        opt.step()
+    return handle, steps, param_hash(model)
+
+
 def wrapper_zero_after(torch, watch=None, steps=5, first=False):
     """The model is called and zeroed through a wrapper, as transformers'
     Trainer does through DDP: ``DataParallel`` (on CPU it calls the module
@@ -327,7 +364,7 @@ def adversarial_backward(torch, watch=None):
 SHAPES = {f.__name__: f for f in (pre_and_after, accum_clip, hf_style, zero_first,
                                   wrapper_zero_after, wrapper_zero_first, sam_two_calls,
                                   sam_closure, unfreeze, eval_with_grad, trained_in_eval_mode,
-                                  adversarial, adversarial_backward)}
+                                  adversarial, adversarial_backward, zero_middle, nan_skip)}
 
 
 def main(argv):

@@ -180,6 +180,15 @@ def skipped_update(torch, i, model, opt, sim):
         opt.step()
 
 
+def skipped_backward(torch, i, model, opt, sim):
+    model.zero_grad()
+    loss = model(torch.randn(16, 8)).pow(2).sum()
+    if i % 5 == 4:  # "if not torch.isfinite(loss): continue"
+        return
+    loss.backward()
+    opt.step()
+
+
 def raising_backward(torch, i, model, opt, sim):
     model.zero_grad()
     loss = model(torch.randn(16, 8)).pow(2).sum()
@@ -430,7 +439,7 @@ lightning_accumulation.output = "training_step"
 LOOPS = [census, plain, accumulation, zero_after, evaluation, evaluation_with_grad,
          evaluation_with_grad_zero_after, trained_in_eval_mode, adversarial,
          adversarial_in_eval_mode, batch_change, closure, metric_forward,
-         skipped_update, raising_backward, raising_forward, keyword_model_output, tuple_output,
+         skipped_update, skipped_backward, raising_backward, raising_forward, keyword_model_output, tuple_output,
          step_none, trainer_steps, trainer_accumulation_skips, lightning_steps,
          lightning_accumulation, lightning_watch, closure_keyword]
 

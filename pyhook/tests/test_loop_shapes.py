@@ -85,11 +85,17 @@ EXPECTED = {
                     [(n, 1) for n in ["zero_grad"] + TRAIN] + [("eval", 1)]),
 }
 EXPECTED["adversarial_backward"] = EXPECTED["adversarial"]
+# Zeroed between the loss and the backward: one step an update, under
+# auto-attach too (which takes step 0 as begun with a zero_grad).
+EXPECTED["zero_middle"] = ([(n, 1) for n in ["forward", "loss", "zero_grad", "backward", "step"]],) * 2
+# The fourth batch, skipped before its backward, is a step of its own
+# (below) that skipped its update.
+EXPECTED["nan_skip"] = EXPECTED["zero_first"]
 
 
 def expect(name, steps, auto):
     first, rest = EXPECTED[name]
-    if auto and name in ("pre_and_after", "zero_first", "unfreeze"):
+    if auto and name in ("pre_and_after", "zero_first", "unfreeze", "nan_skip"):
         # Auto-attach hooks at the first training forward, after step 0's
         # first zero_grad: it shows the rest of step 0.
         first = [(n, c) for n, c in first if n != "zero_grad"]
@@ -106,6 +112,8 @@ def expect(name, steps, auto):
         out[3] = [(n, 1) for n in TRAIN]
     if name == "eval_with_grad":
         out[2] = out[2] + [("eval", 1)]
+    if name == "nan_skip":
+        out[3] = [("zero_grad", 1), ("forward", 1), ("loss", 1)]
     return out
 
 

@@ -453,3 +453,28 @@ def test_an_optimizer_subclass_calling_super_step_counts_one_step(torch_mod):
     for s in range(3):
         want += expected_step(s)
     assert spans(client) == want
+
+
+@pytest.mark.parametrize("steps_before", [2, 4], ids=["at-step-2", "at-rest"])
+def test_a_batch_whose_loss_is_skipped_is_a_step_that_skipped_its_update(torch_mod, steps_before):
+    """A loop that zeroes first (known so from its second step: the
+    zero_grad that began it) skips a batch whose loss is not finite (no
+    backward, no optimizer.step()): that batch is a step of its own that
+    skipped its update, the next zero_grad the next step's head, as a
+    GradScaler's skipped step; not a second forward of the next step."""
+    torch = torch_mod
+    model, opt, client, _ = build(torch)
+    for i in range(steps_before + 3):
+        opt.zero_grad()
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        if i == steps_before:
+            continue  # "if not torch.isfinite(loss): continue"
+        loss.backward()
+        opt.step()
+    got = spans(client)
+    s = steps_before
+    assert [p for p in got if p[2] == s] == [
+        ("zero_grad", "begin", s, 0), ("zero_grad", "end", s, 0), ("forward", "begin", s, 0),
+        ("forward", "end", s, 0), ("loss", "begin", s, 0), ("loss", "end", s, 0)]
+    assert [p for p in got if p[2] == s + 1] == expected_step(s + 1)
+    assert [p[2] for p in got if p[:2] == ("step", "end")] == [k for k in range(s + 3) if k != s]

@@ -43,11 +43,13 @@ class ZeroGradMixin:
             c._queue.append((t, None, "zero_grad", c.step, c.micro, None, c.model))
         elif self._fast and (self._open == "zero_grad" or self._open == "loss") \
                 and not self._zero_depth and self._tail_step is None and not self._client.micro \
-                and not (self._step_called and not self._closure_depth):
+                and not (self._step_called and not self._closure_depth) \
+                and not (self._zero_after is False and self._zero_seen and self._open == "loss"):
             # The fast path (no lock) of a zero_grad between a step's first
             # forward and its backward (Lightning's, after training_step):
             # _zero_begin's head of a step, with its phase begun by a
-            # framework's callback (on_before_zero_grad), or ending loss.
+            # framework's callback (on_before_zero_grad), or ending loss in
+            # a step that did not begin with one (else _skipped_backward).
             self._zero_depth = 1
             self._idle = False
             self._zero_seen = True
@@ -119,12 +121,15 @@ class ZeroGradMixin:
         if failed and self._zero_after:
             self._zero_tail()  # a loop known to zero after its update: the failed step's tail
             return
+        # A step that took no backward ends here (_skipped_backward); this
+        # zero_grad is the next one's head.
+        ended = failed or self._open == "loss" and self._skipped_backward()
         # A zero-first loop, once decided, leaves at the third load.
         after, seen = self._zero_after, self._zero_seen_last
         # Not idle after a backward: a step that skipped its
         # update ends here first (_skipped_update). After a failed step,
         # the head of the next: a failed step tells nothing of the loop.
-        if not failed and (self._idle or self._client.micro and self._skipped_update()) \
+        if not ended and (self._idle or self._client.micro and self._skipped_update()) \
                 and (not seen or after is not False) \
                 and self._client.step > 0 and self._optimizer is not None \
                 and self._open is None and (not seen or after or self._zero_shape()):
@@ -155,6 +160,28 @@ class ZeroGradMixin:
             self._client.switch(None, "zero_grad", False, None)
         elif last != "zero_grad":
             self._begin("zero_grad")
+
+    def _skipped_backward(self):
+        """A zero_grad with the loss open, in a step that began with a
+        zero_grad of its own in a loop known to zero first (_zero_shape):
+        the loop took no backward and no optimizer.step() for that batch (a
+        non-finite loss it skips), so that step ends here, one that skipped
+        its update (True). A loop that zeroes between the loss and the
+        backward (Lightning's closure, a loop written so) is never known to
+        zero first: its zero_grad is never between steps. (Lock held.)"""
+        if self._zero_after is not False or not self._zero_seen or self._step_called \
+                or self._closure_depth \
+                or self._optimizer is None or self.framework_steps or self._in_update_method():
+            return False
+        self._end("loss", closing=True)
+        # Its training forward had no backward because the loop skipped it,
+        # not because it takes gradients with torch.autograd.grad.
+        self._trained = False
+        frames = self._step_frames
+        self._finish_step()
+        if frames is None:
+            self._step_frames = None
+        return True
 
     def _skipped_update(self):
         """A zero_grad after a backward, with no optimizer.step() since: the step
