@@ -531,7 +531,12 @@ def run(kind, socket, rank):
             sim.truth_at(i, "loss")
             if kind.first_micro_spike and m == 0:
                 sim.spike(kind.first_micro_spike)
-            loss_of(kind, mem, out).backward()
+            loss = loss_of(kind, mem, out)
+            if i in kind.no_backward:  # "if not torch.isfinite(loss): continue"
+                mem.unwind()  # the batch's graph dropped
+                truth["held"][i] = sim.allocated
+                return
+            loss.backward()
             if evaluates and kind.eval_in_step and m == 1:
                 evaluate(x)  # every so many batches: inside the step
         if i not in kind.skipped:

@@ -26,6 +26,11 @@ The allocator's ledger names each failed step and its phase; such a step
 never finished, and the report must say it failed and leave it out of
 the steady figures (docs/hook.md, "A step that failed").
 
+``no_backward``: the steps whose loss the loop skips (a non-finite loss:
+no backward, no ``optimizer.step()``; the batch's graph dropped), in a
+loop that zeroes first. Each is a step that skipped its update, as a
+step of ``skipped`` (whose backward ran) is.
+
 ``eval_grad=True`` evaluates in eval mode with gradients enabled (a loop
 that forgot ``torch.no_grad()``): each batch's graph, with the activations
 it saved, lives as long as its output.
@@ -62,7 +67,7 @@ class Kind:
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
-                        eval_grad=False, skip_failed=False)
+                        eval_grad=False, skip_failed=False, no_backward=())
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -151,6 +156,8 @@ K = [
     # goes on (fairseq's "ran out of memory, skipping batch").
     Kind("oom-skip-batch", 200, dict(pattern="warmup"), limit=_OOM_LIMIT, skip_failed=True,
          batch=lambda step: 12 if step in (60, 140) else 8, seed=9),
+    # Two batches whose loss is not finite, skipped before their backward.
+    Kind("nan-skip", 200, dict(pattern="warmup"), no_backward=(60, 140), batch=4, seq=512),
     Kind("oom-early", 3, dict(pattern="unknown", oom=True),
          batch=lambda step: 12 if step == 2 else 4, seq=1024, limit=_OOM_LIMIT),
     Kind("unfreeze-early", 60, dict(pattern="warmup", level=[8]),

@@ -216,7 +216,7 @@ def judge(kind, expect, proc, truth):
         # (same_as), none is said to have moved.
         for s in steps:
             if s["step"] >= WARMUP + 2 and s["plain"] and (s["moved"] or s["same_as"] < 0) \
-                    and not any(0 <= s["step"] - k <= 2 for k in kind.skipped):
+                    and not any(0 <= s["step"] - k <= 2 for k in kind.skipped + kind.no_backward):
                 bad.append("step %d read once, moved %s, same_as %s" % (s["step"], s["moved"], s["same_as"]))
     cell("labels", not bad, "%d: %s" % (len(bad), "; ".join(bad[:3])))
 
@@ -253,7 +253,7 @@ def judge(kind, expect, proc, truth):
         if s["micro"] != micro:
             why.append("step %d micro %d, ran %d" % (s["step"], s["micro"], micro))
             break
-        if s["skipped"] != (s["step"] in kind.skipped):
+        if s["skipped"] != (s["step"] in kind.skipped + kind.no_backward):
             why.append("step %d skipped %s" % (s["step"], s["skipped"]))
             break
     if proc["steps_total"] != len(truth.peak) and not truth.oom:
