@@ -91,7 +91,6 @@ class FailedStepsMixin:
         why = self._failure(module)
         if why is None:
             return False
-        self._fast = False
         self._oom_at = self._failed_bw = None
         self._recover()
         last = self._open
@@ -106,12 +105,9 @@ class FailedStepsMixin:
         # where it ended says nothing of where the loop's steps end
         # (_zero_shape).
         self._trained = False
-        frames = self._step_frames
-        self._finish_step()
-        if frames is None:
+        if self._finish_unplaced_step():
             # No step has ended yet: the next one to end is the first,
             # where the schedule is asked and its frames are kept.
-            self._step_frames = None
             self._due = min(self._due, self._client.step + 1)
         self._restart_due = True
         self._fast = False  # the next training forward restarts the peaks

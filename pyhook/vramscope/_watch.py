@@ -386,7 +386,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                 # A phase an error left open (a training function retried
                 # with a smaller batch watches again): its edge says so.
                 why = self._failure(None)
-                if why is not None and self._open is not None:
+                if why is not None:
                     self._end(self._open, closing=True, failed=why)
                 else:
                     self._end(self._open)

@@ -177,10 +177,7 @@ class ZeroGradMixin:
         # Its training forward had no backward because the loop skipped it,
         # not because it takes gradients with torch.autograd.grad.
         self._trained = False
-        frames = self._step_frames
-        self._finish_step()
-        if frames is None:
-            self._step_frames = None
+        self._finish_unplaced_step()
         return True
 
     def _skipped_update(self):
@@ -195,11 +192,21 @@ class ZeroGradMixin:
             return False  # a framework ends its steps itself (finish_open_step)
         if self._in_update_method():
             return False  # the optimizer's own, between its update's passes (SAM)
+        self._finish_unplaced_step()
+        return True
+
+    def _finish_unplaced_step(self):
+        """_finish_step for a step whose end says nothing of where the
+        loop's steps end (one that skipped its update or failed): the
+        frames _zero_shape compares with stay those of the first step that
+        ended as the loop ends them. Returns True when none has yet.
+        (Lock held.)"""
         frames = self._step_frames
         self._finish_step()
         if frames is None:
             self._step_frames = None
-        return True
+            return True
+        return False
 
     def _zero_shape(self):
         """Decide, once, whether this loop zeroes after ``optimizer.step()``:
