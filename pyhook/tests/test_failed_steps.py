@@ -53,16 +53,34 @@ def failed(client):
 
 def stepped(client):
     """The steps whose optimizer step ended."""
-    return [p[2] for p in phases(client) if p[:2] == ("step", "end")]
+    return [p[2] for p in phases(client) if p[:2] == ("step", "end") and not p[3]]
 
 
 def forwards(client, step):
     return sum(1 for p in phases(client) if p[:3] == ("forward", "begin", step))
 
 
+def make_opt(torch, params):
+    """SGD whose step() first runs ``fail`` once where the loop set it (an
+    allocation for the update the device has no room for, as Adam's state
+    on its first step; or any other error). On torch 2.x the subclass's
+    step() and SGD's run the step hooks nested."""
+
+    class SGD(torch.optim.SGD):
+        fail = None
+
+        def step(self, closure=None):
+            fail, self.fail = self.fail, None
+            if fail is not None:
+                fail()
+            return super().step(closure)
+
+    return SGD(params, lr=0.01)
+
+
 def build(torch, fail, cuda=None):
     model = make_net(torch, fail)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = make_opt(torch, model.parameters())
     client = _client.Client(make_config(), cuda=cuda, start=False)
     watcher = _watch.Watcher(torch, client, model, opt, client.config)
     return model, opt, client, watcher
@@ -82,6 +100,8 @@ def loop(torch, model, opt, steps, failing, how, fail, zero="first", cleanup=Tru
             if i == failing and where == "backward":
                 loss = _Huge.apply(loss, how)
             loss.backward()
+            if i == failing and where == "step":
+                opt.fail = how
             opt.step()
             if zero == "after":
                 opt.zero_grad()
@@ -131,6 +151,44 @@ def test_a_forward_that_raised_ends_its_step_as_failed(torch_mod, zero, cleanup)
     assert ("loss", "begin", 4, None) in phases(client)
 
 
+@pytest.mark.parametrize("zero", ["first", "after"])
+def test_an_update_that_raised_ends_its_step_as_failed(torch_mod, zero):
+    """Iteration 3 of 6 raises in optimizer.step() (after steps at rest:
+    the fast paths), and the loop goes on: that step failed in ``step``;
+    it never updated, and the next forward is the next step's."""
+    fail = [None]
+    model, opt, client, _ = build(torch_mod, fail)
+
+    def bad():
+        raise RuntimeError("a bad update")
+
+    loop(torch_mod, model, opt, 6, 3, bad, fail, zero=zero, where="step")
+    assert failed(client) == [("step", "end", 3, "error")]
+    assert stepped(client) == [0, 1, 2, 4, 5]
+    assert [forwards(client, s) for s in (3, 4, 5)] == [1, 1, 1]
+
+
+def test_an_update_that_raised_ends_the_run_in_its_step(torch_mod):
+    """The loop does not catch it: the process dies in that step, which
+    neither finished nor failed as a loop that goes on would show."""
+    fail = [None]
+    model, opt, client, _ = build(torch_mod, fail)
+
+    def bad():
+        raise RuntimeError("a bad update")
+
+    with pytest.raises(RuntimeError):
+        for i in range(4):
+            opt.zero_grad()
+            model(torch_mod.randn(4, 8)).pow(2).mean().backward()
+            if i == 2:
+                opt.fail = bad
+            opt.step()
+    assert stepped(client) == [0, 1]
+    assert not failed(client)
+    assert phases(client)[-1] == ("step", "begin", 2, None)
+
+
 def test_a_model_that_calls_itself_fails_nothing(torch_mod):
     fail = [None]
     model, opt, client, _ = build(torch_mod, fail)
@@ -158,7 +216,7 @@ def sim(torch_mod, monkeypatch):
         s.uninstall()
 
 
-@pytest.mark.parametrize("where", ["forward", "loss", "backward"])
+@pytest.mark.parametrize("where", ["forward", "loss", "backward", "step"])
 def test_an_out_of_memory_error_the_loop_caught_ends_its_step_as_failed(torch_mod, sim, where):
     torch = torch_mod
     fail = [None]

@@ -158,28 +158,43 @@ def test_figures_in_the_trainers_logs(torch_mod, vs_bin, workdir, recorders):  #
         assert h["vramscope/need_exact"] == 1.0, h
 
 
-def test_auto_find_batch_size_shows_each_failed_attempt(torch_mod, vs_bin, workdir, recorders):  # noqa: F811
+@pytest.mark.parametrize("where", ["forward", "step"])
+def test_auto_find_batch_size_shows_each_failed_attempt(torch_mod, vs_bin, workdir, recorders,  # noqa: F811
+                                                        where):
     """``TrainingArguments(auto_find_batch_size=True)``: accelerate's
     find_executable_batch_size calls the training loop again with a smaller
-    batch after an out-of-memory error (here raised by the model above 4
-    samples, as CUDA's would be: torch.cuda.OutOfMemoryError). Each attempt
-    is a session of the callback's (it watches again at on_train_begin):
-    the failed ones a failed step each, whose forward is never an
-    evaluation, the last one 16 finished steps (64 samples by 4)."""
+    batch after an out-of-memory error (here raised above 4 samples, as
+    CUDA's would be: torch.cuda.OutOfMemoryError), in the model's forward
+    or in ``optimizer.step()`` (the first step's Adam state, while the
+    batch's logits are alive). Each attempt is a session of the callback's
+    (it watches again at on_train_begin): the failed ones a failed step
+    each, whose forward is never an evaluation and whose update is never a
+    finished one, the last one 16 finished steps (64 samples by 4)."""
     transformers = need("transformers")
     from vramscope.integrations.transformers import VramscopeCallback
     torch = torch_mod
+
+    def oom():
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.lin = torch.nn.Linear(16, 4)
+            self.batch = 0
 
         def forward(self, x=None, labels=None):
-            if x.shape[0] > 4:
-                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            self.batch = x.shape[0]
+            if where == "forward" and self.batch > 4:
+                oom()
             logits = self.lin(x)
             return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+    class AdamW(torch.optim.AdamW):
+        def step(self, closure=None):
+            if where == "step" and net.batch > 4:
+                oom()
+            return super().step(closure)
 
     class Data(torch.utils.data.Dataset):
         def __len__(self):
@@ -194,7 +209,9 @@ def test_auto_find_batch_size_shows_each_failed_attempt(torch_mod, vs_bin, workd
         output_dir=os.path.join(workdir, "out"), per_device_train_batch_size=16,
         auto_find_batch_size=True, num_train_epochs=1, save_strategy="no", report_to=[],
         use_cpu=True, disable_tqdm=True, logging_steps=1000)
-    trainer = transformers.Trainer(model=Net(), args=args, train_dataset=Data(),
+    net = Net()
+    trainer = transformers.Trainer(model=net, args=args, train_dataset=Data(),
+                                   optimizers=(AdamW(net.parameters(), lr=1e-3), None),
                                    callbacks=[VramscopeCallback(socket=rec.sock)])
     trainer.train()
     assert trainer.state.global_step == 16
@@ -208,4 +225,5 @@ def test_auto_find_batch_size_shows_each_failed_attempt(torch_mod, vs_bin, workd
         assert p["totals"]["steps"] == 0 and p["totals"]["failed"] == 1, p["totals"]
         (step,) = p["steps"]
         assert step["failed"] == "error" and phase_order(step)[0] == "forward", phase_order(step)
-        assert p["diagnosis"]["failed_steps"]["steps"] == [{"step": 0, "phase": "forward", "why": "error"}]
+        assert phase_order(step)[-1] == where, phase_order(step)
+        assert p["diagnosis"]["failed_steps"]["steps"] == [{"step": 0, "phase": where, "why": "error"}]

@@ -12,9 +12,12 @@ What tells the hook a phase failed:
   at the next zero_grad, or at the next forward of the model while none
   of its calls is running;
 * a backward that raised through the global wrapper (``unwound``);
+* an ``optimizer.step()`` that never returned: its step hooks' depth is
+  still counted (torch 2.x: no post hook ran), or its patch saw it raise
+  (torch 1.13), at the next zero_grad or training forward;
 * the allocator's out-of-memory observer, which torch calls just before
-  it raises, while ``forward``, ``loss`` or ``backward`` was open, and
-  that phase then ended by something other than its successor.
+  it raises, while ``forward``, ``loss``, ``backward`` or ``step`` was
+  open, and that phase then ended by something other than its successor.
 """
 
 import sys
@@ -59,6 +62,10 @@ class FailedStepsMixin:
             self._recover()
         if last == "loss" and oom == (step, "loss"):
             return FAILED_OOM
+        if last == "step" and self._step_depth and not self._closure_depth \
+                and not self._in_update_method():
+            # Its step() raised (Adam's state had no room on the first step)
+            return FAILED_OOM if oom == (step, "step") else FAILED_ERROR
         failed = self._failed_bw
         if last is None and failed is not None and failed[0] == step:
             return failed[1]

@@ -66,7 +66,8 @@ class ForwardMixin:
             return None
         with self._lock:
             self._fast = False  # the general path may leave the rest (a measurement, an eval)
-            if self._depth or self._oom_at is not None or self._failed_bw is not None:
+            if self._depth or self._step_depth or self._oom_at is not None \
+                    or self._failed_bw is not None:
                 self._close_failed(module)  # a step whose phase raised ends here
             if self._restart_due and self._grad_enabled():
                 _safe.call(self._restart_peaks)

@@ -108,8 +108,9 @@ class StepsMixin:
     # torch 2.x wraps the step() of each optimizer class that has instances
     # (Optimizer._patch_step_function): a subclass whose step() calls
     # super().step() runs the step hooks twice, nested. Only the outer pair
-    # counts; _step_depth is reset whenever a step is finished, so a step()
-    # that raised (no post hook) leaves nothing behind.
+    # counts; _step_depth is reset whenever a step is finished. A step()
+    # that raised (no post hook) leaves it counted: the next zero_grad or
+    # training forward ends that step as failed (_failed_steps).
     _step_depth = 0
 
     def _on_step_pre_hook(self, optimizer, args, kwargs):
@@ -195,11 +196,19 @@ class StepsMixin:
         try:
             # step() called bare (the usual call) without building its arguments
             return original(*args, **kwargs) if args or kwargs else original()
+        except BaseException:
+            # It raised: the step stays open with its depth counted, as torch
+            # 2.x's step hooks leave it (no post hook), and the next
+            # zero_grad or training forward ends it as failed, or the
+            # process dies in it (_failed_steps).
+            self._step_depth = 1
+            self._fast = False
+            raise
         finally:
             try:
                 if self._fast:  # _step_post's fast path, a frame less
                     self._finish_step()
-                else:
+                elif not self._step_depth:
                     self._step_post()
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)

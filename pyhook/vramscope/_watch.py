@@ -618,7 +618,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
 
     def _activity(self):
         """Training work is starting: the step is no longer idle, and a step
-        whose post hook never ran (its step() raised) is finished first."""
+        whose post hook never ran is finished first (one whose step() raised
+        was ended as failed first where a zero_grad or a training forward
+        starts: _failed_steps)."""
         if self._step_called and not self._closure_depth and not self._in_update_method():
             self._finish_step()
         if self._unseen is not None:
