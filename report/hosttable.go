@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/vramscope/vramscope/internal/textesc"
@@ -34,6 +35,10 @@ func (p *Process) writeHostTable(w *bufio.Writer) {
 			}
 			fmt.Fprintf(w, "  %*s  %-*s  %9s  %9s  %12s\n", stepW+len(step)-utf8.RuneCountInString(step), step, width,
 				textesc.String(ph.Phase), ph.AllocatedEnd.MiBString(), ph.peakText(), ms)
+		}
+		if marks := st.endMarks(); marks != "" {
+			// a step that skipped its update or failed says so under its phases
+			fmt.Fprintf(w, "  %*s  %s\n", stepW, "", strings.TrimPrefix(marks, " · "))
 		}
 	}
 	p.eachShownStep(w, 5, row)

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -94,5 +95,31 @@ func TestMemoryLabels(t *testing.T) {
 		if c.na == nil && len(p.Memory.NotAvailable) != 0 {
 			t.Errorf("cuda: %v", p.Memory.NotAvailable)
 		}
+	}
+}
+
+// TestHostTableMarksAFailedStep: a CPU run's table says, under the failed
+// step's phases, that its update raised and the loop went on, as the
+// allocator table's step line does.
+func TestHostTableMarksAFailedStep(t *testing.T) {
+	msgs := withSource(demo.Generate(mustScenario(t, "leak"), demo.Config{Steps: 12, Wall: wall, EveryPhase: true}),
+		ipc.MemSource{Kind: ipc.SourceCPU, Peaks: ipc.PeaksExact})
+	marked := false
+	for i, m := range msgs {
+		if m.Type == ipc.TypePhase && m.Name == "step" && m.Step == 5 && m.Edge == ipc.EdgeEnd && !m.User {
+			msgs[i].Failed, marked = ipc.FailedError, true
+		}
+	}
+	if !marked {
+		t.Fatal("no step end at step 5")
+	}
+	var b bytes.Buffer
+	if err := Build(storeOf(msgs, false)).WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	if !regexp.MustCompile(`\n +5  zero_grad .*\n(.*\n){3} +step .*\n +failed: an error the loop caught\n`).MatchString(text) ||
+		strings.Count(text, "failed: an error") != 1 {
+		t.Errorf("no mark under step 5:\n%s", text)
 	}
 }

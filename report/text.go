@@ -423,16 +423,23 @@ func (st *Step) summary() string {
 	if st.Held.Known() {
 		how += " · held " + st.Held.MiBString() + " MiB"
 	}
+	return how + st.endMarks()
+}
+
+// endMarks is how the step ended when it did not update: " · optimizer
+// step skipped", " · failed: …", or "".
+func (st *Step) endMarks() string {
+	var marks string
 	if st.Skipped {
-		how += " · optimizer step skipped"
+		marks += " · optimizer step skipped"
 	}
 	switch st.Failed {
 	case ipc.FailedOOM:
-		how += " · failed: out of memory, caught (the loop went on)"
+		marks += " · failed: out of memory, caught (the loop went on)"
 	case ipc.FailedError:
-		how += " · failed: an error the loop caught"
+		marks += " · failed: an error the loop caught"
 	}
-	return how
+	return marks
 }
 
 // failedNote is " and N failed" for N failed steps (Totals.Failed), "" for none.
