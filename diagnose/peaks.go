@@ -197,6 +197,19 @@ func peakCell(st *session.Step, v func(*session.Cell) session.Bytes, tie session
 }
 
 // phaseOf names the phase of a step that holds its peak, "" when unknown.
+// UnbegunStep is the newest step of a process that has ended when that
+// step's training never began (session.StepPeak.HeadOnly: a zero_grad
+// and nothing after it), no step the process ran; -1 when none.
+func UnbegunStep(p *session.Process) int {
+	if p.Connected {
+		return -1
+	}
+	if pk := p.StepPeaks(); len(pk) > 0 && pk[len(pk)-1].HeadOnly {
+		return pk[len(pk)-1].Index
+	}
+	return -1
+}
+
 func phaseOf(p *session.Process, step int) string {
 	if c := peakCell(stepRow(p, step), allocatedPeak, PeakTie(p)); c != nil {
 		return c.Name
@@ -206,13 +219,15 @@ func phaseOf(p *session.Process, step int) string {
 
 // finishedPeaks returns the summaries of the steps that are over and have
 // allocator data. While the process is connected its newest step is still
-// running, so its peak is not final and it is left out; a step that failed
-// (an error the loop caught unwound a phase of it) never finished, and its
+// running, so its peak is not final and it is left out, as is a newest
+// step whose training never began (UnbegunStep); a step that failed (an
+// error the loop caught unwound a phase of it) never finished, and its
 // peak is the failed attempt's: it is left out too.
 func finishedPeaks(p *session.Process) []session.StepPeak {
 	pk := p.StepPeaks()
-	if len(pk) > 0 && (p.Connected || p.End != nil && p.End.Step >= 0 && pk[len(pk)-1].Index >= p.End.Step) {
-		// Still running, or ended in the middle of it: not a whole step.
+	if len(pk) > 0 && (p.Connected || pk[len(pk)-1].HeadOnly ||
+		p.End != nil && p.End.Step >= 0 && pk[len(pk)-1].Index >= p.End.Step) {
+		// Still running, ended in the middle of it, or never begun: not a whole step.
 		pk = pk[:len(pk)-1]
 	}
 	k := 0

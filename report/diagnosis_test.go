@@ -136,6 +136,43 @@ func TestAFailedStepIsLeftOutOfTheSteadyFigures(t *testing.T) {
 	}
 }
 
+// A loop's last zero_grad (one that frees the gradients before an
+// evaluation, or the except clause of a loop whose last batch failed) is
+// the head of a step whose training never began: once the process has
+// ended it is no step it ran, and its memory, the gradients freed, is no
+// step's peak or held memory.
+func TestALastZeroGradIsNoStep(t *testing.T) {
+	for _, eval := range []bool{false, true} {
+		s := newSynth(500*sMiB, false)
+		for range 12 {
+			s.train(1000*sMiB, 64)
+		}
+		base := s.weights + s.held + 2*s.weights
+		s.phase("zero_grad", base+s.weights, base, base+s.weights, 0, false)
+		if eval {
+			s.evalUser(2000*sMiB, false)
+		}
+		s.goodbye("exit")
+		p := s.report(t)
+		if p.Totals.Steps != 12 || p.StepsTotal != 12 || p.Totals.Failed != 0 {
+			t.Errorf("eval %v: totals %d steps (%d), %d failed", eval, p.Totals.Steps, p.StepsTotal, p.Totals.Failed)
+		}
+		d := p.Diagnosis
+		if d.Pattern != diagnose.PatternSteady && d.Pattern != diagnose.PatternWarmup || d.Need.Allocated != 3000*sMiB {
+			t.Errorf("eval %v: %s, need %s", eval, d.Headline, d.Need.Allocated.MiBString())
+		}
+	}
+	// While the process runs, its newest step is still to come.
+	s := newSynth(500*sMiB, false)
+	for range 12 {
+		s.train(1000*sMiB, 64)
+	}
+	s.phase("zero_grad", 3*s.weights, 2*s.weights, 3*s.weights, 0, false)
+	if p := s.report(t); p.Totals.Steps != 13 {
+		t.Errorf("running: totals %d steps", p.Totals.Steps)
+	}
+}
+
 // Memory used between steps by something the hook does not see (an EMA
 // copy evaluated) comes as the user phase between_steps of the step before:
 // it is the need's phase part, with advice that names the steps, and

@@ -75,8 +75,9 @@ type Process struct {
 	Dropped    uint64 `json:"dropped"`
 	Evicted    uint64 `json:"evicted"`
 	// StepsTotal is the number of steps the session finished (a partial
-	// step and failed ones are left out); Steps holds those the store kept (its first and
-	// most recent ones, the partial step included).
+	// step, failed ones and a last one never begun are left out); Steps
+	// holds those the store kept (its first and most recent ones, the
+	// partial step included).
 	StepsTotal int    `json:"steps_total"`
 	Steps      []Step `json:"steps"`
 	// Models counts the steps of each watch name (watch(name=...)), in the
@@ -414,6 +415,8 @@ func totals(p *session.Process, partial int) Totals {
 	t.Steps = p.StepCount() - t.Failed
 	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
 		t.Steps--
+	} else if diagnose.UnbegunStep(p) >= 0 {
+		t.Steps-- // a zero_grad the process ended after: no step it ran
 	}
 	sp := diagnose.SessionPeakOf(p, partial)
 	if sp.Allocated.PeakAllocated.Known() {
