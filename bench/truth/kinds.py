@@ -172,6 +172,11 @@ K = [
     # Adam's state and the device has no room for it.
     Kind("oom-first-step", 3, dict(pattern="unknown", oom=True), batch=1, seq=64,
          limit=sizes.GPT2_SMALL.weights() + sizes.GPT2_SMALL.grads() + sizes.GPT2_SMALL.adam() // 2),
+    # The same, in a loop that skips a batch that ran out of memory: the
+    # update of every step runs out of memory (Adam's state never fits), and
+    # no step ever finishes.
+    Kind("oom-step-every", 20, dict(pattern="unknown"), batch=1, seq=64, skip_failed=True,
+         limit=sizes.GPT2_SMALL.weights() + sizes.GPT2_SMALL.grads() + sizes.GPT2_SMALL.adam() // 2),
     Kind("unfreeze-noisy-10pct", 400, dict(pattern=("warmup", "steady"), level=[150]), noise=0.10,
          trained=lambda step: 0.05 if step < 150 else 1.0, batch=4, seq=512),
     Kind("batch-schedule-noisy", 600, dict(pattern="warmup", level=[300]), noise=0.05,
