@@ -50,6 +50,8 @@ class Memory:
         self.kept, self.kept_at = [], None  # tensors kept across steps (keep())
         self.jitter = None  # the varying buffer kept across steps (held_jitter)
         self.step = 0
+        if kind.resume:  # the optimizer's state loaded from a checkpoint with the weights
+            self.state = {self.share(): sim.malloc(m.adam(self.share()))}
 
     def shape(self):
         k = self.k

@@ -67,7 +67,7 @@ class Kind:
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
-                        eval_grad=False, skip_failed=False, no_backward=())
+                        eval_grad=False, skip_failed=False, no_backward=(), resume=False)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -177,6 +177,13 @@ K = [
     # no step ever finishes.
     Kind("oom-step-every", 20, dict(pattern="unknown"), batch=1, seq=64, skip_failed=True,
          limit=sizes.GPT2_SMALL.weights() + sizes.GPT2_SMALL.grads() + sizes.GPT2_SMALL.adam() // 2),
+    # A run resumed from a checkpoint: Adam's state is loaded onto the device
+    # with the weights, before the first step.
+    Kind("resume", 120, dict(pattern="steady"), resume=True, batch=4, seq=512),
+    # An epoch of 100 samples in batches of 8 without drop_last: every 13th
+    # batch holds the 4 left over.
+    Kind("epoch-tail-batch", 260, dict(pattern=("warmup", "steady")),
+         batch=lambda step: 4 if step % 13 == 12 else 8, seq=512),
     Kind("unfreeze-noisy-10pct", 400, dict(pattern=("warmup", "steady"), level=[150]), noise=0.10,
          trained=lambda step: 0.05 if step < 150 else 1.0, batch=4, seq=512),
     Kind("batch-schedule-noisy", 600, dict(pattern="warmup", level=[300]), noise=0.05,
