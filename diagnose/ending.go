@@ -296,11 +296,10 @@ func (e *Ending) Lines() []string {
 	if e == nil || !e.Abrupt {
 		return nil
 	}
-	where := Where(e.Step, e.Phase)
+	head := "ended abruptly in " + Where(e.Step, e.Phase)
 	if e.Step < 0 {
-		where = "between steps"
+		head = "ended abruptly between steps"
 	}
-	head := "ended abruptly in " + where
 	switch {
 	case e.Reason == "error":
 		head += " (uncaught exception)"

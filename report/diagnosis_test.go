@@ -298,6 +298,50 @@ func TestAbruptEndLeavesThePartialStepOut(t *testing.T) {
 	}
 }
 
+// An uncaught exception after a step's zero_grad that followed its update
+// (a loop that zeroes after it, dying as it loads the next batch) leaves
+// that step finished: the process ended between steps. One raised by the
+// optimizer step itself (its end edge says failed) leaves its step
+// unfinished: the step it died in, never one that failed while the run
+// went on.
+func TestAnUncaughtErrorEndsWhereItsStepStood(t *testing.T) {
+	for _, died := range []string{"loading", "update"} {
+		s := newSynth(500*sMiB, false)
+		for range 10 {
+			s.train(1000*sMiB, 64)
+		}
+		held := 4 * s.weights
+		s.phase("forward", held, held+1000*sMiB, held+1000*sMiB, 64, false)
+		s.phase("loss", held+1000*sMiB, held+1000*sMiB, held+1000*sMiB, 0, false)
+		s.phase("backward", held+1000*sMiB, held, held+1000*sMiB, 0, false)
+		s.msg(map[string]any{"type": "phase", "name": "step", "step": 10, "edge": "begin", "user": false, "mem": nil})
+		end := map[string]any{"type": "phase", "name": "step", "step": 10, "edge": "end", "user": false, "mem": s.mem(held, held)}
+		if died == "update" {
+			end["failed"] = ipc.FailedError
+		}
+		s.msg(end)
+		if died == "loading" {
+			s.phase("zero_grad", held, held-s.weights, held, 0, false)
+		}
+		s.goodbye("error")
+		p := s.report(t)
+		d := p.Diagnosis
+		switch died {
+		case "loading":
+			if p.PartialStep != -1 || p.Totals.Steps != 11 || d.End == nil || d.End.Step != -1 ||
+				!strings.HasPrefix(d.Headline, "ended abruptly between steps (uncaught exception)") {
+				t.Errorf("%s: partial %d, %d steps, %s", died, p.PartialStep, p.Totals.Steps, d.Headline)
+			}
+		case "update":
+			if p.PartialStep != 10 || p.Totals.Steps != 10 || p.Totals.Failed != 0 || d.Failed != nil ||
+				!strings.HasPrefix(d.Headline, "ended abruptly in optimizer step of step 10 (uncaught exception)") {
+				t.Errorf("%s: partial %d, %d steps, %d failed, %s", died, p.PartialStep, p.Totals.Steps,
+					p.Totals.Failed, d.Headline)
+			}
+		}
+	}
+}
+
 // The hook's oom message (protocol addition 3) makes the end an out of
 // memory, with the failed request, and a fragmented cache gets the
 // expandable_segments advice.

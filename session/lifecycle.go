@@ -92,12 +92,15 @@ func (p *Process) finish(at time.Time, goodbye bool, reason string) {
 	}
 	if e.Step < 0 && (!goodbye || reason == "error") {
 		// Gone between phases, or an uncaught exception there (a phase
-		// that raised is closed on the way out): unless the last phase was
-		// the optimizer step, the step it belongs to did not finish.
+		// that raised is closed on the way out): unless the last phase
+		// left its step finished, the step it belongs to did not finish.
 		for k := len(p.spans) - 1; k >= 0; k-- {
 			if sp := &p.spans[k]; !sp.User {
-				if sp.Name != "step" {
+				if !p.leftFinished(sp) {
 					e.Step = sp.Step
+				}
+				if sp.Failed != "" {
+					e.Phase = sp.Name // the phase that raised, closed on the way out
 				}
 				break
 			}
@@ -111,6 +114,23 @@ func (p *Process) finish(at time.Time, goodbye bool, reason string) {
 	}
 	e.Abrupt = !goodbye || reason == "error" || e.Step >= 0
 	p.End = e
+}
+
+// leftFinished reports whether sp, the last automatic phase of a process
+// that ended, left its step finished: an optimizer step that did not
+// raise, or a zero_grad after the step's own update (a loop that zeroes
+// after it, which may then die loading the next batch).
+func (p *Process) leftFinished(sp *Span) bool {
+	switch {
+	case sp.Failed != "":
+		return false
+	case sp.Name == "step":
+		return true
+	case sp.Name == "zero_grad":
+		st := p.step(sp.Step)
+		return st.Stepped && st.Failed == ""
+	}
+	return false
 }
 
 // oom records the hook's out-of-memory report.
