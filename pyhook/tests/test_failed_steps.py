@@ -151,8 +151,11 @@ def test_a_forward_that_raised_ends_its_step_as_failed(torch_mod, zero, cleanup)
     assert ("loss", "begin", 4, None) in phases(client)
 
 
-@pytest.mark.parametrize("zero", ["first", "after"])
-def test_an_update_that_raised_ends_its_step_as_failed(torch_mod, zero):
+@pytest.mark.parametrize("zero,cleanup", [("first", True), ("first", False), ("after", True),
+                                          ("after", False)],
+                         ids=["zero-first", "zero-first-continue", "zero-after",
+                              "zero-after-continue"])
+def test_an_update_that_raised_ends_its_step_as_failed(torch_mod, zero, cleanup):
     """Iteration 3 of 6 raises in optimizer.step() (after steps at rest:
     the fast paths), and the loop goes on: that step failed in ``step``;
     it never updated, and the next forward is the next step's."""
@@ -162,7 +165,7 @@ def test_an_update_that_raised_ends_its_step_as_failed(torch_mod, zero):
     def bad():
         raise RuntimeError("a bad update")
 
-    loop(torch_mod, model, opt, 6, 3, bad, fail, zero=zero, where="step")
+    loop(torch_mod, model, opt, 6, 3, bad, fail, zero=zero, cleanup=cleanup, where="step")
     assert failed(client) == [("step", "end", 3, "error")]
     assert stepped(client) == [0, 1, 2, 4, 5]
     assert [forwards(client, s) for s in (3, 4, 5)] == [1, 1, 1]
