@@ -147,6 +147,9 @@ type Diagnosis struct {
 	// Failed is the steps that failed while the process went on (a phase
 	// raised and the loop caught the error), nil when none did.
 	Failed *Failed `json:"failed_steps"`
+	// Skipped is the steps that ran without an optimizer step, among those
+	// the table holds, nil when none did.
+	Skipped *Skipped `json:"skipped_steps"`
 	// Source is "cpu" when the figures are the process's host memory
 	// (RSS; the diagnosis then speaks of host memory), "" otherwise.
 	Source string `json:"source,omitempty"`
@@ -291,6 +294,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.Phases = userPhases(p, d.PeakAfter)
 	d.EvalGradStep = evalGradStep(p)
 	d.Failed = failedSteps(p)
+	d.Skipped = skippedSteps(p)
 	d.Causes = causes(p, &d, pk, tail)
 	d.Rise = warmupRise(p, &d, pk)
 	d.FirstStepPhase = firstStepPhases(p)

@@ -150,9 +150,7 @@ func (d *Diagnosis) Lines() []string {
 	if a := d.AtOOM; a != nil {
 		lines = append(lines, a.Lines()...)
 	}
-	if line := d.Failed.Line(); line != "" {
-		lines = append(lines, line)
-	}
+	lines = append(lines, d.unupdatedLines()...)
 	for i := range d.Phases {
 		lines = append(lines, d.Phases[i].Line())
 	}

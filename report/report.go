@@ -344,7 +344,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	for _, st := range p.Steps() {
 		row := Step{Step: st.Index, StartS: since(st.Start), EndS: since(st.End), Micro: st.Micro, Model: st.Model, Phases: []Phase{},
 			PeakAllocated: st.PeakAllocated, Peak: st.Peak, SameAs: st.SameAs, Within: session.Unknown, Held: st.Held, Plain: st.Plain(), Moved: st.Moved(),
-			Skipped: !st.Stepped && !noOpt && st.Index != partial && st.Failed == ""}
+			Skipped: diagnose.SkippedUpdate(p, st)}
 		if st.Index != partial {
 			row.Failed = st.Failed // the step it ended in is its ending
 		}

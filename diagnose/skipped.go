@@ -1,0 +1,107 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vramscope/vramscope/session"
+)
+
+// maxSkippedListed bounds the skipped steps a diagnosis names one by one.
+const maxSkippedListed = 8
+
+// SkippedUpdate reports whether step st of p ran without updating: p has an
+// optimizer, st had no optimizer step (a backward, then the next zero_grad
+// before any optimizer.step()), and st is neither a step that failed, nor
+// the step p ended in, nor a last one whose training never began.
+func SkippedUpdate(p *session.Process, st *session.Step) bool {
+	return !st.Stepped && st.Failed == "" && !p.NoOptimizer() &&
+		st.Index != partialStep(p) && st.Index != UnbegunStep(p)
+}
+
+// Skipped is the steps of a process that skipped their update, among the
+// steps the table holds.
+type Skipped struct {
+	Count int `json:"count"`
+	// Of is how many finished steps the table holds.
+	Of int `json:"of"`
+	// Steps are the first of them, in order.
+	Steps []int `json:"steps"`
+	// Alternating is true when they come every other step: another
+	// optimizer updates between this model's updates, through it (a GAN,
+	// one model watched).
+	Alternating bool `json:"alternating"`
+}
+
+// skippedSteps reads the steps of p that skipped their update, nil when
+// none did.
+func skippedSteps(p *session.Process) *Skipped {
+	s := &Skipped{Steps: []int{}}
+	last, pairs := false, 0 // whether the row before was skipped; skipped rows after a skipped one
+	partial, unbegun := partialStep(p), UnbegunStep(p)
+	for _, st := range p.Steps() {
+		if st.Index == partial || st.Index == unbegun || st.Failed != "" {
+			continue
+		}
+		s.Of++
+		skipped := SkippedUpdate(p, st)
+		if skipped {
+			s.Count++
+			if len(s.Steps) < maxSkippedListed {
+				s.Steps = append(s.Steps, st.Index)
+			}
+			if last {
+				pairs++
+			}
+		}
+		last = skipped
+	}
+	if s.Count == 0 {
+		return nil
+	}
+	s.Alternating = s.Count >= 3 && pairs == 0 && 5*s.Count >= 2*s.Of
+	return s
+}
+
+// Line says which steps skipped their update and the likely reason; ""
+// for none.
+func (s *Skipped) Line() string {
+	if s == nil || s.Count == 0 {
+		return ""
+	}
+	if s.Alternating {
+		return fmt.Sprintf("every other step skipped its optimizer step (%d of %d): another optimizer updates "+
+			"between this model's updates, through this model (a GAN: each model's optimizer steps in turn, "+
+			"the generator's update runs through the discriminator), so each iteration shows as two steps · "+
+			"watch each model with its own "+
+			"optimizer: vramscope.watch(netD, optD, name=\"D\") and vramscope.watch(netG, optG, name=\"G\") "+
+			"(docs/hook.md, \"Several models\")", s.Count, s.Of)
+	}
+	named := make([]string, len(s.Steps))
+	for i, n := range s.Steps {
+		named[i] = fmt.Sprint(n)
+	}
+	list := strings.Join(named, ", ")
+	if rest := s.Count - len(s.Steps); rest > 0 {
+		list += fmt.Sprintf(" and %d more", rest)
+	}
+	steps := "step"
+	if s.Count > 1 {
+		steps = "steps"
+	}
+	return fmt.Sprintf("%d %s skipped the optimizer step: %s (a backward, then the next zero_grad before any "+
+		"optimizer.step(), as a GradScaler skips it when it finds inf or NaN gradients) · their peaks count "+
+		"with the others", s.Count, steps, list)
+}
+
+// unupdatedLines are the lines of the steps that never updated: those
+// that failed while the run went on, then those that skipped their update.
+func (d *Diagnosis) unupdatedLines() []string {
+	var lines []string
+	for _, line := range []string{d.Failed.Line(), d.Skipped.Line()} {
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}

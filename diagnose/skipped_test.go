@@ -1,0 +1,58 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/ipc"
+)
+
+// withoutUpdates drops the optimizer step of the steps skip names, as a
+// step whose update a GradScaler skipped (or another model's optimizer
+// took) arrives: a backward, then the next zero_grad.
+func withoutUpdates(msgs []ipc.Message, skip func(step int) bool) []ipc.Message {
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if m.Type == ipc.TypePhase && m.Name == "step" && !m.User && skip(m.Step) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return renumber(out)
+}
+
+// A few steps that skipped their update are named, with the GradScaler as
+// the likely reason; every other step skipping it is another optimizer
+// updating between this model's (a GAN with one model watched), with the
+// advice to watch each; a run without any says nothing.
+func TestStepsThatSkippedTheirUpdateAreNamed(t *testing.T) {
+	cases := []struct {
+		name        string
+		skip        func(int) bool
+		count       int
+		alternating bool
+		line        string
+	}{
+		{"none", func(int) bool { return false }, 0, false, ""},
+		{"scaler", func(s int) bool { return s == 3 || s == 4 || s == 9 }, 3, false,
+			"3 steps skipped the optimizer step: 3, 4, 9 (a backward, then the next zero_grad before any optimizer.step(), as a GradScaler"},
+		{"gan", func(s int) bool { return s%2 == 1 }, 10, true,
+			"every other step skipped its optimizer step (10 of 20): another optimizer updates between this model's updates"},
+	}
+	for _, c := range cases {
+		s, p := storeOf(t, withoutUpdates(demoMessages(t, "warmup", 20), c.skip), false)
+		d := Diagnose(s, p)
+		if c.count == 0 {
+			if d.Skipped != nil || strings.Contains(strings.Join(d.Lines(), "\n"), "skipped") {
+				t.Errorf("%s: %+v\n%s", c.name, d.Skipped, strings.Join(d.Lines(), "\n"))
+			}
+			continue
+		}
+		if d.Skipped == nil || d.Skipped.Count != c.count || d.Skipped.Alternating != c.alternating {
+			t.Fatalf("%s: %+v", c.name, d.Skipped)
+		}
+		if !hasLine(d.Lines(), c.line) {
+			t.Errorf("%s: no %q in\n%s", c.name, c.line, strings.Join(d.Lines(), "\n"))
+		}
+	}
+}
