@@ -197,15 +197,23 @@ func peakCell(st *session.Step, v func(*session.Cell) session.Bytes, tie session
 }
 
 // phaseOf names the phase of a step that holds its peak, "" when unknown.
-// UnbegunStep is the newest step of a process that has ended when that
-// step's training never began (session.StepPeak.HeadOnly: a zero_grad
-// and nothing after it), no step the process ran; -1 when none.
-func UnbegunStep(p *session.Process) int {
-	if p.Connected {
+// UnfinishedStep is the newest step of a process that ended when that
+// step never reached its update: the process has an optimizer, and its
+// last step had no optimizer step, did not fail, and is not the step it
+// died in (a loop's last zero_grad, as one that frees the gradients before
+// an evaluation; micro-batches left over that the loop never stepped; the
+// half of a GAN's iteration that updates the other model). No step the
+// process ran; -1 when none.
+func UnfinishedStep(p *session.Process) int {
+	if p.Connected || p.NoOptimizer() {
 		return -1
 	}
-	if pk := p.StepPeaks(); len(pk) > 0 && pk[len(pk)-1].HeadOnly {
-		return pk[len(pk)-1].Index
+	pk := p.StepPeaks()
+	if len(pk) == 0 {
+		return -1
+	}
+	if last := pk[len(pk)-1]; !last.Stepped && last.Failed == "" && last.Index != partialStep(p) {
+		return last.Index
 	}
 	return -1
 }
@@ -220,14 +228,14 @@ func phaseOf(p *session.Process, step int) string {
 // finishedPeaks returns the summaries of the steps that are over and have
 // allocator data. While the process is connected its newest step is still
 // running, so its peak is not final and it is left out, as is a newest
-// step whose training never began (UnbegunStep); a step that failed (an
+// step that never reached its update (UnfinishedStep); a step that failed (an
 // error the loop caught unwound a phase of it) never finished, and its
 // peak is the failed attempt's: it is left out too.
 func finishedPeaks(p *session.Process) []session.StepPeak {
 	pk := p.StepPeaks()
-	if len(pk) > 0 && (p.Connected || pk[len(pk)-1].HeadOnly ||
+	if len(pk) > 0 && (p.Connected || UnfinishedStep(p) >= 0 ||
 		p.End != nil && p.End.Step >= 0 && pk[len(pk)-1].Index >= p.End.Step) {
-		// Still running, ended in the middle of it, or never begun: not a whole step.
+		// Still running, ended in the middle of it or before its update: not a whole step.
 		pk = pk[:len(pk)-1]
 	}
 	k := 0

@@ -13,10 +13,11 @@ const maxSkippedListed = 8
 // SkippedUpdate reports whether step st of p ran without updating: p has an
 // optimizer, st had no optimizer step (a backward, then the next zero_grad
 // before any optimizer.step()), and st is neither a step that failed, nor
-// the step p ended in, nor a last one whose training never began.
+// the step p ended in, nor a last one the run ended before it updated
+// (UnfinishedStep).
 func SkippedUpdate(p *session.Process, st *session.Step) bool {
 	return !st.Stepped && st.Failed == "" && !p.NoOptimizer() &&
-		st.Index != partialStep(p) && st.Index != UnbegunStep(p)
+		st.Index != partialStep(p) && st.Index != UnfinishedStep(p)
 }
 
 // Skipped is the steps of a process that skipped their update, among the
@@ -38,9 +39,9 @@ type Skipped struct {
 func skippedSteps(p *session.Process) *Skipped {
 	s := &Skipped{Steps: []int{}}
 	last, pairs := false, 0 // whether the row before was skipped; skipped rows after a skipped one
-	partial, unbegun := partialStep(p), UnbegunStep(p)
+	partial, unfinished := partialStep(p), UnfinishedStep(p)
 	for _, st := range p.Steps() {
-		if st.Index == partial || st.Index == unbegun || st.Failed != "" {
+		if st.Index == partial || st.Index == unfinished || st.Failed != "" {
 			continue
 		}
 		s.Of++

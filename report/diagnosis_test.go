@@ -136,30 +136,40 @@ func TestAFailedStepIsLeftOutOfTheSteadyFigures(t *testing.T) {
 	}
 }
 
-// A loop's last zero_grad (one that frees the gradients before an
-// evaluation, or the except clause of a loop whose last batch failed) is
-// the head of a step whose training never began: once the process has
-// ended it is no step it ran, and its memory, the gradients freed, is no
-// step's peak or held memory.
-func TestALastZeroGradIsNoStep(t *testing.T) {
-	for _, eval := range []bool{false, true} {
+// A last step the run ended before its update is no step it ran: a
+// loop's last zero_grad (one that frees the gradients before an
+// evaluation, or the except clause of a loop whose last batch failed), or
+// micro-batches left over that the loop never stepped. Once the process
+// has ended, it counts in neither the steps nor the steady figures, and is
+// no step that skipped its update.
+func TestALastStepThatNeverUpdatedIsNoStep(t *testing.T) {
+	for _, last := range []string{"zero_grad", "zero_grad+eval", "leftover"} {
 		s := newSynth(500*sMiB, false)
 		for range 12 {
 			s.train(1000*sMiB, 64)
 		}
 		base := s.weights + s.held + 2*s.weights
 		s.phase("zero_grad", base+s.weights, base, base+s.weights, 0, false)
-		if eval {
+		switch last {
+		case "zero_grad+eval":
 			s.evalUser(2000*sMiB, false)
+		case "leftover":
+			s.phase("forward", base, base+500*sMiB, base+500*sMiB, 32, false)
+			s.phase("loss", base+500*sMiB, base+500*sMiB, base+500*sMiB, 0, false)
+			s.phase("backward", base+500*sMiB, base+s.weights, base+500*sMiB+s.weights, 0, false)
 		}
 		s.goodbye("exit")
 		p := s.report(t)
 		if p.Totals.Steps != 12 || p.StepsTotal != 12 || p.Totals.Failed != 0 {
-			t.Errorf("eval %v: totals %d steps (%d), %d failed", eval, p.Totals.Steps, p.StepsTotal, p.Totals.Failed)
+			t.Errorf("%s: totals %d steps (%d), %d failed", last, p.Totals.Steps, p.StepsTotal, p.Totals.Failed)
+		}
+		if row := p.Steps[len(p.Steps)-1]; row.Step != 12 || row.Skipped {
+			t.Errorf("%s: last row %d skipped %v", last, row.Step, row.Skipped)
 		}
 		d := p.Diagnosis
-		if d.Pattern != diagnose.PatternSteady && d.Pattern != diagnose.PatternWarmup || d.Need.Allocated != 3000*sMiB {
-			t.Errorf("eval %v: %s, need %s", eval, d.Headline, d.Need.Allocated.MiBString())
+		if d.Pattern != diagnose.PatternSteady && d.Pattern != diagnose.PatternWarmup || d.Need.Allocated != 3000*sMiB ||
+			d.Skipped != nil || d.Steps != 12 {
+			t.Errorf("%s: %s, need %s, skipped %+v, %d steps", last, d.Headline, d.Need.Allocated.MiBString(), d.Skipped, d.Steps)
 		}
 	}
 	// While the process runs, its newest step is still to come.

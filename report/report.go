@@ -75,7 +75,7 @@ type Process struct {
 	Dropped    uint64 `json:"dropped"`
 	Evicted    uint64 `json:"evicted"`
 	// StepsTotal is the number of steps the session finished (a partial
-	// step, failed ones and a last one never begun are left out); Steps
+	// step, failed ones and a last one that never updated are left out); Steps
 	// holds those the store kept (its first and most recent ones, the
 	// partial step included).
 	StepsTotal int    `json:"steps_total"`
@@ -415,8 +415,8 @@ func totals(p *session.Process, partial int) Totals {
 	t.Steps = p.StepCount() - t.Failed
 	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
 		t.Steps--
-	} else if diagnose.UnbegunStep(p) >= 0 {
-		t.Steps-- // a zero_grad the process ended after: no step it ran
+	} else if diagnose.UnfinishedStep(p) >= 0 {
+		t.Steps-- // the process ended before its update: no step it ran
 	}
 	sp := diagnose.SessionPeakOf(p, partial)
 	if sp.Allocated.PeakAllocated.Known() {

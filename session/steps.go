@@ -254,25 +254,6 @@ type Step struct {
 	counted string // the Model counted in Process.models
 }
 
-// HeadOnly reports whether the step's only automatic phase is zero_grad:
-// the head of a step whose training never began. Once the process has
-// ended, such a newest step is no step it ran (a loop's last zero_grad,
-// one that frees the gradients before an evaluation, or the except clause
-// of a loop whose last batch failed).
-func (st *Step) HeadOnly() bool {
-	head := false
-	for i := range st.Phases {
-		switch c := &st.Phases[i]; {
-		case c.User:
-		case c.Name != "zero_grad":
-			return false
-		default:
-			head = true
-		}
-	}
-	return head
-}
-
 // Duration is the time from the first phase begin to the last phase end.
 func (st *Step) Duration() time.Duration {
 	if st.End.Before(st.Start) {
@@ -398,11 +379,11 @@ type StepPeak struct {
 	Bound  Bytes
 	// Failed is Step.Failed: the step did not finish.
 	Failed string
-	// HeadOnly is Step.HeadOnly: the step's training had not begun.
-	HeadOnly bool
+	// Stepped is Step.Stepped: the step had an optimizer step.
+	Stepped bool
 }
 
 func (st *Step) peak() StepPeak {
 	return StepPeak{st.Index, st.Start, st.Duration(), st.PeakAllocated, st.PeakReserved, st.PeakGPU, st.Held, st.Batch, st.Tokens,
-		st.Peak, st.SameAs, st.Within, st.Bound, st.Failed, st.HeadOnly()}
+		st.Peak, st.SameAs, st.Within, st.Bound, st.Failed, st.Stepped}
 }
