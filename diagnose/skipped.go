@@ -30,7 +30,7 @@ type Skipped struct {
 	Steps []int `json:"steps"`
 	// Alternating is true when they come every other step: another
 	// optimizer updates between this model's updates, through it (a GAN,
-	// one model watched).
+	// one model watched), or the loop zeroes gradients it never used.
 	Alternating bool `json:"alternating"`
 }
 
@@ -73,8 +73,8 @@ func (s *Skipped) Line() string {
 	if s.Alternating {
 		return fmt.Sprintf("every other step skipped its optimizer step (%d of %d): another optimizer updates "+
 			"between this model's updates, through this model (a GAN: each model's optimizer steps in turn, "+
-			"the generator's update runs through the discriminator), so each iteration shows as two steps · "+
-			"watch each model with its own "+
+			"the generator's update runs through the discriminator), so each iteration shows as two steps; "+
+			"else the loop zeroes gradients it never stepped with · for a GAN, watch each model with its own "+
 			"optimizer: vramscope.watch(netD, optD, name=\"D\") and vramscope.watch(netG, optG, name=\"G\") "+
 			"(docs/hook.md, \"Several models\")", s.Count, s.Of)
 	}
