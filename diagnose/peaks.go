@@ -196,7 +196,6 @@ func peakCell(st *session.Step, v func(*session.Cell) session.Bytes, tie session
 	return nil
 }
 
-// phaseOf names the phase of a step that holds its peak, "" when unknown.
 // UnfinishedStep is the newest step of a process that ended when that
 // step never reached its update: the process has an optimizer, and its
 // last step had no optimizer step, did not fail, and is not the step it
@@ -218,6 +217,7 @@ func UnfinishedStep(p *session.Process) int {
 	return -1
 }
 
+// phaseOf names the phase of a step that holds its peak, "" when unknown.
 func phaseOf(p *session.Process, step int) string {
 	if c := peakCell(stepRow(p, step), allocatedPeak, PeakTie(p)); c != nil {
 		return c.Name
