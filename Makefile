@@ -24,21 +24,34 @@ test-go: build
 	VRAMSCOPE_BIN=$(BIN) go test ./...
 
 # The hook's tests run twice: under the system Python, which carries Debian's
-# torch 1.13, then in the torch 2.x venv (venv-torch2, built if missing) with
-# the real Lightning, transformers and accelerate. The first is skipped loudly
-# without pytest, unless VRAMSCOPE_REQUIRE_TORCH=1 (set by CI), which makes a
-# missing test stack a failure; the second never skips.
+# torch 1.13, and in the torch 2.x venv (venv-torch2, built if missing) with
+# the real Lightning, transformers and accelerate. The two suites run side by
+# side (one core each): the torch 1.13 suite's output waits in a log, printed
+# under its own heading when it ends, and either suite failing fails make. The
+# first is skipped loudly without pytest, unless VRAMSCOPE_REQUIRE_TORCH=1 (set
+# by CI), which makes a missing test stack a failure; the second never skips.
+T1_TEST = cd pyhook && VRAMSCOPE_BIN=$(BIN) PYTHONPATH=$(CURDIR)/pyhook \
+	$(PYTHON) -m pytest -q -rs -p no:cacheprovider tests
+T2_TEST = cd pyhook && VRAMSCOPE_BIN=$(BIN) VRAMSCOPE_REQUIRE_TORCH=1 VRAMSCOPE_REQUIRE_FRAMEWORKS=1 \
+	HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR)/pyhook $(T2_PY) -m pytest -q -rs -p no:cacheprovider tests
+
 test-py: build
-	@if $(PYTHON) -c 'import pytest' 2>/dev/null; then \
-		cd pyhook && VRAMSCOPE_BIN=$(BIN) PYTHONPATH=$(CURDIR)/pyhook $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests; \
+	@log=$$(mktemp); pid=; \
+	if $(PYTHON) -c 'import pytest' 2>/dev/null; then \
+		echo "== torch 1.13 suite ($(PYTHON)) started beside the torch 2.x one"; \
+		( $(T1_TEST) ) >$$log 2>&1 & pid=$$!; trap 'kill $$pid 2>/dev/null' INT TERM; \
 	elif [ "$$VRAMSCOPE_REQUIRE_TORCH" = 1 ]; then \
-		echo "FAIL: $(PYTHON) has no pytest (apt-get install python3-pytest python3-torch)"; exit 1; \
+		echo "FAIL: $(PYTHON) has no pytest (apt-get install python3-pytest python3-torch)"; rm -f $$log; exit 1; \
 	else \
 		echo "!!!! SKIPPED the pyhook tests: $(PYTHON) has no pytest (apt-get install python3-pytest python3-torch) !!!!"; \
-	fi
-	$(MAKE) --no-print-directory venv-torch2
-	cd pyhook && VRAMSCOPE_BIN=$(BIN) VRAMSCOPE_REQUIRE_TORCH=1 VRAMSCOPE_REQUIRE_FRAMEWORKS=1 HF_HUB_OFFLINE=1 \
-		PYTHONPATH=$(CURDIR)/pyhook $(T2_PY) -m pytest -q -rs -p no:cacheprovider tests
+	fi; \
+	rc2=0; $(MAKE) --no-print-directory venv-torch2 || rc2=$$?; \
+	if [ $$rc2 = 0 ]; then echo "== torch 2.x suite ($(T2_PY))"; ( $(T2_TEST) ) || rc2=$$?; fi; \
+	rc1=0; if [ -n "$$pid" ]; then \
+		wait $$pid || rc1=$$?; echo "== torch 1.13 suite ($(PYTHON)), its output:"; cat $$log; \
+	fi; rm -f $$log; \
+	if [ $$rc1 != 0 ] || [ $$rc2 != 0 ]; then \
+		echo "FAIL: the pyhook tests: torch 1.13 suite exit $$rc1, torch 2.x suite exit $$rc2"; exit 1; fi
 
 # The torch 2.x stack: a venv built from the pinned requirements, cached on
 # the machine keyed by the hash of that file and of the base Python, built
