@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"math/rand"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -180,6 +181,34 @@ func TestALastStepThatNeverUpdatedIsNoStep(t *testing.T) {
 	s.phase("zero_grad", 3*s.weights, 2*s.weights, 3*s.weights, 0, false)
 	if p := s.report(t); p.Totals.Steps != 13 {
 		t.Errorf("running: totals %d steps", p.Totals.Steps)
+	}
+}
+
+// Two watches' names (a GAN's D and G) count only the steps each ran: a
+// failed step and a last step that never reached its update are in
+// neither, and the names' steps add up to steps_total.
+func TestModelStepsAddUpToTheTotal(t *testing.T) {
+	s := newSynth(500*sMiB, false)
+	for i := range 10 {
+		s.model = [2]string{"D", "G"}[i%2]
+		if i == 4 {
+			s.failed(2000*sMiB, "oom")
+			continue
+		}
+		s.train(1000*sMiB, 64)
+	}
+	s.model = "G"
+	base := s.weights + s.held + 2*s.weights
+	s.phase("zero_grad", base+s.weights, base, base+s.weights, 0, false)
+	s.phase("forward", base, base+500*sMiB, base+500*sMiB, 32, false)
+	s.goodbye("exit")
+	p := s.report(t)
+	if p.StepsTotal != 9 || p.Totals.Failed != 1 {
+		t.Fatalf("%d steps, %d failed", p.StepsTotal, p.Totals.Failed)
+	}
+	want := []session.ModelSteps{{Model: "D", Steps: 4}, {Model: "G", Steps: 5}}
+	if !reflect.DeepEqual(p.Models, want) {
+		t.Errorf("models %+v, want %+v", p.Models, want)
 	}
 }
 

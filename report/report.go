@@ -368,10 +368,7 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		out.Steps = append(out.Steps, row)
 	}
 	out.PartialStep = partial
-	out.Models, out.ModelsCut = p.ModelSteps()
-	if out.Models == nil {
-		out.Models = []session.ModelSteps{}
-	}
+	out.Models, out.ModelsCut = modelSteps(p, notRun(p, partial))
 	out.NoOptimizer = noOpt
 	out.Totals = totals(p, out.PartialStep)
 	out.StepsTotal = out.Totals.Steps // the step it died in is the ending, not a step run
@@ -405,6 +402,44 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 	return out
 }
 
+// notRun is the newest step when it is no step the process ran: the one
+// it ended in (partial), or a last one that never reached its update
+// (diagnose.UnfinishedStep); -1 when none.
+func notRun(p *session.Process, partial int) int {
+	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
+		return partial
+	}
+	return diagnose.UnfinishedStep(p)
+}
+
+// modelSteps is p.ModelSteps() less step skip (notRun) when its model
+// counted it, so that the names' steps add up to the totals' (a failed
+// step the session counts under no name).
+func modelSteps(p *session.Process, skip int) ([]session.ModelSteps, bool) {
+	ms, cut := p.ModelSteps()
+	if ms == nil {
+		return []session.ModelSteps{}, cut
+	}
+	if skip < 0 {
+		return ms, cut
+	}
+	steps := p.Steps()
+	for k := len(steps) - 1; k >= 0; k-- {
+		if st := steps[k]; st.Index == skip {
+			if st.Failed != "" {
+				break
+			}
+			for i := range ms {
+				if ms[i].Model == st.Model && ms[i].Steps > 0 {
+					ms[i].Steps--
+				}
+			}
+			break
+		}
+	}
+	return ms, cut
+}
+
 // totals finds the session peaks over every step, leaving out step
 // partial when it is the newest (-1: none), and their phases in the table.
 // Steps and peaks come from the session's running totals, not from the
@@ -413,10 +448,8 @@ func totals(p *session.Process, partial int) Totals {
 	t := Totals{PeakAllocated: session.Unknown, PeakReserved: session.Unknown, PeakAllocatedStep: -1, PeakReservedStep: -1, PeakAllocatedPhaseAs: -1}
 	t.Failed = diagnose.FailedCount(p)
 	t.Steps = p.StepCount() - t.Failed
-	if peaks := p.StepPeaks(); partial >= 0 && len(peaks) > 0 && peaks[len(peaks)-1].Index == partial {
+	if notRun(p, partial) >= 0 {
 		t.Steps--
-	} else if diagnose.UnfinishedStep(p) >= 0 {
-		t.Steps-- // the process ended before its update: no step it ran
 	}
 	sp := diagnose.SessionPeakOf(p, partial)
 	if sp.Allocated.PeakAllocated.Known() {

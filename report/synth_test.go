@@ -39,6 +39,7 @@ type synth struct {
 	total   int64
 	cur     int64
 	spike   int64 // temporaries of optimizer.step() above its start
+	model   string // the watch's name each phase edge carries ("": none)
 }
 
 const (
@@ -87,9 +88,13 @@ func (s *synth) phase(name string, begin, end, peak int64, input int64, user boo
 	if name == "forward" && s.inputs && input > 0 {
 		b["input"] = map[string]any{"batch": input, "tokens": nil}
 	}
+	e := map[string]any{"type": "phase", "name": name, "step": s.step, "edge": "end", "user": user, "mem": s.mem(end, peak)}
+	if s.model != "" {
+		b["model"], e["model"] = s.model, s.model
+	}
 	s.msg(b)
 	s.mono += 0.01
-	s.msg(map[string]any{"type": "phase", "name": name, "step": s.step, "edge": "end", "user": user, "mem": s.mem(end, peak)})
+	s.msg(e)
 	s.cur = end
 }
 

@@ -501,12 +501,18 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 const maxModels = 32
 
 // countModel counts st under its model name, moving it when the name changed
-// (a step named by its first phase until its step phase names it).
+// (a step named by its first phase until its step phase names it). A step
+// that failed is no step its model ran: it leaves its count, as it is left
+// out of the totals.
 func (p *Process) countModel(st *Step) {
 	if st.Stepped {
 		p.sawStep = true
 	}
-	if st.Model == st.counted {
+	name := st.Model
+	if st.Failed != "" {
+		name = ""
+	}
+	if name == st.counted {
 		return
 	}
 	if p.models == nil {
@@ -514,17 +520,21 @@ func (p *Process) countModel(st *Step) {
 	}
 	if st.counted != "" {
 		p.models[st.counted]--
+		st.counted = ""
 	}
-	if _, ok := p.models[st.Model]; !ok {
+	if name == "" {
+		return
+	}
+	if _, ok := p.models[name]; !ok {
 		if len(p.modelOrder) >= maxModels {
 			st.counted = ""
 			p.modelsCut = true
 			return
 		}
-		p.modelOrder = append(p.modelOrder, st.Model)
+		p.modelOrder = append(p.modelOrder, name)
 	}
-	p.models[st.Model]++
-	st.counted = st.Model
+	p.models[name]++
+	st.counted = name
 }
 
 // ModelSteps is how many steps one watch's name was given.
