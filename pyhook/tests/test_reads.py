@@ -230,6 +230,45 @@ def test_sampler_reads_nothing_while_edges_read_more_often():
     assert all(m["type"] == "sample" and m["mem"] is not None for m in queued(client))
 
 
+def test_the_sampler_keeps_no_watch_alive():
+    # The sampler asks the watch that owns the client (a weak reference)
+    # between steps. It held the last one it asked through its wait, and
+    # asked it again from there: a model the loop dropped (a k-fold loop's
+    # last fold) stayed alive, on the device, with its watch.
+    import gc
+    import threading
+    import time
+    import weakref
+
+    class Watch:
+        def quiet_between(self, token):
+            return False
+
+    stats, binding, _ = counted_cuda()
+    client = _client.Client(make_config(sample_hz=200), cuda=stats, start=False)
+    watch = Watch()
+    client.owner = weakref.ref(watch)
+    gone = weakref.ref(watch)
+    client._sampling.set()
+    t = threading.Thread(target=client._run_sampler, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 5
+        while binding.calls < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the sampler asked the watch
+        assert binding.calls >= 3
+        del watch
+        deadline = time.monotonic() + 5
+        while gone() is not None and time.monotonic() < deadline:
+            gc.collect()
+            time.sleep(0.01)
+        assert gone() is None, "the sampler keeps a dropped watch alive"
+    finally:
+        client._sampling.clear()
+        client._stop.set()
+        t.join(1)
+
+
 def test_edges_wake_the_sender_near_the_batch_and_not_before():
     # Client.put sets the wake event when it brings the queue to the batch
     # or one short of it (a switch queues two edges), never for fewer.

@@ -529,6 +529,9 @@ class Client(SenderMixin):
                            "mem": mem})
                 if quiet:  # quiet before the read, and (asked there) after it
                     _safe.call(watch.saw_between, token, mem["max_allocated"])
+            # Not held through the wait: a watch whose model the loop dropped
+            # goes with it (the owner is a weak reference).
+            watch = None
 
 def _mem_source(cuda, exact):
     """The hello's ``mem_source`` (docs/protocol.md, "Memory sources"): the
