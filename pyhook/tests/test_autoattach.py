@@ -97,7 +97,8 @@ print(json.dumps({
 def test_an_attached_model_the_loop_drops_is_freed_with_its_optimizer(startup, torch_mod):
     # A k-fold loop makes a model and an optimizer per fold and drops them:
     # auto-attach held the first fold's for the rest of the process (on a
-    # GPU, its weights, gradients and Adam state). It now holds them weakly.
+    # GPU, its weights, gradients and Adam state). It now holds them weakly,
+    # and the second fold's model, attached in the first's place, goes too.
     proc = run_py(startup, """
 import gc, json, weakref, torch
 from vramscope import _autoattach
@@ -118,7 +119,7 @@ print(json.dumps({"alive": [[m() is not None, o() is not None, a] for m, o, a in
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr, proc.stderr
     got = json.loads(proc.stdout)
-    assert got == {"alive": [[False, False, True], [False, False, False]], "gone": True}
+    assert got == {"alive": [[False, False, True], [False, False, True]], "gone": True}
 
 
 def test_a_loop_calling_the_models_children_gets_the_model_watched(startup, torch_mod):
@@ -400,3 +401,92 @@ print(json.dumps({"ignored_other": ignored, "optimizer": st.optimizer is opt,
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"ignored_other": True, "optimizer": True, "old_removed": True,
                                        "new": True, "same_client": True, "model_pre_hooks": 1}
+
+
+KFOLD = """
+import gc, sys, torch
+torch.manual_seed(0)
+for fold in range(3):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    opt = torch.optim.Adam(model.parameters())
+    for _ in range(5):
+        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+    if sys.argv[1] == "freed":
+        del model, opt
+        gc.collect()
+print("trained")
+"""
+
+
+@pytest.mark.parametrize("old", ["kept", "freed"])
+def test_a_new_model_later_in_the_process_is_attached_in_place_of_the_last(
+        startup, monitor, torch_mod, tmp_path, old):
+    # A k-fold loop: a new model and optimizer per fold. Auto-attach hooked
+    # the first fold's only; a backward that no watch takes, once the model
+    # watched no longer trains (freed, or a second such backward with no
+    # step of its own between), puts the global module hook back, and the
+    # next fold's model is watched from its next forward on, on the same
+    # connection, named apart from the folds before.
+    script = tmp_path / "kfold.py"
+    script.write_text(KFOLD)
+    proc = run_py(startup, [str(script), old], sock=monitor.path)
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr
+    assert monitor.wait_for(lambda m: any(x.get("type") == "goodbye" for x in m.messages()))
+    msgs = monitor.messages()
+    assert sum(m.get("type") == "hello" for m in msgs) == 1
+    assert [m["reason"] for m in msgs if m.get("type") == "goodbye"] == ["exit"]
+    ends = [(m["model"], m["step"]) for m in msgs
+            if m.get("type") == "phase" and m["name"] == "step" and m["edge"] == "end"]
+    names = [n for n, _ in ends]
+    assert sorted(set(names), key=names.index) == ["Sequential", "Sequential_2", "Sequential_3"]
+    # The folds after the first are watched from their second step (the
+    # model freed: the first backward retires it) or their third.
+    seen = 4 if old == "freed" else 3
+    assert [names.count(n) for n in ("Sequential", "Sequential_2", "Sequential_3")] == [5, seen, seen]
+    assert [s for _, s in ends] == list(range(5 + 2 * seen))
+
+
+def test_backwards_beside_the_models_own_keep_it_watched(startup, torch_mod):
+    # Two probes trained on the model's features after each step, and a
+    # GAN's two models: backwards that no watch takes come beside the
+    # watched model's own steps. It stays watched, and the module hook the
+    # probes' backwards put back once is gone again.
+    proc = run_py(startup, STATE + """
+probes = [torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)]
+popt = torch.optim.SGD([p for m in probes for p in m.parameters()], lr=0.1)
+for _ in range(4):
+    opt.zero_grad(); out = model(torch.randn(4, 8)); out.sum().backward(); opt.step()
+    popt.zero_grad()
+    for m in probes:
+        m(out.detach()).sum().backward()
+    popt.step()
+print(json.dumps({"model": st.model is model, "hooks": len(modmod._global_forward_pre_hooks),
+                  "steps": st.handle.client.step, "name": st.handle.watcher.name,
+                  "kept": st.keep_model}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"model": True, "hooks": 0, "steps": 4, "name": "Sequential", "kept": True}, got
+    proc = run_py(startup, """
+import json, torch
+from vramscope import _autoattach
+from torch.nn.modules import module as modmod
+G = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 6))
+D = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+optD, optG = torch.optim.Adam(D.parameters()), torch.optim.Adam(G.parameters())
+for _ in range(5):
+    optD.zero_grad()
+    D(torch.randn(4, 6)).mean().backward()
+    D(G(torch.randn(4, 4)).detach()).mean().neg().backward()
+    optD.step()
+    optG.zero_grad()
+    D(G(torch.randn(4, 4))).mean().backward()
+    optG.step()
+st = _autoattach.state()
+print(json.dumps({"D": st.model is D, "hooks": len(modmod._global_forward_pre_hooks)}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"D": True, "hooks": 0}, got

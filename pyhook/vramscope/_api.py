@@ -135,14 +135,16 @@ def check_name(name):
         raise ValueError("vramscope.watch: name must be a non-empty string, got %r" % (name,))
 
 
-def _unique_name(name, model, client):
+def _unique_name(name, model, client, given=()):
     """The given name, or the model's class name with ``_2``, ``_3`` ... after
-    it when another live watch on ``client`` already has it."""
+    it when another live watch on ``client``, or one of ``given``, already
+    has it."""
     if name is not None:
         return _messages.watch_name(name)
     base = _messages.watch_name(type(model).__name__)
     with _lock:
         taken = {h.watcher.name for h in _live_handles() if h.client is client}
+    taken.update(given)
     text, n = base, 1
     while text in taken:
         n += 1

@@ -16,6 +16,13 @@ then attaches with torch's global hooks (features detected, never versions):
   ``step()``. Without this hook (torch 1.13) such a late optimizer is not
   seen, and one warning says to call ``vramscope.watch(model, optimizer)``.
 
+* the global ``torch.autograd.backward`` wrapper (the watch's own,
+  ``_backward.on_unclaimed``): once the model attached no longer trains (it
+  was freed, or two backwards no watch took came with no step of its own
+  between them: a k-fold loop's next fold), the module hook goes back on
+  and the next model that trains is attached in its place
+  (:func:`_on_unclaimed_backward`).
+
 An explicit ``vramscope.watch()`` wins: the first one stands auto-attach down
 for the whole process, and when auto-attach had already hooked a model, the
 user's watch takes its place on the same connection (the monitor sees one
@@ -32,7 +39,7 @@ import threading
 import warnings
 import weakref
 
-from . import _api, _compiled, _patch, _safe, _tracebacks
+from . import _api, _backward, _compiled, _patch, _safe, _tracebacks
 
 _lock = threading.RLock()
 _state = None
@@ -76,6 +83,7 @@ class _State:
     model = _Weak()
     optimizer = _Weak()
     handle = _Weak()
+    retired = _Weak()
 
     def __init__(self):
         self.torch = None
@@ -84,6 +92,14 @@ class _State:
         self.optimizer = None
         self.handle = None
         self.module_hook = None  # RemovableHandle of the global forward pre-hook
+        self.register_module = None  # torch's register_module_forward_pre_hook
+        # A model that stopped training (_on_unclaimed_backward): the module
+        # hook is back on, and the next module that trains takes its place.
+        self.retired = None
+        self.rearmed = False  # the module hook is back on for a retired model
+        self.unclaimed_at = None  # (step, micro) of the last backward no watch took
+        self.keep_model = False  # the retired model trained on: never again
+        self.names = set()  # the watch names auto-attach gave
         self.step_hook = None  # RemovableHandle of the global optimizer step pre-hook
         self.finder = None
         self.real_watch = _REAL_WATCH
@@ -225,7 +241,9 @@ def _on_torch(torch):
             return
         global _compiling
         _compiling = _compiled.dynamo_check(torch)
+        st.register_module = register_module
         st.module_hook = register_module(_on_module_call)
+        _backward.on_unclaimed(_on_unclaimed_backward)
         # torch.optim deletes its ``optimizer`` attribute (1.13 and 2.x): the
         # module is found where the Optimizer class was defined.
         base = getattr(getattr(torch, "optim", None), "Optimizer", None)
@@ -318,13 +336,20 @@ def _attach(st, module, args, caller=None):
     with _lock:
         if st.model is not None or st.standing_down:
             return None
-        if _api.current_client() is not None and _api._refs > 0:
+        rearmed, retired = st.rearmed, st.retired
+        if not rearmed and _api.current_client() is not None and _api._refs > 0:
             # The script watch()ed already, through a reference to watch
             # taken before auto-attach was installed: it is in charge.
             st.standing_down = True
             _remove_global_hooks(st)
             return None
         _remove_module_hook(st)
+        st.rearmed, st.retired = False, None
+        if retired is not None and retired is not GONE and _within(module, retired):
+            # The retired model trains on (backwards of others beside its
+            # own): it stays watched, and is never retired so again.
+            st.model, st.keep_model = retired, True
+            return None
         if optimizer is None:
             optimizer = find_optimizer(torch, module)
         called = module
@@ -336,7 +361,21 @@ def _attach(st, module, args, caller=None):
         st.model = module
         st.optimizer = optimizer
         before = set(getattr(module, "_forward_pre_hooks", {}))
-        st.handle = st.real_watch(module, optimizer)
+        old = st.handle
+        if not rearmed:
+            st.handle = st.real_watch(module, optimizer)
+        else:
+            # In place of the retired model's watch, on the same connection:
+            # watch first, then remove it, so that the monitor sees one
+            # process (as _explicit_watch does).
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    st.handle = st.real_watch(module, optimizer, name=_name(st, module))
+                finally:
+                    if old is not None and old is not GONE:
+                        _safe.call(old.remove)
+        st.names.add(getattr(getattr(st.handle, "watcher", None), "name", None))
         _mid_step(st.handle)
         if optimizer is None and st.step_hook is None:
             _warn_once(st, "auto-attach found no optimizer for %s when it first trained, and "
@@ -363,6 +402,51 @@ def _attach(st, module, args, caller=None):
         if result is not None:
             args = result if isinstance(result, tuple) else (result,)
     return args
+
+
+def _within(module, model):
+    """Whether ``module`` is ``model`` or one of its modules."""
+    return module is model or any(m is module for m in model.modules())
+
+
+def _name(st, module):
+    """The watch name of a model attached in place of a retired one: its
+    class name, made unique among the live watches and those auto-attach
+    gave before (a k-fold loop's folds: ``Net``, ``Net_2``, ``Net_3``)."""
+    return _api._unique_name(None, module, _api.current_client(), st.names)
+
+
+def _on_unclaimed_backward():
+    """The global backward wrapper ran a backward that no watch took. When
+    auto-attach's model no longer trains, the global module hook goes back
+    on and the next module that trains is attached in its place (_attach):
+    a k-fold loop's next fold, a search's next trial, a second stage with a
+    new model. It no longer trains when it was freed, or when two such
+    backwards came with no step or backward of its own between them (the
+    first may be an auxiliary model's, trained beside it)."""
+    st = _state
+    if st is None or st.standing_down or st.module_hook is not None or st.keep_model:
+        return
+    model = st.model
+    if model is None:
+        return
+    if model is not GONE:
+        handle = st.handle
+        client = getattr(handle, "client", None)
+        if client is None or getattr(handle, "watcher", None) is None:
+            return
+        at = (client.step, client.micro)
+        if st.unclaimed_at != at:
+            st.unclaimed_at = at
+            return
+    with _lock:
+        if st.standing_down or st.module_hook is not None or st.model is not model \
+                or st.register_module is None:
+            return
+        st.unclaimed_at = None
+        st.rearmed, st.retired = True, model
+        st.model = st.optimizer = None
+        st.module_hook = st.register_module(_on_module_call)
 
 
 def _on_optimizer_step(optimizer, args, kwargs):

@@ -34,7 +34,9 @@ _lock = threading.Lock()
 _listeners = []
 # "listeners": a tuple of _listeners as it stands, which the wrapper reads
 # (no copy a call; add() and discard() replace it).
-_state = {"torch": None, "autograd": None, "listeners": ()}
+# "unclaimed": called (no arguments) after a backward no listener took
+# (auto-attach's, which then looks for a model that trains in place of its own).
+_state = {"torch": None, "autograd": None, "listeners": (), "unclaimed": None}
 
 
 # What Watcher.user_backward answers for a backward it does not take.
@@ -104,6 +106,11 @@ def _make(original, name):
                     owner = w
             except Exception as exc:  # noqa: BLE001 - never break backward()
                 _safe.report(exc)
+        if owner is None and _state["unclaimed"] is not None:
+            try:
+                _state["unclaimed"]()
+            except Exception as exc:  # noqa: BLE001 - never break backward()
+                _safe.report(exc)
         local.depth = 1
         try:
             return original(*args, **kwargs)
@@ -125,6 +132,11 @@ def _make(original, name):
     backward.__wrapped__ = original
     backward._vramscope_wrapper = True
     return backward
+
+
+def on_unclaimed(callback):
+    """Call ``callback()`` after each backward no listener takes (None: none)."""
+    _state["unclaimed"] = callback
 
 
 def installed():
