@@ -469,6 +469,28 @@ print(json.dumps({"model": st.model is model, "hooks": len(modmod._global_forwar
     assert "Warning" not in proc.stderr, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {"model": True, "hooks": 0, "steps": 4, "name": "Sequential", "kept": True}, got
+    # The same where the loop calls the model's children: the first module
+    # that trains after the probes is a child, whose optimizer and owner are
+    # the watched model's.
+    proc = run_py(startup, STATE + """
+probes = [torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)]
+popt = torch.optim.SGD([p for m in probes for p in m.parameters()], lr=0.1)
+for _ in range(4):
+    opt.zero_grad()
+    out = torch.randn(4, 8)
+    for child in model:
+        out = child(out)
+    out.sum().backward(); opt.step()
+    popt.zero_grad()
+    for m in probes:
+        m(out.detach()).sum().backward()
+    popt.step()
+print(json.dumps({"model": st.model is model, "optimizer": st.optimizer is opt,
+                  "hooks": len(modmod._global_forward_pre_hooks), "kept": st.keep_model}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"model": True, "optimizer": True, "hooks": 0, "kept": True}, got
     proc = run_py(startup, """
 import json, torch
 from vramscope import _autoattach

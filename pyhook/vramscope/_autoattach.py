@@ -345,10 +345,8 @@ def _attach(st, module, args, caller=None):
             return None
         _remove_module_hook(st)
         st.rearmed, st.retired = False, None
-        if retired is not None and retired is not GONE and _within(module, retired):
-            # The retired model trains on (backwards of others beside its
-            # own): it stays watched, and is never retired so again.
-            st.model, st.keep_model = retired, True
+        if module is retired:
+            _keep(st, retired, None)
             return None
         if optimizer is None:
             optimizer = find_optimizer(torch, module)
@@ -358,6 +356,9 @@ def _attach(st, module, args, caller=None):
             # trains (a loop that calls model.encoder(x), a training_step
             # that calls self.net(x)): watch that model.
             module = find_owner(torch, module, optimizer)
+        if module is retired:
+            _keep(st, retired, optimizer)
+            return None
         st.model = module
         st.optimizer = optimizer
         before = set(getattr(module, "_forward_pre_hooks", {}))
@@ -404,9 +405,12 @@ def _attach(st, module, args, caller=None):
     return args
 
 
-def _within(module, model):
-    """Whether ``module`` is ``model`` or one of its modules."""
-    return module is model or any(m is module for m in model.modules())
+def _keep(st, retired, optimizer):
+    """The retired model trains on (backwards of other models beside its
+    own): it stays watched, and is never retired so again. (Lock held.)"""
+    st.model, st.keep_model = retired, True
+    if optimizer is not None:
+        st.optimizer = optimizer
 
 
 def _name(st, module):
@@ -445,7 +449,7 @@ def _on_unclaimed_backward():
             return
         st.unclaimed_at = None
         st.rearmed, st.retired = True, model
-        st.model = st.optimizer = None
+        st.model = None  # its optimizer stays: the step hook's late-optimizer path stays shut
         st.module_hook = st.register_module(_on_module_call)
 
 
