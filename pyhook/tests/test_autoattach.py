@@ -404,16 +404,20 @@ print(json.dumps({"ignored_other": ignored, "optimizer": st.optimizer is opt,
 
 
 KFOLD = """
-import gc, sys, torch
+import gc, json, sys, weakref, torch
 torch.manual_seed(0)
+folds, alive = [], []
 for fold in range(3):
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     opt = torch.optim.Adam(model.parameters())
     for _ in range(5):
         opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+    alive.append(sum(r() is not None for r in folds))
+    folds.append(weakref.ref(model))
     if sys.argv[1] == "freed":
         del model, opt
         gc.collect()
+print(json.dumps(alive))
 print("trained")
 """
 
@@ -445,6 +449,9 @@ def test_a_new_model_later_in_the_process_is_attached_in_place_of_the_last(
     seen = 4 if old == "freed" else 3
     assert [names.count(n) for n in ("Sequential", "Sequential_2", "Sequential_3")] == [5, seen, seen]
     assert [s for _, s in ends] == list(range(5 + 2 * seen))
+    # The fold before, which the loop dropped, is freed once its watch is
+    # removed (it held it in a cycle), not at the collector's next pass.
+    assert json.loads(proc.stdout.splitlines()[0]) == [0, 0, 0]
 
 
 def test_backwards_beside_the_models_own_keep_it_watched(startup, torch_mod):

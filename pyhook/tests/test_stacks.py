@@ -665,3 +665,58 @@ def test_a_deleted_model_is_not_kept_alive_by_the_watch_registry(torch_mod, monk
     gc.collect()
     assert alive() is None, "a notebook's deleted model must free its (GPU) memory"
     assert _api.watched() == []
+
+
+@pytest.mark.parametrize("every", [0, 1])
+def test_a_removed_watch_frees_its_model_at_once(torch_mod, monkeypatch, every):
+    # The watch's own bound methods made it a reference cycle, with its
+    # model and optimizer: after remove(), a model the loop dropped stayed
+    # (on the GPU: weights, gradients, optimizer state) until the cyclic
+    # collector's next full collection; torch alone frees it at once.
+    import gc
+    import weakref
+    torch = torch_mod
+    watched_client(monkeypatch)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.Adam(model.parameters())
+    handle = vramscope.watch(model, opt, activations_every=every)
+    for _ in range(4):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+    handle.remove()
+    alive = weakref.ref(model), weakref.ref(opt)
+    gc.disable()
+    try:
+        del model, opt
+        assert [r() is None for r in alive] == [True, True], "freed by reference counts"
+    finally:
+        gc.enable()
+
+
+def test_each_folds_watch_frees_the_folds_before(torch_mod, monkeypatch):
+    # A k-fold loop with a watch() per fold that it never removes: the
+    # hooks tie each fold's model in a cycle, and the collector's next full
+    # collection may be many steps away. The next fold's watch() frees
+    # them before its model trains (_api.free_dropped).
+    import gc
+    import weakref
+    torch = torch_mod
+    watched_client(monkeypatch)
+    folds, alive = [], []
+    gc.disable()
+    try:
+        for _ in range(3):
+            model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+            opt = torch.optim.Adam(model.parameters())
+            vramscope.watch(model, opt)
+            alive.append(sum(r() is not None for r in folds))
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.randn(4, 8)).sum().backward()
+                opt.step()
+            folds.append(weakref.ref(model))
+    finally:
+        gc.enable()
+    assert alive == [0, 0, 0]
+    assert [h.watcher.model is model for h in _api._live_handles()] == [True]

@@ -6,6 +6,7 @@ Handle is removed, and with reason ``exit`` at interpreter exit.
 """
 
 import atexit
+import gc
 import os
 import sys
 import threading
@@ -267,6 +268,7 @@ def _watch_now(model, optimizer, config, name=None):
         return Handle()
     inner = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
     _replace_earlier(model, inner)
+    free_dropped()
     client = _client_for(config, model)
     watcher = _watch.Watcher(torch, client, model, inner, config, wrapper=optimizer,
                              name=_unique_name(name, model, client))
@@ -284,6 +286,23 @@ def _watch_now(model, optimizer, config, name=None):
         _handles.append(weakref.ref(handle))
     watcher.handle = handle  # the handle lives as long as the hooks do
     return handle
+
+
+def free_dropped():
+    """Free the models the loop dropped while watched, before another is.
+
+    A watch's hooks tie its model, optimizer and watch in reference cycles
+    (the model's hooks and the optimizer's patches call the watch, which
+    holds them), which only the cyclic collector frees: a model dropped by
+    the loop (a k-fold loop's last fold, with its gradients and optimizer
+    state) stayed on the device until the next full collection, which a
+    training loop may not make for many steps, where torch alone frees it
+    at once. One collection, only where a watch lives, frees it before the
+    next model trains (docs/hook.md, "Several models")."""
+    with _lock:
+        others = bool(_live_handles())
+    if others:
+        gc.collect()
 
 
 def census():

@@ -336,6 +336,8 @@ def _attach(st, module, args, caller=None):
     with _lock:
         if st.model is not None or st.standing_down:
             return None
+        if st.rearmed:
+            _api.free_dropped()  # the retired model, if the loop dropped it
         rearmed, retired = st.rearmed, st.retired
         if not rearmed and _api.current_client() is not None and _api._refs > 0:
             # The script watch()ed already, through a reference to watch

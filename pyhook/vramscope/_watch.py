@@ -394,6 +394,11 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             _safe.call(undo)
         self._undo = []
         _safe.call(self.end_capture)
+        # The watch's own bound methods it keeps make it a reference cycle,
+        # and with it its model and optimizer, which only the cyclic
+        # collector frees: dropped, a model the loop drops after remove()
+        # is freed at once, as without the hook.
+        self._step_plan = self._grad_hook = self._done_callback = None
 
     # ---- phase bookkeeping -------------------------------------------------------
 
