@@ -53,6 +53,14 @@ class Memory:
         if kind.resume:  # the optimizer's state loaded from a checkpoint with the weights
             self.state = {self.share(): sim.malloc(m.adam(self.share()))}
 
+    def new_fold(self):
+        """A k-fold loop's next fold: the last model, its gradients and its
+        optimizer's state freed, a new model's weights made."""
+        for h in [self.w] + list(self.grads.values()) + list(self.state.values()):
+            self.sim.free(h)
+        self.grads, self.state = {}, {}
+        self.w = self.sim.malloc(self.k.model.weights())
+
     def shape(self):
         k = self.k
         return k.batch(self.step), k.seq(self.step)
@@ -556,8 +564,14 @@ def run(kind, socket, rank):
             torch.cuda.empty_cache()
 
     oom = getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
+    fold = -(-kind.steps // kind.folds)
     try:
         for i in range(kind.steps):
+            if i and i % fold == 0:  # the next fold: a new model, optimizer and watch
+                mem.new_fold()
+                model = called = Net(mem)
+                opt = zeroes = Adam(model.parameters(), mem)
+                vramscope.watch(model, opt, socket=socket)
             if not kind.skip_failed:
                 iteration(i)
                 continue

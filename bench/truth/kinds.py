@@ -40,6 +40,11 @@ its weights held on the device) instead of the watched one: no forward the
 hook sees, only memory used between steps, which the report calls
 ``between_steps`` (docs/hook.md, "Between steps"); the scorecard expects
 the allocator's evaluation under that name.
+
+``folds=N``: a k-fold loop, the steps split into N folds, each with a new
+model and optimizer (the last fold's freed first: its weights, gradients
+and Adam state), watched by a ``watch()`` of its own on the same
+connection; each fold's first update makes its Adam state again.
 """
 
 import sizes
@@ -67,7 +72,7 @@ class Kind:
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
-                        eval_grad=False, skip_failed=False, no_backward=(), resume=False)
+                        eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -182,6 +187,7 @@ K = [
     Kind("resume", 120, dict(pattern="steady"), resume=True, batch=4, seq=512),
     # An epoch of 100 samples in batches of 8 without drop_last: every 13th
     # batch holds the 4 left over.
+    Kind("kfold", 150, dict(pattern="warmup"), folds=3, batch=4, seq=512),  # plain loop: no wrap, no eval
     Kind("epoch-tail-batch", 260, dict(pattern=("warmup", "steady")),
          batch=lambda step: 4 if step % 13 == 12 else 8, seq=512),
     Kind("unfreeze-noisy-10pct", 400, dict(pattern=("warmup", "steady"), level=[150]), noise=0.10,

@@ -212,11 +212,13 @@ def judge(kind, expect, proc, truth):
             and not expect.get("level"):
         # Nothing moves after the first steps (and the step after them,
         # which may still differ from the last breakdown step, or after a
-        # skipped update): every step read once repeats a breakdown step
-        # (same_as), none is said to have moved.
+        # skipped update, or a k-fold loop's new fold): every step read
+        # once repeats a breakdown step (same_as), none is said to have moved.
+        fold = -(-kind.steps // kind.folds)
+        starts = tuple(kind.skipped) + tuple(kind.no_backward) + tuple(range(fold, kind.steps, fold))
         for s in steps:
             if s["step"] >= WARMUP + 2 and s["plain"] and (s["moved"] or s["same_as"] < 0) \
-                    and not any(0 <= s["step"] - k <= 2 for k in kind.skipped + kind.no_backward):
+                    and not any(0 <= s["step"] - k <= 2 for k in starts):
                 bad.append("step %d read once, moved %s, same_as %s" % (s["step"], s["moved"], s["same_as"]))
     cell("labels", not bad, "%d: %s" % (len(bad), "; ".join(bad[:3])))
 
