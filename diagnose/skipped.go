@@ -11,13 +11,26 @@ import (
 const maxSkippedListed = 8
 
 // SkippedUpdate reports whether step st of p ran without updating: p has an
-// optimizer, st had no optimizer step (a backward, then the next zero_grad
-// before any optimizer.step()), and st is neither a step that failed, nor
-// the step p ended in, nor a last one the run ended before it updated
-// (UnfinishedStep).
+// optimizer, st trained (a forward, loss or backward) and had no optimizer
+// step (a backward, then the next zero_grad before any optimizer.step()),
+// and st is neither a step that failed, nor the step p ended in, nor a last
+// one the run ended before it updated (UnfinishedStep). A row of a lone
+// zero_grad trained nothing: a watch begun inside a step whose update was
+// already under way (auto-attach's next model under Lightning, whose
+// optimizer.step() runs the training step as its closure).
 func SkippedUpdate(p *session.Process, st *session.Step) bool {
-	return !st.Stepped && st.Failed == "" && !p.NoOptimizer() &&
+	return !st.Stepped && st.Failed == "" && !p.NoOptimizer() && trained(st) &&
 		st.Index != partialStep(p) && st.Index != UnfinishedStep(p)
+}
+
+// trained reports whether st has a training phase besides zero_grad.
+func trained(st *session.Step) bool {
+	for i := range st.Phases {
+		if c := &st.Phases[i]; !c.User && c.Name != "zero_grad" {
+			return true
+		}
+	}
+	return false
 }
 
 // Skipped is the steps of a process that skipped their update, among the

@@ -21,6 +21,18 @@ func withoutUpdates(msgs []ipc.Message, skip func(step int) bool) []ipc.Message 
 	return renumber(out)
 }
 
+// onlyZero keeps step's zero_grad alone of its training phases.
+func onlyZero(msgs []ipc.Message, step int) []ipc.Message {
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if m.Type == ipc.TypePhase && m.Step == step && !m.User && m.Name != "zero_grad" {
+			continue
+		}
+		out = append(out, m)
+	}
+	return renumber(out)
+}
+
 // A few steps that skipped their update are named, with the GradScaler as
 // the likely reason; every other step skipping it is another optimizer
 // updating between this model's (a GAN with one model watched), with the
@@ -34,6 +46,9 @@ func TestStepsThatSkippedTheirUpdateAreNamed(t *testing.T) {
 		line        string
 	}{
 		{"none", func(int) bool { return false }, 0, false, ""},
+		// A watch begun inside a step whose update was under way sees its
+		// zero_grad only: nothing it trained skipped an update.
+		{"lone zero_grad", func(s int) bool { return s == 5 }, 0, false, ""},
 		{"scaler", func(s int) bool { return s == 3 || s == 4 || s == 9 }, 3, false,
 			"3 steps skipped the optimizer step: 3, 4, 9 (a backward, then the next zero_grad before any optimizer.step(), as a GradScaler"},
 		// The last step, which never updated, is no step the run finished.
@@ -41,7 +56,11 @@ func TestStepsThatSkippedTheirUpdateAreNamed(t *testing.T) {
 			"every other step skipped its optimizer step (9 of 19): another optimizer updates between this model's updates"},
 	}
 	for _, c := range cases {
-		s, p := storeOf(t, withoutUpdates(demoMessages(t, "warmup", 20), c.skip), false)
+		msgs := withoutUpdates(demoMessages(t, "warmup", 20), c.skip)
+		if c.name == "lone zero_grad" {
+			msgs = onlyZero(msgs, 5)
+		}
+		s, p := storeOf(t, msgs, false)
 		d := Diagnose(s, p)
 		if c.count == 0 {
 			if d.Skipped != nil || strings.Contains(strings.Join(d.Lines(), "\n"), "skipped") {
