@@ -519,3 +519,30 @@ print(json.dumps({"D": st.model is D, "hooks": len(modmod._global_forward_pre_ho
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {"D": True, "hooks": 0}, got
+
+
+def test_a_later_model_is_named_apart_from_one_attached_at_its_step(startup, monitor, torch_mod):
+    # A loop whose training step is the optimizer's closure (Lightning's
+    # shape): the first model is attached at its first step() (torch 2.x's
+    # global step hook), then a second such model, the first dropped: the
+    # second is attached in the first's place under a name of its own.
+    need_attr(sys.modules.get("torch.optim.optimizer"), "register_optimizer_step_pre_hook",
+              "torch.optim.optimizer.register_optimizer_step_pre_hook")
+    proc = run_py(startup, """
+import torch
+for fold in range(2):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    def closure():
+        loss = model(torch.randn(4, 8)).sum()
+        opt.zero_grad()
+        loss.backward()
+        return loss
+    for _ in range(5):
+        opt.step(closure)
+""", sock=monitor.path)
+    assert proc.returncode == 0, proc.stderr
+    assert monitor.wait_for(lambda m: any(x.get("type") == "goodbye" for x in m.messages()))
+    names = [m["model"] for m in monitor.messages()
+             if m.get("type") == "phase" and m["name"] == "step" and m["edge"] == "end"]
+    assert sorted(set(names), key=names.index) == ["Sequential", "Sequential_2"], names

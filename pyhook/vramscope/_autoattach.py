@@ -146,10 +146,13 @@ def _patch_watch():
 
 
 def _mid_step(handle):
-    # Auto-attach hooks inside step 0, after any zero_grad it had.
+    # Auto-attach hooks inside step 0, after any zero_grad it had. Its name
+    # is one a later model's watch is named apart from (_name).
     watcher = getattr(handle, "watcher", None)
     if watcher is not None:
         watcher.started_mid_step()
+        if _state is not None:
+            _state.names.add(watcher.name)
 
 
 def _explicit_watch(model, optimizer=None, **kwargs):
@@ -378,7 +381,6 @@ def _attach(st, module, args, caller=None):
                 finally:
                     if old is not None and old is not GONE:
                         _safe.call(old.remove)
-        st.names.add(getattr(getattr(st.handle, "watcher", None), "name", None))
         _mid_step(st.handle)
         if optimizer is None and st.step_hook is None:
             _warn_once(st, "auto-attach found no optimizer for %s when it first trained, and "
