@@ -38,7 +38,7 @@ type synth struct {
 	inputs  bool // send the protocol's input field on forward begins
 	total   int64
 	cur     int64
-	spike   int64 // temporaries of optimizer.step() above its start
+	spike   int64  // temporaries of optimizer.step() above its start
 	model   string // the watch's name each phase edge carries ("": none)
 }
 
