@@ -35,7 +35,7 @@ type Failed struct {
 func FailedCount(p *session.Process) int {
 	n := p.FailedCount()
 	if dead := partialStep(p); dead >= 0 && n > 0 {
-		if st := stepRow(p, dead); st != nil && st.Failed != "" {
+		if st := StepRow(p, dead); st != nil && st.Failed != "" {
 			n--
 		}
 	}

@@ -107,7 +107,7 @@ func ratioString(r float64) string {
 // forward's; -1 when unknown.
 func inputOf(p *session.Process, step int) (batch, tokens int64) {
 	batch, tokens = -1, -1
-	if st := stepRow(p, step); st != nil {
+	if st := StepRow(p, step); st != nil {
 		batch, tokens = st.Batch, st.Tokens
 	}
 	for k := len(p.Spans()) - 1; k >= 0 && k >= len(p.Spans())-8; k-- {

@@ -64,11 +64,11 @@ func SessionPeakOf(p *session.Process, exclude int) SessionPeak {
 	}
 	sp := SessionPeak{Allocated: a, Reserved: r, AllocatedAs: -1}
 	if a.PeakAllocated.Known() {
-		c := peakCell(stepRow(p, a.Index), allocatedPeak, tie)
+		c := peakCell(StepRow(p, a.Index), allocatedPeak, tie)
 		if c != nil && c.PeakAllocated+tie < a.PeakAllocated {
 			c = nil // no phase read holds the step's peak: never guess one
 		}
-		if ref := stepRow(p, a.SameAs); c == nil && ref != nil && a.SameAs >= 0 {
+		if ref := StepRow(p, a.SameAs); c == nil && ref != nil && a.SameAs >= 0 {
 			if rc := peakCell(ref, allocatedPeak, tie); rc != nil && rc.PeakAllocated == ref.PeakAllocated {
 				c, sp.AllocatedAs = rc, ref.Index
 			}
@@ -76,7 +76,7 @@ func SessionPeakOf(p *session.Process, exclude int) SessionPeak {
 		sp.AllocatedCell = c
 	}
 	if r.PeakReserved.Known() {
-		sp.ReservedCell = peakCell(stepRow(p, r.Index), reservedPeak, tie)
+		sp.ReservedCell = peakCell(StepRow(p, r.Index), reservedPeak, tie)
 	}
 	return sp
 }
@@ -143,9 +143,9 @@ func partialStep(p *session.Process) int {
 	return -1
 }
 
-// stepRow returns the table row of a step, nil when it is not (or no
+// StepRow returns the table row of a step, nil when it is not (or no
 // longer) in the bounded table.
-func stepRow(p *session.Process, index int) *session.Step {
+func StepRow(p *session.Process, index int) *session.Step {
 	for k := len(p.Steps()) - 1; k >= 0; k-- {
 		if p.Steps()[k].Index == index {
 			return p.Steps()[k]
@@ -219,7 +219,7 @@ func UnfinishedStep(p *session.Process) int {
 
 // phaseOf names the phase of a step that holds its peak, "" when unknown.
 func phaseOf(p *session.Process, step int) string {
-	if c := peakCell(stepRow(p, step), allocatedPeak, PeakTie(p)); c != nil {
+	if c := peakCell(StepRow(p, step), allocatedPeak, PeakTie(p)); c != nil {
 		return c.Name
 	}
 	return ""

@@ -55,7 +55,7 @@ func warmupRise(p *session.Process, d *Diagnosis, pk []session.StepPeak) *Warmup
 		FromPeak: prev.PeakAllocated, StepPeak: cur.PeakAllocated,
 		Optimizer: 0, OptimizerAnatomy: session.Unknown, Gradients: 0,
 		Cache: session.Unknown, NonPyTorch: session.Unknown}
-	before, after := stepRow(p, prev.Index), stepRow(p, cur.Index)
+	before, after := StepRow(p, prev.Index), StepRow(p, cur.Index)
 	if before != nil {
 		if start, cell := stepPhase(before); cell != nil && start.Known() && cell.AllocatedEnd > start {
 			w.Optimizer = min(cell.AllocatedEnd-start, w.Rise)

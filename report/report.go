@@ -420,21 +420,11 @@ func modelSteps(p *session.Process, skip int) ([]session.ModelSteps, bool) {
 	if ms == nil {
 		return []session.ModelSteps{}, cut
 	}
-	if skip < 0 {
-		return ms, cut
-	}
-	steps := p.Steps()
-	for k := len(steps) - 1; k >= 0; k-- {
-		if st := steps[k]; st.Index == skip {
-			if st.Failed != "" {
-				break
+	if st := diagnose.StepRow(p, skip); st != nil && st.Failed == "" {
+		for i := range ms {
+			if ms[i].Model == st.Model && ms[i].Steps > 0 {
+				ms[i].Steps--
 			}
-			for i := range ms {
-				if ms[i].Model == st.Model && ms[i].Steps > 0 {
-					ms[i].Steps--
-				}
-			}
-			break
 		}
 	}
 	return ms, cut

@@ -78,7 +78,7 @@ func (p *Process) settle(st *Step) {
 			st.Peak = Exact
 		}
 		if k := st.hookSame; k >= 0 {
-			if ref := p.stepRow(k); ref != nil && ref.Peak == Exact {
+			if ref := p.StepRow(k); ref != nil && ref.Peak == Exact {
 				st.SameAs = k
 				st.Within = max(absBytes(ref.PeakAllocated-st.PeakAllocated), absBytes(ref.Held-st.Held))
 			}
@@ -241,7 +241,7 @@ func sameEnds(a, b *Step) bool {
 }
 
 // stepRow is the table row of a step, nil when it left the table.
-func (p *Process) stepRow(index int) *Step {
+func (p *Process) StepRow(index int) *Step {
 	for k := len(p.steps) - 1; k >= 0; k-- {
 		if p.steps[k].Index == index {
 			return p.steps[k]

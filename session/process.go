@@ -527,7 +527,6 @@ func (p *Process) countModel(st *Step) {
 	}
 	if _, ok := p.models[name]; !ok {
 		if len(p.modelOrder) >= maxModels {
-			st.counted = ""
 			p.modelsCut = true
 			return
 		}
