@@ -564,10 +564,10 @@ def run(kind, socket, rank):
             torch.cuda.empty_cache()
 
     oom = getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
-    fold = -(-kind.steps // kind.folds)
+    folds = kind.fold_starts()
     try:
         for i in range(kind.steps):
-            if i and i % fold == 0:  # the next fold: a new model, optimizer and watch
+            if i in folds:  # the next fold: a new model, optimizer and watch
                 mem.new_fold()
                 model = called = Net(mem)
                 opt = zeroes = Adam(model.parameters(), mem)

@@ -78,6 +78,11 @@ class Kind:
         if kw:
             raise TypeError("unknown fields %s" % sorted(kw))
 
+    def fold_starts(self):
+        """The steps that begin a new fold (``folds``), the first one's left out."""
+        fold = -(-self.steps // self.folds)
+        return range(fold, self.steps, fold)
+
 
 def _oom_limit(model, batch, seq):
     """A device limit that a step of ``batch`` × ``seq`` passes in its
@@ -185,9 +190,9 @@ K = [
     # A run resumed from a checkpoint: Adam's state is loaded onto the device
     # with the weights, before the first step.
     Kind("resume", 120, dict(pattern="steady"), resume=True, batch=4, seq=512),
+    Kind("kfold", 150, dict(pattern="warmup"), folds=3, batch=4, seq=512),  # plain loop: no wrap, no eval
     # An epoch of 100 samples in batches of 8 without drop_last: every 13th
     # batch holds the 4 left over.
-    Kind("kfold", 150, dict(pattern="warmup"), folds=3, batch=4, seq=512),  # plain loop: no wrap, no eval
     Kind("epoch-tail-batch", 260, dict(pattern=("warmup", "steady")),
          batch=lambda step: 4 if step % 13 == 12 else 8, seq=512),
     Kind("unfreeze-noisy-10pct", 400, dict(pattern=("warmup", "steady"), level=[150]), noise=0.10,

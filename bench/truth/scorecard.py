@@ -214,8 +214,7 @@ def judge(kind, expect, proc, truth):
         # which may still differ from the last breakdown step, or after a
         # skipped update, or a k-fold loop's new fold): every step read
         # once repeats a breakdown step (same_as), none is said to have moved.
-        fold = -(-kind.steps // kind.folds)
-        starts = tuple(kind.skipped) + tuple(kind.no_backward) + tuple(range(fold, kind.steps, fold))
+        starts = tuple(kind.skipped) + tuple(kind.no_backward) + tuple(kind.fold_starts())
         for s in steps:
             if s["step"] >= WARMUP + 2 and s["plain"] and (s["moved"] or s["same_as"] < 0) \
                     and not any(0 <= s["step"] - k <= 2 for k in starts):
