@@ -98,7 +98,8 @@ def test_an_attached_model_the_loop_drops_is_freed_with_its_optimizer(startup, t
     # A k-fold loop makes a model and an optimizer per fold and drops them:
     # auto-attach held the first fold's for the rest of the process (on a
     # GPU, its weights, gradients and Adam state). It now holds them weakly,
-    # and the second fold's model, attached in the first's place, goes too.
+    # and the second fold's model, attached in the first's place, goes too;
+    # the module hook is back on for a model after it.
     proc = run_py(startup, """
 import gc, json, weakref, torch
 from vramscope import _autoattach
@@ -114,12 +115,13 @@ for fold in range(2):
     gc.collect()
 st = _autoattach.state()
 print(json.dumps({"alive": [[m() is not None, o() is not None, a] for m, o, a in refs],
-                  "gone": st.model is _autoattach.GONE and st.handle is _autoattach.GONE}))
+                  "rearmed": st.model is None and st.module_hook is not None
+                  and st.handle is _autoattach.GONE}))
 """)
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr, proc.stderr
     got = json.loads(proc.stdout)
-    assert got == {"alive": [[False, False, True], [False, False, True]], "gone": True}
+    assert got == {"alive": [[False, False, True], [False, False, True]], "rearmed": True}
 
 
 def test_a_loop_calling_the_models_children_gets_the_model_watched(startup, torch_mod):
@@ -406,10 +408,12 @@ print(json.dumps({"ignored_other": ignored, "optimizer": st.optimizer is opt,
 KFOLD = """
 import gc, json, sys, weakref, torch
 torch.manual_seed(0)
-folds, alive = [], []
+folds, alive, kept = [], [], []
 for fold in range(3):
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     opt = torch.optim.Adam(model.parameters())
+    if sys.argv[1] == "listed":
+        kept.append(model)
     for _ in range(5):
         opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
     alive.append(sum(r() is not None for r in folds))
@@ -422,15 +426,16 @@ print("trained")
 """
 
 
-@pytest.mark.parametrize("old", ["kept", "freed"])
+@pytest.mark.parametrize("old", ["rebound", "freed", "listed"])
 def test_a_new_model_later_in_the_process_is_attached_in_place_of_the_last(
         startup, monitor, torch_mod, tmp_path, old):
     # A k-fold loop: a new model and optimizer per fold. Auto-attach hooked
-    # the first fold's only; a backward that no watch takes, once the model
-    # watched no longer trains (freed, or a second such backward with no
-    # step of its own between), puts the global module hook back, and the
-    # next fold's model is watched from its next forward on, on the same
-    # connection, named apart from the folds before.
+    # the first fold's only. Now, once the model watched no longer trains
+    # (freed, when the loop rebinds or deletes it; or, kept in a list, a
+    # second backward that no watch takes with no step of its own between),
+    # the global module hook goes back on, and the next fold's model is
+    # watched from its next forward on, on the same connection, named apart
+    # from the folds before.
     script = tmp_path / "kfold.py"
     script.write_text(KFOLD)
     proc = run_py(startup, [str(script), old], sock=monitor.path)
@@ -444,14 +449,16 @@ def test_a_new_model_later_in_the_process_is_attached_in_place_of_the_last(
             if m.get("type") == "phase" and m["name"] == "step" and m["edge"] == "end"]
     names = [n for n, _ in ends]
     assert sorted(set(names), key=names.index) == ["Sequential", "Sequential_2", "Sequential_3"]
-    # The folds after the first are watched from their second step (the
-    # model freed: the first backward retires it) or their third.
-    seen = 4 if old == "freed" else 3
+    # The folds after the first are watched from their first step (the
+    # model freed as the loop let it go) or their third (kept).
+    seen = 3 if old == "listed" else 5
     assert [names.count(n) for n in ("Sequential", "Sequential_2", "Sequential_3")] == [5, seen, seen]
     assert [s for _, s in ends] == list(range(5 + 2 * seen))
-    # The fold before, which the loop dropped, is freed once its watch is
-    # removed (it held it in a cycle), not at the collector's next pass.
-    assert json.loads(proc.stdout.splitlines()[0]) == [0, 0, 0]
+    # A fold the loop dropped is freed then, as without the hook (its
+    # watch held it in a cycle: until its retirement, or the collector's
+    # next pass).
+    alive = [0, 1, 2] if old == "listed" else [0, 0, 0]
+    assert json.loads(proc.stdout.splitlines()[0]) == alive
 
 
 def test_backwards_beside_the_models_own_keep_it_watched(startup, torch_mod):

@@ -69,9 +69,10 @@ def test_loss_ends_when_backward_is_called_not_when_autograd_reaches_the_output(
 def test_the_global_wrapper_is_refcounted_and_undone_by_the_last_remove(torch_mod):
     torch = torch_mod
     original, tensor_backward = torch.autograd.backward, torch.Tensor.backward
-    a = _watch.Watcher(torch, _client.Client(make_config(), start=False), lm(torch), None,
+    models = lm(torch), lm(torch)  # a watch ends with its model
+    a = _watch.Watcher(torch, _client.Client(make_config(), start=False), models[0], None,
                        make_config())
-    b = _watch.Watcher(torch, _client.Client(make_config(), start=False), lm(torch), None,
+    b = _watch.Watcher(torch, _client.Client(make_config(), start=False), models[1], None,
                        make_config())
     assert torch.autograd.backward is not original and _backward.installed()
     # Tensor.backward reaches the wrapper through torch.autograd.backward:

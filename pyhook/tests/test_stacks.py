@@ -668,11 +668,14 @@ def test_a_deleted_model_is_not_kept_alive_by_the_watch_registry(torch_mod, monk
 
 
 @pytest.mark.parametrize("every", [0, 1])
-def test_a_removed_watch_frees_its_model_at_once(torch_mod, monkeypatch, every):
-    # The watch's own bound methods made it a reference cycle, with its
-    # model and optimizer: after remove(), a model the loop dropped stayed
-    # (on the GPU: weights, gradients, optimizer state) until the cyclic
-    # collector's next full collection; torch alone frees it at once.
+@pytest.mark.parametrize("removed", [True, False])
+def test_a_model_the_loop_drops_is_freed_at_once(torch_mod, monkeypatch, every, removed):
+    # A model and optimizer the loop drops (the end of training, a fold, a
+    # trial), its watch removed or not, its last loss still bound: torch
+    # alone frees the model and its optimizer's state at once. The watch
+    # held them in reference cycles (its bound methods, the patched
+    # methods bound to their instances), which only the cyclic collector
+    # frees; it holds them weakly now, and ends with its model.
     import gc
     import weakref
     torch = torch_mod
@@ -682,23 +685,26 @@ def test_a_removed_watch_frees_its_model_at_once(torch_mod, monkeypatch, every):
     handle = vramscope.watch(model, opt, activations_every=every)
     for _ in range(4):
         opt.zero_grad()
-        model(torch.randn(4, 8)).sum().backward()
+        loss = model(torch.randn(4, 8)).sum()
+        loss.backward()
         opt.step()
-    handle.remove()
-    alive = weakref.ref(model), weakref.ref(opt)
+    if removed:
+        handle.remove()
+    alive = weakref.ref(model), weakref.ref(opt), weakref.ref(opt.state[next(model.parameters())]["exp_avg"])
     gc.disable()
     try:
-        del model, opt
-        assert [r() is None for r in alive] == [True, True], "freed by reference counts"
+        del model, opt, loss
+        assert [r() is None for r in alive] == [True, True, True], "freed by reference counts"
+        assert handle.watcher is None if removed else not handle.watcher.active
     finally:
         gc.enable()
 
 
 def test_each_folds_watch_frees_the_folds_before(torch_mod, monkeypatch):
     # A k-fold loop with a watch() per fold that it never removes: the
-    # hooks tie each fold's model in a cycle, and the collector's next full
-    # collection may be many steps away. The next fold's watch() frees
-    # them before its model trains (_api.free_dropped).
+    # hooks tied each fold's model in a cycle, and the collector's next full
+    # collection may be many steps away. The watch holds its model weakly:
+    # each fold's goes when the loop rebinds its name, as without the hook.
     import gc
     import weakref
     torch = torch_mod
@@ -720,3 +726,25 @@ def test_each_folds_watch_frees_the_folds_before(torch_mod, monkeypatch):
         gc.enable()
     assert alive == [0, 0, 0]
     assert [h.watcher.model is model for h in _api._live_handles()] == [True]
+
+
+def test_each_folds_watch_is_named_apart_and_a_model_watched_again_keeps_its_name(
+        torch_mod, monkeypatch):
+    # A fold's watch ends when the loop lets its model go, so its name is
+    # no live watch's any more: the next fold's is still named apart (its
+    # steps are told from the last fold's), as auto-attach names its folds;
+    # the same model watched again (a retried training function) keeps it.
+    torch = torch_mod
+    watched_client(monkeypatch)
+    names = []
+    for _ in range(3):
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        opt = torch.optim.Adam(model.parameters())
+        handle = vramscope.watch(model, opt)
+        names.append(handle.watcher.name)
+        opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+    handle.remove()
+    names.append(vramscope.watch(model, opt).watcher.name)
+    assert names == ["Sequential", "Sequential_2", "Sequential_3", "Sequential_3"]

@@ -120,8 +120,9 @@ def test_a_watch_that_fails_to_look_never_breaks_making_an_optimizer(setup, monk
 
 
 def test_an_optimizer_made_again_each_epoch_is_freed_once_dropped(setup):
-    # Nothing of the watch's holds a candidate, nor the optimizer it moved
-    # from: their state (on a GPU, twice the model for Adam) is freed.
+    # Nothing of the watch's holds a candidate, the optimizer it moved
+    # from, nor the one it watches: their state (on a GPU, twice the model
+    # for Adam) is freed once the loop drops them, as without the hook.
     torch, made, model, x, y = setup
     first = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     handle = vramscope.watch(model, first)
@@ -134,11 +135,15 @@ def test_an_optimizer_made_again_each_epoch_is_freed_once_dropped(setup):
         train(torch, model, opt, 2, x, y)
     unused = torch.optim.AdamW(model.parameters(), lr=1e-3)  # made, never stepped
     refs.append(weakref.ref(unused))
-    del opt, unused
-    gc.collect()
-    assert [r() is None for r in refs] == [True, True, True, False, True]
-    assert handle.watcher.optimizer is refs[3]()
+    assert handle.watcher.optimizer is opt
     assert step_count(made[0]) == 8
+    gc.disable()
+    try:
+        del opt, unused
+        assert [r() is None for r in refs] == [True, True, True, True, True]
+    finally:
+        gc.enable()
+    assert handle.watcher.optimizer is None and handle.watcher.model is model
     handle.remove()
 
 

@@ -6,7 +6,6 @@ Handle is removed, and with reason ``exit`` at interpreter exit.
 """
 
 import atexit
-import gc
 import os
 import sys
 import threading
@@ -138,18 +137,29 @@ def check_name(name):
 
 def _unique_name(name, model, client, given=()):
     """The given name, or the model's class name with ``_2``, ``_3`` ... after
-    it when another live watch on ``client``, or one of ``given``, already
-    has it."""
+    it when another live watch on ``client``, one of ``given``, or a watch
+    of another model on ``client`` before (a k-fold loop's last fold, freed
+    when the loop let it go) already has it: a model watched again keeps its
+    name, and each fold's steps are told apart."""
     if name is not None:
         return _messages.watch_name(name)
     base = _messages.watch_name(type(model).__name__)
     with _lock:
         taken = {h.watcher.name for h in _live_handles() if h.client is client}
-    taken.update(given)
-    text, n = base, 1
-    while text in taken:
-        n += 1
-        text = "%s_%d" % (_messages.clip(base, _messages.MAX_NAME - 6), n)
+        before = getattr(client, "watch_names", None)
+        if before is None and client is not None:
+            try:
+                before = client.watch_names = {}  # name -> a weak reference to its model
+            except AttributeError:  # a client that takes no attribute: live watches only
+                before = None
+        taken.update(n for n, r in (before or {}).items() if r() is not model)
+        taken.update(given)
+        text, n = base, 1
+        while text in taken:
+            n += 1
+            text = "%s_%d" % (_messages.clip(base, _messages.MAX_NAME - 6), n)
+        if before is not None:
+            before[text] = _patch.weak(model)
     return text
 
 
@@ -160,7 +170,9 @@ _handles = []
 
 
 def _live_handles():
-    return [h for h in (r() for r in _handles) if h is not None and h.watcher is not None]
+    """The handles whose watch is on (not removed, its model not freed)."""
+    return [h for h in (r() for r in _handles)
+            if h is not None and h.watcher is not None and h.watcher.active]
 _told = set()  # one-time notices already given
 
 
@@ -268,7 +280,6 @@ def _watch_now(model, optimizer, config, name=None):
         return Handle()
     inner = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
     _replace_earlier(model, inner)
-    free_dropped()
     client = _client_for(config, model)
     watcher = _watch.Watcher(torch, client, model, inner, config, wrapper=optimizer,
                              name=_unique_name(name, model, client))
@@ -286,23 +297,6 @@ def _watch_now(model, optimizer, config, name=None):
         _handles.append(weakref.ref(handle))
     watcher.handle = handle  # the handle lives as long as the hooks do
     return handle
-
-
-def free_dropped():
-    """Free the models the loop dropped while watched, before another is.
-
-    A watch's hooks tie its model, optimizer and watch in reference cycles
-    (the model's hooks and the optimizer's patches call the watch, which
-    holds them), which only the cyclic collector frees: a model dropped by
-    the loop (a k-fold loop's last fold, with its gradients and optimizer
-    state) stayed on the device until the next full collection, which a
-    training loop may not make for many steps, where torch alone frees it
-    at once. One collection, only where a watch lives, frees it before the
-    next model trains (docs/hook.md, "Several models")."""
-    with _lock:
-        others = bool(_live_handles())
-    if others:
-        gc.collect()
 
 
 def census():

@@ -58,7 +58,12 @@ class _Weak:
     """An attribute of _State held by a weak reference: auto-attach must
     not keep a model the user dropped alive, with its optimizer's state (a
     k-fold loop's first model, on the GPU for the rest of the process). Set
-    to an object since freed, it reads as GONE: attached, and done."""
+    to an object since freed, it reads as GONE: attached, and done.
+    ``freed(state, ref)``, where given, is called when the object set last
+    is freed."""
+
+    def __init__(self, freed=None):
+        self.freed = freed
 
     def __set_name__(self, owner, name):
         self.slot = "_weak_" + name
@@ -73,14 +78,17 @@ class _Weak:
         return GONE if value is None else value
 
     def __set__(self, obj, value):
+        freed = self.freed
+        callback = None if freed is None else \
+            (lambda r, state=weakref.ref(obj): freed(state(), r))
         obj.__dict__[self.slot] = None if value is None or value is GONE \
-            else weakref.ref(value)
+            else weakref.ref(value, callback)
 
 
 class _State:
     """What auto-attach holds in this process."""
 
-    model = _Weak()
+    model = _Weak(freed=lambda st, ref: _model_freed(st, ref))
     optimizer = _Weak()
     handle = _Weak()
     retired = _Weak()
@@ -339,8 +347,6 @@ def _attach(st, module, args, caller=None):
     with _lock:
         if st.model is not None or st.standing_down:
             return None
-        if st.rearmed:
-            _api.free_dropped()  # the retired model, if the loop dropped it
         rearmed, retired = st.rearmed, st.retired
         if not rearmed and _api.current_client() is not None and _api._refs > 0:
             # The script watch()ed already, through a reference to watch
@@ -447,6 +453,20 @@ def _on_unclaimed_backward():
         if st.unclaimed_at != at:
             st.unclaimed_at = at
             return
+    _rearm(st, model)
+
+
+def _model_freed(st, ref):
+    """The attached model was freed (the loop dropped it: a fold's end, a
+    trial's), and its watch ended with it: the module hook goes back on at
+    once, and the next module that trains is attached in its place."""
+    if st is not None and not st.standing_down and st.__dict__.get("_weak_model") is ref:
+        st.keep_model = False
+        _safe.call(_rearm, st, GONE)
+
+
+def _rearm(st, model):
+    """Put the module hook back on in place of ``model`` (GONE: freed)."""
     with _lock:
         if st.standing_down or st.module_hook is not None or st.model is not model \
                 or st.register_module is None:

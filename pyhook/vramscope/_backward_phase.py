@@ -34,7 +34,7 @@ class BackwardMixin:
                 if owner is not None and owner._open in ("forward", "loss"):
                     return False  # another watch's forward made this loss
             if self._open is EVAL and not self._eval_trains and not self._eval_probe \
-                    and not getattr(self._model, "training", True):
+                    and not getattr(self._model(), "training", True):
                 # A backward after forwards of the model in eval mode taken
                 # as an evaluation, none of them a probe (an attack's, whose
                 # backward is its own): the model trains in eval mode (from
@@ -53,7 +53,7 @@ class BackwardMixin:
             self._in_backward = True
             self._user_bw = True
             self._hook_output = False  # backwards come through the wrapper
-            if self._eval_trains and getattr(self._model, "training", True):
+            if self._eval_trains and getattr(self._model(), "training", True):
                 self._eval_trains = False  # it trains in train mode
             # _backward_begin()'s work, with _begin's every-step path
             # copy of _activity()

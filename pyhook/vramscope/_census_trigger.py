@@ -72,8 +72,8 @@ class CensusMixin:
         client = self._client
         if budget is None:
             budget = _census.DEFAULT_BUDGET
-        msg = _safe.call(_census.take, self._torch, self._device(), self._model,
-                         self._optimizers, client.step if step is None else step, reason,
+        msg = _safe.call(_census.take, self._torch, self._device(), self._model(),
+                         self._optimizers(), client.step if step is None else step, reason,
                          budget, request, ended_frames)
         if msg is not None:
             if extra:
@@ -82,6 +82,6 @@ class CensusMixin:
         return msg
 
     def _device(self):
-        first = next(iter(self._model.parameters()), None) \
-            if hasattr(self._model, "parameters") else None
+        first = next(iter(self._model().parameters()), None) \
+            if hasattr(self._model(), "parameters") else None
         return first.device.type if first is not None else "cpu"

@@ -122,9 +122,9 @@ class CompiledMixin:
         try:
             with self._lock:
                 if self._active and not _patch.is_watched_call(
-                        self._model.__dict__.get("_compiled_call_impl")):
+                        self._model().__dict__.get("_compiled_call_impl")):
                     undo = _patch.around_compiled_call(
-                        self._model, self._on_forward_pre, self._on_forward)
+                        self._model(), self._on_forward_pre, self._on_forward)
                     if undo is not None:
                         for handle in self._forward_hooks:
                             handle.remove()
@@ -139,7 +139,7 @@ class CompiledMixin:
         ``torch.compile`` wrapper: forward hooks on it that run the
         Watcher's for the model, eagerly, around the compiled call; undone
         by ``remove()``. Called from dynamo's trace (:func:`keep_out`)."""
-        model = self._model
+        model = self._model()
         pre, post = self._on_forward_pre, self._on_forward
 
         def on_wrapper_pre(_module, args, kwargs):

@@ -35,7 +35,7 @@ class ForwardMixin:
         # phase is open; _fast holds only while the watch is active. In a
         # training_step (self(x)) the framework's callback began forward.
         last = self._open
-        if self._fast and module is self._model and (
+        if self._fast and module is self._model() and (
                 last is None or last == "forward" and self._in_training_step and not self._depth) \
                 and (module.training or self._eval_trains or not self._idle) \
                 and self._grad_enabled() and not self._tracing():
@@ -62,7 +62,7 @@ class ForwardMixin:
                 if acts.measuring:
                     acts.start()
                 return None
-        if not self._active or module is not self._model or self._tracing():
+        if not self._active or module is not self._model() or self._tracing():
             return None
         with self._lock:
             self._fast = False  # the general path may leave the rest (a measurement, an eval)
@@ -198,7 +198,7 @@ class ForwardMixin:
             frame = sys._getframe(2)  # the caller of the forward pre-hook
             if in_compiled_call(frame):
                 return
-            for w in _patch.calling_wrappers(frame, self._model, self._torch.nn.Module):
+            for w in _patch.calling_wrappers(frame, self._model(), self._torch.nn.Module):
                 if "zero_grad" in w.__dict__:
                     continue
                 self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
@@ -255,7 +255,7 @@ class ForwardMixin:
         # The fast path (no lock): the end of a fast forward whose output is,
         # or holds at its first level (a ModelOutput's or a tuple's values),
         # a tensor that needs a gradient: forward ends and loss begins.
-        if self._fast and module is self._model and self._open == "forward" \
+        if self._fast and module is self._model() and self._open == "forward" \
                 and (output.requires_grad if isinstance(output, self._tensor_type)
                      else _patch.holds_grad_tensor(output, self._tensor_type)) \
                 and self._grad_enabled():
@@ -266,7 +266,7 @@ class ForwardMixin:
             if self._acts.measuring:
                 self._acts.forward_done()
             return None
-        if not self._active or module is not self._model or self._tracing():
+        if not self._active or module is not self._model() or self._tracing():
             return None
         if self._redirected and not self._in_training_step:
             # the end of a strategy's call that ran training_step

@@ -10,7 +10,7 @@ from itertools import compress
 from operator import itemgetter
 from weakref import ref as _weakref
 
-from . import _saved_hooks
+from . import _patch, _saved_hooks
 from ._anatomy import (StorageCache, TreeCache, _deref, _not_none, plain_tree, storage_of,
                        storages_of)
 
@@ -103,7 +103,7 @@ class SavedTensorMeter:
 
     def __init__(self, torch, model):
         self._torch = torch
-        self._model = model
+        self._model = _patch.weak(model)  # held weakly, as the Watcher holds it
         self._ctx = None
         self._seen = {}
         self._exclude = frozenset()
@@ -180,7 +180,7 @@ class SavedTensorMeter:
         try:
             if all(self._register):
                 self._split = _modules.Split
-                self._map = _modules.ModuleMap(self._model)
+                self._map = _modules.ModuleMap(self._model())
                 self._labels = self._map.labels()
                 self._mstack = _modules.ModuleStack(
                     self._map, getattr(self._torch, "Tensor", None) or type(None),
@@ -199,9 +199,10 @@ class SavedTensorMeter:
         self.touched = True
         if self._ctx is None:
             if self.tensors is None:  # the step's first forward: its walk
-                walked = self._tree.module_tensors(self._model) if self._plain else None
+                model = self._model()
+                walked = self._tree.module_tensors(model) if self._plain else None
                 if walked is None:
-                    walked = list(self._model.parameters()), list(self._model.buffers())
+                    walked = list(model.parameters()), list(model.buffers())
                 params, buffers = walked
                 self.tensors = (params, buffers)  # static_figures reuses this step's walk
                 cache = self._cache

@@ -102,7 +102,7 @@ class ModuleMap:
 
     def __init__(self, model):
         memo = {}
-        self.modules = [model]
+        self._size = 1  # the modules numbered (none of them held: the model's own)
         self.label = [""]
         self.unit = [0]
         self.units = [["", True]]
@@ -163,8 +163,8 @@ class ModuleMap:
                 csplit = False
             else:
                 cu, csplit = unit, False
-            self.index[id(c)] = len(self.modules)
-            self.modules.append(c)
+            self.index[id(c)] = self._size
+            self._size += 1
             self.label.append(lab)
             self.unit.append(cu)
             self._walk(c, lab, cu, csplit, memo, grouped, depth + 1)

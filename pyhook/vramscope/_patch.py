@@ -7,7 +7,11 @@ while the instance lacks the ``_optimizer_step_pre_hooks`` dict it writes to
 (the H100 recordings' callorders/accelerate.txt).
 """
 
+import functools
+import inspect
+import itertools
 import types
+import weakref
 
 from . import _safe, _tracebacks
 
@@ -134,6 +138,44 @@ def replace_closure(args, kwargs, where, closure):
     return tuple(args), kwargs
 
 
+def weak(obj, callback=None):
+    """A reference to ``obj`` that does not keep it alive, called to get it
+    (None once freed): ``weakref.ref`` (``callback`` called with it when
+    ``obj`` is freed), or for an object that takes no weak reference a
+    callable that returns it (held)."""
+    try:
+        return weakref.ref(obj, callback)
+    except TypeError:
+        return itertools.repeat(obj).__next__
+
+
+class _BoundWeakly(functools.partial):
+    """What :func:`patch_method` sets on an instance: called as
+    ``obj.name(...)``, it runs the wrapper on ``obj`` without holding
+    ``obj``. A bound method would (``obj``, its ``__dict__``, the method,
+    ``obj`` again: a cycle that only the cyclic collector frees, so a
+    patched model or optimizer the loop dropped, on the GPU its weights and
+    state, outlived the loop's last reference). Calling it is C's
+    (``functools.partial``): no frame more than a bound method's.
+
+    It passes for the method bound to ``obj`` where others look:
+    ``__self__`` and ``__func__`` (torch's LR schedulers wrap
+    ``optimizer.step`` through them), ``copy.deepcopy`` of ``obj`` (an EMA
+    copy runs its class's method, unobserved) and pickling
+    (``torch.save(model)``: the class's method, as for any bound method)."""
+
+    @property
+    def __self__(self):
+        return self.__dict__["_ref"]()
+
+    def __deepcopy__(self, memo):
+        copy = memo.get(id(self.__self__))
+        return self if copy is None else self.__dict__["_copied"](copy)
+
+    def __reduce__(self):
+        return getattr, (self.__self__, self.__dict__["_name"])
+
+
 def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, around=None,
                  plain_set=False):
     """Wrap ``obj.name`` so ``before``/``after`` (each may be None) run around it;
@@ -149,8 +191,9 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     it is called only when there are keyword arguments (the forward's peek at
     keyword inputs on torch 1.13: a frame less at every plain forward).
 
-    The wrapper is a bound method of ``obj`` (torch 1.13's LR scheduler rebinds
-    ``optimizer.step.__func__``). With ``plain_set`` it is set (and undone)
+    What is set is a :class:`_BoundWeakly`, which holds ``obj`` weakly, as
+    does everything here: patched, ``obj`` is freed when its last other
+    reference goes. With ``plain_set`` it is set (and undone)
     as a plain instance attribute, past a ``__setattr__`` of ``obj``'s class
     (Fabric's ``_FabricModule`` passes attributes on to the module it
     wraps), as ``torch.nn.Module.__setattr__`` sets a method. Undo restores
@@ -160,11 +203,16 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     """
     had_own = name in getattr(obj, "__dict__", {})
     original = getattr(obj, name)
-    # The function behind a method bound to obj, to call on a copy of obj:
-    # copy.deepcopy rebinds this wrapper to the copy (an EMA model), which must
-    # run its own method, unobserved.
+    ref = weak(obj)
+    # The function behind a method bound to obj, called on obj (bound anew
+    # at each call: a bound method kept here would hold obj) and on a copy
+    # of obj: copy.deepcopy rebinds the wrapper to the copy (an EMA model),
+    # which must run its own method, unobserved.
     func = getattr(original, "__func__", None) \
         if getattr(original, "__self__", None) is obj else None
+    if func is not None:
+        original = None
+    bind = types.MethodType
     on = [True]
 
     report = _safe.report
@@ -172,28 +220,18 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
 
     # Each call of the original is inside a try whose handler takes this
     # wrapper's frames out of the traceback of what it raises (_tracebacks).
-    def method_around(_self, *args, **kwargs):
+    def method_around(*args, **kwargs):
         try:
-            if _self is not obj:
-                if func is not None:
-                    return func(_self, *args, **kwargs)
-                return original(*args, **kwargs)
+            call = original or bind(func, ref())
             if on[0]:
-                return around(original, args, kwargs)
-            return original(*args, **kwargs)
+                return around(call, args, kwargs)
+            return call(*args, **kwargs)
         except BaseException as exc:
             passed_through(exc)
             raise
 
-    def method(_self, *args, **kwargs):
-        if _self is not obj:
-            try:
-                if func is not None:
-                    return func(_self, *args, **kwargs)
-                return original(*args, **kwargs)
-            except BaseException as exc:
-                passed_through(exc)
-                raise
+    def method(*args, **kwargs):
+        call = original or bind(func, ref())
         # _safe.call inlined: this runs on the training thread every step.
         if on[0]:
             try:
@@ -205,12 +243,12 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
                 report(exc)
         if after is None:
             try:
-                return original(*args, **kwargs)
+                return call(*args, **kwargs)
             except BaseException as exc:
                 passed_through(exc)
                 raise
         try:
-            return original(*args, **kwargs)
+            return call(*args, **kwargs)
         except BaseException as exc:
             passed_through(exc)
             raise
@@ -223,26 +261,53 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
 
     if around is not None:
         method = method_around
-    method.__name__ = getattr(original, "__name__", name)
-    method.__doc__ = getattr(original, "__doc__", None)
-    method._vramscope_wrapper = True
-    method.__wrapped__ = original  # inspect.signature(model.forward) still tells the truth
+
+    def unbound(_self, *args, **kwargs):
+        # The wrapper as a function of its instance (what a scheduler binds
+        # to the optimizer): the wrapper on obj, else the method itself.
+        try:
+            if _self is ref():
+                return method(*args, **kwargs)
+            if func is not None:
+                return func(_self, *args, **kwargs)
+            return original(*args, **kwargs)
+        except BaseException as exc:
+            passed_through(exc)
+            raise
+
+    bound = _BoundWeakly(method)
+    for f in (bound, unbound):
+        f.__name__ = getattr(func or original, "__name__", name)
+        f.__doc__ = getattr(func or original, "__doc__", None)
+        f._vramscope_wrapper = True
+    # What a decorator's __wrapped__ gives (Lightning reads training_step's
+    # arguments there); it is the class's function (a bound method would
+    # hold obj), so inspect.signature(model.forward) is told the method's
+    # own signature by __signature__ (which inspect reads before it).
+    bound.__wrapped__ = unbound.__wrapped__ = func or original
+    try:
+        bound.__signature__ = inspect.signature(getattr(obj, name))
+    except Exception:  # noqa: BLE001 - a callable with none: inspect says so later
+        pass
+    bound.__dict__.update(_ref=ref, _name=name, __func__=unbound,
+                          _copied=lambda copy: bind(func, copy) if func is not None else original)
     # Keep the markers LR schedulers put on the step they wrapped, so a
     # scheduler made before watch() still sees its counter in place.
     for marker in ("_with_counter", "_wrapped_by_lr_sched"):
-        if getattr(original, marker, False):
-            setattr(method, marker, True)
-    bound = types.MethodType(method, obj)
+        if getattr(func or original, marker, False):
+            setattr(bound, marker, True)
+            setattr(unbound, marker, True)
     put, drop = (object.__setattr__, object.__delattr__) if plain_set else (setattr, delattr)
     put(obj, name, bound)
 
     def undo():
         on[0] = False
-        if obj.__dict__.get(name) is bound:
+        target = ref()
+        if target is not None and target.__dict__.get(name) is bound:
             if had_own:
-                put(obj, name, original)
+                put(target, name, original or bind(func, target))
             else:
-                drop(obj, name)
+                drop(target, name)
 
     return undo
 
@@ -291,8 +356,10 @@ def around_compiled_call(module, pre, post):
     compiled = getattr(module, "__dict__", {}).get("_compiled_call_impl")
     if compiled is None:
         return None
+    ref = weak(module)  # held weakly: the undo is the watch's, which holds the module so
 
     def compiled_call_watched(*args, **kwargs):
+        module = ref()
         pre(module, args, kwargs)
         output = compiled(*args, **kwargs)
         post(module, args, output)
@@ -302,7 +369,8 @@ def around_compiled_call(module, pre, post):
     module._compiled_call_impl = compiled_call_watched
 
     def undo():
-        if module.__dict__.get("_compiled_call_impl") is compiled_call_watched:
+        module = ref()
+        if module is not None and module.__dict__.get("_compiled_call_impl") is compiled_call_watched:
             module._compiled_call_impl = compiled
 
     return undo

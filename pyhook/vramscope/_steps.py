@@ -120,7 +120,7 @@ class StepsMixin:
             return None
         # step() or step(None), as accelerate's optimizer wrapper calls it
         # (the hook gets the optimizer itself as args[0]): no closure
-        if self._fast and not kwargs and args and args[0] is self._optimizer \
+        if self._fast and not kwargs and args and args[0] is self._optimizer() \
                 and (len(args) == 1 or len(args) == 2 and args[1] is None):
             if self._open is None and not self.framework_steps:
                 # the fast path of step() at rest, as _step_around has it
@@ -138,7 +138,7 @@ class StepsMixin:
                 self._step_called = True
                 self._step_depth = 1
                 return None
-        if self._fast and len(args) == 1 and len(kwargs) == 1 and args[0] is self._optimizer \
+        if self._fast and len(args) == 1 and len(kwargs) == 1 and args[0] is self._optimizer() \
                 and (self._open == "forward" or self._open is None) and not self._step_called:
             # step(closure=...) in a step at rest, as Lightning calls it
             # (its callback began forward, or nothing is open without it):
@@ -150,7 +150,7 @@ class StepsMixin:
                 self._step_called = True
                 self._step_depth = 1
                 return args, {"closure": self._wrap_closure(closure)}
-        if self._held and optimizer is not self._optimizer and self._open == "step" \
+        if self._held and optimizer is not self._optimizer() and self._open == "step" \
                 and self._step_called and not self.framework_steps:
             # A held optimizer's step() inside the watched one's step()
             # through its patch (_step_around, which keeps no depth): part
@@ -462,7 +462,7 @@ class StepsMixin:
         # answer without a walk while nothing changed.
         meter = a.meter if a.measuring else None
         figures = _anatomy.static_figures(
-            self._torch, self._model, self._optimizers, self._figure_cache,
+            self._torch, self._model(), self._optimizers(), self._figure_cache,
             getattr(meter, "tensors", None), getattr(meter, "weights", None))
         batch = self._config.batch_size
         self._client.anatomy(step, {
@@ -495,8 +495,8 @@ class StepsMixin:
         same patch, once, at the first ``training_step`` (when the Trainer has
         made it). (Lock held.)"""
         self._wrappers_checked = True
-        opt = self._optimizer
-        strategy = getattr(getattr(self._model, "_trainer", None), "strategy", None)
+        opt = self.optimizer
+        strategy = getattr(getattr(self._model(), "_trainer", None), "strategy", None)
         if opt is None or strategy is None:
             return
         for w in list(getattr(strategy, "_lightning_optimizers", None) or ()):

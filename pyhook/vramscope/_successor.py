@@ -12,7 +12,6 @@ an internal error, counted.
 
 import functools
 import threading
-import types
 import weakref
 
 from . import _patch, _safe
@@ -80,57 +79,52 @@ class SuccessorMixin:
     def optimizer_made(self, opt):
         """``opt`` was made (its ``__init__`` ran): a candidate if it trains
         the watched model and is none of the watched ones."""
-        if not self._active or opt is self._optimizer or opt in self._held \
+        watched = self.optimizer
+        if not self._active or opt is watched or any(r() is opt for r in self._held) \
                 or id(opt) in self._candidates \
-                or _patch.unwrap_optimizer(opt) is self._optimizer:
+                or _patch.unwrap_optimizer(opt) is watched:
             return
-        if _patch.trains(opt, self._model):
+        if _patch.trains(opt, self._model()):
             self._candidate(opt)
 
     def _candidate(self, opt):
-        """Set ``opt.step`` to a look at each call, bound to ``opt`` (as
-        torch 1.13's learning-rate scheduler needs it). Nothing of the
+        """Set ``opt.step`` to a look at each call (_patch.patch_method:
+        as torch's learning-rate schedulers need it). Nothing of the
         watch's holds ``opt``: an optimizer made again each epoch and
         dropped is freed with its state. Undone at remove(), or when the
         watch moves to it."""
         if "step" in vars(opt):  # a step of its own instance: left alone
             return
 
-        def candidate_step(_self, *args, **kwargs):
-            # _self.step, the class's (torch 2.x's with its step hooks)
-            original = type(_self).step.__get__(_self, type(_self))
+        def candidate_step(original, args, kwargs):
+            # original: opt.step, the class's (torch 2.x's with its step hooks)
             moved = False
             try:
                 # after a backward of this step, in which the watched
                 # optimizer has not stepped: this one updates the model now
-                entry = self._candidates.get(id(_self))
-                if entry is not None and entry[0]() is _self and self._active \
+                opt = original.__self__
+                entry = self._candidates.get(id(opt))
+                if entry is not None and entry[0]() is opt and self._active \
                         and self._client.micro and not self._step_called \
                         and self._open is None and not self._closure_depth \
                         and not self.framework_steps:
-                    moved = self._follow(_self)
+                    moved = self._follow(opt)
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
             if moved and not self.uses_step_hooks:
                 return self._step_around(original, args, kwargs)
             return original(*args, **kwargs)
 
-        # pickled with its optimizer, it unpickles as getattr(opt, "step"): the class's
-        candidate_step.__name__ = "step"
         key = id(opt)
         candidates = self._candidates
         ref = weakref.ref(opt, lambda r: candidates.get(key, (None,))[0] is r
                           and candidates.pop(key, None))
-        vars(opt)["step"] = types.MethodType(candidate_step, opt)
-        candidates[key] = (ref, candidate_step)
+        candidates[key] = (ref, _patch.patch_method(opt, "step", None, None, around=candidate_step))
 
     @staticmethod
     def _uncandidate(entry):
         """Take a candidate's look off, if it is alive and still has it."""
-        ref, fn = entry
-        opt = ref()
-        if opt is not None and getattr(vars(opt).get("step"), "__func__", None) is fn:
-            del vars(opt)["step"]
+        entry[1]()
 
     def _follow(self, opt):
         """Move the watch to ``opt``: the old optimizer's hooks off (it
@@ -143,7 +137,7 @@ class SuccessorMixin:
             entry = self._candidates.pop(id(opt), None)
             if entry is not None:
                 self._uncandidate(entry)
-            old = self._optimizer
+            old = self.optimizer
             self._unhook_optimizers()
             self._fast = False
             self._wrapper = None

@@ -76,7 +76,7 @@ class TrainingStepMixin:
         loss_type = getattr(loss_type, "_Loss", None) or ()
         subs = []
         try:
-            for child in self._model.children():
+            for child in self._model().children():
                 if runs_compiled(child):
                     continue
                 if isinstance(child, loss_type):
@@ -359,7 +359,7 @@ class TrainingStepMixin:
         on a model with a training_step, which has its own, nor on one a
         compiled function calls, whose children run compiled too:
         _compiled.keep_out). (Lock held.)"""
-        model = self._model
+        model = self._model()
         if self._child_layout or self._sub_hooks or self.forward_compiled \
                 or callable(getattr(model, "training_step", None)):
             return

@@ -8,6 +8,7 @@ end edge made in the same hook call, else none): on the every-step path by
 (with the next phase's begin edge), elsewhere by ``_end``.
 """
 
+import functools
 import threading
 import weakref
 
@@ -38,6 +39,15 @@ _GRAD = {"grad": True}
 # _kwargs_pre_hooks through this module.
 queue_callback_of = _patch.queue_callback_of
 _kwargs_pre_hooks = _patch.kwargs_pre_hooks
+
+
+def _model_freed(watch_ref, _model_ref):
+    """A watched model was freed (the loop dropped it; its hooks went with
+    it): its watch ends, as at remove(), and lets go of the optimizer's
+    patches, whose optimizer the loop may still hold."""
+    watch = watch_ref()
+    if watch is not None:
+        _safe.call(watch.remove)
 
 
 class _NoTensor:
@@ -105,13 +115,19 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         # user dropped without remove() never keeps its model alive.
         self._self_ref = weakref.ref(self)
         self._client = client
-        self._model = model
+        # The model and the optimizers, held weakly, as is all else of theirs
+        # the watch keeps: the watch lives as long as they do (their hooks
+        # and patches hold it), and a model and optimizer the loop drops are
+        # freed at once, as without the hook (docs/hook.md, "Models one
+        # after another"). Each is called to get it: None once freed.
+        self._model = _patch.weak(model, functools.partial(_model_freed, self._self_ref))
         opt = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
         self._set_optimizer(opt, step_hooks)
         # What the caller passed, when it wrapped the optimizer (watch() unwraps first).
-        if wrapper is None and optimizer is not self._optimizer:
+        if wrapper is None and optimizer is not opt:
             wrapper = optimizer
-        self._wrapper = wrapper if wrapper is not self._optimizer else None
+        self._wrapper = _patch.weak(wrapper) if wrapper is not None and wrapper is not opt \
+            else None
         self._opt_undo = []  # what hooks the optimizers (_hook_optimizer)
         self._candidates = {}  # id -> (weak reference, its look) (SuccessorMixin)
         self._config = config
@@ -216,7 +232,6 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
     _fast_loop = False
     # The optimizer fields besides the slot _optimizer, set by _set_optimizer
     _held = ()
-    _optimizers = None
     _update_codes = frozenset()
     uses_step_hooks = False
     step_fallback = False
@@ -235,15 +250,14 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
 
     def _set_optimizer(self, opt, step_hooks=None):
         """The optimizer fields, for ``opt`` (unwrapped; None: no optimizer)."""
-        self._optimizer = opt
+        self._optimizer = _patch.weak(opt) if opt is not None else None
         # The optimizers it holds that may run its update (SAM's base
         # optimizer): their step() and zero_grad() are the watch's too, and
-        # their state is counted with its own (what the figures and the
-        # census are given: the optimizer, or it and those it holds).
-        self._held = tuple(_patch.held_optimizers(opt)) if opt is not None else ()
-        self._optimizers = (opt,) + self._held if self._held else opt
+        # their state is counted with its own (_optimizers).
+        held = tuple(_patch.held_optimizers(opt)) if opt is not None else ()
+        self._held = tuple(map(_patch.weak, held))
         # The code of the methods of their classes but torch's (StepsMixin._in_update_method)
-        self._update_codes = _steps.method_codes((opt,) + self._held) \
+        self._update_codes = _steps.method_codes((opt,) + held) \
             if opt is not None else frozenset()
         if step_hooks is None:
             step_hooks = opt is not None and _patch.has_step_hooks(opt)
@@ -253,8 +267,16 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self.step_fallback = (opt is not None and not self.uses_step_hooks
                               and callable(getattr(opt, "register_step_pre_hook", None)))
 
+    def _optimizers(self):
+        """What the figures and the census are given: the optimizer, or it
+        and those it holds (None: none, or freed)."""
+        opt = self._optimizer() if self._optimizer is not None else None
+        if not self._held or opt is None:
+            return opt
+        return (opt,) + tuple(o for o in (r() for r in self._held) if o is not None)
+
     def _install(self, global_backward):
-        m = self._model
+        m = self._model()
         undo = _patch.around_compiled_call(m, self._on_forward_pre, self._on_forward)
         if undo is not None:
             self._undo.append(undo)  # the hooks run outside the compiled call
@@ -296,11 +318,12 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         if global_backward:
             _backward.add(self._torch, self)
             self._undo.append(lambda: _backward.discard(self))
-        opt = self._optimizer
-        if opt is None:
+        if self._optimizer is None:
             return
-        if _steps.inherits_zero_grad(self._wrapper, opt):
-            self._undo.append(_patch.patch_method(self._wrapper, "zero_grad", None, None,
+        opt = self._optimizer()
+        wrapper = self._wrapper() if self._wrapper is not None else None
+        if _steps.inherits_zero_grad(wrapper, opt):
+            self._undo.append(_patch.patch_method(wrapper, "zero_grad", None, None,
                                                   around=self._zero_grad))
         self._undo += [self._drop_candidates, self._unhook_optimizers]
         self._hook_optimizers()
@@ -313,8 +336,8 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         """Hook the watched optimizer and those it holds. A held optimizer's
         step() called from the watched one's is nested in it (_step_depth);
         called alone (SAM's second_step()) it is the step."""
-        self._hook_optimizer(self._optimizer, self.uses_step_hooks)
-        for held in self._held:
+        self._hook_optimizer(self._optimizer(), self.uses_step_hooks)
+        for held in filter(None, (r() for r in self._held)):
             self._hook_optimizer(held, _patch.has_step_hooks(held))
 
     def _hook_optimizer(self, opt, step_hooks):
@@ -350,13 +373,13 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
 
     @property
     def model(self):
-        """The watched model."""
-        return self._model
+        """The watched model (None once freed)."""
+        return self._model()
 
     @property
     def optimizer(self):
-        """The watched optimizer, unwrapped (None without one)."""
-        return self._optimizer
+        """The watched optimizer, unwrapped (None without one, or once freed)."""
+        return self._optimizer() if self._optimizer is not None else None
 
     @property
     def idle(self):
