@@ -4,7 +4,7 @@
 # training thread wait for the GPU, what a read leaves to the garbage
 # collector, seed 001 with the user's own
 # stat_cuda prints compared with and without the hook (recorded by the real
-# monitor), a bounded _record_memory_history capture of a leaking loop, a real
+# monitor), a k-fold loop's counters with and without it, a bounded _record_memory_history capture of a leaking loop, a real
 # out-of-memory error with and without the hook, bench/cost_model.py on the
 # real allocator, the hook's long-run cost on it (bench/steady_cost.py, steps
 # synced and unsynced), and a real Lightning fit on the GPU
@@ -27,9 +27,11 @@
 #                                           a second, non-blocking, raw stacks)
 #   PROBES=0 ...                            (skip the read cost, the sync check and
 #                                           the collector census)
-#   OLD_HOOK=DIR ...                        (the cost model and Lightning also run
-#                                           the vramscope package copied in DIR:
-#                                           old against new)
+#   OLD_HOOK=DIR ...                        (the cost model, Lightning and the
+#                                           k-fold loop also run the vramscope
+#                                           package copied in DIR: old against new)
+#   KFOLD=0 ...                             (skip the k-fold loop, bench/gpu/kfold_run.py;
+#                                           KFARGS="--device cpu" smoke-tests it)
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/pyhook
 O=${OUT:-/tmp/vramscope-gpu}; mkdir -p "$O"
@@ -72,6 +74,36 @@ cat "$O/s001_record.txt"
 bin/vramscope report "$O/s001_gpu.jsonl.gz" > "$O/s001_report.txt" 2>&1
 bin/vramscope report --json "$O/s001_gpu.jsonl.gz" > "$O/s001_report.json" 2>&1
 head -30 "$O/s001_report.txt"
+
+if [ "${KFOLD:-1}" != 0 ]; then
+log "a k-fold loop (a new model and Adam each fold): the user's counters with and without the hook"
+KF="python3 bench/gpu/kfold_run.py --folds ${KFOLDS:-3} --steps ${KSTEPS:-6} ${KFARGS:-}"
+timeout $(left 60) $KF > "$O/kfold_nohook.txt" 2>&1
+timeout $(left 60) bin/vramscope run --record "$O/kfold_run.jsonl.gz" -- $KF > "$O/kfold_run.txt" 2>&1
+timeout $(left 60) $KF --hook > "$O/kfold_watch.txt" 2>&1
+kinds="run watch"
+if [ -n "${OLD_HOOK:-}" ]; then
+  # the old hook: auto-attach as `vramscope run` starts it, and watch() per fold
+  mkdir -p "$S/start"; cp launch/sitecustomize.py "$S/start/"
+  bin/vramscope record -o "$O/kfold_run_old.jsonl.gz" --socket "$S/k.sock" > /dev/null 2>&1 & R=$!
+  sleep 1
+  VRAMSCOPE_SOCKET="$S/k.sock" PYTHONPATH="$S/start:$(dirname "$OLD_HOOK")" timeout $(left 60) $KF \
+    > "$O/kfold_run_old.txt" 2>&1
+  sleep 1; kill -INT $R; wait $R
+  PYTHONPATH="$(dirname "$OLD_HOOK")" timeout $(left 60) $KF --hook > "$O/kfold_watch_old.txt" 2>&1
+  kinds="$kinds run_old watch_old"
+fi
+for k in $kinds; do
+  if diff <(grep -- '^--' "$O/kfold_nohook.txt") <(grep -- '^--' "$O/kfold_$k.txt") > "$O/kfold_$k.diff"; then
+    echo "KFOLD $k: the user's counters are IDENTICAL with and without the hook"
+  else
+    echo "KFOLD $k: the counters DIFFER ($(grep -c '^>' "$O/kfold_$k.diff") of $(grep -c -- '^--' "$O/kfold_nohook.txt") lines):"
+    grep '^>' "$O/kfold_$k.diff" | head -4
+  fi
+done
+tail -3 "$O/kfold_nohook.txt"
+bin/vramscope report "$O/kfold_run.jsonl.gz" 2>&1 | grep totals
+fi
 
 log "cost model on the real allocator"
 timeout $(left 200) python3 bench/cost_model.py --device cuda --size h100mlp --blocks ${BLOCKS:-10} --steps 40 --no-profiler \
