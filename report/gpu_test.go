@@ -340,6 +340,14 @@ func TestH200HFTrainerIsTheUsersOwnCounters(t *testing.T) {
 	if len(rows) != 40 || len(evaluated) != 2 || len(p.Steps) != 40 {
 		t.Fatalf("%d steps printed, %d evaluations, %d steps reported; want 40, 2, 40", len(rows), len(evaluated), len(p.Steps))
 	}
+	heldAndPeaksAreTheUsers(t, &p, rows)
+}
+
+// heldAndPeaksAreTheUsers checks each row's step: its held memory is the
+// user's memory_allocated() and the running peak their
+// max_memory_allocated(), to the byte.
+func heldAndPeaksAreTheUsers(t *testing.T, p *Process, rows []counterRow) {
+	t.Helper()
 	var running int64
 	for _, r := range rows {
 		st := &p.Steps[r.step]
@@ -347,6 +355,43 @@ func TestH200HFTrainerIsTheUsersOwnCounters(t *testing.T) {
 		if st.Step != r.step || int64(st.Held) != r.allocated || running != r.maxAllocated {
 			t.Errorf("step %d: held %d, running peak %d; the user's memory_allocated() %d, max_memory_allocated() %d",
 				r.step, st.Held, running, r.allocated, r.maxAllocated)
+		}
+	}
+}
+
+// A k-fold loop on an H200 (bench/gpu/kfold_run.py: 3 folds of 6 steps, a
+// new MLP and Adam each fold) under `vramscope run`, whose auto-attach
+// follows each fold's model (testdata/h200/2026-11-28/README.md): every
+// step's held memory is the user's memory_allocated() after it and the
+// running peak their max_memory_allocated(), to the byte, over all 18
+// steps of the three folds. The hook before kept each fold's model alive
+// through the next fold's first two steps (806 MB more, 74 % more peak)
+// and was seen from their third.
+func TestH200KFoldUnderRunIsTheUsersOwnCounters(t *testing.T) {
+	dir := "../testdata/h200/2026-11-28"
+	raw, err := os.ReadFile(dir + "/kfold_nohook.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []counterRow
+	for _, line := range strings.Split(string(raw), "\n") {
+		var fold, step int
+		var loss float64
+		var r counterRow
+		if n, _ := fmt.Sscanf(line, "-- fold %d step %d loss %f allocated %d max_allocated %d",
+			&fold, &step, &loss, &r.allocated, &r.maxAllocated); n == 5 {
+			r.step = fold*6 + step
+			rows = append(rows, r)
+		}
+	}
+	p := Build(loadRecording(t, dir+"/kfold_run.jsonl.gz")).Processes[0]
+	if len(rows) != 18 || len(p.Steps) != 18 {
+		t.Fatalf("%d steps printed, %d reported; want 18", len(rows), len(p.Steps))
+	}
+	heldAndPeaksAreTheUsers(t, &p, rows)
+	for _, st := range p.Steps {
+		if want := []string{"Sequential", "Sequential_2", "Sequential_3"}[st.Step/6]; st.Model != want {
+			t.Errorf("step %d: model %q, want %q", st.Step, st.Model, want)
 		}
 	}
 }
