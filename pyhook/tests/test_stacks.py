@@ -690,11 +690,14 @@ def test_a_model_the_loop_drops_is_freed_at_once(torch_mod, monkeypatch, every, 
         opt.step()
     if removed:
         handle.remove()
-    alive = weakref.ref(model), weakref.ref(opt), weakref.ref(opt.state[next(model.parameters())]["exp_avg"])
+    first = next(model.parameters())
+    alive = (weakref.ref(model), weakref.ref(opt), weakref.ref(first),
+             weakref.ref(first.grad), weakref.ref(opt.state[first]["exp_avg"]))
+    del first
     gc.disable()
     try:
         del model, opt, loss
-        assert [r() is None for r in alive] == [True, True, True], "freed by reference counts"
+        assert [r() is None for r in alive] == [True] * 5, "freed by reference counts"
         assert handle.watcher is None if removed else not handle.watcher.active
     finally:
         gc.enable()
