@@ -158,3 +158,29 @@ def test_a_candidate_pickles_and_copies_as_a_plain_optimizer(setup):
         copied.step()  # the class's step, no look of the watch's
     handle.remove()
     assert "step" not in vars(new)
+
+
+def test_a_watch_whose_optimizer_the_loop_dropped_goes_on_and_follows_the_next(setup):
+    # The watch holds its optimizer weakly: dropped with no successor made,
+    # it is freed, and the watch goes on (forwards, backwards, an
+    # evaluation, no error nor warning) until a new optimizer trains the
+    # model, which it then follows.
+    torch, made, model, x, y = setup
+    opt = torch.optim.Adam(model.parameters())
+    handle = vramscope.watch(model, opt, activations_every=1)
+    train(torch, model, opt, 2, x, y)
+    del opt
+    assert handle.watcher.optimizer is None and handle.watcher.active
+    before = _safe.errors()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            model.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        with torch.no_grad():
+            model(x)
+        new = torch.optim.SGD(model.parameters(), lr=0.05)
+        train(torch, model, new, 3, x, y)
+    assert _safe.errors() == before
+    assert handle.watcher.optimizer is new
+    handle.remove()
