@@ -32,6 +32,7 @@ Like the rest of the hook, nothing here may break training: every hook body
 is guarded, and a failure turns auto-attach off with one warning.
 """
 
+import functools
 import gc
 import os
 import sys
@@ -59,8 +60,8 @@ class _Weak:
     not keep a model the user dropped alive, with its optimizer's state (a
     k-fold loop's first model, on the GPU for the rest of the process). Set
     to an object since freed, it reads as GONE: attached, and done.
-    ``freed(state, ref)``, where given, is called when the object set last
-    is freed."""
+    ``freed(state)``, where given, is called when the object set last is
+    freed (not one set before it)."""
 
     def __init__(self, freed=None):
         self.freed = freed
@@ -78,17 +79,21 @@ class _Weak:
         return GONE if value is None else value
 
     def __set__(self, obj, value):
-        freed = self.freed
-        callback = None if freed is None else \
-            (lambda r, state=weakref.ref(obj): freed(state(), r))
+        callback = None if self.freed is None else \
+            functools.partial(self._died, weakref.ref(obj))
         obj.__dict__[self.slot] = None if value is None or value is GONE \
             else weakref.ref(value, callback)
+
+    def _died(self, state, ref):
+        st = state()
+        if st is not None and st.__dict__.get(self.slot) is ref:
+            self.freed(st)
 
 
 class _State:
     """What auto-attach holds in this process."""
 
-    model = _Weak(freed=lambda st, ref: _model_freed(st, ref))
+    model = _Weak(freed=lambda st: _model_freed(st))
     optimizer = _Weak()
     handle = _Weak()
     retired = _Weak()
@@ -456,11 +461,11 @@ def _on_unclaimed_backward():
     _rearm(st, model)
 
 
-def _model_freed(st, ref):
+def _model_freed(st):
     """The attached model was freed (the loop dropped it: a fold's end, a
     trial's), and its watch ended with it: the module hook goes back on at
     once, and the next module that trains is attached in its place."""
-    if st is not None and not st.standing_down and st.__dict__.get("_weak_model") is ref:
+    if not st.standing_down:
         st.keep_model = False
         _safe.call(_rearm, st, GONE)
 

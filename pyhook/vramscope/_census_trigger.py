@@ -82,6 +82,6 @@ class CensusMixin:
         return msg
 
     def _device(self):
-        first = next(iter(self._model().parameters()), None) \
-            if hasattr(self._model(), "parameters") else None
+        model = self._model()
+        first = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
         return first.device.type if first is not None else "cpu"

@@ -270,7 +270,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
     def _optimizers(self):
         """What the figures and the census are given: the optimizer, or it
         and those it holds (None: none, or freed)."""
-        opt = self._optimizer() if self._optimizer is not None else None
+        opt = self.optimizer
         if not self._held or opt is None:
             return opt
         return (opt,) + tuple(o for o in (r() for r in self._held) if o is not None)
@@ -417,11 +417,6 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
             _safe.call(undo)
         self._undo = []
         _safe.call(self.end_capture)
-        # The watch's own bound methods it keeps make it a reference cycle,
-        # and with it its model and optimizer, which only the cyclic
-        # collector frees: dropped, a model the loop drops after remove()
-        # is freed at once, as without the hook.
-        self._step_plan = self._grad_hook = self._done_callback = None
 
     # ---- phase bookkeeping -------------------------------------------------------
 
