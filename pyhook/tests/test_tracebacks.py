@@ -16,9 +16,9 @@ import traceback
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, make_config
 
-from vramscope import _patch, _safe
+from vramscope import _client, _patch, _safe, _watch
 
 MODEL = """
 import torch
@@ -171,3 +171,52 @@ def test_an_error_of_the_hook_s_own_keeps_its_frames():
     finally:
         undo()
     assert _frames(caught.value)[-1] == ("_patch.py", "method_around")
+
+
+
+@pytest.mark.parametrize("name", ["zero_grad", "step"])
+@pytest.mark.parametrize("undone", [False, True], ids=["watched", "undone-under-a-wrapper"])
+def test_a_watched_optimizer_s_error_shows_no_hook_frame(name, undone, torch_mod):
+    # What opt.zero_grad() and (patched, not hooked) opt.step() call is the
+    # Watcher's entry itself: no frame of _patch's between, and the entry's
+    # own dropped from the user's traceback. Undone while another's wrapper
+    # holds it, the entry only calls the method, as cleanly.
+    torch = torch_mod
+    boom = []
+
+    class Opt(torch.optim.SGD):
+        def zero_grad(self, *args, **kwargs):
+            if boom:
+                raise ValueError("the user's zero_grad")
+            return super().zero_grad(*args, **kwargs)
+
+        def step(self, closure=None):
+            if boom:
+                raise ValueError("the user's step")
+            return super().step(closure)
+
+    model = torch.nn.Linear(4, 2)
+    opt = Opt(model.parameters(), lr=0.1)
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config, step_hooks=False)
+    ours = getattr(opt, name)
+    assert ours.__self__ is opt and "_zero_grad _step_around".count(ours.func.__name__)
+    if undone:
+        setattr(opt, name, lambda *a, **k: ours(*a, **k))  # another's wrapper on top
+        watcher.remove()
+    try:
+        opt.zero_grad()
+        model(torch.ones(3, 4)).sum().backward()
+        opt.step()
+        boom.append(True)
+        with pytest.raises(ValueError) as caught:
+            getattr(opt, name)()
+    finally:
+        watcher.remove()
+        client.close("done", timeout=1)
+    assert str(caught.value) == "the user's %s" % name
+    frames = _frames(caught.value)
+    assert frames[-1] == ("test_tracebacks.py", name), frames
+    hooks = [f for f in frames if f[0].startswith("_")]
+    # before 3.11 a bare raise keeps the frame of the entry that re-raised
+    assert hooks == [] or sys.version_info < (3, 11), frames

@@ -161,7 +161,7 @@ class CompiledMixin:
                 # Trainer's torch_compile zeroes through it), as a DDP
                 # wrapper's (ForwardMixin._watch_wrapper).
                 self._undo.append(_patch.patch_method(
-                    wrapper, "zero_grad", None, None, around=self._zero_grad, plain_set=True))
+                    wrapper, "zero_grad", None, None, entry=self._zero_grad, plain_set=True))
                 self._zero_seen = True
         # The call being traced is the wrapper's: its forward begins now.
         # Its end is not seen (nothing of the hook runs in the compiled

@@ -202,7 +202,7 @@ class ForwardMixin:
                 if "zero_grad" in w.__dict__:
                     continue
                 self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
-                                                      around=self._zero_grad, plain_set=True))
+                                                      entry=self._zero_grad, plain_set=True))
                 # This step's zero_grad may have run through the wrapper
                 # unseen: the step counts as having had one, and the first
                 # zero_grad between steps is placed by where it is called,

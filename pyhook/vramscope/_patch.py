@@ -176,15 +176,39 @@ class _BoundWeakly(functools.partial):
         return getattr, (self.__self__, self.__dict__["_name"])
 
 
+class Patched:
+    """A method :func:`patch_method` patched, as its ``entry`` is given it:
+    ``original`` (a callable that was no method of the instance) or
+    ``func`` (the method's function) and ``ref`` (the instance, held
+    weakly); the entry calls ``original or types.MethodType(func, ref())``,
+    bound anew each call (a bound method kept would hold the instance).
+    ``on`` is False once undone."""
+
+    __slots__ = ("original", "func", "ref", "on")
+
+    def __init__(self, original, func=None, ref=None):
+        self.original, self.func, self.ref, self.on = original, func, ref, True
+
+    def call(self, args, kwargs):
+        """Call the method as patched (an entry's cold paths)."""
+        return (self.original or types.MethodType(self.func, self.ref()))(*args, **kwargs)
+
+
 def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, around=None,
-                 plain_set=False):
+                 plain_set=False, entry=None):
     """Wrap ``obj.name`` so ``before``/``after`` (each may be None) run around it;
     return an undo.
 
     ``around(original, args, kwargs)``, when given, runs instead of all that
-    and makes the call itself (one frame of the caller's instead of two:
-    zero_grad's begin and end, every step); it must not raise errors of its
-    own.
+    and makes the call itself (one frame of the caller's instead of two);
+    it must not raise errors of its own.
+
+    ``entry(patched, *args, **kwargs)``, when given, is what ``obj.name(...)``
+    calls, with no frame of this module's between (zero_grad's begin and
+    end, every step): ``patched`` is the :class:`Patched` method. It makes
+    the call itself, runs only that once ``patched.on`` is False, raises no
+    errors of its own, and keeps itself out of the tracebacks of the
+    call's (``_tracebacks.passed_through``).
 
     ``wrap_args(args, kwargs)``, when given, returns the arguments to call the
     original with (the step patch wraps a closure with it); with ``kwargs_only``
@@ -213,7 +237,7 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     if func is not None:
         original = None
     bind = types.MethodType
-    on = [True]
+    patched = Patched(original, func, ref)
 
     report = _safe.report
     passed_through = _tracebacks.passed_through
@@ -223,7 +247,7 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     def method_around(*args, **kwargs):
         try:
             call = original or bind(func, ref())
-            if on[0]:
+            if patched.on:
                 return around(call, args, kwargs)
             return call(*args, **kwargs)
         except BaseException as exc:
@@ -233,7 +257,7 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     def method(*args, **kwargs):
         call = original or bind(func, ref())
         # _safe.call inlined: this runs on the training thread every step.
-        if on[0]:
+        if patched.on:
             try:
                 if before is not None:
                     before()
@@ -253,7 +277,7 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
             passed_through(exc)
             raise
         finally:
-            if on[0]:
+            if patched.on:
                 try:
                     after()
                 except Exception as exc:  # noqa: BLE001
@@ -261,6 +285,8 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
 
     if around is not None:
         method = method_around
+    elif entry is not None:
+        method = functools.partial(entry, patched)
 
     def unbound(_self, *args, **kwargs):
         # The wrapper as a function of its instance (what a scheduler binds
@@ -275,7 +301,7 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
             passed_through(exc)
             raise
 
-    bound = _BoundWeakly(method)
+    bound = _BoundWeakly(entry, patched) if entry is not None else _BoundWeakly(method)
     for f in (bound, unbound):
         f.__name__ = getattr(func or original, "__name__", name)
         f.__doc__ = getattr(func or original, "__doc__", None)
@@ -301,7 +327,7 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     put(obj, name, bound)
 
     def undo():
-        on[0] = False
+        patched.on = False
         target = ref()
         if target is not None and target.__dict__.get(name) is bound:
             if had_own:

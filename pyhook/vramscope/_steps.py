@@ -6,7 +6,7 @@ import sys
 from time import monotonic as _monotonic
 
 from . import _anatomy, _patch, _safe
-from ._tracebacks import hook_code
+from ._tracebacks import hook_code, passed_through as _passed_through
 
 
 def user_frames(frame):
@@ -166,12 +166,19 @@ class StepsMixin:
             self._step_depth = 1
         return None if new[0] is args and new[1] is kwargs else new
 
-    def _step_around(self, original, args, kwargs):
+    def _step_around(self, patched, *args, **kwargs):
         """``optimizer.step()`` through the patch (an optimizer without step
-        hooks: torch 1.13): the step's begin, the call and its end in one
-        frame besides the patch's, as :meth:`_zero_grad` is for zero_grad.
-        The hook's own errors are reported; the call's propagate."""
+        hooks: torch 1.13), its entry, ``patched`` the method: the step's
+        begin, the call and its end in one frame, as :meth:`_zero_grad` is
+        for zero_grad. The hook's own errors are reported; the call's
+        propagate, this frame out of their traceback."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if not patched.on:  # undone, and left in place under another's wrapper
+            try:
+                return patched.call(args, kwargs)
+            except BaseException as exc:
+                _passed_through(exc)
+                raise
         if self._fast and not args and not kwargs and self._open is None \
                 and not self.framework_steps:
             # The fast path (no lock): step() with no closure in a step at
@@ -187,7 +194,11 @@ class StepsMixin:
             # A held optimizer's step() inside the watched one's (which
             # _step_post ends as it returns): part of its update, as torch
             # 2.x's step hooks count it (_step_depth).
-            return original(*args, **kwargs)
+            try:
+                return patched.call(args, kwargs)
+            except BaseException as exc:
+                _passed_through(exc)
+                raise
         else:
             try:
                 args, kwargs = self._step_pre(args, kwargs)
@@ -195,14 +206,19 @@ class StepsMixin:
                 _safe.report(exc)
         try:
             # step() called bare (the usual call) without building its arguments
-            return original(*args, **kwargs) if args or kwargs else original()
-        except BaseException:
+            func = patched.func  # the method's function, called on its instance
+            if func is None:
+                return patched.original(*args, **kwargs)
+            return func(patched.ref(), *args, **kwargs) if args or kwargs \
+                else func(patched.ref())
+        except BaseException as exc:
             # It raised: the step stays open with its depth counted, as torch
             # 2.x's step hooks leave it (no post hook), and the next
             # zero_grad or training forward ends it as failed, or the
             # process dies in it (_failed_steps).
             self._step_depth = 1
             self._fast = False
+            _passed_through(exc)
             raise
         finally:
             try:
@@ -502,7 +518,7 @@ class StepsMixin:
         for w in list(getattr(strategy, "_lightning_optimizers", None) or ()):
             if getattr(w, "_optimizer", None) is opt and inherits_zero_grad(w, opt):
                 self._undo.append(_patch.patch_method(w, "zero_grad", None, None,
-                                                      around=self._zero_grad))
+                                                      entry=self._zero_grad))
 
     def framework_phase(self, name, batch=None):
         """Begin ``name`` from a framework callback; no-op when it is already open.

@@ -303,7 +303,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         if callable(getattr(type(m), "compile", None)):  # Module.compile(): torch >= 2.2
             self._undo.append(_patch.patch_method(m, "compile", None, None,
                                                   around=self._on_compile))
-        self._undo.append(_patch.patch_method(m, "zero_grad", None, None, around=self._zero_grad))
+        self._undo.append(_patch.patch_method(m, "zero_grad", None, None, entry=self._zero_grad))
         replicas = _patch.keep_out_of_replicas(m)  # the hook's wrappers stay the model's own
         if replicas is not None:
             self._undo.append(replicas)
@@ -324,7 +324,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         wrapper = self._wrapper() if self._wrapper is not None else None
         if _steps.inherits_zero_grad(wrapper, opt):
             self._undo.append(_patch.patch_method(wrapper, "zero_grad", None, None,
-                                                  around=self._zero_grad))
+                                                  entry=self._zero_grad))
         self._undo += [self._drop_candidates, self._unhook_optimizers]
         self._hook_optimizers()
         # A new optimizer for the model, made later, may take the watch over
@@ -344,14 +344,14 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         """Patch ``opt``'s zero_grad, and hook its step() by its step hooks
         or, without them, by a patch (undone by :meth:`_unhook_optimizers`)."""
         self._opt_undo.append(_patch.patch_method(opt, "zero_grad", None, None,
-                                                  around=self._zero_grad))
+                                                  entry=self._zero_grad))
         if step_hooks:
             pre = opt.register_step_pre_hook(self._on_step_pre_hook)
             post = opt.register_step_post_hook(self._on_step_post_hook)
             self._opt_undo += [pre.remove, post.remove]
         else:
             self._opt_undo.append(_patch.patch_method(opt, "step", None, None,
-                                                      around=self._step_around))
+                                                      entry=self._step_around))
 
     def _unhook_optimizers(self):
         for undo in reversed(self._opt_undo):

@@ -7,6 +7,7 @@ import sys
 from time import monotonic as _monotonic
 
 from . import _safe, _steps
+from ._tracebacks import passed_through as _passed_through
 
 
 class ZeroGradMixin:
@@ -23,11 +24,19 @@ class ZeroGradMixin:
         with self._lock:
             self._zero_seen = True
 
-    def _zero_grad(self, original, args, kwargs):
-        """``model.zero_grad()`` / ``optimizer.zero_grad()``, watched: zero_grad's
-        begin, the call and its end in one frame besides the patch's (docs/hook.md,
-        "Cost"). The hook's own errors are reported; the call's propagate."""
+    def _zero_grad(self, patched, *args, **kwargs):
+        """``model.zero_grad()`` / ``optimizer.zero_grad()``, watched (the
+        patch's entry, ``patched`` the method): zero_grad's begin, the call
+        and its end in one frame (docs/hook.md, "Cost"). The hook's own
+        errors are reported; the call's propagate, this frame out of their
+        traceback."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
+        if not patched.on:  # undone, and left in place under another's wrapper
+            try:
+                return patched.call(args, kwargs)
+            except BaseException as exc:
+                _passed_through(exc)
+                raise
         if self._fast and self._open is None \
                 and (self._idle and self._zero_after is False and self._zero_seen_last
                      or self.framework_steps and not self._idle):
@@ -69,7 +78,14 @@ class ZeroGradMixin:
                 _safe.report(exc)
         try:
             # zero_grad() called bare (the usual call) without building its arguments
-            return original(*args, **kwargs) if args or kwargs else original()
+            func = patched.func  # the method's function, called on its instance
+            if func is None:
+                return patched.original(*args, **kwargs)
+            return func(patched.ref(), *args, **kwargs) if args or kwargs \
+                else func(patched.ref())
+        except BaseException as exc:
+            _passed_through(exc)
+            raise
         finally:
             if self._fast and self._zero_depth == 1 and self._open == "zero_grad":
                 # The fast path's end (never a return here: it would drop
