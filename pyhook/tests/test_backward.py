@@ -86,6 +86,81 @@ def test_the_global_wrapper_is_refcounted_and_undone_by_the_last_remove(torch_mo
     assert not getattr(torch.autograd.backward, "_vramscope_wrapper", False)
 
 
+def step_edges(torch, model, opt, client):
+    """One plain step's phases, as the client queued them."""
+    n = len(edges(client))
+    ids = torch.randint(0, VOCAB, (4, 12))
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(ids).view(-1, VOCAB), ids.view(-1)).backward()
+    opt.step()
+    return [name for name, e in edges(client)[n:] if e == "begin"]
+
+
+def test_one_watch_is_torch_s_backward_itself_and_several_share_the_wrapper(torch_mod):
+    # With one watch, torch.autograd.backward is that watch's entry (no
+    # frame of the wrapper's a backward); a second puts the wrapper back,
+    # and the one left after a remove() is called directly again.
+    torch = torch_mod
+    original = torch.autograd.backward
+    models = lm(torch), lm(torch)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in models]
+    clients = [_client.Client(make_config(), start=False) for _ in models]
+    a = _watch.Watcher(torch, clients[0], models[0], opts[0], clients[0].config)
+    entry = torch.autograd.backward
+    assert entry.func.__self__ is a and entry.__name__ == "backward"
+    assert entry.__wrapped__ is original and entry._vramscope_wrapper
+    b = _watch.Watcher(torch, clients[1], models[1], opts[1], clients[1].config)
+    wrapper = torch.autograd.backward
+    assert not hasattr(wrapper, "func") and wrapper.__wrapped__ is original
+    for _ in range(2):
+        for m, o, c in zip(models, opts, clients):
+            assert step_edges(torch, m, o, c) == ["zero_grad", "forward", "loss", "backward",
+                                                  "step"]
+    a.remove()
+    assert torch.autograd.backward.func.__self__ is b
+    assert step_edges(torch, models[1], opts[1], clients[1]) == [
+        "zero_grad", "forward", "loss", "backward", "step"]
+    b.remove()
+    assert torch.autograd.backward is original
+
+
+def test_a_wrapper_on_top_of_a_watch_s_entry_keeps_working_for_the_next_watch(torch_mod):
+    # Someone wraps torch.autograd.backward while one watch's entry is
+    # there, and a second watch comes: the entry stays under their wrapper
+    # and passes the second's backwards to the wrapper's general path,
+    # which gives them to the second watch; so after the first watch goes,
+    # and with none left, backward still runs, once each call.
+    torch = torch_mod
+    original = torch.autograd.backward
+    calls = []
+    models = lm(torch), lm(torch)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in models]
+    clients = [_client.Client(make_config(), start=False) for _ in models]
+    a = _watch.Watcher(torch, clients[0], models[0], opts[0], clients[0].config)
+    ours = torch.autograd.backward
+
+    def theirs(*args, **kwargs):
+        calls.append(1)
+        return ours(*args, **kwargs)
+
+    torch.autograd.backward = theirs
+    plain = ["zero_grad", "forward", "loss", "backward", "step"]
+    try:
+        b = _watch.Watcher(torch, clients[1], models[1], opts[1], clients[1].config)
+        assert torch.autograd.backward is theirs
+        for _ in range(2):
+            for m, o, c in zip(models, opts, clients):
+                assert step_edges(torch, m, o, c) == plain
+        a.remove()
+        assert step_edges(torch, models[1], opts[1], clients[1]) == plain
+        b.remove()
+        assert step_edges(torch, models[1], opts[1], clients[1]) == []
+        assert len(calls) == 6
+    finally:
+        torch.autograd.backward = original
+        _backward._reset_for_tests()
+
+
 def test_a_backward_of_another_model_is_not_this_ones(torch_mod):
     torch = torch_mod
     watched, other = lm(torch), lm(torch)

@@ -9,20 +9,23 @@ take ends in this function: ``loss.backward()``,
 (calls ``loss.backward``; observed in callorders/accelerate.txt) all reach
 ``Tensor.backward``, which calls ``torch.autograd.backward`` by its module
 attribute at every call (torch 1.13 to 2.x, ``torch/_tensor.py``), so one
-wrapper there sees them all and a plain step runs one wrapper frame. A
-per-thread depth makes a backward run inside another (a hook that calls
-backward) part of the outer one.
+wrapper there sees them all. A per-thread depth makes a backward run inside
+another (a hook that calls backward) part of the outer one.
 
 The wrapper is installed once, when the first Watcher registers, and undone
-when the last one leaves (refcounted). Undo restores the original only when
-the attribute is still ours; if someone wrapped on top of us, ours stays in
-place but inert. Each listener decides whether a backward is its own
-(``user_backward_begin`` returns True); the first that claims it is the only
-one asked and the only one to get the end call. A listener whose step is at
-rest is asked first, by ``user_backward``, which runs the whole backward
-when it is its own (begin, the call and the end in one frame).
+when the last one leaves (refcounted). While one Watcher listens, what is
+set there is its ``user_backward`` (:func:`_retarget`), which runs a
+backward of its step at rest whole (begin, the call and the end in one
+frame, none of this module's) and passes any other to the wrapper's general
+path; with several, the wrapper gives a backward to the one whose step is
+at rest. In the general path each listener decides whether a backward is
+its own (``user_backward_begin`` returns True); the first that claims it is
+the only one asked and the only one to get the end call. Undo restores the
+original only when the attribute is still ours; if someone wrapped on top
+of us, ours stays in place but inert.
 """
 
+import functools
 import threading
 import weakref
 
@@ -36,11 +39,11 @@ _listeners = []
 # (no copy a call; add() and discard() replace it).
 # "unclaimed": called (no arguments) after a backward no listener took
 # (auto-attach's, which then looks for a model that trains in place of its own).
-_state = {"torch": None, "autograd": None, "listeners": (), "unclaimed": None}
-
-
-# What Watcher.user_backward answers for a backward it does not take.
-NOT_MINE = object()
+# "autograd": (torch's backward, the wrapper), "rest": the wrapper's general
+# path, while installed; "direct": the one listener's entry set in their
+# place (_retarget).
+_state = {"torch": None, "autograd": None, "rest": None, "direct": None, "listeners": (),
+          "unclaimed": None}
 
 
 class _Depth(threading.local):
@@ -57,35 +60,19 @@ def _make(original, name):
     local = _local
     passed_through = _tracebacks.passed_through
 
-    def backward(*args, **kwargs):
-        # A backward inside a backward and a process with no listener take
-        # this short path.
+    def rest(args, kwargs):
+        # A backward that no watch ran whole at rest (Watcher.user_backward
+        # passes it here): inside another backward, or with no listener, the
+        # call alone; else the watches asked in turn. Its callers take the
+        # hook's frames out of the traceback of what the call raises.
         depth = local.depth
         if depth or not _listeners:
             local.depth = depth + 1
             try:
                 return original(*args, **kwargs)
-            except BaseException as exc:
-                passed_through(exc)
-                raise
             finally:
                 local.depth = depth
         listeners = _state["listeners"]
-        # A watch whose step is at rest (its _fast) runs the backward it owns
-        # whole, in one frame of its own (Watcher.user_backward), or answers
-        # NOT_MINE without running it. At most one watch owns the client's
-        # phases at a time, so at most one can take it so.
-        for ref in listeners:
-            w = ref()
-            if w is not None and w._fast:
-                local.depth = 1
-                try:
-                    out = w.user_backward(original, args, kwargs, passed_through)
-                finally:
-                    local.depth = 0
-                if out is not NOT_MINE:
-                    return out
-        # _run inlined: a frame less at every backward.
         owner = None  # one watch owns a backward (docs/hook.md, "Several models")
         for ref in listeners:
             w = ref()
@@ -114,10 +101,9 @@ def _make(original, name):
         local.depth = 1
         try:
             return original(*args, **kwargs)
-        except BaseException as exc:
+        except BaseException:
             if owner is not None:
                 _safe.call(owner.unwound)
-            passed_through(exc)
             raise
         finally:
             local.depth = 0
@@ -127,11 +113,57 @@ def _make(original, name):
                 except Exception as exc:  # noqa: BLE001
                     _safe.report(exc)
 
+    def backward(*args, **kwargs):
+        # With several watches (one alone is called directly: _retarget), a
+        # watch whose step is at rest (its _fast) is given the backward
+        # (Watcher.user_backward), which runs it whole or passes it to
+        # rest. At most one watch owns the client's phases at a time, so at
+        # most one can take it so.
+        try:
+            if not local.depth:
+                for ref in _state["listeners"]:
+                    w = ref()
+                    if w is not None and w._fast:
+                        return w.user_backward(original, rest, *args, **kwargs)
+            return rest(args, kwargs)
+        except BaseException as exc:
+            passed_through(exc)
+            raise
+
     backward.__name__ = name
     backward.__doc__ = getattr(original, "__doc__", None)
     backward.__wrapped__ = original
     backward._vramscope_wrapper = True
-    return backward
+    return backward, rest
+
+
+class _Entry(functools.partial):
+    """``torch.autograd.backward`` while one watch listens: its
+    ``user_backward``, called from torch with no frame between (C's
+    ``functools.partial``), under the wrapper's name, doc and
+    ``__wrapped__``."""
+
+
+def _retarget():
+    """Point ``torch.autograd.backward`` at the only listener's
+    ``user_backward``, or at the wrapper for several (lock held). Where
+    another's wrapper is on top of ours it stays as it is: what it calls
+    passes every backward it does not run itself to ``rest``, which asks
+    the listeners of the moment."""
+    torch = _state["torch"]
+    if torch is None:
+        return
+    wrapper = _state["autograd"][1]
+    if torch.autograd.backward is not wrapper and torch.autograd.backward is not _state["direct"]:
+        return
+    live = [w for w in (r() for r in _listeners) if w is not None]
+    entry = None
+    if len(live) == 1:
+        entry = _Entry(live[0].user_backward, _state["autograd"][0], _state["rest"])
+        entry.__dict__.update(__name__=wrapper.__name__, __doc__=wrapper.__doc__,
+                              __wrapped__=wrapper.__wrapped__, _vramscope_wrapper=True)
+    torch.autograd.backward = entry or wrapper
+    _state["direct"] = entry
 
 
 def on_unclaimed(callback):
@@ -155,6 +187,7 @@ def add(torch, listener):
             _install(torch)
         _listeners.append(weakref.ref(listener))
         _state["listeners"] = tuple(_listeners)
+        _retarget()
 
 
 def discard(listener):
@@ -164,6 +197,8 @@ def discard(listener):
         _state["listeners"] = tuple(_listeners)
         if not _listeners:
             _uninstall()
+        else:
+            _retarget()
 
 
 def _install(torch):
@@ -171,9 +206,9 @@ def _install(torch):
     ab = getattr(autograd, "backward", None)
     if ab is None or getattr(getattr(torch, "Tensor", None), "backward", None) is None:
         return  # the output-grad hook remains the only signal
-    wa = _make(ab, "backward")
+    wa, rest = _make(ab, "backward")
     autograd.backward = wa
-    _state.update(torch=torch, autograd=(ab, wa))
+    _state.update(torch=torch, autograd=(ab, wa), rest=rest, direct=None)
 
 
 def _uninstall():
@@ -181,11 +216,13 @@ def _uninstall():
     if torch is None:
         return
     ab, wa = _state["autograd"]
-    if getattr(torch.autograd, "backward", None) is wa:
+    current = getattr(torch.autograd, "backward", None)
+    if current is wa or current is _state["direct"] is not None:
         torch.autograd.backward = ab
     # A wrapper someone put on top of ours keeps calling ours, which is inert
-    # now: with no listeners it just calls the original.
-    _state.update(torch=None, autograd=None)
+    # now: with no listeners it just calls the original (the entry of a
+    # watch, removed, passes every backward to the rest of its own wrapper).
+    _state.update(torch=None, autograd=None, rest=None, direct=None)
 
 
 def _reset_for_tests():

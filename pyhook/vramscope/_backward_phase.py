@@ -5,8 +5,9 @@ one ``Client.put`` call each, which makes the read (docs/hook.md, "Cost")."""
 
 from time import monotonic as _monotonic
 
-from . import _backward, _safe
-from ._backward import NOT_MINE
+from . import _safe
+from ._backward import _local as _bw_local, _state as _bw_state
+from ._tracebacks import passed_through as _passed_through
 from ._forward_phase import EVAL
 from ._schedule import FIRST_MEASURED
 
@@ -77,36 +78,42 @@ class BackwardMixin:
             self._client.switch("loss", "backward", self._edge_reads)
             return True
 
-    def user_backward(self, original, args, kwargs, passed_through):
-        """The fast path (no lock) of a user's backward, for the global
-        wrapper: the loss of a fast forward, at rest, ends, ``original(*args,
-        **kwargs)`` runs and the backward's end follows, in one frame.
-        Returns what the backward returns (its errors propagate), or
-        ``_backward.NOT_MINE``, having run nothing, when this watch's state
-        does not take it so (the wrapper asks user_backward_begin then)."""
+    def user_backward(self, original, rest, *args, **kwargs):
+        """``torch.autograd.backward`` as ``_backward`` calls it for this
+        watch (directly while it is the only one; else from the wrapper,
+        when its step is at rest): a backward whose loss is of a fast
+        forward, its step at rest, ends the loss, runs (``original``) and
+        ends, in this one frame. Any other backward goes to the wrapper's
+        general path (``rest``). Returns what the backward returns; its
+        errors propagate, this frame out of their traceback."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         client = self._client
         last = self._open
+        local = _bw_local
         # Its loss open, or nothing open after a training forward (a
         # zero_grad between them, as Lightning's closure has) where this is
         # the only watch (user_backward_begin asks each in turn) and no
-        # step() is left to finish (_activity).
-        if not (self._fast and (
+        # step() is left to finish (_activity); not inside another backward.
+        if local.depth or not (self._fast and (
                 last == "loss" or last is None and self._trained
                 and not (self._step_called and not self._closure_depth)
-                and len(_backward._state["listeners"]) == 1)):
-            if self._fast and last == "backward" and self._user_bw \
-                    and len(_backward._state["listeners"]) == 1:
-                # The backward a framework's callback began, in a step at
-                # rest: no watch takes it (user_backward_begin and
-                # unclaimed_backward see it in backward), and the only
-                # one's callback ends it.
-                try:
-                    return original(*args, **kwargs)
-                except BaseException as exc:
-                    passed_through(exc)
-                    raise
-            return NOT_MINE
+                and len(_bw_state["listeners"]) == 1)):
+            try:
+                if self._fast and last == "backward" and self._user_bw and not local.depth \
+                        and len(_bw_state["listeners"]) == 1:
+                    # The backward a framework's callback began, in a step at
+                    # rest: no watch takes it (user_backward_begin and
+                    # unclaimed_backward see it in backward), and the only
+                    # one's callback ends it.
+                    local.depth = 1
+                    try:
+                        return original(*args, **kwargs)
+                    finally:
+                        local.depth = 0
+                return rest(args, kwargs)
+            except BaseException as exc:
+                _passed_through(exc)
+                raise
         self._bw_step = client.step
         self._in_backward = True
         self._user_bw = True
@@ -118,15 +125,17 @@ class BackwardMixin:
                               client.model))
         if self._acts.measuring:
             self._acts.collect()
+        local.depth = 1
         try:
             # loss.backward() (the usual call) without building its arguments
             return original(args[0]) if len(args) == 1 and not kwargs \
                 else original(*args, **kwargs)
         except BaseException as exc:
             _safe.call(self.unwound)
-            passed_through(exc)
+            _passed_through(exc)
             raise
         finally:
+            local.depth = 0
             t = _monotonic()
             if self._fast and self._open == "backward" and self._user_bw:
                 # The backward's end
