@@ -173,13 +173,8 @@ class StepsMixin:
         for zero_grad. The hook's own errors are reported; the call's
         propagate, this frame out of their traceback."""
         t = _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
-        if not patched.on:  # undone, and left in place under another's wrapper
-            try:
-                return patched.call(args, kwargs)
-            except BaseException as exc:
-                _passed_through(exc)
-                raise
-        if self._fast and not args and not kwargs and self._open is None \
+        on = patched.on  # False: undone, and left in place under another's wrapper
+        if on and self._fast and not args and not kwargs and self._open is None \
                 and not self.framework_steps:
             # The fast path (no lock): step() with no closure in a step at
             # rest (torch >= 2.0's step hook takes its own, with the
@@ -189,11 +184,11 @@ class StepsMixin:
             self._open = "step"
             c = self._client  # Client.switch's tuple, queued as _fast allows
             c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
-        elif self._held and self._open == "step" and self._step_called \
+        elif not on or self._held and self._open == "step" and self._step_called \
                 and not self.framework_steps:
-            # A held optimizer's step() inside the watched one's (which
-            # _step_post ends as it returns): part of its update, as torch
-            # 2.x's step hooks count it (_step_depth).
+            # Undone: the call alone. A held optimizer's step() inside the
+            # watched one's (which _step_post ends as it returns): part of
+            # its update, as torch 2.x's step hooks count it (_step_depth).
             try:
                 return patched.call(args, kwargs)
             except BaseException as exc:
