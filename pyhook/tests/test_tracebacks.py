@@ -220,3 +220,36 @@ def test_a_watched_optimizer_s_error_shows_no_hook_frame(name, undone, torch_mod
     hooks = [f for f in frames if f[0].startswith("_")]
     # before 3.11 a bare raise keeps the frame of the entry that re-raised
     assert hooks == [] or sys.version_info < (3, 11), frames
+
+
+def test_a_zero_grad_set_on_the_instance_is_called_held_and_cleanly(torch_mod):
+    # A zero_grad that is no method of the optimizer (a function set on the
+    # instance before watch(), as a framework's wrapper may) is called by
+    # the entry as it is, kept alive by the patch, and its error's
+    # traceback shows it and no frame of the hook's.
+    torch = torch_mod
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    calls = []
+
+    def zero_grad(*args, **kwargs):
+        calls.append((args, kwargs))
+        if len(calls) == 2:
+            raise ValueError("the user's own zero_grad")
+
+    opt.zero_grad = zero_grad
+    del zero_grad
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    try:
+        opt.zero_grad(set_to_none=True)
+        with pytest.raises(ValueError) as caught:
+            opt.zero_grad()
+    finally:
+        watcher.remove()
+        client.close("done", timeout=1)
+    assert calls == [((), {"set_to_none": True}), ((), {})]
+    frames = _frames(caught.value)
+    assert frames[-1] == ("test_tracebacks.py", "zero_grad"), frames
+    assert [f for f in frames if f[0].startswith("_")] == [] or sys.version_info < (3, 11), frames
+    assert opt.zero_grad.__name__ == "zero_grad" and not hasattr(opt.zero_grad, "func")

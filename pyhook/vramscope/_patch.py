@@ -178,20 +178,29 @@ class _BoundWeakly(functools.partial):
 
 class Patched:
     """A method :func:`patch_method` patched, as its ``entry`` is given it:
-    ``original`` (a callable that was no method of the instance) or
-    ``func`` (the method's function) and ``ref`` (the instance, held
-    weakly); the entry calls ``original or types.MethodType(func, ref())``,
-    bound anew each call (a bound method kept would hold the instance).
-    ``on`` is False once undone."""
+    ``func``, called with the instance first, and ``ref``, the instance
+    held weakly (a bound method kept would hold it); the entry calls
+    ``func(ref(), ...)``. For a callable that was no method of the instance
+    (set on it before), ``func`` calls that without the instance. ``on`` is
+    False once undone."""
 
-    __slots__ = ("original", "func", "ref", "on")
+    __slots__ = ("func", "ref", "on")
 
-    def __init__(self, original, func=None, ref=None):
-        self.original, self.func, self.ref, self.on = original, func, ref, True
+    def __init__(self, func, ref):
+        self.func, self.ref, self.on = func, ref, True
+
+    @classmethod
+    def calling(cls, call):
+        """``call``, any callable, as a Patched that calls it (held)."""
+        return cls(lambda _obj, *args, **kwargs: call(*args, **kwargs), _none)
 
     def call(self, args, kwargs):
         """Call the method as patched (an entry's cold paths)."""
-        return (self.original or types.MethodType(self.func, self.ref()))(*args, **kwargs)
+        return self.func(self.ref(), *args, **kwargs)
+
+
+def _none():
+    return None
 
 
 def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, around=None,
@@ -237,7 +246,7 @@ def patch_method(obj, name, before, after, wrap_args=None, kwargs_only=False, ar
     if func is not None:
         original = None
     bind = types.MethodType
-    patched = Patched(original, func, ref)
+    patched = Patched(func, ref) if func is not None else Patched.calling(original)
 
     report = _safe.report
     passed_through = _tracebacks.passed_through

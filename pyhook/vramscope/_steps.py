@@ -201,11 +201,8 @@ class StepsMixin:
                 _safe.report(exc)
         try:
             # step() called bare (the usual call) without building its arguments
-            func = patched.func  # the method's function, called on its instance
-            if func is None:
-                return patched.original(*args, **kwargs)
-            return func(patched.ref(), *args, **kwargs) if args or kwargs \
-                else func(patched.ref())
+            return patched.func(patched.ref(), *args, **kwargs) if args or kwargs \
+                else patched.func(patched.ref())
         except BaseException as exc:
             # It raised: the step stays open with its depth counted, as torch
             # 2.x's step hooks leave it (no post hook), and the next

@@ -112,7 +112,7 @@ class SuccessorMixin:
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
             if moved and not self.uses_step_hooks:
-                return self._step_around(_patch.Patched(original), *args, **kwargs)
+                return self._step_around(_patch.Patched.calling(original), *args, **kwargs)
             return original(*args, **kwargs)
 
         key = id(opt)

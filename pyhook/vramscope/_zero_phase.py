@@ -78,11 +78,8 @@ class ZeroGradMixin:
                 _safe.report(exc)
         try:
             # zero_grad() called bare (the usual call) without building its arguments
-            func = patched.func  # the method's function, called on its instance
-            if func is None:
-                return patched.original(*args, **kwargs)
-            return func(patched.ref(), *args, **kwargs) if args or kwargs \
-                else func(patched.ref())
+            return patched.func(patched.ref(), *args, **kwargs) if args or kwargs \
+                else patched.func(patched.ref())
         except BaseException as exc:
             _passed_through(exc)
             raise
