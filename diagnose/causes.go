@@ -15,8 +15,8 @@ func causes(p *session.Process, d *Diagnosis, pk, steady []session.StepPeak) Cau
 	if len(p.Steps()) > 0 {
 		st := p.Steps()[0]
 		c.Step = st.Index
-		if start, cell := stepPhase(st); cell != nil {
-			c.OptimizerCreated = gap(cell.AllocatedEnd, start)
+		if _, cell := stepPhase(st); cell != nil {
+			c.OptimizerCreated = cell.Rise
 		}
 		if a := anatomyAt(p, st.Index); a != nil {
 			c.OptimizerAnatomy = a.Optimizer

@@ -57,8 +57,8 @@ func warmupRise(p *session.Process, d *Diagnosis, pk []session.StepPeak) *Warmup
 		Cache: session.Unknown, NonPyTorch: session.Unknown}
 	before, after := StepRow(p, prev.Index), StepRow(p, cur.Index)
 	if before != nil {
-		if start, cell := stepPhase(before); cell != nil && start.Known() && cell.AllocatedEnd > start {
-			w.Optimizer = min(cell.AllocatedEnd-start, w.Rise)
+		if _, cell := stepPhase(before); cell != nil && cell.Rise.Known() && cell.Rise > 0 {
+			w.Optimizer = min(cell.Rise, w.Rise)
 		}
 	}
 	if a := anatomyAt(p, cur.Index); a != nil {

@@ -204,6 +204,13 @@ type Cell struct {
 	// Failed is why one of the merged spans failed (Span.Failed), "" when
 	// none did.
 	Failed string
+	// Rise is, for the step cell, what its spans allocated: the sum over
+	// them of allocated at a span's end less allocated at the end of the
+	// step's automatic phase before it (the hook reads no phase's begin):
+	// a backward, or for a later span a zero_grad (one between the steps
+	// of an update split between optimizers). Unknown for other cells,
+	// and where a span's start or end was not read.
+	Rise Bytes
 }
 
 // Step is one optimizer step: its phases in the order they first began.
@@ -252,6 +259,10 @@ type Step struct {
 	// did not fail.
 	Failed  string
 	counted string // the Model counted in Process.models
+	// autoName and autoEnd are the name of the step's last automatic span
+	// added and allocated at its end (Unknown: not read), for Cell.Rise.
+	autoName string
+	autoEnd  Bytes
 }
 
 // Duration is the time from the first phase begin to the last phase end.
@@ -307,8 +318,22 @@ func (st *Step) add(sp *Span) {
 			Name: sp.Name, User: sp.User, Start: sp.Start,
 			AllocatedEnd: Unknown, MaxAllocatedEnd: Unknown, ReservedEnd: Unknown,
 			PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, PeakNonPyTorch: Unknown,
+			Rise: Unknown,
 		})
 		c = &st.Phases[len(st.Phases)-1]
+		if sp.Name == "step" && !sp.User {
+			c.Rise = 0
+		}
+	}
+	if c.Rise.Known() {
+		// A first step span after anything but a backward (a zero_grad,
+		// the forward and backward between unseen) starts where no read was.
+		after := st.autoName == "backward" || st.autoName == "zero_grad" && c.Count > 0
+		if after && st.autoEnd.Known() && sp.Last.Taken {
+			c.Rise += Bytes(sp.Last.Allocated) - st.autoEnd
+		} else {
+			c.Rise = Unknown
+		}
 	}
 	c.Count++
 	c.End = sp.End
@@ -338,6 +363,10 @@ func (st *Step) add(sp *Span) {
 	if sp.User {
 		return // user phases (eval, checkpoint) do not set the training step's peak
 	}
+	st.autoName, st.autoEnd = sp.Name, Unknown
+	if sp.Last.Taken {
+		st.autoEnd = Bytes(sp.Last.Allocated)
+	}
 	st.Bound = st.Bound.Max(sp.PeakAllocated)
 	st.PeakReserved = st.PeakReserved.Max(sp.PeakReserved)
 	st.PeakGPU = st.PeakGPU.Max(sp.PeakGPU)
@@ -357,7 +386,7 @@ func (st *Step) add(sp *Span) {
 func (st *Step) reset(index int, phases []Cell) {
 	clear(phases[:cap(phases)])
 	*st = Step{Index: index, Phases: phases[:0], PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, Held: Unknown,
-		Batch: -1, Tokens: -1, SameAs: -1, Bound: Unknown, plain: Unknown, hookSame: -1}
+		Batch: -1, Tokens: -1, SameAs: -1, Bound: Unknown, plain: Unknown, hookSame: -1, autoEnd: Unknown}
 }
 
 // StepPeak is the compact summary kept for every step of a session, also

@@ -162,6 +162,34 @@ func TestMicroStepsMergeIntoOneCell(t *testing.T) {
 	}
 }
 
+// An update split between two optimizers, each zeroed after its own step
+// (for opt in opts: opt.step(); opt.zero_grad()): the step cell's Rise is
+// what both steps allocated, each from where it began, not the net change
+// across the zero_grad between them; a first step span after anything but
+// a backward has no known start.
+func TestStepRiseSumsEachStepSpanFromWhereItBegan(t *testing.T) {
+	f := newFeed(1, "s1")
+	f.phase("forward", 0, 0, 0.1, mem(100, 100, 900), mem(400, 400, 900))
+	f.phase("backward", 0, 0, 0.1, mem(400, 400, 900), mem(200, 450, 900))
+	f.phase("step", 0, 1, 0.05, mem(200, 450, 900), mem(300, 320, 900))      // Muon's state: +100
+	f.phase("zero_grad", 0, 1, 0.01, mem(300, 320, 900), mem(220, 300, 900)) // its gradients freed
+	f.phase("step", 0, 1, 0.05, mem(220, 300, 900), mem(280, 290, 900))      // AdamW's state: +60
+	f.phase("zero_grad", 1, 0, 0.01, mem(280, 290, 900), mem(260, 280, 900))
+	f.phase("step", 1, 0, 0.05, mem(260, 280, 900), mem(270, 280, 900))
+	s := New()
+	s.ApplyAll(f.evs)
+	steps := s.Processes()[0].Steps()
+	if c := steps[0].Cell("step"); c.Count != 2 || c.Rise != Bytes(mib(160)) {
+		t.Errorf("step 0's step cell: count %d, rise %s, want 2 and 160 MiB", c.Count, c.Rise.MiBString())
+	}
+	if c := steps[1].Cell("step"); c.Rise.Known() {
+		t.Errorf("a step after a zero_grad alone: rise %s, want unknown", c.Rise.MiBString())
+	}
+	if c := steps[0].Cell("backward"); c.Rise.Known() {
+		t.Errorf("a backward cell's rise %s", c.Rise.MiBString())
+	}
+}
+
 func TestSeqDuplicatesAndLoss(t *testing.T) {
 	f := newFeed(1, "s1")
 	for i := 0; i < 5; i++ {

@@ -155,6 +155,20 @@ class Memory:
             self.state = {share: sim.malloc(m.adam(share))}
         sim.spike(m.foreach_temp(share))
 
+    def muon_step(self):
+        """Muon's update of the matrices (kind.optimizers "muon+adamw")."""
+        m, sim = self.k.model, self.sim
+        if "muon" not in self.state:
+            self.state["muon"] = sim.malloc(m.muon())
+        sim.spike(m.muon_temp())
+
+    def adamw_step(self):
+        """AdamW's update of the rest, beside Muon's."""
+        m, sim = self.k.model, self.sim
+        if "adamw" not in self.state:
+            self.state["adamw"] = sim.malloc(m.adam(m.rest()))
+        sim.spike(m.foreach_temp(m.rest()))
+
     def eval_pass(self):
         """An evaluation under no_grad that keeps its logits, then
         concatenates them; with eval_grad, gradients enabled: each batch's
@@ -279,6 +293,36 @@ class Adam(torch.optim.SGD):
     def zero_grad(self, set_to_none=True):
         super().zero_grad(set_to_none=set_to_none)
         self.mem.zero_grad(set_to_none)
+
+
+class SplitPart(torch.optim.SGD):
+    """SGD on one part of the tiny model; ``update`` (Memory.muon_step or
+    Memory.adamw_step) is that part's optimizer's memory on the simulated
+    device."""
+
+    def __init__(self, params, mem, update):
+        super().__init__(params, lr=0.01)
+        self.mem, self.update = mem, update
+
+    def step(self, closure=None):
+        out = super().step(closure)
+        self.mem.sim.truth_at(self.mem.step, "step")
+        self.update()
+        return out
+
+    def zero_grad(self, set_to_none=True):
+        super().zero_grad(set_to_none=set_to_none)
+        self.mem.zero_grad(set_to_none)
+
+
+def optimizers_of(kind, model, mem):
+    """The optimizers the kind's loop steps: Adam on the whole model, or
+    Muon on its matrix (the head's weight) and AdamW on the rest."""
+    if kind.optimizers == "adam":
+        return [Adam(model.parameters(), mem)]
+    matrix = [model.head.weight]
+    rest = [p for p in model.parameters() if p is not model.head.weight]
+    return [SplitPart(matrix, mem, mem.muon_step), SplitPart(rest, mem, mem.adamw_step)]
 
 
 def run_lightning(kind, socket, sim, mem, model, truth):
@@ -494,13 +538,13 @@ def run(kind, socket, rank):
         finally:
             write_truth(sim, truth)
         return
-    opt = Adam(model.parameters(), mem)
+    opts = optimizers_of(kind, model, mem)
     # The module the loop calls and zeroes: the model, or (wrap="ddp") its
     # DDP wrapper, zeroed with the wrapper's zero_grad(); watch() is given
-    # the model either way.
+    # the model either way, and every optimizer.
     called = torch.nn.parallel.DistributedDataParallel(model) if kind.wrap == "ddp" else model
-    zeroes = called if kind.wrap else opt
-    vramscope.watch(model, opt, socket=socket)
+    zeroes = [called] if kind.wrap else opts
+    vramscope.watch(model, opts if len(opts) > 1 else opts[0], socket=socket)
     truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}, "failed": {}}
     set_to_none = kind.set_to_none
     evaluated = model
@@ -534,7 +578,8 @@ def run(kind, socket, rank):
         if kind.user_reset:
             torch.cuda.reset_peak_memory_stats()
         if kind.zero == "before":
-            zeroes.zero_grad(set_to_none=set_to_none)
+            for z in zeroes:
+                z.zero_grad(set_to_none=set_to_none)
         evaluates = kind.eval_every and (i + 1) % kind.eval_every == 0
         for m in range(kind.micro):
             out = call(kind, called, x)
@@ -550,9 +595,13 @@ def run(kind, socket, rank):
             if evaluates and kind.eval_in_step and m == 1:
                 evaluate(x)  # every so many batches: inside the step
         if i not in kind.skipped:
-            opt.step()
+            for opt in opts:
+                opt.step()
+                if kind.zero == "each":  # each optimizer zeroed after its own update
+                    opt.zero_grad(set_to_none=set_to_none)
         if kind.zero == "after":
-            zeroes.zero_grad(set_to_none=set_to_none)
+            for z in zeroes:
+                z.zero_grad(set_to_none=set_to_none)
         truth["held"][i] = sim.allocated
         if evaluates and not kind.eval_in_step:
             evaluate(x)
@@ -570,8 +619,8 @@ def run(kind, socket, rank):
             if i in folds:  # the next fold: a new model, optimizer and watch
                 mem.new_fold()
                 model = called = Net(mem)
-                opt = zeroes = Adam(model.parameters(), mem)
-                vramscope.watch(model, opt, socket=socket)
+                opts = zeroes = optimizers_of(kind, model, mem)
+                vramscope.watch(model, opts if len(opts) > 1 else opts[0], socket=socket)
             if not kind.skip_failed:
                 iteration(i)
                 continue
@@ -580,7 +629,8 @@ def run(kind, socket, rank):
             except oom:  # "ran out of memory, skipping batch"
                 truth["failed"][i] = sim._truth_key[1]
                 mem.unwind()
-                zeroes.zero_grad(set_to_none=True)
+                for z in zeroes:
+                    z.zero_grad(set_to_none=True)
                 torch.cuda.empty_cache()
     except Exception as exc:  # noqa: BLE001 (written down, then raised: the run dies of it)
         key = sim._truth_key

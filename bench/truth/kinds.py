@@ -41,6 +41,11 @@ hook sees, only memory used between steps, which the report calls
 ``between_steps`` (docs/hook.md, "Between steps"); the scorecard expects
 the allocator's evaluation under that name.
 
+``optimizers="muon+adamw"``: the model split between two optimizers
+that both update it each step, Muon for the blocks' matrices and AdamW
+for the rest, watched together (``watch(model, [muon, adamw])``); each
+makes its state at its first update (sizes.py).
+
 ``folds=N``: a k-fold loop, the steps split into N folds, each with a new
 model and optimizer (the last fold's freed first: its weights, gradients
 and Adam state), watched by a ``watch()`` of its own on the same
@@ -72,7 +77,8 @@ class Kind:
                         empty_cache_every=0, user_reset=False, skipped=(), limit=None,
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
-                        eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1)
+                        eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
+                        optimizers="adam")
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -276,6 +282,15 @@ K = [
     # One's own loop on two gloo ranks through DDP, zeroed with the
     # wrapper's zero_grad() (watch() given the model): first, and after
     # the update.
+    # Muon for the matrices and AdamW for the rest, zeroed and stepped one
+    # after the other; zeroed before the forward, after the update, and
+    # each right after its own step ("for opt in opts: opt.step();
+    # opt.zero_grad()", zero="each").
+    Kind("muon-adamw", 120, dict(pattern="warmup"), optimizers="muon+adamw", batch=4, seq=512),
+    Kind("muon-adamw-zero-after", 120, dict(pattern="warmup"), optimizers="muon+adamw",
+         zero="after", batch=4, seq=512),
+    Kind("muon-adamw-zero-each", 120, dict(pattern="warmup"), optimizers="muon+adamw",
+         zero="each", batch=4, seq=512),
     Kind("ddp-zero-first", 40, dict(pattern="warmup"), world=2, wrap="ddp", batch=4, seq=512),
     Kind("ddp-zero-after", 40, dict(pattern="warmup"), world=2, wrap="ddp", zero="after",
          batch=4, seq=512),

@@ -11,6 +11,17 @@ published formulas; every figure of the truth corpus comes from here.
   ``exp_avg`` and ``exp_avg_sq``), made by the first ``optimizer.step()``.
   torch's foreach implementation (the CUDA default) makes temporaries the
   size of the parameters it updates: one 4-byte list at its peak.
+* Muon (Jordan et al. 2024; torch's ``torch.optim.Muon``, torch/optim/_muon.py)
+  updates the transformer blocks' matrices, ``12 h^2`` parameters a layer
+  (attention's ``h x 3h`` and ``h x h``, the MLP's ``h x 4h`` and ``4h x
+  h``), and AdamW the rest (embeddings, norms, biases). Muon's state is one
+  fp32 momentum buffer a matrix (``zeros_like(grad)``), 4 bytes a
+  parameter. It updates one matrix at a time: the Nesterov update
+  ``grad.lerp(buf)`` (fp32, ``4 m n``) and its Newton-Schulz
+  orthogonalization in bf16, whose peak holds the copy and the next
+  iterate (``2 m n`` each) and two ``n x n`` Gram matrices (``2 n^2``
+  each): ``8 m n + 4 n^2`` bytes for an ``m x n`` matrix, ``n`` its smaller
+  side; the MLP's ``4h x h`` is the largest.
 * Activations saved for backward, a transformer layer in 16-bit mixed
   precision without recomputation: ``s b h (34 + 5 a s / h)`` bytes
   (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
@@ -44,6 +55,23 @@ class Transformer:
 
     def foreach_temp(self, share=1.0):
         return int(4 * self.params * share)
+
+    def matrices(self):
+        """The parameters Muon updates: the blocks' matrices."""
+        return 12 * self.layers * self.hidden ** 2
+
+    def muon(self):
+        """Muon's state: a momentum buffer a matrix."""
+        return 4 * self.matrices()
+
+    def muon_temp(self):
+        """Muon's largest temporary: one matrix's update being orthogonalized."""
+        m, n = 4 * self.hidden, self.hidden
+        return 8 * m * n + 4 * n * n
+
+    def rest(self):
+        """The share of the parameters AdamW updates beside Muon."""
+        return 1.0 - self.matrices() / self.params
 
     def layer_acts(self, batch, seq, checkpointed=False):
         s, b, h, a = seq, batch, self.hidden, self.heads

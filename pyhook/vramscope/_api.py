@@ -110,8 +110,7 @@ def _looks_like_module(obj):
 def check_args(model, optimizer):
     """Raise ValueError for arguments watch() cannot use (nothing is hooked yet)."""
     # Lenient on purpose: anything with step() and zero_grad() can be watched.
-    opt_like = optimizer is not None and callable(getattr(optimizer, "step", None)) \
-        and callable(getattr(optimizer, "zero_grad", None))
+    opt_like = optimizer is not None and _opt_like(optimizer)
     if not _looks_like_module(model):
         if _patch.is_optimizer_like(model) and optimizer is None:
             raise ValueError(
@@ -124,9 +123,26 @@ def check_args(model, optimizer):
                 % (type(model).__name__, type(optimizer).__name__))
         raise ValueError("vramscope.watch: model must be a torch.nn.Module, got %s"
                          % type(model).__name__)
+    if isinstance(optimizer, (list, tuple)):
+        # One model split between optimizers that all update it each step
+        # (Muon for the matrices and AdamW for the rest): watch(model, [muon, adamw]).
+        if not optimizer:
+            raise ValueError("vramscope.watch: the list of optimizers is empty")
+        for o in optimizer:
+            if o is None or not _opt_like(o):
+                raise ValueError("vramscope.watch: every optimizer in the list must be a torch "
+                                 "optimizer (with step and zero_grad), got %s" % type(o).__name__)
+        if len({id(o) for o in optimizer}) != len(optimizer):
+            raise ValueError("vramscope.watch: the list of optimizers names one twice")
+        return
     if optimizer is not None and not opt_like:
         raise ValueError("vramscope.watch: optimizer must be a torch optimizer (with step "
-                         "and zero_grad) or None, got %s" % type(optimizer).__name__)
+                         "and zero_grad), a list of them or None, got %s"
+                         % type(optimizer).__name__)
+
+
+def _opt_like(obj):
+    return callable(getattr(obj, "step", None)) and callable(getattr(obj, "zero_grad", None))
 
 
 def check_name(name):
@@ -186,12 +202,13 @@ def _say_once(key, text):
         pass
 
 
-def _replace_earlier(model, inner):
-    """Remove live watches of ``model`` or ``inner`` (a notebook cell run twice)."""
+def _replace_earlier(model, optimizers):
+    """Remove live watches of ``model`` or of one of ``optimizers`` (a
+    notebook cell run twice)."""
     global _refs
     with _lock:
-        old = [h for h in _live_handles() if (
-            h.watcher.model is model or (inner is not None and h.watcher.optimizer is inner))]
+        old = [h for h in _live_handles() if h.watcher.model is model or any(
+            o is mine for o in optimizers for mine in h.watcher.optimizers())]
     for h in old:
         watcher, h.watcher = h.watcher, None
         watcher.remove()
@@ -278,11 +295,15 @@ def _watch_now(model, optimizer, config, name=None):
     if torch is None:
         _say_once("torch", "vramscope: torch is not importable; watch() does nothing")
         return Handle()
+    others = ()
+    if isinstance(optimizer, (list, tuple)):
+        # the first is watched as a lone optimizer is; the others update with it
+        optimizer, others = optimizer[0], tuple(map(_patch.unwrap_optimizer, optimizer[1:]))
     inner = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
-    _replace_earlier(model, inner)
+    _replace_earlier(model, (inner,) + others if inner is not None else ())
     client = _client_for(config, model)
     watcher = _watch.Watcher(torch, client, model, inner, config, wrapper=optimizer,
-                             name=_unique_name(name, model, client))
+                             name=_unique_name(name, model, client), others=others)
     if watcher.step_fallback:
         _say_once("fallback", "vramscope: %s has no step hooks (Optimizer.__init__ did not run "
                   "on it); its step() is wrapped instead" % type(inner).__name__)

@@ -158,7 +158,7 @@ class StepsMixin:
             self._step_depth = 2
             return None
         try:
-            new = self._step_pre(args, kwargs)  # may finish the last step (depth 0)
+            new = self._step_pre(args, kwargs, optimizer)  # may finish the last step (depth 0)
         except Exception as exc:  # noqa: BLE001
             _safe.report(exc)
             return None
@@ -196,7 +196,7 @@ class StepsMixin:
                 raise
         else:
             try:
-                args, kwargs = self._step_pre(args, kwargs)
+                args, kwargs = self._step_pre(args, kwargs, patched.ref())
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         try:
@@ -217,20 +217,22 @@ class StepsMixin:
                 if self._fast:  # _step_post's fast path, a frame less
                     self._finish_step()
                 elif not self._step_depth:
-                    self._step_post()
+                    self._step_post(patched.ref())
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
 
-    def _step_pre(self, args, kwargs):
+    def _step_pre(self, args, kwargs, opt=None):
         """Begin ``step``, or, for ``step(closure)``, wrap the closure so its
-        phases show as themselves and ``step`` begins when it returns."""
+        phases show as themselves and ``step`` begins when it returns.
+        ``opt``: the optimizer stepping (None: not known)."""
         _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         if not self._active:
             return args, kwargs
         with self._lock:
             self._fast = False
-            # copy of _activity()
-            if self._step_called and not self._closure_depth and not self._in_update_method():
+            # copy of _activity(), but for the next part of a split update
+            if self._step_called and not self._closure_depth and not self._in_update_method() \
+                    and not self._joins_update(opt):
                 self._finish_step()
             if self._unseen is not None:
                 self._close_unseen()
@@ -303,7 +305,7 @@ class StepsMixin:
         self._step_depth = 0
         try:  # _guarded and _step_post's fast path inlined: frames less each step
             if not self._fast:
-                self._step_post()
+                self._step_post(optimizer)
             elif self.framework_steps:
                 self._framework_step_end()
             else:
@@ -326,7 +328,9 @@ class StepsMixin:
             self._fast = False
             self._end("step")
 
-    def _step_post(self):
+    def _step_post(self, opt=None):
+        """The end of ``opt``'s step() (None: not known): the step's end,
+        but for a part of a split update before its last."""
         _monotonic()  # first: dynamo breaks the graph here (docs/hook.md, "Compiled models")
         if self._fast:  # a fast step's end (no lock: docs/hook.md, "A step at rest")
             self._finish_step()
@@ -339,7 +343,43 @@ class StepsMixin:
                 self._updated = True
                 self._end("step")
                 return
+            if self._others and not self._update_done(opt):
+                return  # the step stays open for the update's other optimizers
             self._finish_step()
+
+    # ---- a model split between optimizers (watch(model, [muon, adamw])) -------------------
+
+    def _members(self):
+        """The ids of the update's optimizers alive: the watched one and the others."""
+        return {id(o) for o in self.optimizers()}
+
+    def _joins_update(self, opt):
+        """Whether ``opt``'s step() continues the step's update, which
+        another of its optimizers began: one that has not stepped in it
+        yet. One that has (after one that skipped its update, as a
+        mixed-precision scaler skips it on an overflow) begins the next
+        step."""
+        stepped = self._stepped
+        return bool(stepped) and opt is not None and id(opt) not in stepped \
+            and id(opt) in self._members()
+
+    def _mid_update(self):
+        """Whether a zero_grad now falls inside the step's update, between
+        its optimizers' steps (``for opt in opts: opt.step();
+        opt.zero_grad()``): some have stepped, not all, and the loop is not
+        known to zero before its forward, where such a zero_grad heads the
+        next step after one that skipped its update. (Lock held.)"""
+        return bool(self._stepped) and self._zero_after is not False
+
+    def _update_done(self, opt):
+        """Note that ``opt``'s step() ended; whether every optimizer of the
+        update has now stepped (an unknown ``opt``, or one of none of them,
+        ends it). (Lock held.)"""
+        members = self._members()
+        if opt is None or id(opt) not in members:
+            return True
+        self._stepped.add(id(opt))
+        return members <= self._stepped
 
     def finish_open_step(self):
         """End a step the optimizer never finished: ``step`` was opened (by a
@@ -444,6 +484,8 @@ class StepsMixin:
             self._fast = not self._edge_reads and len(client._queue) < client._hold \
                 and client.owner is self._self_ref
             return
+        if self._others:
+            self._stepped.clear()  # the next update's steps begin
         if self._unseen_backward:
             # A backward no watch claimed in a step of this watch's own that
             # had none it claimed: the loop calls the model's children.

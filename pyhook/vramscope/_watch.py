@@ -82,7 +82,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
 
     def __init__(self, torch, client, model, optimizer, config, *, step_hooks=None,
                  queue_callback="detect", meter=None, global_backward=True, name=None,
-                 wrapper=None):
+                 wrapper=None, others=()):
         self._fast = False
         self._step_depth = 0  # (StepsMixin)
         self._in_training_step = False  # (TrainingStepMixin)
@@ -123,6 +123,14 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._model = _patch.weak(model, functools.partial(_model_freed, self._self_ref))
         opt = _patch.unwrap_optimizer(optimizer) if optimizer is not None else None
         self._set_optimizer(opt, step_hooks)
+        # The other optimizers of a model split between several that all
+        # update it each step (Muon and AdamW), held weakly: each step() of
+        # theirs is part of the step's update, which ends with the last of
+        # them (_update_done), and their state is counted with the watched
+        # one's (_optimizers).
+        self._others = tuple(_patch.weak(o) for o in others if o is not opt) \
+            if opt is not None else ()
+        self._stepped = set()  # ids of the members whose step() ended in this update
         # What the caller passed, when it wrapped the optimizer (watch() unwraps first).
         if wrapper is None and optimizer is not opt:
             wrapper = optimizer
@@ -232,6 +240,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
     _fast_loop = False
     # The optimizer fields besides the slot _optimizer, set by _set_optimizer
     _held = ()
+    _others = ()
     _update_codes = frozenset()
     uses_step_hooks = False
     step_fallback = False
@@ -268,12 +277,21 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                               and callable(getattr(opt, "register_step_pre_hook", None)))
 
     def _optimizers(self):
-        """What the figures and the census are given: the optimizer, or it
-        and those it holds (None: none, or freed)."""
+        """What the figures and the census are given: the optimizer, or it,
+        those it holds and the others of its update (None: none, or freed)."""
         opt = self.optimizer
-        if not self._held or opt is None:
+        if not (self._held or self._others) or opt is None:
             return opt
-        return (opt,) + tuple(o for o in (r() for r in self._held) if o is not None)
+        return (opt,) + tuple(o for o in (r() for r in self._held + self._others)
+                              if o is not None)
+
+    def optimizers(self):
+        """The watched optimizer and the others that update the model with
+        it, those alive (unwrapped; empty without an optimizer)."""
+        opt = self.optimizer
+        if opt is None:
+            return []
+        return [opt] + [o for o in (r() for r in self._others) if o is not None]
 
     def _install(self, global_backward):
         m = self._model()
@@ -314,7 +332,9 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         # The fast paths serve a loop of the global backward wrapper and an
         # optimizer (_steps._finish_step): of the model's own forward, or
         # a training_step under a framework's callbacks.
-        self._fast_loop = global_backward and self._optimizer is not None
+        # A split update's steps take the general paths: each step() asks
+        # whether the update is whole (_update_done).
+        self._fast_loop = global_backward and self._optimizer is not None and not self._others
         if global_backward:
             _backward.add(self._torch, self)
             self._undo.append(lambda: _backward.discard(self))
@@ -328,17 +348,18 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._undo += [self._drop_candidates, self._unhook_optimizers]
         self._hook_optimizers()
         # A new optimizer for the model, made later, may take the watch over
-        # (SuccessorMixin).
-        if _successor.follow(self._torch, self):
+        # (SuccessorMixin); not a split update's, whose optimizers were named.
+        if not self._others and _successor.follow(self._torch, self):
             self._undo.append(lambda: _successor.unfollow(self))
 
     def _hook_optimizers(self):
-        """Hook the watched optimizer and those it holds. A held optimizer's
+        """Hook the watched optimizer, those it holds and the others of its
+        update (their own held ones are not looked for). A held optimizer's
         step() called from the watched one's is nested in it (_step_depth);
         called alone (SAM's second_step()) it is the step."""
         self._hook_optimizer(self._optimizer(), self.uses_step_hooks)
-        for held in filter(None, (r() for r in self._held)):
-            self._hook_optimizer(held, _patch.has_step_hooks(held))
+        for other in filter(None, (r() for r in self._held + self._others)):
+            self._hook_optimizer(other, _patch.has_step_hooks(other))
 
     def _hook_optimizer(self, opt, step_hooks):
         """Patch ``opt``'s zero_grad, and hook its step() by its step hooks
