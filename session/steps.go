@@ -206,7 +206,8 @@ type Cell struct {
 	Failed string
 	// Rise is, for the step cell, what its spans allocated: the sum over
 	// them of allocated at a span's end less allocated at the end of the
-	// step's automatic phase before it (the hook reads no phase's begin):
+	// step's automatic phase before it, none below zero (the hook reads no
+	// phase's begin):
 	// a backward, or for a later span a zero_grad (one between the steps
 	// of an update split between optimizers). Unknown for other cells,
 	// and where a span's start or end was not read.
@@ -330,7 +331,7 @@ func (st *Step) add(sp *Span) {
 		// the forward and backward between unseen) starts where no read was.
 		after := st.autoName == "backward" || st.autoName == "zero_grad" && c.Count > 0
 		if after && st.autoEnd.Known() && sp.Last.Taken {
-			c.Rise += Bytes(sp.Last.Allocated) - st.autoEnd
+			c.Rise += max(0, Bytes(sp.Last.Allocated)-st.autoEnd)
 		} else {
 			c.Rise = Unknown
 		}

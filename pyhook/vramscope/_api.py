@@ -240,6 +240,10 @@ def watch(model, optimizer=None, *, socket=None, sample_hz=None, reset_peaks=Non
           activations_every=None, batch_size=None, name=None):
     """Hook ``model`` (and ``optimizer``) and stream their phases to the monitor.
 
+    ``optimizer`` may be a list of the optimizers that all update the model
+    each step (Muon for the matrices, AdamW for the rest): one step per
+    update, whose ``step`` phase holds all of their updates.
+
     ``name`` tells this watch's steps from another's (a GAN's ``"G"`` and
     ``"D"``): every phase it marks carries it. The default is the model's
     class name, made unique among the live watches (``Linear``, ``Linear_2``).

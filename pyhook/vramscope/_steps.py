@@ -230,13 +230,13 @@ class StepsMixin:
             return args, kwargs
         with self._lock:
             self._fast = False
-            # copy of _activity(), but for the next part of a split update
-            if self._step_called and not self._closure_depth and not self._in_update_method() \
-                    and not self._joins_update(opt):
-                self._finish_step()
-            if self._unseen is not None:
-                self._close_unseen()
-            self._idle = False
+            if not self._joins_update(opt):  # the next part of a split update goes on
+                # copy of _activity()
+                if self._step_called and not self._closure_depth and not self._in_update_method():
+                    self._finish_step()
+                if self._unseen is not None:
+                    self._close_unseen()
+                self._idle = False
             # copy of _recover()
             meter = self._acts.meter
             if meter is not None and meter.active:

@@ -151,13 +151,13 @@ class ZeroGradMixin:
         # The head of a step (or, inside the optimizer's own update, a phase
         # of the step it is in: _in_update_method; or between the steps of
         # a split update's optimizers: _mid_update).
-        # copy of _activity()
-        if self._step_called and not self._closure_depth and not self._in_update_method() \
-                and not self._mid_update():
-            self._finish_step()
-        if self._unseen is not None:
-            self._close_unseen()
-        self._idle = False
+        if not self._mid_update():
+            # copy of _activity()
+            if self._step_called and not self._closure_depth and not self._in_update_method():
+                self._finish_step()
+            if self._unseen is not None:
+                self._close_unseen()
+            self._idle = False
         # copy of _recover()
         meter = self._acts.meter
         if meter is not None and meter.active:
