@@ -230,7 +230,8 @@ class StepsMixin:
             return args, kwargs
         with self._lock:
             self._fast = False
-            if not self._joins_update(opt):  # the next part of a split update goes on
+            # (_stepped is empty but inside a split update: no frame for any other)
+            if not self._stepped or not self._joins_update(opt):
                 # copy of _activity()
                 if self._step_called and not self._closure_depth and not self._in_update_method():
                     self._finish_step()

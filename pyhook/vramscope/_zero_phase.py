@@ -151,7 +151,7 @@ class ZeroGradMixin:
         # The head of a step (or, inside the optimizer's own update, a phase
         # of the step it is in: _in_update_method; or between the steps of
         # a split update's optimizers: _mid_update).
-        if not self._mid_update():
+        if not self._stepped or not self._mid_update():  # (as _steps._step_pre asks)
             # copy of _activity()
             if self._step_called and not self._closure_depth and not self._in_update_method():
                 self._finish_step()
