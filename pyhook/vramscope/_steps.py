@@ -387,26 +387,32 @@ class StepsMixin:
         framework, or a step hook whose step raised) but no post hook ran, as when
         a mixed-precision scaler skips ``optimizer.step()`` (Lightning's
         ``on_train_batch_end``). No-op otherwise."""
-        if self._fast and self._open is None and not self._step_called:
-            return  # a step at rest, ended by the step hook (no lock)
-        if not self._active:
-            return
-        with self._lock:
-            self._fast = False
-            if self._open == "step" or self._step_called:
-                self._finish_step()
+        try:
+            if self._fast and self._open is None and not self._step_called:
+                return  # a step at rest, ended by the step hook (no lock)
+            if not self._active:
+                return
+            with self._lock:
+                self._fast = False
+                if self._open == "step" or self._step_called:
+                    self._finish_step()
+        except Exception as exc:  # noqa: BLE001 - a framework's callback calls it: never raise
+            _safe.report(exc)
 
     def finish_step(self):
         """End the step now (HF Trainer's ``on_step_end``); no-op when idle."""
-        if self._fast and not self._idle and self._open is None:
-            self._finish_step()  # a step whose every phase took its fast path (no lock)
-            return
-        if not self._active:
-            return
-        with self._lock:
-            self._fast = False
-            if not self._idle or self._step_called:
-                self._finish_step()
+        try:
+            if self._fast and not self._idle and self._open is None:
+                self._finish_step()  # a step whose every phase took its fast path (no lock)
+                return
+            if not self._active:
+                return
+            with self._lock:
+                self._fast = False
+                if not self._idle or self._step_called:
+                    self._finish_step()
+        except Exception as exc:  # noqa: BLE001 - a framework's callback calls it: never raise
+            _safe.report(exc)
 
     def _finish_step(self):
         self._step_called = False
@@ -560,98 +566,104 @@ class StepsMixin:
 
         ``batch`` (forward only) is the framework's batch object, read for its size.
         """
-        if self._fast \
-                and not (self._step_called and not self._closure_depth):
-            # The fast paths (no lock) of a step at rest: the phases a
-            # framework's callbacks begin (Lightning's, transformers'
-            # on_pre_optimizer_step), as the general path below begins
-            # them with nothing read (_activity finishes nothing here).
-            t = _monotonic()
-            last = self._open
-            c = self._client  # Client.switch's tuple, queued as _fast allows
-            if last is None and name == "step":
-                self._idle = False
-                self._open = "step"
-                c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
-                return
-            x = _patch.lead_tensor(batch, self._tensor_type) \
-                if last is None and name == "forward" else None
-            if x is not None and x.shape == self._last_shape and x.dtype is self._last_dtype:
-                # a batch that leads with a tensor shaped as the last
-                # training input, whose size it reuses
-                size, extra = self._last_size
-                self._idle = False
-                self._trained = True
-                self._open = "forward"
-                c._queue.append((t, None, "forward", c.step, c.micro, extra, c.model))
-                self._acts.note_input(size)
-                return
-            if last == "loss" and name == "zero_grad" and self._tail_step is None:
-                self._idle = False
-                self._open = "zero_grad"
-                c._queue.append((t, "loss", "zero_grad", c.step, c.micro, None, c.model))
-                return
-            if name == "backward" and not self._in_backward and self._tail_step is None \
-                    and (last is None or last == "loss"):
-                self._in_backward = True
-                self._user_bw = True  # ended by framework_end("backward")
-                self._idle = False
-                acts = self._acts
-                if acts.measuring:
-                    acts.collect()
-                self._trained = False
-                self._bw_step = c.step
-                self._backward_micro = c.micro
-                self._open = "backward"
-                c._queue.append((t, last, "backward", c.step, c.micro, None, c.model))
-                return
-        if not self._active:
-            return
-        with self._lock:
-            self._fast = False
-            if self._open == name:
-                return
-            if name == "backward":
-                if not self._in_backward:
+        try:
+            if self._fast \
+                    and not (self._step_called and not self._closure_depth):
+                # The fast paths (no lock) of a step at rest: the phases a
+                # framework's callbacks begin (Lightning's, transformers'
+                # on_pre_optimizer_step), as the general path below begins
+                # them with nothing read (_activity finishes nothing here).
+                t = _monotonic()
+                last = self._open
+                c = self._client  # Client.switch's tuple, queued as _fast allows
+                if last is None and name == "step":
+                    self._idle = False
+                    self._open = "step"
+                    c._queue.append((t, None, "step", c.step, c.micro, None, c.model))
+                    return
+                x = _patch.lead_tensor(batch, self._tensor_type) \
+                    if last is None and name == "forward" else None
+                if x is not None and x.shape == self._last_shape and x.dtype is self._last_dtype:
+                    # a batch that leads with a tensor shaped as the last
+                    # training input, whose size it reuses
+                    size, extra = self._last_size
+                    self._idle = False
+                    self._trained = True
+                    self._open = "forward"
+                    c._queue.append((t, None, "forward", c.step, c.micro, extra, c.model))
+                    self._acts.note_input(size)
+                    return
+                if last == "loss" and name == "zero_grad" and self._tail_step is None:
+                    self._idle = False
+                    self._open = "zero_grad"
+                    c._queue.append((t, "loss", "zero_grad", c.step, c.micro, None, c.model))
+                    return
+                if name == "backward" and not self._in_backward and self._tail_step is None \
+                        and (last is None or last == "loss"):
                     self._in_backward = True
                     self._user_bw = True  # ended by framework_end("backward")
-                    # The framework announces its backwards: no forward
-                    # output need be hooked for one (_on_output_grad).
-                    self._hook_output = False
-                    self._backward_begin()
+                    self._idle = False
+                    acts = self._acts
+                    if acts.measuring:
+                        acts.collect()
+                    self._trained = False
+                    self._bw_step = c.step
+                    self._backward_micro = c.micro
+                    self._open = "backward"
+                    c._queue.append((t, last, "backward", c.step, c.micro, None, c.model))
+                    return
+            if not self._active:
                 return
-            self._activity()
-            if name == "forward":
-                size = None if batch is None else self._batch_size(batch, (batch,), None)
-                self._trained = True
-                self._begin("forward", input=size)
-                if size is not None:
-                    self._note_input(size)
-            else:
-                self._begin(name)
+            with self._lock:
+                self._fast = False
+                if self._open == name:
+                    return
+                if name == "backward":
+                    if not self._in_backward:
+                        self._in_backward = True
+                        self._user_bw = True  # ended by framework_end("backward")
+                        # The framework announces its backwards: no forward
+                        # output need be hooked for one (_on_output_grad).
+                        self._hook_output = False
+                        self._backward_begin()
+                    return
+                self._activity()
+                if name == "forward":
+                    size = None if batch is None else self._batch_size(batch, (batch,), None)
+                    self._trained = True
+                    self._begin("forward", input=size)
+                    if size is not None:
+                        self._note_input(size)
+                else:
+                    self._begin(name)
+        except Exception as exc:  # noqa: BLE001 - a framework's callback calls it: never raise
+            _safe.report(exc)
 
     def framework_end(self, name):
         """End ``name`` from a framework callback when it is the open phase."""
-        if self._fast:
-            last = self._open
-            if last != name:
-                return  # nothing to end in a step at rest (the step hook ended it)
-            if last == "backward" and self._user_bw and self._tail_step is None:
-                # The fast path (no lock): the end of the backward
-                # framework_phase began, _end("backward") with nothing read.
-                t = _monotonic()
-                self._open = None
-                self._in_backward = False
-                self._user_bw = False
-                c = self._client  # Client.switch's tuple, queued as _fast allows
-                micro = self._backward_micro
-                c._queue.append((t, "backward", None, c.step, micro, None, c.model))
-                c.micro = micro + 1
+        try:
+            if self._fast:
+                last = self._open
+                if last != name:
+                    return  # nothing to end in a step at rest (the step hook ended it)
+                if last == "backward" and self._user_bw and self._tail_step is None:
+                    # The fast path (no lock): the end of the backward
+                    # framework_phase began, _end("backward") with nothing read.
+                    t = _monotonic()
+                    self._open = None
+                    self._in_backward = False
+                    self._user_bw = False
+                    c = self._client  # Client.switch's tuple, queued as _fast allows
+                    micro = self._backward_micro
+                    c._queue.append((t, "backward", None, c.step, micro, None, c.model))
+                    c.micro = micro + 1
+                    return
+            if not self._active:
                 return
-        if not self._active:
-            return
-        with self._lock:
-            self._fast = False
-            if name == "step" and self._open == "step" and self.framework_steps:
-                self._updated = True
-            self._end(name)
+            with self._lock:
+                self._fast = False
+                if name == "step" and self._open == "step" and self.framework_steps:
+                    self._updated = True
+                self._end(name)
+        except Exception as exc:  # noqa: BLE001 - a framework's callback calls it: never raise
+            _safe.report(exc)

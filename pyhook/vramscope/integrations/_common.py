@@ -8,8 +8,10 @@ from .. import _api, _safe
 class Driver:
     """Driver owns the Handle of one fit and forwards framework hooks to its Watcher.
 
-    Every method is guarded: a callback that raises would stop the framework's
-    training loop, and the hook's first promise is that it never breaks training.
+    Nothing here raises: a callback that raises would stop the framework's
+    training loop, and the hook's first promise is that it never breaks
+    training. The per-step entries are the Watcher's own methods, which
+    report their errors themselves; the rest is guarded here.
     """
 
     def __init__(self, watch_kwargs, log_figures=False):
@@ -21,6 +23,7 @@ class Driver:
         self.log_figures = bool(log_figures)
         self.figures = None
         self.logged = -1
+        self._bind(None)
 
     @property
     def watcher(self):
@@ -36,6 +39,7 @@ class Driver:
                 w.framework_steps = framework_steps
                 if self.log_figures:
                     self.figures = w.keep_figures()
+            self._bind(w)
         _safe.call(go)
 
     def unlogged_figures(self):
@@ -47,50 +51,28 @@ class Driver:
         self.logged = f.step
         return f
 
-    # The four below run at every step: the watcher property and _safe.call
-    # are written out, two frames less each (docs/hook.md, "Cost").
+    # The four entries below run at every step: the watch's own methods,
+    # which never raise, bound at start() (a frame less each callback:
+    # docs/hook.md, "Cost"); without a watch, nothing.
 
-    def phase(self, name, batch=None):
-        h = self.handle
-        w = h.watcher if h is not None else None
-        if w is not None:
-            try:
-                w.framework_phase(name, batch)
-            except Exception as exc:  # noqa: BLE001 - never break the training loop
-                _safe.report(exc)
-
-    def end(self, name):
-        h = self.handle
-        w = h.watcher if h is not None else None
-        if w is not None:
-            try:
-                w.framework_end(name)
-            except Exception as exc:  # noqa: BLE001
-                _safe.report(exc)
-
-    def finish_step(self):
-        h = self.handle
-        w = h.watcher if h is not None else None
-        if w is not None:
-            try:
-                w.finish_step()
-            except Exception as exc:  # noqa: BLE001
-                _safe.report(exc)
-
-    def finish_open_step(self):
-        h = self.handle
-        w = h.watcher if h is not None else None
-        if w is not None:
-            try:
-                w.finish_open_step()
-            except Exception as exc:  # noqa: BLE001
-                _safe.report(exc)
+    def _bind(self, w):
+        if w is None:
+            self.phase = self.end = _ignore
+            self.finish_step = self.finish_open_step = _ignore
+        else:
+            self.phase, self.end = w.framework_phase, w.framework_end
+            self.finish_step, self.finish_open_step = w.finish_step, w.finish_open_step
 
     def stop(self):
         self.figures, self.logged = None, -1
+        self._bind(None)
         h, self.handle = self.handle, None
         if h is not None:
             _safe.call(h.remove)
+
+
+def _ignore(*args):
+    """A per-step entry of a Driver with no watch."""
 
 
 def lazy_class(module_globals, name, build):
