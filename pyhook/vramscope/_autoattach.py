@@ -375,6 +375,16 @@ def _attach(st, module, args, caller=None):
         if module is retired:
             _keep(st, retired, optimizer)
             return None
+        if optimizer is not None:
+            partners = _safe.call(split_partners, torch, module, optimizer)
+            if partners:
+                names = [type(o).__name__ for o in [optimizer] + partners]
+                _warn_once(st, "%s is trained by %d optimizers (%s); auto-attach watches %s "
+                               "alone, so the others' updates are in no step phase and their "
+                               "state is not in the anatomy; if they update it together each "
+                               "step (Muon and AdamW), vramscope.watch(model, [...]) with all of "
+                               "them watches the whole update"
+                           % (type(module).__name__, len(names), ", ".join(names), names[0]))
         st.model = module
         st.optimizer = optimizer
         before = set(getattr(module, "_forward_pre_hooks", {}))
@@ -600,6 +610,33 @@ def find_optimizer(torch, model):
     if not scored:
         return None
     return max(scored, key=lambda t: t[:3])[3]
+
+
+def split_partners(torch, model, optimizer):
+    """Return the other optimizers (unwrapped, one each) that train a part
+    of ``model`` that ``optimizer`` does not: a model split between
+    optimizers (Muon for the matrices, AdamW for the rest), of which
+    auto-attach watches ``optimizer`` alone. Wrappers of ``optimizer`` and
+    the optimizers it holds (SAM's base) are no partners, nor is one that
+    shares a parameter with it (a learning-rate finder's). One pass over the
+    live objects (``gc.get_objects()``)."""
+    base = getattr(getattr(torch, "optim", None), "Optimizer", None)
+    if base is None:
+        return []
+    mine = {id(p) for p in model.parameters()}
+    own = _patch.param_ids(optimizer)
+    held = {id(o) for o in _patch.held_optimizers(optimizer)}
+    partners = {}
+    for o in gc.get_objects():
+        if not issubclass(type(o), base):  # type(): as find_optimizer
+            continue
+        inner = _patch.unwrap_optimizer(o)
+        if inner is optimizer or id(inner) in held or id(inner) in partners:
+            continue
+        ids = _patch.param_ids(inner)
+        if ids & mine and ids.isdisjoint(own):
+            partners[id(inner)] = inner
+    return list(partners.values())
 
 
 def find_owner(torch, module, optimizer, depth=8):
