@@ -3,8 +3,12 @@
 1. Python start-up with the startup directory `vramscope run` writes
    (launch/sitecustomize.py + the hook package) against plain start-up:
    `python -c pass`, alternating runs, medians.
-2. find_optimizer: the one pass over the live objects at the first training
-   forward, with a 48-layer MLP, AdamW and 200k extra Python objects.
+2. The attach's search at the first training forward, with a 48-layer MLP
+   split between two optimizers (SGD with momentum for the matrices, AdamW
+   for the biases, as Muon and AdamW split a model) and 200k extra Python
+   objects: find_optimizer and split_partners sharing one pass over the
+   live objects (live_optimizers), as the attach asks them, against each
+   making its own.
 
 Run: PYTHONPATH=pyhook /usr/bin/python3 bench/autoattach_costs.py
 """
@@ -40,24 +44,39 @@ def startup(runs=40):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def find_optimizer():
+def attach_search(rounds=7):
     import torch
-    from vramscope import _autoattach
+    from vramscope import _autoattach as aa
 
     model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(48)])
-    opt = torch.optim.AdamW(model.parameters())
+    mats = torch.optim.SGD([m.weight for m in model], lr=0.1, momentum=0.9)
+    rest = torch.optim.AdamW([m.bias for m in model])
     junk = [{"i": i} for i in range(200000)]  # a script's own objects
-    xs = []
-    for _ in range(7):
-        t = time.perf_counter()
-        found = _autoattach.find_optimizer(torch, model)
-        xs.append(time.perf_counter() - t)
-    assert found is opt
-    print("find_optimizer over %d live objects: median %.1f ms, min %.1f ms"
-          % (len(gc.get_objects()), statistics.median(xs) * 1e3, min(xs) * 1e3))
+
+    def shared():
+        found = aa.live_optimizers(torch)
+        opt = aa.find_optimizer(torch, model, found)
+        return opt, aa.split_partners(torch, model, opt, found)
+
+    def separate():
+        opt = aa.find_optimizer(torch, model)
+        return opt, aa.split_partners(torch, model, opt)
+
+    times = {shared: [], separate: []}
+    for _ in range(rounds):
+        for fn, xs in times.items():
+            t = time.perf_counter()
+            opt, partners = fn()
+            xs.append(time.perf_counter() - t)
+            assert opt is mats and partners == [rest]
+    print("the attach's search over %d live objects, median (min) of %d alternating rounds: "
+          "one shared walk %.1f ms (%.1f), a walk each %.1f ms (%.1f)"
+          % (len(gc.get_objects()), rounds,
+             statistics.median(times[shared]) * 1e3, min(times[shared]) * 1e3,
+             statistics.median(times[separate]) * 1e3, min(times[separate]) * 1e3))
     del junk
 
 
 if __name__ == "__main__":
     startup()
-    find_optimizer()
+    attach_search()

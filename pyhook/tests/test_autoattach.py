@@ -320,9 +320,10 @@ def test_find_optimizer_of_a_model_split_between_two_takes_the_larger_part(torch
 def test_a_model_split_between_two_optimizers_is_named_once_at_attach(startup, torch_mod):
     """Auto-attach watches the larger part's optimizer; one warning names
     the other and says how to watch both. A learning-rate finder's
-    optimizer over the same parameters is no partner."""
+    optimizer over the same parameters is no partner. Finding the
+    optimizer and its partners takes one walk of the live objects."""
     proc = run_py(startup, """
-import json, torch
+import gc, json, torch
 from vramscope import _autoattach
 body = torch.nn.Linear(64, 64, bias=False)
 head = torch.nn.Sequential(torch.nn.LayerNorm(64), torch.nn.Linear(64, 4))
@@ -330,17 +331,25 @@ model = torch.nn.Sequential(body, head)
 finder = torch.optim.SGD(body.parameters(), lr=0.1)
 mats = torch.optim.SGD(body.parameters(), lr=0.1, momentum=0.9)
 rest = torch.optim.AdamW(head.parameters(), lr=0.1)
-for _ in range(3):
+walks, real = [], gc.get_objects
+def counted(*args):
+    walks.append(1)
+    return real(*args)
+gc.get_objects = counted
+for i in range(3):
     mats.zero_grad(); rest.zero_grad()
     model(torch.randn(8, 64)).pow(2).mean().backward()
     mats.step(); rest.step()
+    if i == 0:
+        gc.get_objects, attach_walks = real, len(walks)
 st = _autoattach.state()
 print(json.dumps({"watched": st.optimizer is mats or st.optimizer is finder,
+                  "walks": attach_walks,
                   "partners": [type(o).__name__ for o in
                                _autoattach.split_partners(torch, model, st.optimizer)]}))
 """)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"watched": True, "partners": ["AdamW"]}
+    assert json.loads(proc.stdout) == {"watched": True, "walks": 1, "partners": ["AdamW"]}
     assert proc.stderr.count("Sequential is trained by 2 optimizers (SGD, AdamW); "
                              "auto-attach watches SGD alone") == 1, proc.stderr
     assert "vramscope.watch(model, [...])" in proc.stderr

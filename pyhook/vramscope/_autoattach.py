@@ -364,8 +364,10 @@ def _attach(st, module, args, caller=None):
         if module is retired:
             _keep(st, retired, None)
             return None
+        found = None
         if optimizer is None:
-            optimizer = find_optimizer(torch, module)
+            found = live_optimizers(torch)  # one walk for both questions
+            optimizer = find_optimizer(torch, module, found)
         called = module
         if optimizer is not None:
             # The module called may be a child of the model the optimizer
@@ -376,7 +378,7 @@ def _attach(st, module, args, caller=None):
             _keep(st, retired, optimizer)
             return None
         if optimizer is not None:
-            partners = _safe.call(split_partners, torch, module, optimizer)
+            partners = _safe.call(split_partners, torch, module, optimizer, found)
             if partners:
                 names = [type(o).__name__ for o in [optimizer] + partners]
                 _warn_once(st, "%s is trained by %d optimizers (%s); auto-attach watches %s "
@@ -562,7 +564,7 @@ def find_model(torch, optimizer):
         return None
     scored = []
     for o in gc.get_objects():
-        if issubclass(type(o), base):  # type(): as find_optimizer
+        if issubclass(type(o), base):  # type(): as live_optimizers
             have = {id(p) for p in o.parameters()}
             if want <= have:
                 scored.append((len(have), o))
@@ -579,7 +581,18 @@ def _shares_params(optimizer, model):
     return model is not GONE and _patch.trains(optimizer, model)
 
 
-def find_optimizer(torch, model):
+def live_optimizers(torch):
+    """Return every live optimizer (wrappers included): one pass over the
+    live objects (``gc.get_objects()``), which :func:`find_optimizer` and
+    :func:`split_partners` share at an attach."""
+    base = getattr(getattr(torch, "optim", None), "Optimizer", None)
+    if base is None:
+        return []
+    # type(): no __class__ lookup (torch.distributed.reduce_op warns on any)
+    return [o for o in gc.get_objects() if issubclass(type(o), base)]
+
+
+def find_optimizer(torch, model, found=None):
     """Return the optimizer that holds most of ``model``'s parameters (by
     their bytes: a model split between two optimizers, Muon's matrices and
     AdamW's embeddings and norms, is watched with the one that holds the
@@ -590,14 +603,12 @@ def find_optimizer(torch, model):
     the inner one is chosen, as its ``step()`` runs exactly when a real
     step happens. An optimizer that holds another as a part of its own
     (SAM's base optimizer: ``_patch.held_optimizers``) is chosen over the
-    one it holds: the watch hooks both. One pass over the live objects
-    (``gc.get_objects()``), once per process.
+    one it holds: the watch hooks both. ``found``: the live optimizers
+    (:func:`live_optimizers`; listed here when not given).
     """
-    base = getattr(getattr(torch, "optim", None), "Optimizer", None)
-    if base is None:
-        return None
+    if found is None:
+        found = live_optimizers(torch)
     mine = {id(p): p.numel() * p.element_size() for p in model.parameters()}
-    found = [o for o in gc.get_objects() if issubclass(type(o), base)]  # type(): no __class__ lookup (torch.distributed.reduce_op warns on any)
     scored = []
     for o in found:
         held = mine.keys() & _patch.param_ids(o)
@@ -612,24 +623,21 @@ def find_optimizer(torch, model):
     return max(scored, key=lambda t: t[:3])[3]
 
 
-def split_partners(torch, model, optimizer):
+def split_partners(torch, model, optimizer, found=None):
     """Return the other optimizers (unwrapped, one each) that train a part
     of ``model`` that ``optimizer`` does not: a model split between
     optimizers (Muon for the matrices, AdamW for the rest), of which
     auto-attach watches ``optimizer`` alone. Wrappers of ``optimizer`` and
     the optimizers it holds (SAM's base) are no partners, nor is one that
-    shares a parameter with it (a learning-rate finder's). One pass over the
-    live objects (``gc.get_objects()``)."""
-    base = getattr(getattr(torch, "optim", None), "Optimizer", None)
-    if base is None:
-        return []
+    shares a parameter with it (a learning-rate finder's). ``found``: the
+    live optimizers (:func:`live_optimizers`; listed here when not given)."""
+    if found is None:
+        found = live_optimizers(torch)
     mine = {id(p) for p in model.parameters()}
     own = _patch.param_ids(optimizer)
     held = {id(o) for o in _patch.held_optimizers(optimizer)}
     partners = {}
-    for o in gc.get_objects():
-        if not issubclass(type(o), base):  # type(): as find_optimizer
-            continue
+    for o in found:
         inner = _patch.unwrap_optimizer(o)
         if inner is optimizer or id(inner) in held or id(inner) in partners:
             continue
@@ -653,7 +661,7 @@ def find_owner(torch, module, optimizer, depth=8):
     base = getattr(getattr(torch, "nn", None), "Module", None)
     if base is None:
         return module
-    mods = [o for o in gc.get_objects() if issubclass(type(o), base)]  # type(): as find_optimizer
+    mods = [o for o in gc.get_objects() if issubclass(type(o), base)]  # type(): as live_optimizers
     cur = module
     for _ in range(depth):
         parent = next((m for m in mods if any(c is cur for c in
