@@ -2,7 +2,6 @@ package diagnose
 
 import (
 	"math"
-	"slices"
 
 	"github.com/vramscope/vramscope/session"
 )
@@ -62,27 +61,15 @@ func stepPhase(st *session.Step) (start session.Bytes, cell *session.Cell) {
 	return session.Unknown, nil
 }
 
-// follows says which automatic phase a phase begins where the one before
-// it ends: the hook begins loss at the forward's end, backward at the
-// loss's and the step after the backward, reading none of those begins
-// (docs/hook.md, "Phase detection"); a forward follows zero_grad, or a
-// backward in gradient accumulation.
-var follows = map[string][]string{
-	"forward":  {"zero_grad", "backward"},
-	"loss":     {"forward"},
-	"backward": {"loss"},
-	"step":     {"backward"},
-}
-
 // startOf is allocated at the start of a phase named name whose step row
-// has prev as the automatic phase before it: prev's end, when prev is the
-// phase name follows. Unknown otherwise: after another phase the hook saw
-// none of the work between (a loop calling the watched model's submodules
-// goes from zero_grad's end to the step with its forward and backward
-// unseen, and the step's read covers them: their peak, the gradients
-// held at its end).
+// has prev as the automatic phase before it: prev's end, when the hook
+// begins name where prev ends (session.Follows). Unknown otherwise: after
+// another phase the hook saw none of the work between (a loop calling the
+// watched model's submodules goes from zero_grad's end to the step with
+// its forward and backward unseen, and the step's read covers them: their
+// peak, the gradients held at its end).
 func startOf(prev *session.Cell, name string) session.Bytes {
-	if prev == nil || !slices.Contains(follows[name], prev.Name) {
+	if prev == nil || !session.Follows(prev.Name, name) {
 		return session.Unknown
 	}
 	return prev.AllocatedEnd

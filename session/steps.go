@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"time"
 
 	"github.com/vramscope/vramscope/ipc"
@@ -214,6 +215,25 @@ type Cell struct {
 	Rise Bytes
 }
 
+// follows lists, for each automatic phase, the automatic phases the hook
+// begins it where they end: loss at the forward's end, backward at the
+// loss's and the step at the backward's (it reads none of those begins:
+// docs/hook.md, "Phase detection"); a forward follows zero_grad, or a
+// backward in gradient accumulation.
+var follows = map[string][]string{
+	"forward":  {"zero_grad", "backward"},
+	"loss":     {"forward"},
+	"backward": {"loss"},
+	"step":     {"backward"},
+}
+
+// Follows says whether the hook begins a phase named name where the
+// automatic phase prev, right before it in the step, ended: allocated at
+// prev's end is then allocated at name's start.
+func Follows(prev, name string) bool {
+	return slices.Contains(follows[name], prev)
+}
+
 // Step is one optimizer step: its phases in the order they first began.
 type Step struct {
 	Index  int
@@ -329,7 +349,7 @@ func (st *Step) add(sp *Span) {
 	if c.Rise.Known() {
 		// A first step span after anything but a backward (a zero_grad,
 		// the forward and backward between unseen) starts where no read was.
-		after := st.autoName == "backward" || st.autoName == "zero_grad" && c.Count > 0
+		after := Follows(st.autoName, sp.Name) || st.autoName == "zero_grad" && c.Count > 0
 		if after && st.autoEnd.Known() && sp.Last.Taken {
 			c.Rise += max(0, Bytes(sp.Last.Allocated)-st.autoEnd)
 		} else {
