@@ -63,18 +63,19 @@ def train(torch, model, sock, forward=None, watched=None, build=None):
     return STEPS
 
 
-def compile_counts(torch, build, sock, breaks=True, watch_original=False, after_watch=False):
+def compile_counts(torch, build, sock, breaks=True, watch_original=False, after_watch=False,
+                   make=mlp):
     """Train the model ``build(net)`` returns (with ``after_watch``, built
-    once ``net`` is watched); the weights and what dynamo compiled (graphs
-    and calls captured) and, with ``breaks``, where it broke the graph.
-    Where the hook's hooks stay outside the compiled code it adds no graph,
-    break or recompile."""
+    once ``net`` is watched), ``net`` made by ``make``; the weights and what
+    dynamo compiled (graphs and calls captured) and, with ``breaks``, where
+    it broke the graph. Where the hook's hooks stay outside the compiled
+    code it adds no graph, break or recompile."""
     need_attr(torch, "compile", "torch.compile")
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
     torch.manual_seed(0)
-    net = mlp(torch)
+    net = make(torch)
     if after_watch:
         steps = train(torch, net, sock, build=build)
     else:
@@ -104,6 +105,45 @@ def compiled_after_watch(torch, sock=None):
     (_compiled), where they run eagerly; the activation meter steps aside.
     The same graphs, calls and breaks (none) as without the hook."""
     return compile_counts(torch, lambda net: torch.compile(net), sock, watch_original=True)
+
+
+def own_mlp(torch):
+    """The MLP as a class of the user's own: dynamo compiles the forward of
+    a module of torch's own classes (``nn.Sequential``) that has hooks as a
+    frame of its own where it would otherwise run it eagerly
+    (``trace_rules.check_verbose``, torch 2.15), which a model's own class
+    never is."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 4)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    return Net()
+
+
+def compiled_ddp_after_watch(torch, sock=None):
+    """watch(net), then torch.compile(DistributedDataParallel(net)) trains,
+    one gloo rank: dynamo runs DDP's call of net eagerly
+    (``_inside_ddp_forward`` is not traced) and compiles net's forward as
+    a frame of its own, where the hook's forward hooks stay out; the
+    compiled wrapper of the DDP wrapper takes them (_compiled), as it does
+    for net compiled itself. The same graphs, calls and breaks as without
+    the hook."""
+    import tempfile
+
+    dist = torch.distributed
+    store = tempfile.mkdtemp()
+    dist.init_process_group("gloo", init_method="file://" + store + "/pg", rank=0,
+                            world_size=1)
+    try:
+        ddp = torch.nn.parallel.DistributedDataParallel
+        return compile_counts(torch, lambda net: torch.compile(ddp(net)), sock,
+                              watch_original=True, make=own_mlp)
+    finally:
+        dist.destroy_process_group()
 
 
 def compiled_fullgraph_after_watch(torch, sock=None):
@@ -201,6 +241,7 @@ def autocast_bf16(torch, sock=None):
 
 LOOPS = {"compile": compiled, "compile_in_place": compiled_in_place,
          "compile_after_watch": compiled_after_watch, "compiled_step": compiled_step,
+         "compile_ddp_after_watch": compiled_ddp_after_watch,
          "compile_fullgraph_after_watch": compiled_fullgraph_after_watch,
          "compile_in_place_after_watch": compiled_in_place_after_watch,
          "children_compiled_after_watch": children_compiled_after_watch,
@@ -212,7 +253,8 @@ LOOPS = {"compile": compiled, "compile_in_place": compiled_in_place,
 # wrapper takes the forward hooks and forward begins; that call's end goes
 # unseen, so step 0's forward runs on to the backward, with no loss.
 FIRST_STEP = {name: ["zero_grad", "forward", "backward", "step"]
-              for name in ("compile_after_watch", "compile_fullgraph_after_watch")}
+              for name in ("compile_after_watch", "compile_fullgraph_after_watch",
+                           "compile_ddp_after_watch")}
 # A compiled function that calls the model with fullgraph=True: every
 # forward goes unseen (the backward's read covers it).
 UNSEEN_FORWARD = ["zero_grad", "backward", "step"]
@@ -221,9 +263,9 @@ FIRST_STEP["compiled_function_fullgraph"] = UNSEEN_FORWARD
 
 @pytest.mark.parametrize("name", sorted(LOOPS))
 def test_torch_feature(name, torch_mod, vs_bin, workdir, recorders, capfd):
-    if name == "compiled_step":
-        # Dynamo logs its tracing of the step's profiler context once a
-        # process: a first run, not compared, takes that line.
+    if name in ("compiled_step", "compile_ddp_after_watch"):
+        # Dynamo logs its tracing of a profiler context (the step's, DDP's
+        # forward's) once a process: a first run, not compared, takes that line.
         LOOPS[name](torch_mod)
         capfd.readouterr()
     check_loop(LOOPS[name], STEPS, 1, torch_mod, vs_bin, workdir, recorders, capfd,

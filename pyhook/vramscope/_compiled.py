@@ -76,15 +76,17 @@ def outside_of(watcher):
 
 def compiled_wrapper(model, frame, depth=1000):
     """The ``torch.compile`` wrapper of ``model`` (an ``OptimizedModule``,
-    which holds it as ``_orig_mod``) whose call is among the callers of
-    ``frame``, or None. Only the frames of ``torch.nn.Module``'s call
+    which holds it, or a wrapper of it such as ``DistributedDataParallel``
+    (``_patch.wraps``), as ``_orig_mod``) whose call is among the callers
+    of ``frame``, or None. Only the frames of ``torch.nn.Module``'s call
     methods are asked for their ``self``."""
     while frame is not None and depth > 0:
         code = frame.f_code
         if code.co_name in _CALLS and code.co_filename.endswith(MODULE_FILE):
             local = frame.f_locals
             module = local.get("self")
-            if module is not model and getattr(module, "_orig_mod", None) is model:
+            orig = getattr(module, "_orig_mod", None) if module is not model else None
+            if orig is not None and (orig is model or _patch.wraps(orig, model)):
                 return module, local.get("args", ()), local.get("kwargs") or {}
         frame, depth = frame.f_back, depth - 1
     return None

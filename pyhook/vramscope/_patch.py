@@ -424,12 +424,8 @@ _WRAPPER_CALLS = frozenset(("forward", "_run_ddp_forward"))
 
 def calling_wrappers(frame, model, module_type, depth=16):
     """The modules that wrap ``model`` and called it, innermost first, found
-    among the ``depth`` callers from ``frame`` (a forward hook's caller): a
-    module with no parameters of its own whose children are all ``model``
-    or a wrapper found before it, as ``DistributedDataParallel`` and
-    ``DataParallel`` hold the module they wrap (``module``), and Lightning
-    Fabric's ``_FabricModule`` the module, or its strategy's wrapper, and
-    the module (``_forward_module``, ``_original_module``). Such a
+    among the ``depth`` callers from ``frame`` (a forward hook's caller)
+    that wrap it (:func:`wraps`). Such a
     wrapper's ``zero_grad()`` is the class's, run on the wrapper, over the
     same parameters: a patch on ``model`` never sees it (transformers'
     ``Trainer`` calls ``model.zero_grad()`` on the wrapped model).
@@ -445,14 +441,24 @@ def calling_wrappers(frame, model, module_type, depth=16):
         obj = frame.f_locals.get("self") if code.co_name in _WRAPPER_CALLS \
             and code.co_argcount and code.co_varnames[0] == "self" else None
         if obj is not None and isinstance(obj, module_type) \
-                and not any(obj is m for m in inner):
-            d = getattr(obj, "__dict__", {})
-            kids, own = d.get("_modules"), d.get("_parameters")
-            if isinstance(kids, dict) and kids and not own \
-                    and all(any(k is m for m in inner) for k in kids.values()):
-                inner.append(obj)
+                and not any(obj is m for m in inner) and wraps(obj, model):
+            inner.append(obj)
         frame, depth = frame.f_back, depth - 1
     return inner[1:]
+
+
+def wraps(outer, model, depth=4):
+    """Whether module ``outer`` wraps ``model``: it holds no parameters of
+    its own, and each of its children is ``model`` or wraps it, ``depth``
+    levels down at most (``DistributedDataParallel`` and ``DataParallel``
+    hold the module they wrap as ``module``; Lightning Fabric's
+    ``_FabricModule`` holds the module, or its strategy's wrapper, and the
+    module, as ``_forward_module`` and ``_original_module``)."""
+    d = getattr(outer, "__dict__", {})
+    kids, own = d.get("_modules"), d.get("_parameters")
+    if not isinstance(kids, dict) or not kids or own or depth <= 0:
+        return False
+    return all(k is model or wraps(k, model, depth - 1) for k in kids.values())
 
 
 def first_tensor(is_tensor, args, kwargs):
