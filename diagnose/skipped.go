@@ -45,13 +45,23 @@ type Skipped struct {
 	// optimizer updates between this model's updates, through it (a GAN,
 	// one model watched), or the loop zeroes gradients it never used.
 	Alternating bool `json:"alternating"`
+	// Period is k when they come every k-th step through the table, k >= 2
+	// (2 when Alternating): a GAN with one model watched whose other
+	// optimizer steps once for every k-1 updates of this one (WGAN's
+	// critic iterations); 0 otherwise.
+	Period int `json:"period"`
 }
+
+// minPeriodic is how many skipped steps at one stride it takes to read them
+// as another optimizer's turn rather than a GradScaler's skips.
+const minPeriodic = 3
 
 // skippedSteps reads the steps of p that skipped their update, nil when
 // none did.
 func skippedSteps(p *session.Process) *Skipped {
 	s := &Skipped{Steps: []int{}}
 	last, pairs := false, 0 // whether the row before was skipped; skipped rows after a skipped one
+	stride, prev := 0, -1   // the one gap between skipped steps (-1: gaps differ), the last skipped
 	partial, unfinished := partialStep(p), UnfinishedStep(p)
 	for _, st := range p.Steps() {
 		if st.Index == partial || st.Index == unfinished || st.Failed != "" {
@@ -67,14 +77,46 @@ func skippedSteps(p *session.Process) *Skipped {
 			if last {
 				pairs++
 			}
+			if prev >= 0 && stride >= 0 {
+				if gap := st.Index - prev; stride == 0 || gap == stride {
+					stride = gap
+				} else {
+					stride = -1
+				}
+			}
+			prev = st.Index
 		}
 		last = skipped
 	}
 	if s.Count == 0 {
 		return nil
 	}
-	s.Alternating = s.Count >= 3 && pairs == 0 && 5*s.Count >= 2*s.Of
+	s.Alternating = s.Count >= minPeriodic && pairs == 0 && 5*s.Count >= 2*s.Of
+	switch {
+	case s.Alternating:
+		s.Period = 2
+	case s.Count >= minPeriodic && stride > 2 && (s.Count+1)*stride >= s.Of:
+		// One every stride steps, through the table: no GradScaler's
+		// skips come so regularly.
+		s.Period = stride
+	}
 	return s
+}
+
+// ordinal is n as "3rd", "4th", "11th".
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return fmt.Sprint(n) + suffix
 }
 
 // Line says which steps skipped their update and the likely reason; ""
@@ -83,13 +125,20 @@ func (s *Skipped) Line() string {
 	if s == nil || s.Count == 0 {
 		return ""
 	}
+	const watchEach = "for a GAN, watch each model with its own optimizer: vramscope.watch(netD, optD, " +
+		"name=\"D\") and vramscope.watch(netG, optG, name=\"G\") (docs/hook.md, \"Several models\")"
 	if s.Alternating {
 		return fmt.Sprintf("every other step skipped its optimizer step (%d of %d): another optimizer updates "+
 			"between this model's updates, through this model (a GAN: each model's optimizer steps in turn, "+
 			"the generator's update runs through the discriminator), so each iteration shows as two steps; "+
-			"else the loop zeroes gradients it never stepped with · for a GAN, watch each model with its own "+
-			"optimizer: vramscope.watch(netD, optD, name=\"D\") and vramscope.watch(netG, optG, name=\"G\") "+
-			"(docs/hook.md, \"Several models\")", s.Count, s.Of)
+			"else the loop zeroes gradients it never stepped with · %s", s.Count, s.Of, watchEach)
+	}
+	if s.Period > 2 {
+		return fmt.Sprintf("every %s step skipped its optimizer step (%d of %d): another optimizer updates "+
+			"once for every %d updates of this model, through it (a GAN that trains the critic %d times "+
+			"for each generator update, as WGAN does: the generator's update runs through the critic), so "+
+			"each iteration shows as %d steps · %s", ordinal(s.Period), s.Count, s.Of, s.Period-1,
+			s.Period-1, s.Period, watchEach)
 	}
 	named := make([]string, len(s.Steps))
 	for i, n := range s.Steps {

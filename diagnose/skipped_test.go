@@ -36,24 +36,33 @@ func onlyZero(msgs []ipc.Message, step int) []ipc.Message {
 // A few steps that skipped their update are named, with the GradScaler as
 // the likely reason; every other step skipping it is another optimizer
 // updating between this model's (a GAN with one model watched), with the
-// advice to watch each; a run without any says nothing.
+// advice to watch each, and so is every k-th step through the run (a
+// WGAN's critic iterations); a run without any says nothing.
 func TestStepsThatSkippedTheirUpdateAreNamed(t *testing.T) {
 	cases := []struct {
 		name        string
 		skip        func(int) bool
 		count       int
 		alternating bool
+		period      int
 		line        string
 	}{
-		{"none", func(int) bool { return false }, 0, false, ""},
+		{"none", func(int) bool { return false }, 0, false, 0, ""},
 		// A watch begun inside a step whose update was under way sees its
 		// zero_grad only: nothing it trained skipped an update.
-		{"lone zero_grad", func(s int) bool { return s == 5 }, 0, false, ""},
-		{"scaler", func(s int) bool { return s == 3 || s == 4 || s == 9 }, 3, false,
+		{"lone zero_grad", func(s int) bool { return s == 5 }, 0, false, 0, ""},
+		{"scaler", func(s int) bool { return s == 3 || s == 4 || s == 9 }, 3, false, 0,
 			"3 steps skipped the optimizer step: 3, 4, 9 (a backward, then the next zero_grad before any optimizer.step(), as a GradScaler"},
 		// The last step, which never updated, is no step the run finished.
-		{"gan", func(s int) bool { return s%2 == 1 }, 9, true,
+		{"gan", func(s int) bool { return s%2 == 1 }, 9, true, 2,
 			"every other step skipped its optimizer step (9 of 19): another optimizer updates between this model's updates"},
+		// Two critic steps for each generator step, watching the critic.
+		{"wgan", func(s int) bool { return s%3 == 2 }, 6, false, 3,
+			"every 3rd step skipped its optimizer step (6 of 20): another optimizer updates once for every 2 " +
+				"updates of this model, through it (a GAN that trains the critic 2 times"},
+		// The same stride early in the run only: a GradScaler's.
+		{"stride early", func(s int) bool { return s == 2 || s == 5 || s == 8 }, 3, false, 0,
+			"3 steps skipped the optimizer step: 2, 5, 8 (a backward, then the next zero_grad before any optimizer.step(), as a GradScaler"},
 	}
 	for _, c := range cases {
 		msgs := withoutUpdates(demoMessages(t, "warmup", 20), c.skip)
@@ -68,7 +77,8 @@ func TestStepsThatSkippedTheirUpdateAreNamed(t *testing.T) {
 			}
 			continue
 		}
-		if d.Skipped == nil || d.Skipped.Count != c.count || d.Skipped.Alternating != c.alternating {
+		if d.Skipped == nil || d.Skipped.Count != c.count || d.Skipped.Alternating != c.alternating ||
+			d.Skipped.Period != c.period {
 			t.Fatalf("%s: %+v", c.name, d.Skipped)
 		}
 		if !hasLine(d.Lines(), c.line) {
