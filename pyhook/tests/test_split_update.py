@@ -4,12 +4,17 @@ makes one step per update, whose ``step`` phase holds every optimizer's
 update, and the anatomy counts every optimizer's state (docs/hook.md,
 "Loop shapes")."""
 
+import os
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
 
 import vramscope
-from conftest import make_config, queued
+from conftest import ROOT, make_config, queued
+from frameworks import Recording
 from vramscope import _client, _watch
 
 
@@ -123,6 +128,37 @@ def test_an_optimizer_that_skips_its_update_still_makes_one_step_per_iteration(t
     assert sorted(steps) == list(range(6))
     for i, edges in steps.items():
         assert [n for n, e, _ in edges if e == "begin"].count("step") == 1, i
+
+
+def test_a_process_that_exits_inside_a_split_update_ends_its_step(vs_bin, workdir, recorders):
+    """The last update's second optimizer skips its step and the process
+    exits without remove(): the step ends at the exit, as the next step's
+    first phase would have ended it, and the run ends as it did, not in a
+    step that never finished."""
+    rec = Recording(vs_bin, workdir, recorders, "split-exit")
+    script = textwrap.dedent("""
+        import sys, torch, vramscope
+        sys.path.insert(0, %r)
+        from test_split_update import matrix_optimizer, split_model
+        model, body, head = split_model(torch)
+        mats = matrix_optimizer(torch, body.parameters())
+        rest = torch.optim.AdamW(head.parameters(), lr=1e-3)
+        vramscope.watch(model, [mats, rest], socket=%r)
+        for i in range(3):
+            mats.zero_grad(); rest.zero_grad()
+            model(torch.randn(8, 16)).pow(2).mean().backward()
+            mats.step()
+            if i < 2:
+                rest.step()
+    """) % (os.path.join(ROOT, "pyhook", "tests"), rec.sock)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pyhook"))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    got = rec.process()
+    assert got["steps_total"] == 3, got["steps"]
+    end = got["diagnosis"]["end"]
+    assert end["goodbye"] and not end["abrupt"], end
 
 
 def test_the_anatomy_of_a_plain_step_counts_both_optimizers_through_the_caches(torch_mod):

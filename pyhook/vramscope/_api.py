@@ -413,7 +413,8 @@ def mark(name):
 def _at_exit():
     client = _current
     if client is not None:
-        for handle in _live_handles():  # what ran after the last step
+        for handle in _live_handles():  # a split update left open, what ran after the last step
+            _safe.call(handle.watcher.finish_update)
             _safe.call(handle.watcher.finish_between)
         _safe.call(client.close, _oom.exit_reason(), 0.5)
 

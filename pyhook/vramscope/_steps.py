@@ -382,6 +382,23 @@ class StepsMixin:
         self._stepped.add(id(opt))
         return members <= self._stepped
 
+    def finish_update(self):
+        """The process exits inside a split update: some of its optimizers
+        stepped and the others never will (a scaler skipped their last
+        update). The step ends here, as the next step's first phase would
+        have ended it, not left open for the monitor to read as a process
+        that died mid-step. Any thread; never waits for the lock."""
+        if not self._stepped or not self._lock.acquire(False):
+            return
+        try:
+            if self._active and self._stepped and self._open == "step":
+                self._fast = False
+                self._finish_step()
+        except Exception as exc:  # noqa: BLE001 - at exit: never raise
+            _safe.report(exc)
+        finally:
+            self._lock.release()
+
     def finish_open_step(self):
         """End a step the optimizer never finished: ``step`` was opened (by a
         framework, or a step hook whose step raised) but no post hook ran, as when
