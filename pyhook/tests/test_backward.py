@@ -219,6 +219,37 @@ def test_torch_autograd_grad_still_gives_a_backward_through_the_output_hook(torc
     assert ("backward", "begin") in edges(client)
 
 
+def test_a_gradient_penalty_is_no_backward_of_the_model_from_step_0_on(torch_mod):
+    """WGAN-GP's critic step: the gradient of the critic's output with
+    respect to its input (torch.autograd.grad, create_graph=True), then the
+    loss's backward. The penalty's gradient takes none of the critic's
+    parameters: each step, step 0 too (when the output's grad hook is the
+    fallback still), has the loss's backward alone, the penalty in its
+    loss."""
+    torch = torch_mod
+    critic = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    opt = torch.optim.Adam(critic.parameters(), lr=1e-4)
+    client = _client.Client(make_config(), start=False)
+    watcher = _watch.Watcher(torch, client, critic, opt, client.config)
+    for _ in range(3):
+        real, fake = torch.randn(8, 8), torch.randn(8, 8)
+        opt.zero_grad()
+        mixed = (0.5 * real + 0.5 * fake).requires_grad_(True)
+        out = critic(mixed)
+        grad, = torch.autograd.grad(out, mixed, torch.ones_like(out), create_graph=True)
+        penalty = ((grad.norm(2, dim=1) - 1) ** 2).mean()
+        (critic(fake).mean() - critic(real).mean() + 10 * penalty).backward()
+        opt.step()
+    watcher.remove()
+    begins = {}
+    for m in queued(client):
+        if m["type"] == "phase" and m["edge"] == "begin":
+            begins.setdefault(m["step"], []).append(m["name"])
+    assert sorted(begins) == [0, 1, 2]
+    for step, names in begins.items():
+        assert names.count("backward") == 1 and names[-2:] == ["backward", "step"], (step, names)
+
+
 def test_outputs_are_hooked_only_until_backwards_come_through_the_wrapper(torch_mod):
     # The output's grad hook is the fallback for backwards that bypass the
     # wrapper; a loop that calls loss.backward() stops paying for it,

@@ -193,7 +193,7 @@ class BackwardMixin:
     def _on_output_grad(self, grad):
         # Fallback: autograd reached the model output of a backward that did not
         # enter through the wrapper (torch.autograd.grad, a C++ caller).
-        if not self._active or self._in_backward:
+        if not self._active or self._in_backward or not self._reaches_parameters():
             return None
         with self._lock:
             if self._in_backward:
@@ -210,6 +210,30 @@ class BackwardMixin:
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
+
+    def _reaches_parameters(self):
+        """From inside the engine: whether this run takes a gradient of one
+        of the model's parameters (accumulates it, or returns it to
+        ``torch.autograd.grad``), so that it is a backward of the model,
+        not a gradient of something else through it: a WGAN-GP's gradient
+        penalty (of the critic's input), an attack's (of the input). True
+        where torch cannot tell (``_will_engine_execute_node``, torch 1.13
+        and 2.x). Asked only on the fallback's path."""
+        will = getattr(getattr(self._torch, "_C", None), "_will_engine_execute_node", None)
+        model = self._model()
+        if will is None or model is None:
+            return True
+        try:
+            with self._torch.enable_grad():
+                for p in model.parameters():
+                    if p.requires_grad:
+                        # the parameter's AccumulateGrad node, behind a view of it
+                        fn = p.view_as(p).grad_fn
+                        if fn is None or will(fn.next_functions[0][0]):
+                            return True
+            return False
+        except Exception:  # noqa: BLE001 - not told: taken as the model's backward
+            return True
 
     def _backward_begin(self):
         # copy of _activity()
