@@ -76,7 +76,14 @@ def test_watch_under_record_gets_the_holder(torch_mod, vs_bin, workdir):
     with open(rec) as f:
         notes = [json.loads(line)["note"] for line in f if '"note"' in line]
     asked = [n for n in notes if n["kind"] == "request"]
-    assert asked and asked[0]["text"].startswith("asked for a census (held memory grows): ")
+    # A held-memory suspicion asks (suspect.Asker): "grows" when the live
+    # diagnosis already reads a leak at its first turn, a rise "to a new
+    # level" when it holds too few steps for that yet (how many depends on
+    # the machine's load: one CI run in several on a loaded machine); either
+    # way the follow-up names the holder (_check).
+    assert asked and asked[0]["text"].startswith(
+        ("asked for a census (held memory grows): ",
+         "asked for a census (held memory rose to a new level at step ")), asked[0]["text"]
     _check(_headline(vs_bin, rec), script)
 
 
