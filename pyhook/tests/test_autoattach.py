@@ -355,6 +355,33 @@ print(json.dumps({"watched": st.optimizer is mats or st.optimizer is finder,
     assert "vramscope.watch(model, [...])" in proc.stderr
 
 
+def test_a_model_trained_in_eval_mode_is_attached_after_one_walk(startup, torch_mod):
+    """A model left in eval mode (transformers' from_pretrained) that an
+    optimizer trains: its optimizer, and whether others train a part of it,
+    are found in one walk of the live objects, as for a model in train mode."""
+    proc = run_py(startup, """
+import gc, json, torch
+from vramscope import _autoattach
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+model.eval()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+walks, real = [], gc.get_objects
+def counted(*args):
+    walks.append(1)
+    return real(*args)
+gc.get_objects = counted
+for i in range(3):
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    if i == 0:
+        gc.get_objects, attach_walks = real, len(walks)
+print(json.dumps({"walks": attach_walks, "attached": _autoattach.state().model is model}))
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"walks": 1, "attached": True}
+
+
 def test_find_optimizer_prefers_the_wrapped_one_and_the_model_s_own(torch_mod):
     torch = torch_mod
     model = torch.nn.Linear(4, 4)

@@ -321,32 +321,34 @@ def _trained_in_eval_mode(st, torch, module, args):
     """The optimizer that trains ``module``, a module in eval mode run with
     gradients enabled and parameters that require them: a model loaded in
     eval mode (transformers' ``from_pretrained``) that the loop never puts
-    back in train mode. None otherwise (then torch 2.x's global optimizer
-    hook attaches it at its first ``step()``; torch 1.13 has none). Each
-    such module is looked for once, with its children: one pass over the
-    live objects. Not at a forward whose first input requires a gradient:
-    an adversarial attack's or a saliency map's, which the model's training
-    forward follows."""
+    back in train mode, and the live optimizers it was found among
+    (:func:`live_optimizers`). None and None otherwise (then torch 2.x's
+    global optimizer hook attaches it at its first ``step()``; torch 1.13
+    has none). Each such module is looked for once, with its children: one
+    pass over the live objects. Not at a forward whose first input
+    requires a gradient: an adversarial attack's or a saliency map's, which
+    the model's training forward follows."""
     if getattr(module, "training", True) or not torch.is_grad_enabled() \
             or module in st.eval_seen:
-        return None
+        return None, None
     x = args[0] if args else None
     if isinstance(x, torch.Tensor) and x.requires_grad:
-        return None
+        return None, None
     try:
         if not any(p.requires_grad for p in module.parameters()):
-            return None
+            return None, None
         st.eval_seen.update(module.modules())
     except Exception:  # noqa: BLE001 - an exotic module
-        return None
-    return find_optimizer(torch, module)
+        return None, None
+    found = live_optimizers(torch)
+    return find_optimizer(torch, module, found), found
 
 
 def _attach(st, module, args, caller=None):
     torch = st.torch
-    optimizer = None
+    optimizer = found = None
     if not _trains(torch, module):
-        optimizer = _trained_in_eval_mode(st, torch, module, args)
+        optimizer, found = _trained_in_eval_mode(st, torch, module, args)
         if optimizer is None:
             return None
     with _lock:
@@ -364,7 +366,6 @@ def _attach(st, module, args, caller=None):
         if module is retired:
             _keep(st, retired, None)
             return None
-        found = None
         if optimizer is None:
             found = live_optimizers(torch)  # one walk for both questions
             optimizer = find_optimizer(torch, module, found)
