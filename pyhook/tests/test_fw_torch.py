@@ -135,15 +135,15 @@ def compiled_ddp_after_watch(torch, sock=None):
     import tempfile
 
     dist = torch.distributed
-    store = tempfile.mkdtemp()
-    dist.init_process_group("gloo", init_method="file://" + store + "/pg", rank=0,
-                            world_size=1)
-    try:
-        ddp = torch.nn.parallel.DistributedDataParallel
-        return compile_counts(torch, lambda net: torch.compile(ddp(net)), sock,
-                              watch_original=True, make=own_mlp)
-    finally:
-        dist.destroy_process_group()
+    with tempfile.TemporaryDirectory() as store:
+        dist.init_process_group("gloo", init_method="file://" + store + "/pg", rank=0,
+                                world_size=1)
+        try:
+            ddp = torch.nn.parallel.DistributedDataParallel
+            return compile_counts(torch, lambda net: torch.compile(ddp(net)), sock,
+                                  watch_original=True, make=own_mlp)
+        finally:
+            dist.destroy_process_group()
 
 
 def compiled_fullgraph_after_watch(torch, sock=None):
