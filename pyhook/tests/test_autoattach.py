@@ -317,6 +317,21 @@ def test_find_optimizer_of_a_model_split_between_two_takes_the_larger_part(torch
     del small, large
 
 
+# Three steps of a loop (%(step)s: one step's body), counting in
+# attach_walks the walks of the live objects (gc.get_objects) in step 0,
+# where auto-attach attaches.
+WALKS_IN_STEP_0 = """
+walks, real = [], gc.get_objects
+def counted(*args):
+    walks.append(1)
+    return real(*args)
+gc.get_objects = counted
+for i in range(3):%(step)s
+    if i == 0:
+        gc.get_objects, attach_walks = real, len(walks)
+"""
+
+
 def test_a_model_split_between_two_optimizers_is_named_once_at_attach(startup, torch_mod):
     """Auto-attach watches the larger part's optimizer; one warning names
     the other and says how to watch both. A learning-rate finder's
@@ -331,17 +346,10 @@ model = torch.nn.Sequential(body, head)
 finder = torch.optim.SGD(body.parameters(), lr=0.1)
 mats = torch.optim.SGD(body.parameters(), lr=0.1, momentum=0.9)
 rest = torch.optim.AdamW(head.parameters(), lr=0.1)
-walks, real = [], gc.get_objects
-def counted(*args):
-    walks.append(1)
-    return real(*args)
-gc.get_objects = counted
-for i in range(3):
+""" + WALKS_IN_STEP_0 % {"step": """
     mats.zero_grad(); rest.zero_grad()
     model(torch.randn(8, 64)).pow(2).mean().backward()
-    mats.step(); rest.step()
-    if i == 0:
-        gc.get_objects, attach_walks = real, len(walks)
+    mats.step(); rest.step()"""} + """
 st = _autoattach.state()
 print(json.dumps({"watched": st.optimizer is mats or st.optimizer is finder,
                   "walks": attach_walks,
@@ -365,17 +373,10 @@ from vramscope import _autoattach
 model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
 model.eval()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-walks, real = [], gc.get_objects
-def counted(*args):
-    walks.append(1)
-    return real(*args)
-gc.get_objects = counted
-for i in range(3):
+""" + WALKS_IN_STEP_0 % {"step": """
     opt.zero_grad()
     model(torch.randn(4, 8)).sum().backward()
-    opt.step()
-    if i == 0:
-        gc.get_objects, attach_walks = real, len(walks)
+    opt.step()"""} + """
 print(json.dumps({"walks": attach_walks, "attached": _autoattach.state().model is model}))
 """)
     assert proc.returncode == 0, proc.stderr
