@@ -118,7 +118,9 @@ def test_samples_flow_at_about_the_configured_rate():
     samples = [m for m in queued(client) if m["type"] == "sample"]
     assert 20 <= len(samples) <= 55, len(samples)
     assert all(m["mem"]["allocated"] == 1210056704 for m in samples)
-    assert fake.reads == len(samples)
+    # One read per sample, and one more where sampling stopped between a
+    # read and its sample (the sampler then sends none).
+    assert len(samples) <= fake.reads <= len(samples) + 1
 
 
 def test_sampler_stops_at_close(sock_path):
