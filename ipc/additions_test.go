@@ -85,6 +85,16 @@ func TestDecodeAdditions(t *testing.T) {
 	if fast = (Message{}); !fastDecode(lines[12], &fast, nil) || fast.Failed != FailedOOM {
 		t.Errorf("the fast path does not take a failed end: %+v", fast)
 	}
+	// A skipped step's closing read on the next step's first begin edge.
+	if b := got[13]; b.Closes == nil || b.Closes.Step != 5 || b.Closes.SameAs == nil || *b.Closes.SameAs != 2 ||
+		b.Edge != EdgeBegin || b.Mem == nil || b.Span != "" {
+		t.Errorf("closes on a begin %+v", b)
+	}
+	for _, i := range []int{0, 1, 2, 3, 4, 5, 6, 8, 12} {
+		if got[i].Closes != nil {
+			t.Errorf("line %d: closes without the field", i+1)
+		}
+	}
 	for _, i := range []int{0, 1, 2, 3, 4, 5, 6} {
 		if got[i].Hook != nil && got[i].Hook.ExactPeaks {
 			t.Errorf("line %d: exact_peaks without the field", i+1)

@@ -108,6 +108,10 @@ type Message struct {
 	// (docs/protocol.md, "Exact peaks").
 	Span   string `json:"span,omitempty"`
 	SameAs *int   `json:"same_as,omitempty"`
+	// phase begin of an exact-peaks hook, beside mem: that read is also
+	// the closing read of an earlier step that skipped its update, whose
+	// phases' ends carried none (docs/protocol.md, "Exact peaks").
+	Closes *Closes `json:"closes,omitempty"`
 
 	// phase (automatic), anatomy: the name of the watch that sent it
 	// (watch(name=...), default the model's class name); empty from older hooks
@@ -158,6 +162,15 @@ type Message struct {
 type Input struct {
 	Batch  *int64 `json:"batch"`
 	Tokens *int64 `json:"tokens"`
+}
+
+// Closes names the step whose closing read a begin edge's read is: a
+// plain step that skipped its update ended where this edge begins, and
+// the read's max_allocated is its exact peak, as a span "step" read's is.
+// SameAs is the hook's same_as for it, nil when it moved.
+type Closes struct {
+	Step   int  `json:"step"`
+	SameAs *int `json:"same_as"`
 }
 
 // Mem is one allocator snapshot, read from torch.cuda.memory_stats().
@@ -290,6 +303,9 @@ func (m *Message) validateType() error {
 			return err
 		}
 		if err := m.validateSpan(); err != nil {
+			return err
+		}
+		if err := m.validateCloses(); err != nil {
 			return err
 		}
 		if m.Grad && (!m.User || m.Edge != EdgeEnd) {
@@ -480,6 +496,26 @@ func (m *Message) validateSpan() error {
 	}
 	if k := m.SameAs; k != nil && (*k < 0 || *k >= m.Step) {
 		return fmt.Errorf("field same_as: %d is not an earlier step than %d", *k, m.Step)
+	}
+	return nil
+}
+
+// validateCloses checks a phase begin's optional closes: only on an
+// automatic phase's begin edge that carries mem, naming an earlier step,
+// and a same_as earlier than that one.
+func (m *Message) validateCloses() error {
+	c := m.Closes
+	if c == nil {
+		return nil
+	}
+	if m.Edge != EdgeBegin || m.User || m.Mem == nil {
+		return errors.New("field closes: only on an automatic phase's begin edge that carries mem")
+	}
+	if c.Step < 0 || c.Step >= m.Step {
+		return fmt.Errorf("field closes.step: %d is not an earlier step than %d", c.Step, m.Step)
+	}
+	if k := c.SameAs; k != nil && (*k < 0 || *k >= c.Step) {
+		return fmt.Errorf("field closes.same_as: %d is not an earlier step than %d", *k, c.Step)
 	}
 	return nil
 }

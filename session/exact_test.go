@@ -91,11 +91,10 @@ func plainStep(f *feed, step int, m *ipc.Mem, sameAs *int) {
 	}
 }
 
-func TestExactPeaksHookPlainStepsAndGaps(t *testing.T) {
-	f := newFeed(1, "exact", exactHook)
-	// Breakdown steps: each end read's counter is that phase's own peak
-	// (reset at the read before), so a phase below the session high is
-	// exact too.
+// breakdownSteps feeds steps 0, 1 and 2 as an exact-peaks hook reads
+// them: each end read's counter is that phase's own peak (reset at the
+// read before), so a phase below the session high is exact too.
+func breakdownSteps(f *feed) {
 	for i := range 3 {
 		f.phase("zero_grad", i, 0, 0.01, nil, mem(1370, 1651, 4704))
 		f.phase("forward", i, 0, 0.01, nil, mem(2935, 2935, 4704))
@@ -103,6 +102,11 @@ func TestExactPeaksHookPlainStepsAndGaps(t *testing.T) {
 		f.phase("backward", i, 0, 0.01, nil, mem(1650, 4309, 4704))
 		f.phase("step", i, 0, 0.01, nil, mem(1650, 1650, 4704))
 	}
+}
+
+func TestExactPeaksHookPlainStepsAndGaps(t *testing.T) {
+	f := newFeed(1, "exact", exactHook)
+	breakdownSteps(f)
 	k := 2
 	plainStep(f, 3, mem(1650, 4309, 4704), &k) // the same to the byte
 	plainStep(f, 4, mem(1652, 4311, 4704), &k) // within noise

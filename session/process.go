@@ -413,6 +413,9 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 			}
 		}
 	}
+	if c := m.Closes; c != nil && m.Mem != nil && !m.User {
+		p.closeSkipped(at, c, m.Mem)
+	}
 	p.compactSpans()
 	// A begin edge without a read of its own (the hook reads end edges
 	// only, docs/hook.md "Cost") starts from the newest snapshot before it:
@@ -445,6 +448,32 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 	p.spans = append(roomFor(p.spans, p.limits.spans), sp)
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
+}
+
+// closeSkipped takes a begin edge's read as the closing read of step
+// c.Step (ipc.Closes): a plain step that skipped its update, whose phases'
+// ends carried no read. It is that step's one read, as a span "step"
+// read at its step phase's end would have been: its peak since the read
+// before it, and the memory the step held. The hook reset the counters
+// there, so messages lost before it touch that step only.
+func (p *Process) closeSkipped(at time.Time, c *ipc.Closes, m *ipc.Mem) {
+	gap := p.gapSinceRead
+	p.gapSinceRead = false
+	st := p.StepRow(c.Step)
+	if st == nil {
+		return // left the table
+	}
+	st.plain = Bytes(m.MaxAllocated)
+	st.PeakReserved = st.PeakReserved.Max(Bytes(m.MaxReserved))
+	st.hookSame = -1
+	if c.SameAs != nil {
+		st.hookSame = *c.SameAs
+	}
+	st.gap = st.gap || gap
+	if !at.Before(st.heldAt) {
+		st.Held, st.heldAt = Bytes(m.Allocated), at
+	}
+	p.updatePeak(c.Step)
 }
 
 // maxOpen bounds the phases open at once in one process. Phases nest a

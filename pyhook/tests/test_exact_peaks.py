@@ -86,7 +86,7 @@ def numbered(client):
     return out
 
 
-def run(torch, sim, steps, user_resets=(), every=100, install=True):
+def run(torch, sim, steps, user_resets=(), every=100, install=True, skipped=()):
     if install:
         sim.install(torch)
     try:
@@ -108,7 +108,8 @@ def run(torch, sim, steps, user_resets=(), every=100, install=True):
             loss.backward()
             if (i, "backward") in user_resets:
                 torch.cuda.reset_peak_memory_stats()
-            opt.step()
+            if i not in skipped:  # a GradScaler that found inf gradients skips it
+                opt.step()
         msgs = numbered(client)
         w.remove()
         client.close("removed", timeout=0)
@@ -174,6 +175,28 @@ def test_phase_peaks_are_exact_on_every_step_by_default(torch_mod):
     # Every step from 1 peaks at step 1's figure (the README's fact), exactly.
     for s in range(1, 10):
         assert max(mem["max_allocated"] for _, mem, _ in by_step[s]) == STEP1_PEAK
+
+
+def test_a_plain_step_that_skipped_its_update_is_read_where_it_ends(torch_mod):
+    """A GradScaler's skip in a loop that zeroes first, on a plain step: no
+    phase end of it is read and no step phase ends it, so its closing read
+    is the next zero_grad's begin, which says so (closes). Its peak is the
+    skipped step's own, and the step after it is read from there: each
+    step's peak exact, neither covering the other's."""
+    sim = fakecuda.SimAllocator()
+    client, msgs = run(torch_mod, sim, 9, skipped={5})
+    peak = truth(sim)
+    begins = [m for m in msgs if m["type"] == "phase" and m["edge"] == "begin" and m.get("closes")]
+    (b,) = begins
+    assert (b["name"], b["step"], b["closes"]["step"]) == ("zero_grad", 6, 5)
+    assert b["mem"]["max_allocated"] == max(peak(5, n) for n in PHASES[:4])
+    assert b["mem"]["allocated"] == sim.phases[max(sim.phases)]["backward"][0]  # the gradients kept
+    assert b["closes"].get("same_as") in (None, 2)
+    ends = {m["step"]: m for _, _, _, m in reads(msgs) if m.get("span")}
+    assert 5 not in ends  # no phase end of step 5 read
+    six = [m for _, _, _, m in reads(msgs) if m["step"] == 6]
+    assert max(m["mem"]["max_allocated"] for m in six) == max(peak(6, n) for n in PHASES)
+    assert all(ends[s]["mem"]["max_allocated"] == STEP1_PEAK for s in (3, 4, 7, 8))
 
 
 def test_a_user_reset_mid_phase_leaves_the_hooks_interval_whole(torch_mod):

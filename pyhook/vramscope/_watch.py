@@ -157,6 +157,7 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._closure_depth = 0
         self._zero_seen = False  # this step began with zero_grad
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
+        self._skip_close = None  # a skipped step's closing read, for the next zero_grad's begin
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
         # Under a framework's steps: the update of the open step has ended, so
         # a zero_grad now is the step's tail (transformers' Trainer zeroes

@@ -146,6 +146,7 @@ class ZeroGradMixin:
                 and (not seen or after is not False) \
                 and self._client.step > 0 and self._optimizer is not None \
                 and self._open is None and (not seen or after or self._zero_shape()):
+            self._skip_close = None  # (taken only where the zero_grad heads the next step)
             self._zero_tail()
             return
         # The head of a step (or, inside the optimizer's own update, a phase
@@ -167,7 +168,15 @@ class ZeroGradMixin:
         self._quiet = False
         self._zero_seen = True
         last = self._open
-        if last is None:  # _begin("zero_grad") with no end to read
+        close = self._skip_close
+        if close is not None:  # (no phase open: the step skipped its update)
+            self._skip_close = None
+            if self._client.owner is not self._self_ref:
+                self._take_over()
+            self._open = "zero_grad"
+            # its begin edge carries the closing read of the step that skipped
+            self._client.put(None, "zero_grad", close[0], False, None, close[1])
+        elif last is None:  # _begin("zero_grad") with no end to read
             # copy of _open_first("zero_grad", None)
             if self._client.owner is not self._self_ref:
                 self._take_over()
@@ -207,8 +216,36 @@ class ZeroGradMixin:
             return False  # a framework ends its steps itself (finish_open_step)
         if self._in_update_method():
             return False  # the optimizer's own, between its update's passes (SAM)
+        if self._zero_after is False and self._zero_seen_last and self._exact \
+                and not self._edge_reads:
+            # A loop known to zero first, whose zero_grad now heads the next
+            # step (_zero_begin), and a plain step: no end of its phases
+            # read, so its closing read is taken here and goes out on that
+            # zero_grad's begin edge (docs/protocol.md, "Exact peaks").
+            self._skip_close = self._skipped_close()
         self._finish_unplaced_step()
         return True
+
+    def _skipped_close(self):
+        """The closing read of a plain step that skipped its update, and
+        its plan (as at any step's close: _plan): ``(raw, extra)`` for the
+        next step's first begin edge, ``extra`` naming the step it closes
+        (``closes``) when the read gave a peak; None when nothing was read.
+        (Lock held.)"""
+        client = self._client
+        read = client.reader
+        if read is None:
+            return None
+        raw = _safe.call(read)
+        if raw is None:
+            return None
+        plan = self._step_plan()
+        if plan is None:
+            return raw, None
+        closes = {"step": client.step}
+        if "same_as" in plan:
+            closes["same_as"] = plan["same_as"]
+        return raw, {"closes": closes}
 
     def _finish_unplaced_step(self):
         """_finish_step for a step whose end says nothing of where the
