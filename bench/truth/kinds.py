@@ -18,6 +18,9 @@ Expectations, all optional:
   hook reports it from the uncaught exception).
 * ``eval_need``: True when an evaluation peaks above training (the need's
   evaluation part).
+* ``skip_period``: k when every kth step skipped its update, all run long
+  (another optimizer's turn: a GAN's generator update through a watched
+  critic); the report's ``skipped_steps.period``, 0 when none.
 
 ``skip_failed=True``: the loop catches an out-of-memory error and goes
 on (fairseq's trainer skips the batch): it frees what the failed step
@@ -164,6 +167,14 @@ K = [
     # zero_grad after a skipped update heads the next step).
     Kind("gradscaler-zero-after", 80, dict(pattern="warmup"), skipped=(5, 40), zero="after",
          batch=4, seq=512),
+    # A GradScaler that skips now and then in a loop that zeroes first,
+    # past the warmup, its steps read once.
+    Kind("gradscaler-late-skips", 120, dict(pattern="warmup"), skipped=(50, 51, 90),
+         batch=4, seq=512),
+    # A WGAN watched by its critic: every third step is the generator's
+    # update, run through the critic without its optimizer stepping.
+    Kind("wgan-critic-watched", 90, dict(pattern="warmup", skip_period=3),
+         skipped=tuple(range(2, 88, 3)), batch=4, seq=512),
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),

@@ -21,7 +21,8 @@ Checks (a cell is ``ok``, ``FAIL`` with why, or ``-`` where it does not apply):
 * held: each step's held memory is what the allocator held after it.
 * ending: the dying step is partial and left out, its phase named; a
   clean run ends cleanly; no step is a micro-step of another, and the
-  steps whose update was skipped (GradScaler) are said to be skipped.
+  steps whose update was skipped (GradScaler) are said to be skipped, and
+  a skip every kth step all run long is said to be one (skip_period).
 """
 
 import argparse
@@ -257,6 +258,9 @@ def judge(kind, expect, proc, truth):
         if s["skipped"] != (s["step"] in kind.skipped + kind.no_backward):
             why.append("step %d skipped %s" % (s["step"], s["skipped"]))
             break
+    period = (d.get("skipped_steps") or {}).get("period") or 0
+    if period != expect.get("skip_period", 0):
+        why.append("skipped every %s steps, want %s" % (period, expect.get("skip_period", 0)))
     if proc["steps_total"] != len(truth.peak) and not truth.oom:
         why.append("steps_total %s, ran %d" % (proc["steps_total"], len(truth.peak)))
     cell("ending", not why, "; ".join(why))
