@@ -408,6 +408,9 @@ func (st *Step) summary() string {
 	case session.Exact:
 		how = "step peak " + st.PeakAllocated.MiBString() + " MiB"
 		switch {
+		case st.Plain && st.SameAs >= 0 && st.Skipped:
+			// One phase fewer than step SameAs: only its figures match.
+			how = fmt.Sprintf("same peak and held memory as step %d (%s): %s", st.SameAs, within(st.Within), how)
 		case st.Plain && st.SameAs >= 0:
 			how = fmt.Sprintf("same phases as step %d (%s): %s", st.SameAs, within(st.Within), how)
 		case st.Moved:
