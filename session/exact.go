@@ -73,7 +73,7 @@ func (p *Process) settle(st *Step) {
 	case st.plain.Known():
 		// A plain step's one read: the whole step's peak since the previous
 		// step's last read (exact unless a message was lost in between).
-		st.PeakAllocated = st.plain.Max(st.Bound)
+		st.PeakAllocated = st.plain.Max(st.Bound).Max(st.inner)
 		if !st.gap {
 			st.Peak = Exact
 		}

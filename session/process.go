@@ -416,6 +416,9 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 	if c := m.Closes; c != nil && m.Mem != nil && !m.User {
 		p.closeSkipped(at, c, m.Mem)
 	}
+	if m.User && m.Mem != nil {
+		p.readBetween(m.Step, m.Mem, true)
+	}
 	p.compactSpans()
 	// A begin edge without a read of its own (the hook reads end edges
 	// only, docs/hook.md "Cost") starts from the newest snapshot before it:
@@ -448,6 +451,39 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 	p.spans = append(roomFor(p.spans, p.limits.spans), sp)
 	p.open = append(p.open, len(p.spans)-1)
 	p.spans[len(p.spans)-1].observe(m.Mem)
+}
+
+// readBetween folds a read that is no automatic phase's end (a mark, a
+// user phase's edge) into what its peak covers. The hook reset the
+// counters at the read before, so with exact peaks the open phases' peaks
+// so far are in it; and where no automatic phase is open inside step
+// step, not yet closed (a plain step's read still to come), the step's
+// phases since that read are: inside says the read's interval is the
+// step's (a mark, a user phase's begin), not a user phase's own (its end).
+func (p *Process) readBetween(step int, m *ipc.Mem, inside bool) {
+	gap := p.gapSinceRead // a loss before this read is inside what it covers
+	p.gapSinceRead = false
+	auto := false
+	for _, i := range p.open {
+		sp := &p.spans[i]
+		sp.gap = sp.gap || gap
+		auto = auto || !sp.User
+	}
+	if !p.exactPeaks() {
+		return
+	}
+	for _, i := range p.open {
+		sp := &p.spans[i]
+		sp.PeakAllocated = sp.PeakAllocated.Max(Bytes(m.MaxAllocated))
+		sp.PeakReserved = sp.PeakReserved.Max(Bytes(m.MaxReserved))
+	}
+	if auto || !inside {
+		return
+	}
+	if st := p.StepRow(step); st != nil && !st.plain.Known() {
+		st.inner = st.inner.Max(Bytes(m.MaxAllocated))
+		st.gap = st.gap || gap
+	}
 }
 
 // closeSkipped takes a begin edge's read as the closing read of step
@@ -498,6 +534,7 @@ func (p *Process) forgetOldestOpen(at time.Time) {
 
 func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	sp := &p.spans[p.open[k]]
+	gap := p.gapSinceRead
 	if m != nil {
 		sp.gap, p.gapSinceRead = sp.gap || p.gapSinceRead, false
 	}
@@ -510,6 +547,11 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 		sp.PeakNonPyTorch = sp.PeakNonPyTorch.Max(Bytes(v))
 	}
 	p.open = append(p.open[:k], p.open[k+1:]...)
+	if sp.User && m != nil {
+		// The phases open around a user phase held what it did.
+		p.gapSinceRead = gap
+		p.readBetween(sp.Step, m, false)
+	}
 	if sp.Name == "forward" && !sp.User && sp.Failed == "" {
 		// A training forward is followed by loss (the hook begins it when
 		// the output needs a gradient); a forward under no_grad is not.
@@ -710,19 +752,7 @@ func (p *Process) anatomy(at time.Time, m *ipc.Message) {
 
 func (p *Process) mark(at time.Time, m *ipc.Message) {
 	if m.Mem != nil {
-		for _, i := range p.open { // a loss before this read is inside them
-			p.spans[i].gap = p.spans[i].gap || p.gapSinceRead
-		}
-		p.gapSinceRead = false
-		if p.exactPeaks() {
-			// The hook reset the counters at this read: the open phases'
-			// peaks so far are in it.
-			for _, i := range p.open {
-				sp := &p.spans[i]
-				sp.PeakAllocated = sp.PeakAllocated.Max(Bytes(m.Mem.MaxAllocated))
-				sp.PeakReserved = sp.PeakReserved.Max(Bytes(m.Mem.MaxReserved))
-			}
-		}
+		p.readBetween(m.Step, m.Mem, true)
 	}
 	if len(p.Marks) >= p.limits.marks {
 		p.Marks = append(p.Marks[:0], p.Marks[1:]...)

@@ -262,6 +262,11 @@ type Step struct {
 	plain    Bytes
 	hookSame int
 	gap      bool
+	// inner is the largest peak of the reads inside a plain step that are
+	// no phase end of its own (a mark, a user phase's begin, between its
+	// automatic phases): the step's phases before such a read are in it,
+	// not in the step's closing read (Process.readBetween).
+	inner Bytes
 	// Batch and Tokens are the largest input size its training forwards
 	// reported, -1 when unknown.
 	Batch, Tokens int64
@@ -407,7 +412,7 @@ func (st *Step) add(sp *Span) {
 func (st *Step) reset(index int, phases []Cell) {
 	clear(phases[:cap(phases)])
 	*st = Step{Index: index, Phases: phases[:0], PeakAllocated: Unknown, PeakReserved: Unknown, PeakGPU: Unknown, Held: Unknown,
-		Batch: -1, Tokens: -1, SameAs: -1, Bound: Unknown, plain: Unknown, hookSame: -1, autoEnd: Unknown}
+		Batch: -1, Tokens: -1, SameAs: -1, Bound: Unknown, plain: Unknown, inner: Unknown, hookSame: -1, autoEnd: Unknown}
 }
 
 // StepPeak is the compact summary kept for every step of a session, also
