@@ -86,7 +86,7 @@ def numbered(client):
     return out
 
 
-def run(torch, sim, steps, user_resets=(), every=100, install=True, skipped=()):
+def run(torch, sim, steps, user_resets=(), every=100, install=True, skipped=(), evaluated=()):
     if install:
         sim.install(torch)
     try:
@@ -110,6 +110,9 @@ def run(torch, sim, steps, user_resets=(), every=100, install=True, skipped=()):
                 torch.cuda.reset_peak_memory_stats()
             if i not in skipped:  # a GradScaler that found inf gradients skips it
                 opt.step()
+            if i in evaluated:
+                with torch.no_grad():
+                    model(x)
         msgs = numbered(client)
         w.remove()
         client.close("removed", timeout=0)
@@ -197,6 +200,23 @@ def test_a_plain_step_that_skipped_its_update_is_read_where_it_ends(torch_mod):
     six = [m for _, _, _, m in reads(msgs) if m["step"] == 6]
     assert max(m["mem"]["max_allocated"] for m in six) == max(peak(6, n) for n in PHASES)
     assert all(ends[s]["mem"]["max_allocated"] == STEP1_PEAK for s in (3, 4, 7, 8))
+
+
+def test_an_evaluation_after_a_skipped_update_is_between_the_steps(torch_mod):
+    """The step that skipped its update, then an evaluation (no_grad), then
+    the next step's zero_grad: the evaluation is no micro-step of either,
+    and the skipped step still ends where the next one begins."""
+    sim = fakecuda.SimAllocator()
+    client, msgs = run(torch_mod, sim, 9, skipped={5}, evaluated={5})
+    phases = [m for m in msgs if m["type"] == "phase"]
+    evals = [(m["step"], m["edge"]) for m in phases if m["name"] == "eval"]
+    assert evals == [(5, "begin"), (5, "end")]
+    (b,) = [m for m in phases if m.get("closes")]
+    assert (b["name"], b["step"], b["closes"]["step"]) == ("zero_grad", 6, 5)
+    assert max(m["micro"] for m in phases if m["step"] in (5, 6)) <= 1  # no micro-step 2 anywhere
+    assert sorted({m["step"] for m in phases}) == list(range(9))
+    assert [m["name"] for m in phases if m["step"] == 6 and m["edge"] == "begin"] \
+        == ["zero_grad", "forward", "loss", "backward", "step"]
 
 
 def test_a_user_reset_mid_phase_leaves_the_hooks_interval_whole(torch_mod):

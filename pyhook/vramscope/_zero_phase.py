@@ -7,6 +7,7 @@ import sys
 from time import monotonic as _monotonic
 
 from . import _safe, _steps
+from ._forward_phase import EVAL
 from ._tracebacks import passed_through as _passed_through
 
 
@@ -210,12 +211,16 @@ class ZeroGradMixin:
         ``optimizer.step()``), never a micro-step of the next. Finish it (True);
         the zero_grad is then placed as after any step: the tail of the step
         in a loop that zeroes after the update, else the head of the next.
-        Where it ended says nothing of the loop's shape. (Lock held.)"""
+        Where it ended says nothing of the loop's shape. An evaluation
+        begun after its last backward (_eval_in_step) ran after its training:
+        it ends first. (Lock held.)"""
         if self._step_called or self._closure_depth or self._optimizer is None \
-                or self._open is not None or self.framework_steps:
+                or self._open is not None and self._open is not EVAL or self.framework_steps:
             return False  # a framework ends its steps itself (finish_open_step)
         if self._in_update_method():
             return False  # the optimizer's own, between its update's passes (SAM)
+        if self._open is EVAL:
+            self._end_eval()
         if self._zero_after is False and self._zero_seen_last and self._exact \
                 and not self._edge_reads:
             # A loop known to zero first, whose zero_grad now heads the next
