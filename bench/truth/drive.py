@@ -594,6 +594,10 @@ def run(kind, socket, rank):
             loss.backward()
             if evaluates and kind.eval_in_step and m == 1:
                 evaluate(x)  # every so many batches: inside the step
+        if kind.in_step_phase:
+            with vramscope.phase(kind.in_step_phase):
+                sim.truth_at(i, kind.in_step_phase)
+                sim.spike(kind.model.clip_temp())
         if i not in kind.skipped:
             for opt in opts:
                 opt.step()
@@ -643,7 +647,7 @@ def run(kind, socket, rank):
 def write_truth(sim, truth):
     """Write ``truth`` with the allocator's ledger of peaks to TRUTH."""
     for (step, phase), peak in sim.truth.items():
-        if phase in ("eval", "checkpoint"):
+        if phase not in ("zero_grad", "forward", "loss", "backward", "step"):  # a user phase
             truth["eval"].setdefault(phase, {})[step] = peak
         else:
             truth["steps"].setdefault(step, {})[phase] = peak

@@ -49,6 +49,12 @@ that both update it each step, Muon for the blocks' matrices and AdamW
 for the rest, watched together (``watch(model, [muon, adamw])``); each
 makes its state at its first update (sizes.py).
 
+``in_step_phase=NAME``: the loop wraps the work between its backward and
+its update in a user phase of that name (``with vramscope.phase("clip"):
+clip_grad_norm_(...)``): the phase's read falls inside the step, between
+its automatic phases, and its own peak (the norms' temporaries) is the
+phase's, not the step's.
+
 ``folds=N``: a k-fold loop, the steps split into N folds, each with a new
 model and optimizer (the last fold's freed first: its weights, gradients
 and Adam state), watched by a ``watch()`` of its own on the same
@@ -81,7 +87,7 @@ class Kind:
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
                         eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
-                        optimizers="adam")
+                        optimizers="adam", in_step_phase=None)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -175,6 +181,18 @@ K = [
     # update, run through the critic without its optimizer stepping.
     Kind("wgan-critic-watched", 90, dict(pattern="warmup", skip_period=3),
          skipped=tuple(range(2, 88, 3)), batch=4, seq=512),
+    # A GradScaler's skip on a step that saves a checkpoint after it: the
+    # checkpoint's phase falls inside the skipped step (no update ended it).
+    Kind("gradscaler-skip-checkpoint", 120, dict(pattern="warmup"), skipped=(49, 99), save_every=50,
+         batch=4, seq=512),
+    # Skips on steps the loop evaluates after (every tenth): the evaluation
+    # runs after the skipped step's backward, before the next zero_grad.
+    Kind("gradscaler-skip-eval", 100, dict(pattern="warmup"), skipped=(49, 79), eval_every=10,
+         batch=4, seq=512),
+    # Gradient clipping in a user phase of its own, between the backward
+    # and the update, on every step: the phase's reads fall inside steps
+    # read once, after the backward's peak.
+    Kind("clip-phase-in-step", 100, dict(pattern="warmup"), in_step_phase="clip", batch=4, seq=512),
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),

@@ -56,6 +56,18 @@ class Transformer:
     def foreach_temp(self, share=1.0):
         return int(4 * self.params * share)
 
+    def tensors(self):
+        """The parameter tensors (Hugging Face's GPT-2 layout): two layer
+        norms and four linear layers a block, each a weight and a bias, and
+        the token and position embeddings and the final norm's two."""
+        return 12 * self.layers + 4
+
+    def clip_temp(self):
+        """``clip_grad_norm_``'s temporaries (torch/nn/utils/clip_grad.py,
+        foreach): a norm per gradient tensor, each a block of the caching
+        allocator's smallest size (512 bytes), and their stack and total."""
+        return 512 * (self.tensors() + 2)
+
     def matrices(self):
         """The parameters Muon updates: the blocks' matrices."""
         return 12 * self.layers * self.hidden ** 2
