@@ -98,8 +98,12 @@ type Process struct {
 	// gapSinceRead: messages were lost since the last phase or mark read
 	// (with an exact-peaks hook, the counters were reset unseen).
 	gapSinceRead bool
-	limits       limits
-	totals       sessionTotals
+	// autoBegins counts the automatic phases begun, lastAuto the step of
+	// the newest (Span.autoAt).
+	autoBegins uint64
+	lastAuto   int
+	limits     limits
+	totals     sessionTotals
 }
 
 // Anatomy is one tensor accounting made by the hook.
@@ -419,6 +423,9 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 	if m.User && m.Mem != nil {
 		p.readBetween(m.Step, m.Mem, true)
 	}
+	if !m.User {
+		p.autoBegins, p.lastAuto = p.autoBegins+1, m.Step
+	}
 	p.compactSpans()
 	// A begin edge without a read of its own (the hook reads end edges
 	// only, docs/hook.md "Cost") starts from the newest snapshot before it:
@@ -431,7 +438,7 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 		Name: m.Name, Step: m.Step, Micro: m.Micro, User: m.User, Start: at, Begin: readOf(base),
 		PeakAllocated: Unknown, PeakReserved: Unknown,
 		PeakGPU: InEffect(p.GPU, at), PeakNonPyTorch: InEffect(p.NonPyTorch, at),
-		Batch: -1, Tokens: -1, SameAs: -1,
+		Batch: -1, Tokens: -1, SameAs: -1, autoAt: p.autoBegins,
 	}
 	if !m.User {
 		sp.Model = printable(m.Model)
@@ -548,9 +555,15 @@ func (p *Process) end(k int, at time.Time, m *ipc.Mem) {
 	}
 	p.open = append(p.open[:k], p.open[k+1:]...)
 	if sp.User && m != nil {
-		// The phases open around a user phase held what it did.
+		// The phases open around a user phase held what it did; and where
+		// automatic phases ran inside it (a phase around forward and
+		// backward), its interval is also their step's.
 		p.gapSinceRead = gap
-		p.readBetween(sp.Step, m, false)
+		if p.autoBegins != sp.autoAt {
+			p.readBetween(p.lastAuto, m, true)
+		} else {
+			p.readBetween(sp.Step, m, false)
+		}
 	}
 	if sp.Name == "forward" && !sp.User && sp.Failed == "" {
 		// A training forward is followed by loss (the hook begins it when

@@ -78,3 +78,36 @@ func TestReadsBetweenPhasesStayInTheStepsPeak(t *testing.T) {
 		t.Errorf("the clip phase keeps its own peak: %+v", c)
 	}
 }
+
+// A user phase around automatic phases (forward to backward) holds them:
+// its interval is their step's too, so a plain step's peak is in its end
+// read, not only in the step's closing read after it.
+func TestAUserPhaseAroundPhasesIsInTheStepsPeak(t *testing.T) {
+	f := newFeed(1, "around", exactHook)
+	breakdownSteps(f)
+	unreadPhases(f, 3, "zero_grad")
+	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "fwd_bwd", User: true, Step: 3, Edge: ipc.EdgeBegin, Mem: mem(1400, 1651, 4704)})
+	unreadPhases(f, 3, "forward", "loss", "backward")
+	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "fwd_bwd", User: true, Step: 3, Edge: ipc.EdgeEnd, Mem: mem(1650, 4309, 4704)})
+	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "step", Step: 3, Edge: ipc.EdgeBegin})
+	f.t += 0.01
+	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "step", Step: 3, Edge: ipc.EdgeEnd, Mem: mem(1650, 2400, 4704), Span: ipc.SpanStep})
+	// Around a whole step: its end comes after the step's closing read.
+	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "train", User: true, Step: 3, Edge: ipc.EdgeBegin, Mem: mem(1650, 1700, 4704)})
+	unreadPhases(f, 4, "zero_grad", "forward", "loss", "backward")
+	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "step", Step: 4, Edge: ipc.EdgeBegin})
+	f.t += 0.01
+	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "step", Step: 4, Edge: ipc.EdgeEnd, Mem: mem(1650, 4309, 4704), Span: ipc.SpanStep})
+	f.add(&ipc.Message{Type: ipc.TypePhase, Name: "train", User: true, Step: 4, Edge: ipc.EdgeEnd, Mem: mem(1650, 9000, 9000)})
+	s := New()
+	s.ApplyAll(f.evs)
+	pk := s.Processes()[0].StepPeaks()
+	for _, w := range []struct {
+		step int
+		peak int64
+	}{{3, 4309}, {4, 4309}} {
+		if got := pk[w.step]; got.Peak != Exact || got.PeakAllocated != Bytes(mib(w.peak)) {
+			t.Errorf("step %d: %d MiB %s, want an exact %d MiB", w.step, got.PeakAllocated/MiB, got.Peak, w.peak)
+		}
+	}
+}

@@ -61,6 +61,10 @@ type Span struct {
 	// Failed is why an error unwound this automatic phase (protocol failed
 	// field on its end edge: ipc.FailedOOM, ipc.FailedError), "" when none.
 	Failed string
+	// autoAt is, for a user phase, how many automatic phases had begun
+	// when it began (Process.autoBegins): more at its end, and automatic
+	// phases ran inside it.
+	autoAt uint64
 }
 
 // MemRead is an allocator snapshot a span keeps, by value, so that the
