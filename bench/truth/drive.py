@@ -565,6 +565,24 @@ def run(kind, socket, rank):
 
     on_device = None  # the batch on the device (batch_bytes)
 
+    def passes(i, x, evaluates):
+        """The step's forward and backward passes (its micro-steps); False
+        where the loop skips the batch before its backward."""
+        for m in range(kind.micro):
+            out = call(kind, called, x)
+            sim.truth_at(i, "loss")
+            if kind.first_micro_spike and m == 0:
+                sim.spike(kind.first_micro_spike)
+            loss = loss_of(kind, mem, out)
+            if i in kind.no_backward:  # "if not torch.isfinite(loss): continue"
+                mem.unwind()  # the batch's graph dropped
+                truth["held"][i] = sim.allocated
+                return False
+            loss.backward()
+            if evaluates and kind.eval_in_step and m == 1:
+                evaluate(x)  # every so many batches: inside the step
+        return True
+
     def iteration(i):
         nonlocal on_device
         mem.step = i
@@ -581,19 +599,13 @@ def run(kind, socket, rank):
             for z in zeroes:
                 z.zero_grad(set_to_none=set_to_none)
         evaluates = kind.eval_every and (i + 1) % kind.eval_every == 0
-        for m in range(kind.micro):
-            out = call(kind, called, x)
-            sim.truth_at(i, "loss")
-            if kind.first_micro_spike and m == 0:
-                sim.spike(kind.first_micro_spike)
-            loss = loss_of(kind, mem, out)
-            if i in kind.no_backward:  # "if not torch.isfinite(loss): continue"
-                mem.unwind()  # the batch's graph dropped
-                truth["held"][i] = sim.allocated
-                return
-            loss.backward()
-            if evaluates and kind.eval_in_step and m == 1:
-                evaluate(x)  # every so many batches: inside the step
+        if kind.around_phase:
+            with vramscope.phase(kind.around_phase):
+                went_on = passes(i, x, evaluates)
+        else:
+            went_on = passes(i, x, evaluates)
+        if not went_on:
+            return
         if kind.in_step_phase:
             with vramscope.phase(kind.in_step_phase):
                 sim.truth_at(i, kind.in_step_phase)

@@ -55,6 +55,10 @@ clip_grad_norm_(...)``): the phase's read falls inside the step, between
 its automatic phases, and its own peak (the norms' temporaries) is the
 phase's, not the step's.
 
+``around_phase=NAME``: the loop wraps its forward and backward passes
+(all micro-steps) in a user phase of that name: the phase holds the
+step's automatic phases, and its end read the step's peak.
+
 ``folds=N``: a k-fold loop, the steps split into N folds, each with a new
 model and optimizer (the last fold's freed first: its weights, gradients
 and Adam state), watched by a ``watch()`` of its own on the same
@@ -87,7 +91,7 @@ class Kind:
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
                         eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
-                        optimizers="adam", in_step_phase=None)
+                        optimizers="adam", in_step_phase=None, around_phase=None)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -189,6 +193,9 @@ K = [
     # runs after the skipped step's backward, before the next zero_grad.
     Kind("gradscaler-skip-eval", 100, dict(pattern="warmup"), skipped=(49, 79), eval_every=10,
          batch=4, seq=512),
+    # One's own phase around the forward and backward passes, read once a
+    # step past the first steps: the backward's peak is inside the phase.
+    Kind("phase-around-passes", 100, dict(pattern="warmup"), around_phase="fwd_bwd", batch=4, seq=512),
     # Gradient clipping in a user phase of its own, between the backward
     # and the update, on every step: the phase's reads fall inside steps
     # read once, after the backward's peak.
