@@ -68,6 +68,10 @@ type Process struct {
 	// PartialStep is the step the process ended in the middle of, left out
 	// of the pattern and the totals; -1 when none.
 	PartialStep int `json:"partial_step"`
+	// UnfinishedStep is the last step when the process ended cleanly
+	// before its update (no optimizer.step() after its last backward),
+	// its row kept and left out of the totals and the pattern; -1 when none.
+	UnfinishedStep int `json:"unfinished_step"`
 	// Lost counts messages that never arrived (seq gaps), Duplicates the
 	// replayed ones ignored, Dropped and Evicted the hook's own losses.
 	Lost       uint64 `json:"lost"`
@@ -367,7 +371,10 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Steps = append(out.Steps, row)
 	}
-	out.PartialStep = partial
+	out.PartialStep, out.UnfinishedStep = partial, -1
+	if u := notRun(p, partial); u >= 0 && u != partial {
+		out.UnfinishedStep = u
+	}
 	out.Models, out.ModelsCut = modelSteps(p, notRun(p, partial))
 	out.NoOptimizer = noOpt
 	out.Totals = totals(p, out.PartialStep)

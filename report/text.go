@@ -78,6 +78,9 @@ func (p *Process) writeText(w *bufio.Writer) {
 	if p.PartialStep >= 0 {
 		fmt.Fprintf(w, "  step %d is partial (the process ended in it): left out of the totals and the pattern\n", p.PartialStep)
 	}
+	if p.UnfinishedStep >= 0 {
+		fmt.Fprintf(w, "  step %d did not reach an update before the process ended (no optimizer.step() after its last backward: micro-batches the loop never stepped, or a skipped update): left out of the totals and the pattern\n", p.UnfinishedStep)
+	}
 	p.writeAnatomy(w)
 	if p.Census != nil {
 		p.Census.writeText(w)
