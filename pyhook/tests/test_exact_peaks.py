@@ -219,6 +219,39 @@ def test_an_evaluation_after_a_skipped_update_is_between_the_steps(torch_mod):
         == ["zero_grad", "forward", "loss", "backward", "step"]
 
 
+def test_a_watch_whose_first_update_is_skipped_still_learns_the_loop(torch_mod):
+    """A second watch on the same connection (a k-fold loop's next fold)
+    whose first step skipped its update: the loop's shape (zero_grad first)
+    is still learnt from the step after, so a later skip is read where it
+    ends as in any watch, not left unread."""
+    sim = fakecuda.SimAllocator()
+    sim.install(torch_mod)
+    try:
+        cuda = _cuda.CudaStats(torch_mod, 0)
+        client = _client.Client(make_config(activations_every=100), cuda=cuda, start=False)
+        x = torch_mod.randn(16, 8)
+        i = 0
+        for steps, skipped in ((4, ()), (10, (4, 9))):  # the second fold's first step skips
+            model, opt, box = build(torch_mod, sim, Box)
+            w = _watch.Watcher(torch_mod, client, model, opt, client.config)
+            for _ in range(steps):
+                box[0] = i
+                model.zero_grad()
+                loss = model(x).pow(2).sum()
+                sim.phase(i, "loss")
+                loss.backward()
+                if i not in skipped:
+                    opt.step()
+                i += 1
+            w.remove()
+        msgs = numbered(client)
+        client.close("removed", timeout=0)
+    finally:
+        sim.uninstall()
+    closes = [(m["step"], m["closes"]["step"]) for m in msgs if m["type"] == "phase" and m.get("closes")]
+    assert closes == [(10, 9)]
+
+
 def test_a_user_reset_mid_phase_leaves_the_hooks_interval_whole(torch_mod):
     sim = fakecuda.SimAllocator()
     # Step 1 reads every phase, steps 4 and 5 once at their end: in step 4

@@ -112,10 +112,7 @@ class FailedStepsMixin:
         # where it ended says nothing of where the loop's steps end
         # (_zero_shape).
         self._trained = False
-        if self._finish_unplaced_step():
-            # No step has ended yet: the next one to end is the first,
-            # where the schedule is asked and its frames are kept.
-            self._due = min(self._due, self._client.step + 1)
+        self._finish_unplaced_step()
         self._restart_due = True
         self._fast = False  # the next training forward restarts the peaks
         return True

@@ -256,14 +256,15 @@ class ZeroGradMixin:
         """_finish_step for a step whose end says nothing of where the
         loop's steps end (one that skipped its update or failed): the
         frames _zero_shape compares with stay those of the first step that
-        ended as the loop ends them. Returns True when none has yet.
-        (Lock held.)"""
+        ended as the loop ends them; while none has, the next step to end
+        is the first, where the schedule is asked and its frames are kept
+        (the first step of a watch that joined mid-run, or of any, may be
+        one that skipped its update). (Lock held.)"""
         frames = self._step_frames
         self._finish_step()
         if frames is None:
             self._step_frames = None
-            return True
-        return False
+            self._due = min(self._due, self._client.step + 1)
 
     def _zero_shape(self):
         """Decide, once, whether this loop zeroes after ``optimizer.step()``:
