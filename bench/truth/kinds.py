@@ -233,6 +233,9 @@ K = [
     # with the weights, before the first step.
     Kind("resume", 120, dict(pattern="steady"), resume=True, batch=4, seq=512),
     Kind("kfold", 150, dict(pattern="warmup"), folds=3, batch=4, seq=512),  # plain loop: no wrap, no eval
+    # A GradScaler's skips in the k-fold loop: the second fold's first
+    # update (a new model's first step) and one later in that fold.
+    Kind("kfold-skips", 150, dict(pattern="warmup"), folds=3, skipped=(50, 75), batch=4, seq=512),
     # An epoch of 100 samples in batches of 8 without drop_last: every 13th
     # batch holds the 4 left over.
     Kind("epoch-tail-batch", 260, dict(pattern=("warmup", "steady")),
