@@ -90,6 +90,12 @@ func TestDecodeAdditions(t *testing.T) {
 		b.Edge != EdgeBegin || b.Mem == nil || b.Span != "" {
 		t.Errorf("closes on a begin %+v", b)
 	}
+	if c := got[13].Closes; c.Held != nil {
+		t.Errorf("closes without held: %v", *c.Held)
+	}
+	if c := got[14].Closes; c == nil || c.Step != 9 || c.SameAs != nil || c.Held == nil || *c.Held {
+		t.Errorf("closes of a step whose held memory is unknown %+v", c)
+	}
 	for _, i := range []int{0, 1, 2, 3, 4, 5, 6, 8, 12} {
 		if got[i].Closes != nil {
 			t.Errorf("line %d: closes without the field", i+1)

@@ -167,10 +167,13 @@ type Input struct {
 // Closes names the step whose closing read a begin edge's read is: a
 // plain step that skipped its update ended where this edge begins, and
 // the read's max_allocated is its exact peak, as a span "step" read's is.
-// SameAs is the hook's same_as for it, nil when it moved.
+// SameAs is the hook's same_as for it, nil when it moved. Held false: the
+// read came after the loop moved on (a watch that ended with that step),
+// so its allocated is not what the step held; nil or true: it is.
 type Closes struct {
-	Step   int  `json:"step"`
-	SameAs *int `json:"same_as"`
+	Step   int   `json:"step"`
+	SameAs *int  `json:"same_as"`
+	Held   *bool `json:"held,omitempty"`
 }
 
 // Mem is one allocator snapshot, read from torch.cuda.memory_stats().

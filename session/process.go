@@ -513,7 +513,7 @@ func (p *Process) closeSkipped(at time.Time, c *ipc.Closes, m *ipc.Mem) {
 		st.hookSame = *c.SameAs
 	}
 	st.gap = st.gap || gap
-	if !at.Before(st.heldAt) {
+	if (c.Held == nil || *c.Held) && !at.Before(st.heldAt) {
 		st.Held, st.heldAt = Bytes(m.Allocated), at
 	}
 	p.updatePeak(c.Step)
