@@ -219,21 +219,24 @@ def test_an_evaluation_after_a_skipped_update_is_between_the_steps(torch_mod):
         == ["zero_grad", "forward", "loss", "backward", "step"]
 
 
-def test_a_watch_whose_first_update_is_skipped_still_learns_the_loop(torch_mod):
-    """A second watch on the same connection (a k-fold loop's next fold)
-    whose first step skipped its update: the loop's shape (zero_grad first)
-    is still learnt from the step after, so a later skip is read where it
-    ends as in any watch, not left unread."""
+def fold_loop(torch, folds, keep_models=False):
+    """A k-fold loop on the simulated allocator: for each ``(steps,
+    skipped)`` of ``folds`` a new model, optimizer and watch on one
+    connection, zero_grad first, the updates of the steps in ``skipped``
+    skipped; each fold's model dropped after it unless ``keep_models``.
+    Returns the connection's messages and the allocator."""
     sim = fakecuda.SimAllocator()
-    sim.install(torch_mod)
+    sim.install(torch)
     try:
-        cuda = _cuda.CudaStats(torch_mod, 0)
+        cuda = _cuda.CudaStats(torch, 0)
         client = _client.Client(make_config(activations_every=100), cuda=cuda, start=False)
-        x = torch_mod.randn(16, 8)
-        i = 0
-        for steps, skipped in ((4, ()), (10, (4, 9))):  # the second fold's first step skips
-            model, opt, box = build(torch_mod, sim, Box)
-            w = _watch.Watcher(torch_mod, client, model, opt, client.config)
+        x = torch.randn(16, 8)
+        i, kept = 0, []
+        for steps, skipped in folds:
+            model, opt, box = build(torch, sim, Box)
+            w = _watch.Watcher(torch, client, model, opt, client.config)
+            if keep_models:
+                kept.append((model, w))
             for _ in range(steps):
                 box[0] = i
                 model.zero_grad()
@@ -243,13 +246,39 @@ def test_a_watch_whose_first_update_is_skipped_still_learns_the_loop(torch_mod):
                 if i not in skipped:
                     opt.step()
                 i += 1
-            w.remove()
+            del model, opt, loss, w
         msgs = numbered(client)
         client.close("removed", timeout=0)
+        return msgs, sim
     finally:
         sim.uninstall()
+
+
+def test_a_watch_whose_first_update_is_skipped_still_learns_the_loop(torch_mod):
+    """A second watch on the same connection (a k-fold loop's next fold)
+    whose first step skipped its update: the loop's shape (zero_grad first)
+    is still learnt from the step after, so a later skip is read where it
+    ends as in any watch, not left unread."""
+    msgs, _ = fold_loop(torch_mod, ((4, ()), (10, (4, 9))))  # the second fold's first step skips
     closes = [(m["step"], m["closes"]["step"]) for m in msgs if m["type"] == "phase" and m.get("closes")]
     assert closes == [(10, 9)]
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["model dropped", "model kept"])
+def test_a_watch_that_ends_with_a_skipped_step_ends_that_step(torch_mod, kept):
+    """A k-fold loop's next fold after the last step of a fold skipped its
+    update: the fold's model is dropped (its watch goes) or still held, and
+    a new watch starts on the connection. The skipped step ends there,
+    not joined by the next watch's phases; the next watch's first zero_grad
+    carries its read, whose peak is the step's and whose allocated is not
+    what it held (held: false)."""
+    msgs, sim = fold_loop(torch_mod, ((6, (5,)), (4, ())), keep_models=kept)
+    phases = [m for m in msgs if m["type"] == "phase"]
+    assert sorted({m["step"] for m in phases}) == list(range(10))
+    assert all(m["micro"] == 0 for m in phases if m["name"] == "forward")  # no step joined another
+    (b,) = [m for m in phases if m.get("closes")]
+    assert (b["name"], b["step"], b["closes"]) == ("zero_grad", 6, {"step": 5, "held": False})
+    assert b["mem"]["max_allocated"] == max(truth(sim)(5, n) for n in PHASES[:4])
 
 
 def test_a_user_reset_mid_phase_leaves_the_hooks_interval_whole(torch_mod):

@@ -83,6 +83,9 @@ class Client(SenderMixin):
         # compares memory between steps with it, and its identity says that
         # no step ended since.
         self.between = None
+        # The closing read of a step a watch ended as it went (Watcher.
+        # _end_unupdated), for the next watch's first zero_grad: (raw, extra).
+        self.pending_close = None
         self.dropped = 0
         self.evicted = 0
         self.send_errors = 0

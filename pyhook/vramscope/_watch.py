@@ -157,7 +157,15 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._closure_depth = 0
         self._zero_seen = False  # this step began with zero_grad
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
-        self._skip_close = None  # a skipped step's closing read, for the next zero_grad's begin
+        owner = getattr(client, "owner", None)
+        owner = owner() if owner is not None else None
+        if owner is not None:  # a step it will never end (a k-fold loop's next fold)
+            _safe.call(owner.end_unupdated)
+        # A skipped step's closing read, for the next zero_grad's begin: at
+        # first, one the watch before left on this connection (_end_unupdated).
+        self._skip_close = getattr(client, "pending_close", None)
+        if self._skip_close is not None:
+            client.pending_close = None
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
         # Under a framework's steps: the update of the open step has ended, so
         # a zero_grad now is the step's tail (transformers' Trainer zeroes
@@ -435,10 +443,43 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
                     self._end(self._open, closing=True, failed=why)
                 else:
                     self._end(self._open)
+            else:
+                self._end_unupdated()
         for undo in reversed(self._undo):
             _safe.call(undo)
         self._undo = []
         _safe.call(self.end_capture)
+
+    def end_unupdated(self):
+        """A new watch() on this watch's connection: _end_unupdated, never
+        waiting for the lock."""
+        if self._lock.acquire(False):
+            try:
+                if self._active:
+                    self._end_unupdated()
+            finally:
+                self._lock.release()
+
+    def _end_unupdated(self):
+        """This watch's step is open after a backward with no update since
+        and nothing open, and no phase of this watch will end it: the watch
+        goes (its model dropped: a k-fold loop's next fold after a skipped
+        last update, or after micro-batches left over) or another watch
+        starts on its connection. It ends here, or the next watch's phases
+        would join it. Read now, as a skipped step is where it ends
+        (_skipped_close), the read's peak is the step's, but not what it
+        held: the loop may have freed the fold's memory since. The next
+        watch's first zero_grad carries it (Client.pending_close).
+        (Lock held.)"""
+        client = self._client
+        if self._open is None and not self._idle and client.micro and not self._step_called \
+                and self._failed_bw is None and self._optimizer is not None \
+                and not self.framework_steps and client.owner is self._self_ref:
+            self._fast = False
+            close = self._skipped_close(held=False) if self._exact and not self._edge_reads \
+                else None
+            self._finish_unplaced_step()
+            client.pending_close = close
 
     # ---- phase bookkeeping -------------------------------------------------------
 

@@ -169,9 +169,8 @@ class ZeroGradMixin:
         self._quiet = False
         self._zero_seen = True
         last = self._open
-        close = self._skip_close
-        if close is not None:  # (no phase open: the step skipped its update)
-            self._skip_close = None
+        close, self._skip_close = self._skip_close, None
+        if close is not None and last is None:  # (the step before skipped its update)
             if self._client.owner is not self._self_ref:
                 self._take_over()
             self._open = "zero_grad"
@@ -231,11 +230,12 @@ class ZeroGradMixin:
         self._finish_unplaced_step()
         return True
 
-    def _skipped_close(self):
+    def _skipped_close(self, held=True):
         """The closing read of a plain step that skipped its update, and
         its plan (as at any step's close: _plan): ``(raw, extra)`` for the
         next step's first begin edge, ``extra`` naming the step it closes
         (``closes``) when the read gave a peak; None when nothing was read.
+        ``held`` False: the read's allocated is not what the step held.
         (Lock held.)"""
         client = self._client
         read = client.reader
@@ -248,8 +248,10 @@ class ZeroGradMixin:
         if plan is None:
             return raw, None
         closes = {"step": client.step}
-        if "same_as" in plan:
+        if "same_as" in plan and held:
             closes["same_as"] = plan["same_as"]
+        if not held:
+            closes["held"] = False
         return raw, {"closes": closes}
 
     def _finish_unplaced_step(self):
