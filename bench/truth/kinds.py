@@ -18,6 +18,9 @@ Expectations, all optional:
   hook reports it from the uncaught exception).
 * ``eval_need``: True when an evaluation peaks above training (the need's
   evaluation part).
+* ``held_unknown``: steps whose held memory the hook cannot know (their
+  end is seen only after the loop freed memory): the report must give
+  none for them, never a figure.
 * ``skip_period``: k when every kth step skipped its update, all run long
   (another optimizer's turn: a GAN's generator update through a watched
   critic); the report's ``skipped_steps.period``, 0 when none.
@@ -236,6 +239,11 @@ K = [
     # A GradScaler's skips in the k-fold loop: the second fold's first
     # update (a new model's first step) and one later in that fold.
     Kind("kfold-skips", 150, dict(pattern="warmup"), folds=3, skipped=(50, 75), batch=4, seq=512),
+    # Skips at each fold's last step: the next fold's watch() is the first
+    # the hook sees of that step's end, after the loop freed the fold's
+    # memory, so the step's peak is known and its held memory is not.
+    Kind("kfold-last-skips", 150, dict(pattern="warmup", held_unknown=[49, 99]), folds=3,
+         skipped=(49, 99), batch=4, seq=512),
     # An epoch of 100 samples in batches of 8 without drop_last: every 13th
     # batch holds the 4 left over.
     Kind("epoch-tail-batch", 260, dict(pattern=("warmup", "steady")),
