@@ -157,15 +157,12 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         self._closure_depth = 0
         self._zero_seen = False  # this step began with zero_grad
         self._zero_seen_last = True  # the step before did (True: no guessing at step 0)
-        owner = getattr(client, "owner", None)
-        owner = owner() if owner is not None else None
+        owner = client.owner() if client.owner is not None else None
         if owner is not None:  # a step it will never end (a k-fold loop's next fold)
             _safe.call(owner.end_unupdated)
         # A skipped step's closing read, for the next zero_grad's begin: at
         # first, one the watch before left on this connection (_end_unupdated).
-        self._skip_close = getattr(client, "pending_close", None)
-        if self._skip_close is not None:
-            client.pending_close = None
+        self._skip_close, client.pending_close = client.pending_close, None
         self._tail_step = None  # the step a tail zero_grad belongs to, while open
         # Under a framework's steps: the update of the open step has ended, so
         # a zero_grad now is the step's tail (transformers' Trainer zeroes
@@ -472,12 +469,11 @@ class Watcher(ForwardMixin, ZeroGradMixin, BackwardMixin, StepsMixin, ClosingMix
         watch's first zero_grad carries it (Client.pending_close).
         (Lock held.)"""
         client = self._client
-        if self._open is None and not self._idle and client.micro and not self._step_called \
-                and self._failed_bw is None and self._optimizer is not None \
-                and not self.framework_steps and client.owner is self._self_ref:
+        if self._between_micro_steps() and self._failed_bw is None \
+                and self._optimizer is not None and not self.framework_steps \
+                and client.owner is self._self_ref:
             self._fast = False
-            close = self._skipped_close(held=False) if self._exact and not self._edge_reads \
-                else None
+            close = self._skipped_close(held=False)
             self._finish_unplaced_step()
             client.pending_close = close
 

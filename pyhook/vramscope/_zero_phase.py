@@ -220,12 +220,11 @@ class ZeroGradMixin:
             return False  # the optimizer's own, between its update's passes (SAM)
         if self._open is EVAL:
             self._end_eval()
-        if self._zero_after is False and self._zero_seen_last and self._exact \
-                and not self._edge_reads:
+        if self._zero_after is False and self._zero_seen_last:
             # A loop known to zero first, whose zero_grad now heads the next
-            # step (_zero_begin), and a plain step: no end of its phases
-            # read, so its closing read is taken here and goes out on that
-            # zero_grad's begin edge (docs/protocol.md, "Exact peaks").
+            # step (_zero_begin): a plain step's closing read is taken here
+            # and goes out on that zero_grad's begin edge (docs/protocol.md,
+            # "Exact peaks").
             self._skip_close = self._skipped_close()
         self._finish_unplaced_step()
         return True
@@ -234,12 +233,13 @@ class ZeroGradMixin:
         """The closing read of a plain step that skipped its update, and
         its plan (as at any step's close: _plan): ``(raw, extra)`` for the
         next step's first begin edge, ``extra`` naming the step it closes
-        (``closes``) when the read gave a peak; None when nothing was read.
-        ``held`` False: the read's allocated is not what the step held.
-        (Lock held.)"""
+        (``closes``) when the read gave a peak; None when nothing was read,
+        or on a step whose phases' ends were read (no exact peaks, or a
+        breakdown step: its last phase's end read closed it). ``held``
+        False: the read's allocated is not what the step held. (Lock held.)"""
         client = self._client
         read = client.reader
-        if read is None:
+        if read is None or not self._exact or self._edge_reads:
             return None
         raw = _safe.call(read)
         if raw is None:
