@@ -371,11 +371,12 @@ func buildProcess(s *session.Store, p *session.Process, start time.Time) Process
 		}
 		out.Steps = append(out.Steps, row)
 	}
+	skip := notRun(p, partial)
 	out.PartialStep, out.UnfinishedStep = partial, -1
-	if u := notRun(p, partial); u >= 0 && u != partial {
-		out.UnfinishedStep = u
+	if skip >= 0 && skip != partial {
+		out.UnfinishedStep = skip
 	}
-	out.Models, out.ModelsCut = modelSteps(p, notRun(p, partial))
+	out.Models, out.ModelsCut = modelSteps(p, skip)
 	out.NoOptimizer = noOpt
 	out.Totals = totals(p, out.PartialStep)
 	out.StepsTotal = out.Totals.Steps // the step it died in is the ending, not a step run

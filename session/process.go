@@ -470,21 +470,17 @@ func (p *Process) begin(at time.Time, m *ipc.Message) {
 func (p *Process) readBetween(step int, m *ipc.Mem, inside bool) {
 	gap := p.gapSinceRead // a loss before this read is inside what it covers
 	p.gapSinceRead = false
-	auto := false
+	exact, auto := p.exactPeaks(), false
 	for _, i := range p.open {
 		sp := &p.spans[i]
 		sp.gap = sp.gap || gap
 		auto = auto || !sp.User
+		if exact {
+			sp.PeakAllocated = sp.PeakAllocated.Max(Bytes(m.MaxAllocated))
+			sp.PeakReserved = sp.PeakReserved.Max(Bytes(m.MaxReserved))
+		}
 	}
-	if !p.exactPeaks() {
-		return
-	}
-	for _, i := range p.open {
-		sp := &p.spans[i]
-		sp.PeakAllocated = sp.PeakAllocated.Max(Bytes(m.MaxAllocated))
-		sp.PeakReserved = sp.PeakReserved.Max(Bytes(m.MaxReserved))
-	}
-	if auto || !inside {
+	if !exact || auto || !inside {
 		return
 	}
 	if st := p.StepRow(step); st != nil && !st.plain.Known() {
