@@ -46,7 +46,14 @@ class Memory:
         self.w = sim.malloc(m.weights())
         self.grads = {}  # trained share -> handle
         self.state = {}  # trained share -> Adam state handle
-        self.acts, self.saved = [], []
+        # Each training forward not yet through its backward: its saved
+        # activations, logits and (loss()) log-softmax, oldest first.
+        self.passes = []
+        # In an attack's passes, how it takes its gradient ("input":
+        # torch.autograd.grad to the perturbation, which makes no parameter
+        # gradients; "backward": loss.backward(), which accumulates them)
+        self.attacking = None
+        self.attack_eval = False
         self.kept, self.kept_at = [], None  # tensors kept across steps (keep())
         self.jitter = None  # the varying buffer kept across steps (held_jitter)
         self.step = 0
@@ -81,17 +88,18 @@ class Memory:
         k, m, sim = self.k, self.k.model, self.sim
         b, s = self.shape()
         layer = m.layer_acts(b, s, k.checkpointed)
+        acts = []
         for _ in range(m.layers):
             if k.gather:  # FSDP over k.gather ranks: a layer's other shards gathered for its forward
                 sim.spike(m.weights() // m.layers * (k.gather - 1))
             sim.spike(m.attn_scores(b, s))
             if grad:
-                self.acts.append(sim.malloc(layer))
+                acts.append(sim.malloc(layer))
         if grad and k.compile_warmup and self.step < k.compile_warmup:
             sim.spike(k.compile_workspace)  # autotuning workspaces of torch.compile
         if grad:  # an evaluation's outputs are eval_pass()'s
             self.keep()
-            self.logits = sim.malloc(m.logits(b, s))
+            self.passes.append({"acts": acts, "logits": sim.malloc(m.logits(b, s)), "lsm": None})
 
     def keep(self):
         """What the script keeps across steps, made in its forward: a leak
@@ -114,38 +122,48 @@ class Memory:
         return m.weights() + m.layers * m.layer_acts(b, s, self.k.checkpointed)
 
     def loss(self):
+        """The loss's log-softmax of each forward's logits that has none yet."""
         m, (b, s) = self.k.model, self.shape()
-        self.lsm = self.sim.malloc(m.logits(b, s))
+        for p in self.passes:
+            if p["lsm"] is None:
+                p["lsm"] = self.sim.malloc(m.logits(b, s))
 
     def backward(self):
+        """The backward through the latest forward not yet through its own
+        (autograd runs the later graph first)."""
         k, m, sim = self.k, self.k.model, self.sim
+        if not self.passes:
+            return
+        p = self.passes[-1]
         b, s = self.shape()
-        dlogits = self.dlogits = sim.malloc(m.logits(b, s))
+        p["dlogits"] = sim.malloc(m.logits(b, s))
         amp = k.noise_bytes or k.noise * self.level()
         if amp:  # a temporary at the step's peak that varies step to step: amp ± amp
             sim.spike(int(amp * (1 + self.rng.uniform(-1, 1))))
-        sim.free(self.logits)
-        sim.free(self.lsm)
+        sim.free(p.pop("logits"))
+        sim.free(p.pop("lsm"))
         share = self.share()
-        if share not in self.grads:
+        if share not in self.grads and self.attacking != "input":
             self.grads[share] = sim.malloc(m.grads(share))
-        for h in reversed(self.acts):
+        for h in reversed(p["acts"]):
             if k.checkpointed:
                 sim.spike(m.layer_acts(b, s))  # the layer recomputed for its backward
             sim.free(h)
-        self.acts = []
-        sim.free(dlogits)
+        self.passes.pop()
+        sim.free(p["dlogits"])
 
     def on_backward(self):
-        self.sim.truth_at(self.step, "backward")
+        # an attack's backward in eval mode is part of its evaluation
+        self.sim.truth_at(self.step, "eval" if self.attacking and self.attack_eval else "backward")
         self.backward()
 
     def unwind(self):
         """An error left the step (caught by the loop): what its phases
         held is freed as torch frees a graph nobody holds."""
-        for h in self.acts + [getattr(self, n, None) for n in ("logits", "lsm", "dlogits")]:
-            self.sim.free(h)
-        self.acts = []
+        for p in self.passes:
+            for h in p["acts"] + [p.get(n) for n in ("logits", "lsm", "dlogits")]:
+                self.sim.free(h)
+        self.passes = []
 
     def optimizer_step(self):
         m, sim, share = self.k.model, self.sim, self.share()
@@ -232,9 +250,10 @@ class Head(torch.nn.Linear):
     def forward(self, x):
         out = super().forward(x)
         # an evaluation: under no_grad, or in eval mode (eval_grad)
-        grad = torch.is_grad_enabled() and self.training
         mem = self.mem
-        mem.sim.truth_at(mem.step, "forward" if grad else "eval")
+        # an attack's forward saves for its backward in eval mode too
+        grad = torch.is_grad_enabled() and (self.training or mem.attacking)
+        mem.sim.truth_at(mem.step, "forward" if grad and self.training else "eval")
         mem.forward(grad)
         return SimGrad.apply(out, mem.on_backward) if grad else out
 
@@ -248,7 +267,10 @@ class Net(torch.nn.Module):
 
     def forward(self, x=None, input_ids=None, labels=None):
         if input_ids is None:
-            return self.head(self.emb(x % 64).mean(1))
+            # float: embeddings already (an attack's perturbed input, as
+            # model(X + delta) is an image attack's)
+            e = x if x.is_floating_point() else self.emb(x % 64)
+            return self.head(e.mean(1))
         # A transformers model given labels (layout="hf"): its loss is its
         # forward's, returned with the logits in a ModelOutput.
         logits = self.head(self.emb(input_ids % 64).mean(1))
@@ -544,6 +566,15 @@ def run(kind, socket, rank):
     # the model either way, and every optimizer.
     called = torch.nn.parallel.DistributedDataParallel(model) if kind.wrap == "ddp" else model
     zeroes = [called] if kind.wrap else opts
+    if kind.zero_model:  # model.zero_grad(), the model's own (torch.nn.Module's)
+        plain_zero_grad = model.zero_grad
+
+        def zero_grad(set_to_none=True):
+            plain_zero_grad(set_to_none)
+            mem.zero_grad(set_to_none)
+
+        model.zero_grad = zero_grad
+        zeroes = [model]
     vramscope.watch(model, opts if len(opts) > 1 else opts[0], socket=socket)
     truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}, "failed": {}}
     set_to_none = kind.set_to_none
@@ -569,11 +600,13 @@ def run(kind, socket, rank):
         """The step's forward and backward passes (its micro-steps); False
         where the loop skips the batch before its backward."""
         for m in range(kind.micro):
-            out = call(kind, called, x)
+            # forwards=2: two views of the batch through the model, one
+            # loss over both (R-Drop, SimCLR, a siamese network)
+            outs = [call(kind, called, x) for _ in range(kind.forwards)]
             sim.truth_at(i, "loss")
             if kind.first_micro_spike and m == 0:
                 sim.spike(kind.first_micro_spike)
-            loss = loss_of(kind, mem, out)
+            loss = sum(loss_of(kind, mem, out) for out in outs)
             if i in kind.no_backward:  # "if not torch.isfinite(loss): continue"
                 mem.unwind()  # the batch's graph dropped
                 truth["held"][i] = sim.allocated
@@ -582,6 +615,33 @@ def run(kind, socket, rank):
             if evaluates and kind.eval_in_step and m == 1:
                 evaluate(x)  # every so many batches: inside the step
         return True
+
+    def attack(i, x):
+        """PGD's adversarial perturbation of the batch's embeddings: ``kind.attack``
+        ascent steps, the model in train mode or (attack_mode "eval") eval
+        mode, each gradient taken to the perturbation (attack_grad "input")
+        or by ``loss.backward()`` (the parameters' gradients accumulate
+        until the loop's zero_grad)."""
+        b, s = mem.shape()
+        with torch.no_grad():
+            e = model.emb(x % 64)
+        delta = torch.zeros(b, s, 8, requires_grad=True)
+        mem.attacking = kind.attack_grad
+        if kind.attack_mode == "eval":
+            called.eval()
+            mem.attack_eval = True
+        for _ in range(kind.attack):
+            out = called(e + delta)
+            sim.truth_at(i, "loss" if called.training else "eval")
+            loss = loss_of(kind, mem, out)
+            if kind.attack_grad == "input":
+                g, = torch.autograd.grad(loss, [delta])
+            else:
+                loss.backward()
+                g = delta.grad
+            delta = (delta + 0.01 * g.sign()).detach().requires_grad_()
+        called.train()
+        mem.attacking, mem.attack_eval = None, False
 
     def iteration(i):
         nonlocal on_device
@@ -595,6 +655,8 @@ def run(kind, socket, rank):
             sim.free(prev)
         if kind.user_reset:
             torch.cuda.reset_peak_memory_stats()
+        if kind.attack:
+            attack(i, x)
         if kind.zero == "before":
             for z in zeroes:
                 z.zero_grad(set_to_none=set_to_none)

@@ -62,6 +62,21 @@ phase's, not the step's.
 (all micro-steps) in a user phase of that name: the phase holds the
 step's automatic phases, and its end read the step's peak.
 
+``forwards=2``: each micro-step calls the model on two views of the
+batch and computes one loss over both outputs.
+
+``zero_model=True``: the loop zeroes through ``model.zero_grad()``, not
+the optimizer's.
+
+``attack=N``: PGD before each step: N ascent steps on the batch's
+embeddings plus a perturbation (the model's input, as ``model(X + delta)``
+is an image attack's), the model in train mode or (``attack_mode="eval"``)
+eval mode, each gradient taken to the perturbation with
+``torch.autograd.grad`` (``attack_grad="input"``) or ``loss.backward()``
+("backward"). The allocator's ledger puts the attack's passes in step
+i's forward, loss and backward in train mode (each is a pass of the step:
+its ``micro`` counts them), and in ``eval`` in eval mode.
+
 ``folds=N``: a k-fold loop, the steps split into N folds, each with a new
 model and optimizer (the last fold's freed first: its weights, gradients
 and Adam state), watched by a ``watch()`` of its own on the same
@@ -94,7 +109,8 @@ class Kind:
                         gather=0, observer=True, batch_bytes=0, layout="model", held_jitter=0, compile_warmup=0, compile_workspace=0, world=0, ranks=1,
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
                         eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
-                        optimizers="adam", in_step_phase=None, around_phase=None)
+                        optimizers="adam", in_step_phase=None, around_phase=None, forwards=1, attack=0, attack_mode="train", attack_grad="input",
+                        zero_model=False)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -323,6 +339,25 @@ K = [
          batch=4, seq=512),
     Kind("hf-trainer-eval", 60, dict(pattern="warmup", eval_need=True), layout="hf-trainer",
          eval_every=20, eval_batches=8, eval_keep=True, batch=4, seq=512),
+    # Two views of each batch through the model and one loss over both
+    # (R-Drop, SimCLR, a siamese network): both forwards' activations live
+    # until the backward; and with accumulation.
+    Kind("two-views", 100, dict(pattern="warmup"), forwards=2, batch=4, seq=512),
+    Kind("two-views-accum", 60, dict(pattern="warmup"), forwards=2, micro=4, batch=2, seq=1024),
+    # One's own loop zeroing through the model (model.zero_grad()), first
+    # and after the update.
+    Kind("model-zero-grad", 100, dict(pattern="warmup"), zero_model=True, batch=4, seq=512),
+    Kind("model-zero-grad-after", 100, dict(pattern="warmup"), zero_model=True, zero="after",
+         batch=4, seq=512),
+    # Adversarial training: PGD's three ascent steps on the batch's
+    # embeddings before each update. In train mode, the gradient to the
+    # perturbation taken with torch.autograd.grad (zeroed first, and after
+    # the update) or with loss.backward(), which leaves the parameters'
+    # gradients to the loop's zero_grad: the attack's passes are the
+    # step's. In eval mode, with either: an evaluation before the step.
+    Kind("pgd-eval", 60, dict(pattern="warmup"), attack=3, attack_mode="eval", batch=4, seq=512),
+    Kind("pgd-eval-backward", 60, dict(pattern="warmup"), attack=3, attack_mode="eval",
+         attack_grad="backward", batch=4, seq=512),
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.

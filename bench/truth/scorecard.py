@@ -21,7 +21,8 @@ Checks (a cell is ``ok``, ``FAIL`` with why, or ``-`` where it does not apply):
 * held: each step's held memory is what the allocator held after it (none
   where the kind says the hook cannot know it: held_unknown).
 * ending: the dying step is partial and left out, its phase named; a
-  clean run ends cleanly; no step is a micro-step of another, and the
+  clean run ends cleanly; no step is a micro-step of another (each has
+  the kind's passes: its micro-steps and its attack's), and the
   steps whose update was skipped (GradScaler) are said to be skipped, and
   a skip every kth step all run long is said to be one (skip_period).
 """
@@ -252,7 +253,8 @@ def judge(kind, expect, proc, truth):
             break
     if not truth.failed and any(s.get("failed") for s in proc["steps"]):
         why.append("a step said failed")
-    micro = kind.micro
+    # a train-mode attack's passes are the step's too (in eval mode: an evaluation)
+    micro = kind.micro + (kind.attack if kind.attack_mode == "train" else 0)
     for s in steps:
         if s["micro"] != micro:
             why.append("step %d micro %d, ran %d" % (s["step"], s["micro"], micro))
