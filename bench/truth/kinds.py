@@ -355,6 +355,11 @@ K = [
     # the update) or with loss.backward(), which leaves the parameters'
     # gradients to the loop's zero_grad: the attack's passes are the
     # step's. In eval mode, with either: an evaluation before the step.
+    Kind("pgd-train", 60, dict(pattern="warmup"), attack=3, batch=4, seq=512),
+    Kind("pgd-train-zero-after", 60, dict(pattern="warmup"), attack=3, zero="after", batch=4,
+         seq=512),
+    Kind("pgd-train-backward", 60, dict(pattern="warmup"), attack=3, attack_grad="backward",
+         batch=4, seq=512),
     Kind("pgd-eval", 60, dict(pattern="warmup"), attack=3, attack_mode="eval", batch=4, seq=512),
     Kind("pgd-eval-backward", 60, dict(pattern="warmup"), attack=3, attack_mode="eval",
          attack_grad="backward", batch=4, seq=512),

@@ -242,6 +242,81 @@ def test_an_attack_between_steps_is_an_eval_whose_backward_is_none_of_a_steps(
     assert not [m for m in queued(client) if "grad" in m]
 
 
+def pgd(torch, model, X, by_backward, passes=3, leaf=False):
+    """PGD's perturbation of ``X`` with the model as it is (train mode):
+    ``passes`` ascent steps on ``X + delta`` (or, ``leaf``, on a leaf
+    ``x_adv``), each gradient to the perturbation taken with backward() or
+    autograd.grad; returns the adversarial batch."""
+    delta = torch.zeros_like(X, requires_grad=True)
+    for _ in range(passes):
+        x = (X + delta).detach().requires_grad_() if leaf else X + delta
+        loss = model(x).pow(2).mean()
+        src = x if leaf else delta
+        if by_backward:
+            loss.backward()
+            g = src.grad
+        else:
+            g, = torch.autograd.grad(loss, [src])
+        delta = (delta + 0.01 * g.sign()).detach().requires_grad_()
+    return (X + delta).detach()
+
+
+@pytest.mark.parametrize("by_backward", [False, True])
+@pytest.mark.parametrize("zero_first", [True, False])
+@pytest.mark.parametrize("leaf", [False, True])
+def test_an_attack_in_train_mode_is_passes_of_the_step_it_trains(
+        by_backward, zero_first, leaf, torch_mod):
+    """Adversarial training with the model left in train mode (PGD before
+    each update, the gradient to the perturbation taken with backward(),
+    which accumulates the parameters' gradients until the zero_grad, or
+    with autograd.grad): each attack pass is a forward, loss and backward
+    of the step that trains on its result, never a step of its own that
+    skipped its update, in a loop that zeroes first or after."""
+    torch = torch_mod
+    model, opt, client, watcher = build(torch)
+    for _ in range(5):
+        x = pgd(torch, model, torch.randn(4, 8), by_backward, leaf=leaf)
+        if zero_first:
+            opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+        if not zero_first:
+            opt.zero_grad()
+    attack = ["forward", "loss", "backward"] * 3
+    train_ = ["forward", "loss", "backward", "step"]
+    got = begins_by_step(client)
+    assert client.step == 5 and len(got) == 5
+    for step in range(1, 5):
+        assert got[step] == (attack + ["zero_grad"] + train_ if zero_first
+                             else attack + train_ + ["zero_grad"]), step
+    assert [m["micro"] for m in queued(client) if m["type"] == "phase"
+            and m["name"] == "step" and m["edge"] == "begin"] == [4] * 5
+
+
+def test_a_generators_output_is_no_attack_in_a_critics_watch(torch_mod):
+    """A critic watched alone (WGAN): the generator's turn runs the critic
+    on the generator's output (it requires a gradient, through the
+    generator's parameters) and steps no critic update: a step that
+    skipped its update, as without the input's gradient."""
+    torch = torch_mod
+    critic, opt_d, client, _ = build(torch)
+    gen = torch.nn.Linear(2, 8)
+    opt_g = torch.optim.SGD(gen.parameters(), lr=0.01)
+    for i in range(7):
+        opt_d.zero_grad()
+        opt_g.zero_grad()
+        if i % 2:
+            critic(gen(torch.randn(4, 2))).mean().backward()  # the generator's turn
+            opt_g.step()
+        else:
+            critic(gen(torch.randn(4, 2)).detach()).mean().backward()
+            opt_d.step()
+    got = begins_by_step(client)
+    assert client.step == 7 and len(got) == 7
+    assert got[3] == ["zero_grad", "forward", "loss", "backward"]
+    assert got[4] == ["zero_grad", "forward", "loss", "backward", "step"]
+
+
 def test_eval_under_no_grad_inside_a_step_shows_as_forward_without_loss(torch_mod):
     torch = torch_mod
     model, opt, client, _ = build(torch)

@@ -193,7 +193,13 @@ class BackwardMixin:
     def _on_output_grad(self, grad):
         # Fallback: autograd reached the model output of a backward that did not
         # enter through the wrapper (torch.autograd.grad, a C++ caller).
-        if not self._active or self._in_backward or not self._reaches_parameters():
+        if not self._active or self._in_backward:
+            return None
+        # A gradient through the model that takes none of its parameters is
+        # a backward only as an attack's pass's, to its input, building no
+        # graph (create_graph: a gradient penalty's, in the loss).
+        if (self._grad_enabled() or self._perturbed_at != (self._client.step, self._client.micro)) \
+                and not self._reaches_parameters():
             return None
         with self._lock:
             if self._in_backward:

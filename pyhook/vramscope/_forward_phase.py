@@ -29,7 +29,8 @@ class ForwardMixin:
         # forward of a step at rest, its first tensor input shaped as the
         # last one (whose size it reuses): the first positional argument,
         # or with none the first keyword one (model(**batch), where the hook
-        # gets keyword inputs: torch >= 2.0). While _fast holds, only the
+        # gets keyword inputs: torch >= 2.0), wanting no gradient (a probe's
+        # or an attack's does: _note_perturbed). While _fast holds, only the
         # fast paths and user_backward_end have run since the step began,
         # and they leave nothing nested, in backward or in step() where no
         # phase is open; _fast holds only while the watch is active. In a
@@ -41,7 +42,7 @@ class ForwardMixin:
                 and self._grad_enabled() and not self._tracing():
             x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
             if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
-                    and x.dtype is self._last_dtype and (module.training or not x.requires_grad):
+                    and x.dtype is self._last_dtype and not x.requires_grad:
                 size, extra = self._last_size
                 self._depth = 1
                 self._idle = False
@@ -123,6 +124,9 @@ class ForwardMixin:
                     if self._unseen is not None:
                         self._close_unseen()
                     self._idle = False
+                    if self._open is None and module.training and x is not None \
+                            and getattr(x, "requires_grad", False):
+                        self._note_perturbed(x)
                     if isinstance(x, self._tensor_type):
                         # _patch.input_size inlined for the common tensor first
                         # input (positional, else the first keyword one: what
@@ -181,6 +185,24 @@ class ForwardMixin:
         return None
 
     _on_forward_pre_kw = _on_forward_pre
+
+    # (step, micro) of the last micro-step whose first forward, in train
+    # mode, took a perturbed input (_perturbed): an attack's pass, when
+    # its gradient goes to that input and no update follows.
+    _perturbed_at = None
+
+    def _note_perturbed(self, x):
+        """The first forward of a micro-step, in train mode, on ``x``, an
+        input that requires a gradient: note the micro-step when ``x`` is
+        an adversarial attack's perturbed input (PGD in train mode): its
+        backward, ``loss.backward()`` or ``torch.autograd.grad`` to the
+        input, is a pass of the step that trains on the result
+        (_skipped_update, _on_output_grad). (Lock held.)"""
+        try:
+            if _perturbed(x, self._torch.nn.Parameter):
+                self._perturbed_at = (self._client.step, self._client.micro)
+        except Exception as exc:  # noqa: BLE001 - an input not looked into: a training one
+            _safe.report(exc)
 
     # Whether the first training forward looked for a wrapper that called the model
     _wrapper_looked = False
@@ -287,8 +309,14 @@ class ForwardMixin:
                 return None
             try:  # the forward's end, inlined
                 acts = self._acts
+                # The backward fallback's grad hook goes on the output (below)
+                # until backwards come through the wrapper, and on an attack's
+                # pass (_note_perturbed), whose gradient to its input may be
+                # taken with torch.autograd.grad.
+                hook = self._hook_output or self._perturbed_at is not None \
+                    and self._perturbed_at == (self._client.step, self._client.micro)
                 if acts.measuring:
-                    if self._hook_output:
+                    if hook:
                         acts.pause()
                     else:
                         # What is saved until backward is the loss's: only
@@ -305,7 +333,7 @@ class ForwardMixin:
                     if not output.requires_grad:
                         self._end("forward")
                         return None
-                    if self._hook_output:
+                    if hook:
                         output.register_hook(self._grad_hook)
                 else:
                     found = []
@@ -313,7 +341,7 @@ class ForwardMixin:
                     if not found:
                         self._end("forward")
                         return None
-                    if self._hook_output:
+                    if hook:
                         # The backward fallback (torch.autograd.grad, a C++ caller). Once
                         # the global wrapper has seen this loop's backwards it is skipped:
                         # register_hook and the engine's call cost ~8 us a step in torch.
@@ -332,3 +360,32 @@ class ForwardMixin:
             except Exception as exc:  # noqa: BLE001
                 _safe.report(exc)
         return None
+
+
+# Autograd nodes _perturbed looks at, at most, behind an input
+PERTURBED_NODES = 16
+
+
+def _perturbed(x, parameter):
+    """Whether ``x``, a tensor that requires a gradient, is an adversarial
+    perturbation of data: a leaf that is no parameter (``x_adv.requires_grad_()``)
+    or made from such leaves by a few ops (``X + delta``, clamped), its
+    whole graph (at most PERTURBED_NODES nodes) reaching no parameter. A
+    generator's output, the input of a GAN's critic, reaches the
+    generator's parameters: not one."""
+    fn = x.grad_fn
+    if fn is None:
+        return not isinstance(x, parameter)
+    todo, seen = [fn], 0
+    while todo:
+        seen += 1
+        if seen > PERTURBED_NODES:
+            return False
+        fn = todo.pop()
+        leaf = getattr(fn, "variable", None)  # AccumulateGrad's
+        if leaf is not None:
+            if isinstance(leaf, parameter):
+                return False
+            continue
+        todo.extend(f for f, _ in fn.next_functions if f is not None)
+    return True

@@ -218,6 +218,11 @@ class ZeroGradMixin:
             return False  # a framework ends its steps itself (finish_open_step)
         if self._in_update_method():
             return False  # the optimizer's own, between its update's passes (SAM)
+        client = self._client
+        if self._perturbed_at == (client.step, client.micro - 1):
+            # The last pass was an attack's (PGD in train mode, its gradient
+            # taken with loss.backward()): the step's training pass follows.
+            return False
         if self._open is EVAL:
             self._end_eval()
         if self._zero_after is False and self._zero_seen_last:
