@@ -54,6 +54,7 @@ class Memory:
         # gradients; "backward": loss.backward(), which accumulates them)
         self.attacking = None
         self.attack_eval = False
+        self.retain = False  # a backward with retain_graph=True: the pass stays
         self.kept, self.kept_at = [], None  # tensors kept across steps (keep())
         self.jitter = None  # the varying buffer kept across steps (held_jitter)
         self.step = 0
@@ -140,9 +141,17 @@ class Memory:
         amp = k.noise_bytes or k.noise * self.level()
         if amp:  # a temporary at the step's peak that varies step to step: amp ± amp
             sim.spike(int(amp * (1 + self.rng.uniform(-1, 1))))
+        share = self.share()
+        if self.retain:  # the graph kept for another backward: only its gradients made
+            if share not in self.grads:
+                self.grads[share] = sim.malloc(m.grads(share))
+            for _ in p["acts"]:
+                if k.checkpointed:
+                    sim.spike(m.layer_acts(b, s))
+            sim.free(p.pop("dlogits"))
+            return
         sim.free(p.pop("logits"))
         sim.free(p.pop("lsm"))
-        share = self.share()
         if share not in self.grads and self.attacking != "input":
             self.grads[share] = sim.malloc(m.grads(share))
         for h in reversed(p["acts"]):
@@ -599,7 +608,7 @@ def run(kind, socket, rank):
     def passes(i, x, evaluates):
         """The step's forward and backward passes (its micro-steps); False
         where the loop skips the batch before its backward."""
-        for m in range(kind.micro):
+        for m in range(kind.passes_at(i)):
             # forwards=2: two views of the batch through the model, one
             # loss over both (R-Drop, SimCLR, a siamese network)
             outs = [call(kind, called, x) for _ in range(kind.forwards)]
@@ -611,7 +620,16 @@ def run(kind, socket, rank):
                 mem.unwind()  # the batch's graph dropped
                 truth["held"][i] = sim.allocated
                 return False
-            loss.backward()
+            if kind.backwards == 2:
+                # two losses from one forward, each with its backward (the
+                # first keeps the graph for the second: a multi-task loop)
+                other = sum(out.abs().mean() for out in outs)
+                mem.retain = True
+                loss.backward(retain_graph=True)
+                mem.retain = False
+                other.backward()
+            else:
+                loss.backward()
             if evaluates and kind.eval_in_step and m == 1:
                 evaluate(x)  # every so many batches: inside the step
         return True
@@ -657,6 +675,14 @@ def run(kind, socket, rank):
             torch.cuda.reset_peak_memory_stats()
         if kind.attack:
             attack(i, x)
+        if kind.closure:  # opt.step(closure), the closure zeroing and taking the passes
+            def closure():
+                for z in zeroes:
+                    z.zero_grad(set_to_none=set_to_none)
+                passes(i, x, False)
+            opts[0].step(closure)
+            truth["held"][i] = sim.allocated
+            return
         if kind.zero == "before":
             for z in zeroes:
                 z.zero_grad(set_to_none=set_to_none)
@@ -690,6 +716,13 @@ def run(kind, socket, rank):
         if kind.empty_cache_every and (i + 1) % kind.empty_cache_every == 0:
             torch.cuda.empty_cache()
 
+    if kind.first == "forward":  # print(model(x).shape) before the loop: its graph dropped
+        mem.step = 0
+        call(kind, called, torch.randint(0, 64, mem.shape()))
+        mem.unwind()
+    elif kind.first == "eval":  # the model evaluated before it trains
+        mem.step = 0
+        evaluate(torch.randint(0, 64, mem.shape()))
     oom = getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
     folds = kind.fold_starts()
     try:

@@ -77,6 +77,12 @@ eval mode, each gradient taken to the perturbation with
 i's forward, loss and backward in train mode (each is a pass of the step:
 its ``micro`` counts them), and in ``eval`` in eval mode.
 
+``backwards=2``: two losses from each forward, the first's backward
+with ``retain_graph=True``. ``closure=True``: ``optimizer.step(closure)``,
+the closure zeroing and taking the passes. ``micro`` may be a function of
+the step (a loop of one's own only). ``first``: before the loop, a
+forward whose graph is dropped ("forward") or an evaluation ("eval").
+
 ``folds=N``: a k-fold loop, the steps split into N folds, each with a new
 model and optimizer (the last fold's freed first: its weights, gradients
 and Adam state), watched by a ``watch()`` of its own on the same
@@ -110,11 +116,16 @@ class Kind:
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
                         eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
                         optimizers="adam", in_step_phase=None, around_phase=None, forwards=1, attack=0, attack_mode="train", attack_grad="input",
-                        zero_model=False)
+                        zero_model=False, backwards=1, closure=False, first=None)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
             raise TypeError("unknown fields %s" % sorted(kw))
+
+    def passes_at(self, step):
+        """The micro-steps ``step`` runs: ``micro``, or ``micro(step)`` where
+        it is a function (a loop of one's own only)."""
+        return self.micro(step) if callable(self.micro) else self.micro
 
     def fold_starts(self):
         """The steps that begin a new fold (``folds``), the first one's left out."""
@@ -363,6 +374,24 @@ K = [
     Kind("pgd-eval", 60, dict(pattern="warmup"), attack=3, attack_mode="eval", batch=4, seq=512),
     Kind("pgd-eval-backward", 60, dict(pattern="warmup"), attack=3, attack_mode="eval",
          attack_grad="backward", batch=4, seq=512),
+    # Two losses from one forward, each with its backward, the first
+    # keeping the graph (retain_graph=True) for the second: a multi-task loop.
+    Kind("two-backwards", 100, dict(pattern="warmup"), backwards=2, batch=4, seq=512),
+    # optimizer.step(closure), the closure zeroing and taking the passes
+    # (LBFGS's interface), with four micro-steps in it.
+    Kind("closure-step", 60, dict(pattern="warmup"), closure=True, micro=4, batch=2, seq=1024),
+    # Accumulation to a token budget: 2 to 4 micro-batches a step.
+    Kind("accum-token-budget", 80, dict(pattern="warmup"), micro=lambda step: 2 + step % 3,
+         batch=2, seq=1024),
+    # A forward before the loop, its output's shape printed and its graph
+    # dropped; an evaluation of the model before it trains; and an
+    # evaluation after every update (the training batch's
+    # accuracy under no_grad).
+    Kind("forward-before-loop", 80, dict(pattern="warmup"), first="forward", batch=4, seq=512),
+    Kind("eval-before-loop", 80, dict(pattern="warmup"), first="eval", eval_batches=2, batch=4,
+         seq=512),
+    Kind("eval-every-step", 80, dict(pattern="warmup"), eval_every=1, eval_batches=1, batch=4,
+         seq=512),
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.

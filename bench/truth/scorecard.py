@@ -210,7 +210,8 @@ def judge(kind, expect, proc, truth):
                                                         s["peak_allocated"], truth.peak[s["step"]]))
     if need["allocated"] is not None and need["allocated_known"]["is"] == "bound":
         bad.append("need is a bound")
-    same_input = len({v for i, v in truth.inputs.items() if i >= WARMUP}) <= 1
+    same_input = len({v for i, v in truth.inputs.items() if i >= WARMUP}) <= 1 \
+        and len({kind.passes_at(i) for i in range(WARMUP, kind.steps)}) <= 1
     if not kind.noise and not kind.noise_bytes and same_input and expect["pattern"] != "growth" \
             and not expect.get("level"):
         # Nothing moves after the first steps (and the step after them,
@@ -254,8 +255,9 @@ def judge(kind, expect, proc, truth):
     if not truth.failed and any(s.get("failed") for s in proc["steps"]):
         why.append("a step said failed")
     # a train-mode attack's passes are the step's too (in eval mode: an evaluation)
-    micro = kind.micro + (kind.attack if kind.attack_mode == "train" else 0)
+    attack = kind.attack if kind.attack_mode == "train" else 0
     for s in steps:
+        micro = kind.passes_at(s["step"]) + attack
         if s["micro"] != micro:
             why.append("step %d micro %d, ran %d" % (s["step"], s["micro"], micro))
             break
