@@ -55,6 +55,7 @@ class Memory:
         self.attacking = None
         self.attack_eval = False
         self.retain = False  # a backward with retain_graph=True: the pass stays
+        self.evaluating = False  # in the loop's evaluation (evaluate())
         self.kept, self.kept_at = [], None  # tensors kept across steps (keep())
         self.jitter = None  # the varying buffer kept across steps (held_jitter)
         self.step = 0
@@ -261,9 +262,13 @@ class Head(torch.nn.Linear):
         # an evaluation: under no_grad, or in eval mode (eval_grad)
         mem = self.mem
         # an attack's forward saves for its backward in eval mode too
-        grad = torch.is_grad_enabled() and (self.training or mem.attacking)
-        mem.sim.truth_at(mem.step, "forward" if grad and self.training else "eval")
+        # (train_in_eval: a model trained in eval mode, its norms frozen)
+        training = self.training or mem.k.train_in_eval and not mem.evaluating
+        grad = torch.is_grad_enabled() and (training or mem.attacking)
+        mem.sim.truth_at(mem.step, "forward" if grad and training else "eval")
         mem.forward(grad)
+        if grad and mem.step in mem.k.bad_batches:  # a bad batch: a layer's shapes disagree
+            raise IndexError("index out of range in self")
         return SimGrad.apply(out, mem.on_backward) if grad else out
 
 
@@ -584,8 +589,11 @@ def run(kind, socket, rank):
 
         model.zero_grad = zero_grad
         zeroes = [model]
+    if kind.train_in_eval:
+        called.eval()
     vramscope.watch(model, opts if len(opts) > 1 else opts[0], socket=socket)
-    truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}, "failed": {}}
+    truth = {"steps": {}, "held": {}, "eval": {}, "oom": None, "inputs": {}, "failed": {},
+             "failed_reason": {}}
     set_to_none = kind.set_to_none
     evaluated = model
     if kind.eval_model == "ema":  # an unwatched copy, its weights on the device
@@ -593,6 +601,13 @@ def run(kind, socket, rank):
         sim.malloc(kind.model.weights())
 
     def evaluate(x):
+        mem.evaluating = True
+        try:
+            _evaluate(x)
+        finally:
+            mem.evaluating = False
+
+    def _evaluate(x):
         if kind.eval_grad:  # in eval mode, gradients enabled
             evaluated.eval()
             call(kind, evaluated, x).sum().item()
@@ -732,11 +747,15 @@ def run(kind, socket, rank):
                 model = called = Net(mem)
                 opts = zeroes = optimizers_of(kind, model, mem)
                 vramscope.watch(model, opts if len(opts) > 1 else opts[0], socket=socket)
-            if not kind.skip_failed:
+            if not kind.skip_failed and not kind.bad_batches:
                 iteration(i)
                 continue
             try:
                 iteration(i)
+            except IndexError:  # a bad batch, skipped: its graph dropped
+                truth["failed"][i] = sim._truth_key[1]
+                truth["failed_reason"][i] = "error"
+                mem.unwind()
             except oom:  # "ran out of memory, skipping batch"
                 truth["failed"][i] = sim._truth_key[1]
                 mem.unwind()

@@ -83,6 +83,11 @@ the closure zeroing and taking the passes. ``micro`` may be a function of
 the step (a loop of one's own only). ``first``: before the loop, a
 forward whose graph is dropped ("forward") or an evaluation ("eval").
 
+``train_in_eval=True``: the model trains in eval mode (its evaluations
+too). ``bad_batches``: the steps whose forward raises an IndexError that
+the loop catches and skips; the ledger names each failed step, its phase
+and (``failed_reason``) "error".
+
 ``folds=N``: a k-fold loop, the steps split into N folds, each with a new
 model and optimizer (the last fold's freed first: its weights, gradients
 and Adam state), watched by a ``watch()`` of its own on the same
@@ -116,7 +121,8 @@ class Kind:
                         wrap=None, first_micro_spike=0, eval_in_step=False, eval_model=None,
                         eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
                         optimizers="adam", in_step_phase=None, around_phase=None, forwards=1, attack=0, attack_mode="train", attack_grad="input",
-                        zero_model=False, backwards=1, closure=False, first=None)
+                        zero_model=False, backwards=1, closure=False, first=None,
+                        train_in_eval=False, bad_batches=())
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -392,6 +398,16 @@ K = [
          seq=512),
     Kind("eval-every-step", 80, dict(pattern="warmup"), eval_every=1, eval_batches=1, batch=4,
          seq=512),
+    # A model trained in eval mode (its norms frozen: a detector's
+    # fine-tune), evaluated under no_grad every 25 steps.
+    Kind("train-in-eval-mode", 100, dict(pattern="warmup"), train_in_eval=True, eval_every=25,
+         eval_batches=2, batch=4, seq=512),
+    # Bad batches whose forward raises (an index out of range in the
+    # embedding) and that the loop skips: failed steps of an "error"; at
+    # steps 30 and 60, and in a loop that zeroes after the update, at step 1.
+    Kind("bad-batch", 100, dict(pattern="warmup"), bad_batches=(30, 60), batch=4, seq=512),
+    Kind("bad-batch-early-zero-after", 100, dict(pattern="warmup"), bad_batches=(1, 30),
+         zero="after", batch=4, seq=512),
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.

@@ -118,6 +118,8 @@ class Truth:
         # never finished, so not among the steps judged one by one; their
         # peaks are still the run's
         self.failed = {int(k): v for k, v in raw.get("failed", {}).items()}
+        # why each failed: "oom", or "error" (another exception the loop caught)
+        self.failed_reason = {int(k): v for k, v in raw.get("failed_reason", {}).items()}
         self.failed_peak = {}
         for i in self.failed:
             self.peak.pop(i, None)
@@ -248,7 +250,8 @@ def judge(kind, expect, proc, truth):
     said = {f["step"]: f for f in (d.get("failed_steps") or {}).get("steps") or []}
     rows = {s["step"]: s for s in proc["steps"]}
     for i, phase in sorted(truth.failed.items()):
-        if rows.get(i, {}).get("failed") != "oom" or said.get(i, {}).get("phase") != phase:
+        if rows.get(i, {}).get("failed") != truth.failed_reason.get(i, "oom") \
+                or said.get(i, {}).get("phase") != phase:
             why.append("step %d failed in %s: row %s, said %s" % (i, phase, rows.get(i, {}).get("failed"),
                                                                  said.get(i)))
             break
