@@ -128,6 +128,33 @@ func heldAsPeaks(pk []session.StepPeak) []session.StepPeak {
 	return out
 }
 
+// warmupJumps is how many first steps of hp (at most WarmupMaxSteps) end
+// before a jump in held memory: a step-to-step change that strays more
+// than band from the series' median change (state or a buffer made in the
+// first steps). The growth's change point is looked for after them: such
+// a jump is the warmup's, and a hinge fit through it takes a leak that
+// starts later for one from the first step (onset 0 where it began at
+// step 60, with state made at step 1).
+func warmupJumps(hp []session.StepPeak, band session.Bytes) int {
+	n := len(hp)
+	if n < MinSteps+1 {
+		return 0
+	}
+	w := hp[n-min(n, NoiseWindow):]
+	d := make([]float64, len(w)-1)
+	for i := range d {
+		d[i] = float64(w[i+1].PeakAllocated - w[i].PeakAllocated)
+	}
+	typical := medianF(d)
+	k := 0
+	for i := 0; i < min(WarmupMaxSteps, n-MinSteps); i++ {
+		if math.Abs(float64(hp[i+1].PeakAllocated-hp[i].PeakAllocated)-typical) > float64(band) {
+			k = i + 1
+		}
+	}
+	return k
+}
+
 // heldGrowing is the leak rule: the held memory's change point (a
 // flat-then-rising fit), a slope of at least MinGrowthPerStep with t ≥
 // GrowthMinT, a rise beyond the held memory's own band, a recent half that
@@ -142,6 +169,7 @@ func (d *Diagnosis) heldGrowing(pk, hp []session.StepPeak) []session.StepPeak {
 	n := len(hp)
 	level := median(hp[n-max(SteadyMinSteps, n/2):])
 	band := max(Tolerance(level), session.Bytes(math.Round(SpreadK*noise(hp))))
+	hp = hp[warmupJumps(hp, band):]
 	c := changePoint(hp)
 	seg := hp[c:]
 	recent := seg[len(seg)-max(GrowthMinSteps, len(seg)/2):]

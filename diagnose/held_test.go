@@ -49,3 +49,23 @@ func TestHeldSummaryNamesTheFewStepsThatStray(t *testing.T) {
 		t.Fatalf("%q", l)
 	}
 }
+
+// A jump in held memory among the first steps (state made at step 1, a
+// buffer of the second step) then a slow leak long after: the leak is read
+// from its own start, not from step 0 through the jump (which the hinge fit
+// took for its start where the leak's rise was short beside the jump).
+func TestALateLeakAfterAFirstStepJumpStartsWhereItStarts(t *testing.T) {
+	for _, c := range []struct{ n, from, jump, rate int64 }{
+		{120, 60, 1900, 4}, {240, 60, 1900, 4}, {300, 50, 1000, 1}, {240, 60, 1900, 16}, {120, 60, 0, 4},
+	} {
+		held := func(i int) int64 {
+			return 5500 + map[bool]int64{true: 0, false: c.jump}[i < 1] + c.rate*max(0, int64(i)-c.from)
+		}
+		s, p := storeOf(t, namedRun(int(c.n), func(int) string { return "" }, held, func(int) int64 { return 4200 }), false)
+		d := Diagnose(s, p)
+		if d.Pattern != PatternGrowth || d.GrowthKind != GrowthLeak || d.GrowthFrom != int(c.from)+1 ||
+			d.GrowthPerStep != session.Bytes(c.rate*session.MiB) {
+			t.Errorf("%+v: %s %s from %d at %d B/step: %s", c, d.Pattern, d.GrowthKind, d.GrowthFrom, d.GrowthPerStep, d.Headline())
+		}
+	}
+}

@@ -132,3 +132,25 @@ func (r *h100Run) add(m ipc.Message) {
 	r.t += 0.01
 	r.msgs = append(r.msgs, m)
 }
+
+// namedRun is a run whose every phase the hook read (exact peaks): step i is
+// the update of model(i), holding held(i) MiB after it and peaking peak(i)
+// MiB above that in its backward.
+func namedRun(steps int, model func(int) string, held, peak func(int) int64) []ipc.Message {
+	run := newH100Run("gan", 9, true)
+	mem := func(alloc, top int64) *ipc.Mem {
+		return &ipc.Mem{Allocated: alloc * session.MiB, MaxAllocated: top * session.MiB, Reserved: 90000 * session.MiB, MaxReserved: 90000 * session.MiB}
+	}
+	for i := range steps {
+		h, pk, name := held(i), peak(i), model(i)
+		for _, e := range []struct {
+			name      string
+			end, peak int64
+		}{{"zero_grad", h, h}, {"forward", h + pk/2, h + pk/2}, {"loss", h + pk/2, h + pk/2}, {"backward", h, h + pk}, {"step", h, h}} {
+			run.add(ipc.Message{Type: ipc.TypePhase, Name: e.name, Step: i, Edge: ipc.EdgeBegin, Model: name})
+			run.add(ipc.Message{Type: ipc.TypePhase, Name: e.name, Step: i, Edge: ipc.EdgeEnd, Model: name, Mem: mem(e.end, e.peak)})
+		}
+	}
+	run.add(ipc.Message{Type: ipc.TypeGoodbye, Reason: "exit"})
+	return run.msgs
+}
