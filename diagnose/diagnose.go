@@ -68,6 +68,11 @@ type Diagnosis struct {
 	Steps     int `json:"steps"`
 	FirstStep int `json:"first_step"`
 	LastStep  int `json:"last_step"`
+	// Turn is the steps of one turn of several watched models that take
+	// turns (a GAN's D and G), each turn read as one step by the pattern,
+	// the held memory and the need (turns); 0 when the steps are read one
+	// by one.
+	Turn int `json:"turn,omitempty"`
 	// SteadyFrom is the first step of the steady state (steady, warmup),
 	// the newest level's after a level change; -1 otherwise. WarmupEnd is
 	// the first step after the warmup (steady, warmup; -1 otherwise): the
@@ -277,8 +282,15 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	if p.Mem != nil {
 		d.AllocRetries = p.Mem.AllocRetries
 	}
-	pk := finishedPeaks(p)
+	finished := finishedPeaks(p)
+	pk := turns(finished)
+	if len(pk) < len(finished) {
+		d.Turn = turnLength(finished)
+	}
 	tail := d.classify(p, pk)
+	if d.Turn > 0 { // the steps read, not the turns' highest
+		d.Steps, d.FirstStep, d.LastStep = len(finished), finished[0].Index, finished[len(finished)-1].Index
+	}
 	d.PeakAfterKnown = knownOf(tail)
 	d.Held = heldOf(pk)
 	pa := findPeak(p)

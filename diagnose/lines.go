@@ -136,6 +136,9 @@ func (d *Diagnosis) Lines() []string {
 	}
 	lines := make([]string, 0, 8+len(d.Advice))
 	lines = append(lines, d.pattern())
+	if d.Turn > 0 {
+		lines = append(lines, fmt.Sprintf("its watched models take turns, %d steps a turn: each turn is read as one step, at its highest step's peak and with the memory held after its last step", d.Turn))
+	}
 	if cs := d.Culprits; cs != nil {
 		lines = append(lines, cs.Lines()...)
 	}

@@ -440,9 +440,11 @@ type StepPeak struct {
 	Failed string
 	// Stepped is Step.Stepped: the step had an optimizer step.
 	Stepped bool
+	// Model is Step.Model: the watch the step is named after.
+	Model string
 }
 
 func (st *Step) peak() StepPeak {
 	return StepPeak{st.Index, st.Start, st.Duration(), st.PeakAllocated, st.PeakReserved, st.PeakGPU, st.Held, st.Batch, st.Tokens,
-		st.Peak, st.SameAs, st.Within, st.Bound, st.Failed, st.Stepped}
+		st.Peak, st.SameAs, st.Within, st.Bound, st.Failed, st.Stepped, st.Model}
 }

@@ -532,6 +532,48 @@ def run_accelerate(kind, socket, sim, mem, model, truth):
             truth["held"][mem.step] = sim.allocated
 
 
+def run_gan(kind, socket, sim, mem, model, truth):
+    """The kind as a GAN's loop with both models watched (DCGAN's:
+    ``watch(G, opt_g, name="G")``, ``watch(D, opt_d, name="D")``), each
+    iteration ``critic`` updates of D on real and detached fake samples
+    (WGAN's n_critic), then G's through D on the last fakes. Each optimizer
+    step is a step of the ledger (the hook's numbering, docs/hook.md
+    "Several models"). Both models have the kind's model's sizes; G's
+    forward is made in D's step and freed in G's backward (or dropped at
+    the next D step). Fixed input sizes only."""
+    mem_g = Memory(sim, kind, 1)  # (a leak_rank of 0 leaks in D alone)
+    gen = Net(mem_g)
+    opt_d, opt_g = Adam(model.parameters(), mem), Adam(gen.parameters(), mem_g)
+    vramscope.watch(gen, opt_g, socket=socket, name="G")
+    vramscope.watch(model, opt_d, socket=socket, name="D")
+    b, s = mem.shape()
+    turn = kind.critic + 1
+    for i in range(kind.steps // turn):
+        for step in range(turn * i, turn * i + turn):
+            truth["inputs"][step] = b * s
+        for k in range(kind.critic):  # D's updates
+            mem.step = mem_g.step = turn * i + k
+            opt_d.zero_grad()
+            # G's samples as D's input: embeddings (b, s, 8), G's graph behind them
+            fake = torch.cat([gen(torch.randint(0, 64, (b, s)))] * 2, 1)[:, None, :].expand(b, s, 8)
+            real = model(torch.randint(0, 64, (b, s)))
+            out = model(fake.detach())
+            sim.truth_at(mem.step, "loss")
+            loss = loss_of(kind, mem, real) + loss_of(kind, mem, out)
+            loss.backward()
+            opt_d.step()
+            truth["held"][mem.step] = sim.allocated
+            if k < kind.critic - 1:
+                mem_g.unwind()  # that fake's graph, never trained through, dropped
+        mem.step = mem_g.step = turn * i + kind.critic  # G's update, through D
+        opt_g.zero_grad()
+        out = model(fake)
+        sim.truth_at(mem.step, "loss")
+        loss_of(kind, mem, out).backward()
+        opt_g.step()
+        truth["held"][mem.step] = sim.allocated
+
+
 def distributed(kind, socket, rank, mem):
     """A kind on ``kind.world`` gloo ranks: the process group made here (a
     file rendezvous by the socket), and the variables torchrun sets, by
@@ -564,7 +606,7 @@ def run(kind, socket, rank):
     mem = Memory(sim, kind, rank)
     model = Net(mem)
     framework = {"lightning": run_lightning, "hf-trainer": run_hf_trainer,
-                 "accelerate": run_accelerate}.get(kind.layout)
+                 "accelerate": run_accelerate, "gan": run_gan}.get(kind.layout)
     if kind.world:
         distributed(kind, socket, rank, mem)
     if framework is not None:

@@ -88,6 +88,9 @@ too). ``bad_batches``: the steps whose forward raises an IndexError that
 the loop catches and skips; the ledger names each failed step, its phase
 and (``failed_reason``) "error".
 
+``layout="gan"``: a GAN's loop with both models watched (drive.run_gan),
+``critic`` updates of D for each of G; ``leak_rank=0`` leaks in D alone.
+
 ``folds=N``: a k-fold loop, the steps split into N folds, each with a new
 model and optimizer (the last fold's freed first: its weights, gradients
 and Adam state), watched by a ``watch()`` of its own on the same
@@ -122,7 +125,7 @@ class Kind:
                         eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
                         optimizers="adam", in_step_phase=None, around_phase=None, forwards=1, attack=0, attack_mode="train", attack_grad="input",
                         zero_model=False, backwards=1, closure=False, first=None,
-                        train_in_eval=False, bad_batches=())
+                        train_in_eval=False, bad_batches=(), critic=1)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -408,6 +411,16 @@ K = [
     Kind("bad-batch", 100, dict(pattern="warmup"), bad_batches=(30, 60), batch=4, seq=512),
     Kind("bad-batch-early-zero-after", 100, dict(pattern="warmup"), bad_batches=(1, 30),
          zero="after", batch=4, seq=512),
+    # A GAN with both models watched (watch(G, opt_g, name="G"), watch(D,
+    # opt_d, name="D")): D's update, then G's, whose peaks differ; a WGAN's
+    # five updates of D a turn; and a leak in D from step 100 (its held
+    # memory grows; G's steps hold the leak too).
+    Kind("gan-both-watched", 120, dict(pattern="warmup"), layout="gan", batch=4, seq=512),
+    Kind("wgan-both-watched", 180, dict(pattern="warmup"), layout="gan", critic=5, batch=4,
+         seq=512),
+    Kind("gan-leak", 300, dict(pattern="growth", growth_kind="leak", growth_from=100,
+                               rate=4 * MIB),
+         layout="gan", leak=4 * MIB, leak_from=100, leak_rank=0, batch=4, seq=512),
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.
