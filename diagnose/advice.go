@@ -17,7 +17,11 @@ func advise(d *Diagnosis) []Advice {
 	var out []Advice
 	switch d.Pattern {
 	case PatternGrowth:
-		because := fmt.Sprintf("peak grows %s/step from step %d to %d (least-squares fit from the change point)", d.GrowthPerStep.Human(), d.GrowthFrom, d.GrowthTo)
+		how := "least-squares fit from the change point"
+		if st := d.Stairs; st != nil {
+			how = fmt.Sprintf("%d rises of +%s MiB, every %d steps", st.Count, st.Rise.MiBString(), st.Every)
+		}
+		because := fmt.Sprintf("peak grows %s/step from step %d to %d (%s)", d.GrowthPerStep.Human(), d.GrowthFrom, d.GrowthTo, how)
 		switch d.GrowthKind {
 		case GrowthLeak:
 			if d.HeldPerStep.Known() {

@@ -68,6 +68,9 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	// explain a rise that the growth rules would fit a line through.
 	levels := levelChanges(p, pk, hp, band)
 	stairs := levelsExplain(pk, hp, levels, band)
+	if s := leakStairs(pk, levels); stairs && s != nil {
+		return d.stairsLeak(pk, levels, s) // flat stairs that keep coming are a leak, not levels
+	}
 	if !stairs {
 		if g := d.heldGrowing(pk, hp); g != nil {
 			return g

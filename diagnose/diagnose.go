@@ -125,6 +125,9 @@ type Diagnosis struct {
 	// Levels are the rises to a new level after a steady stretch, oldest
 	// first (levels.go); empty when none.
 	Levels []LevelChange `json:"level_changes"`
+	// Stairs: a leak (growth) that rises in stairs of held memory at a
+	// regular pace, each as level changes would (leakStairs); nil otherwise.
+	Stairs *Stairs `json:"stairs"`
 	// InputFrom and InputTo are the input sizes (in InputUnit) at the start
 	// and the end of a host-memory growth that follows the input
 	// (GrowthHostInput); 0 otherwise.

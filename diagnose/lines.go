@@ -111,6 +111,25 @@ func (d *Diagnosis) growthLine() string {
 	return fmt.Sprintf("growth: peak %s — possible leak", over)
 }
 
+// stairsLine says how a leak in stairs rises, which user phase runs at its
+// pace, and whether the anatomy was measured at the stairs: "it rises in
+// stairs of +1571 MiB every 20 steps (19 of them, steps 20–380), as eval
+// runs every 20 steps: look at what it keeps".
+func (d *Diagnosis) stairsLine() string {
+	s := d.Stairs
+	note := fmt.Sprintf("it rises in stairs of +%s MiB every %d steps (%d of them, steps %d–%d)", s.Rise.MiBString(), s.Every, s.Count, s.First, s.Last)
+	for i := range d.Phases {
+		if u := &d.Phases[i]; u.Every == s.Every {
+			note += fmt.Sprintf(", as %s runs every %d steps: look at what it keeps", u.Name, u.Every)
+			break
+		}
+	}
+	if s.Unmeasured {
+		note += " (the anatomy was not measured at them: a fine-tune unfrozen in stages would rise so too)"
+	}
+	return note
+}
+
 // perHuman prints a per-sample or per-token size in MiB with up to two
 // decimals ("0.5 MiB"), in KiB below 0.01 MiB.
 func perHuman(b session.Bytes) string {
@@ -136,6 +155,9 @@ func (d *Diagnosis) Lines() []string {
 	}
 	lines := make([]string, 0, 8+len(d.Advice))
 	lines = append(lines, d.pattern())
+	if d.Pattern == PatternGrowth && d.Stairs != nil {
+		lines = append(lines, d.stairsLine())
+	}
 	if d.Turn > 0 {
 		lines = append(lines, fmt.Sprintf("its watched models take turns, %d steps a turn: each turn is read as one step, at its highest step's peak and with the memory held after its last step", d.Turn))
 	}

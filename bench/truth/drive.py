@@ -241,7 +241,10 @@ class Memory:
             cat = self.sim.malloc(sum(self.k.model.logits(b, s) for _ in kept))
             for h in kept:
                 self.sim.free(h)
-            self.sim.free(cat)
+            if self.k.eval_leak:  # the predictions kept for good (a list never cleared)
+                self.kept.append(cat)
+            else:
+                self.sim.free(cat)
             kept.clear()
 
 

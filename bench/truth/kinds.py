@@ -91,6 +91,9 @@ and (``failed_reason``) "error".
 ``layout="gan"``: a GAN's loop with both models watched (drive.run_gan),
 ``critic`` updates of D for each of G; ``leak_rank=0`` leaks in D alone.
 
+``eval_leak=True``: each evaluation's concatenated predictions are kept
+for good (appended to a list never cleared).
+
 ``folds=N``: a k-fold loop, the steps split into N folds, each with a new
 model and optimizer (the last fold's freed first: its weights, gradients
 and Adam state), watched by a ``watch()`` of its own on the same
@@ -125,7 +128,7 @@ class Kind:
                         eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
                         optimizers="adam", in_step_phase=None, around_phase=None, forwards=1, attack=0, attack_mode="train", attack_grad="input",
                         zero_model=False, backwards=1, closure=False, first=None,
-                        train_in_eval=False, bad_batches=(), critic=1)
+                        train_in_eval=False, bad_batches=(), critic=1, eval_leak=False)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -421,6 +424,19 @@ K = [
     Kind("gan-leak", 300, dict(pattern="growth", growth_kind="leak", growth_from=100,
                                rate=4 * MIB),
          layout="gan", leak=4 * MIB, leak_from=100, leak_rank=0, batch=4, seq=512),
+    # An evaluation every 20 steps whose concatenated predictions are
+    # appended to a list never cleared: held memory rises in stairs, each
+    # flat until the next evaluation, a leak of a stair's bytes over 20
+    # steps; and every 50 steps in a loop that zeroes after the update,
+    # with noise.
+    Kind("eval-keeps-predictions", 400, dict(pattern="growth", growth_kind="leak", growth_from=20,
+                                             rate=4 * sizes.GPT2_SMALL.logits(4, 512) // 20),
+         eval_every=20, eval_batches=4, eval_keep=True, eval_leak=True, batch=4, seq=512),
+    Kind("eval-keeps-predictions-noisy", 400,
+         dict(pattern="growth", growth_kind="leak", growth_from=50,
+              rate=8 * sizes.GPT2_SMALL.logits(4, 512) // 50),
+         eval_every=50, eval_batches=8, eval_keep=True, eval_leak=True, zero="after", noise=0.05,
+         batch=4, seq=512),
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.
