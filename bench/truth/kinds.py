@@ -437,6 +437,19 @@ K = [
               rate=8 * sizes.GPT2_SMALL.logits(4, 512) // 50),
          eval_every=50, eval_batches=8, eval_keep=True, eval_leak=True, zero="after", noise=0.05,
          batch=4, seq=512),
+    # Leaks that end the run out of memory: 16 MiB a step from step 50,
+    # until the device's limit (a process's share of it) is passed in a
+    # step; and the evaluation that keeps its predictions, whose seventh
+    # gathering no longer fits, after step 139's update.
+    Kind("leak-until-oom", 400, dict(pattern="growth", growth_kind="leak", growth_from=50,
+                                     rate=16 * MIB, oom=True),
+         leak=16 * MIB, leak_from=50, limit=sizes.GPT2_SMALL.weights() * 4 + 6 * GIB, batch=4,
+         seq=512),
+    Kind("eval-keeps-predictions-oom", 400,
+         dict(pattern="growth", growth_kind="leak", growth_from=20,
+              rate=4 * sizes.GPT2_SMALL.logits(4, 512) // 20, oom=True),
+         eval_every=20, eval_batches=4, eval_keep=True, eval_leak=True,
+         limit=sizes.GPT2_SMALL.weights() * 4 + 12 * GIB, batch=4, seq=512),
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.

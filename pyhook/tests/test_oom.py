@@ -7,7 +7,7 @@ import types
 
 from conftest import ROOT, FakeCuda, make_config
 from test_schema import check, shape_of
-from vramscope import _client, _oom
+from vramscope import _client, _oom, _watch
 
 
 def _oom_fixture():
@@ -26,8 +26,8 @@ class FakeC:
 
 
 def _reset(monkeypatch):
-    monkeypatch.setattr(_oom, "_state", {"client": None, "phase": None, "observer": False,
-                                         "error": False, "sent": False})
+    monkeypatch.setattr(_oom, "_state", {"client": None, "phase": None, "step": None,
+                                         "observer": False, "error": False, "sent": False})
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
 
 
@@ -51,6 +51,38 @@ def test_observer_sends_the_allocator_state(monkeypatch, monitor):
     client.close(_oom.exit_reason(), timeout=2)
     assert monitor.wait_for(lambda m: m.messages()[-1]["type"] == "goodbye")
     assert monitor.messages()[-1]["reason"] == "exit"
+
+
+def test_an_oom_in_an_evaluation_between_steps_is_the_steps_it_follows(
+        monkeypatch, monitor, torch_mod):
+    """An evaluation between steps is a user phase of the step it follows
+    (docs/hook.md): the oom message and the census at it name that step,
+    as the evaluation's own edges do, not the next one (whose update never
+    began), which the monitor then took for the step the process died in."""
+    _reset(monkeypatch)
+    torch = torch_mod
+    fake = types.SimpleNamespace(_C=FakeC())
+    client = _client.Client(make_config(socket=monitor.path), cuda=FakeCuda())
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watcher = _watch.Watcher(torch, client, model, opt, client.config)
+    _oom.install(fake, client, watcher.failing_phase, watcher.failing_step)
+    x = torch.randn(3, 4)
+    for _ in range(3):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    with torch.no_grad():
+        model(x)  # the evaluation after step 2
+    assert client.step == 3
+    fake._C.observers[0](0, 1 << 30, 85520809984, 1 << 20)
+    assert monitor.wait_for(lambda m: any(x["type"] == "oom" for x in m.messages()))
+    msg = [m for m in monitor.messages() if m["type"] == "oom"][0]
+    assert (msg["step"], msg["phase"]) == (2, "eval")
+    evals = [m["step"] for m in monitor.messages() if m.get("name") == "eval"]
+    assert evals == [2]
+    watcher.remove()
+    client.close("exit", timeout=2)
 
 
 def test_uncaught_oom_is_reported_and_the_goodbye_says_error(monkeypatch, monitor):

@@ -313,7 +313,8 @@ def _watch_now(model, optimizer, config, name=None):
                   "on it); its step() is wrapped instead" % type(inner).__name__)
     # A weak reference: the process-wide OOM report must not keep a deleted model alive.
     watcher_ref = weakref.ref(watcher)
-    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "failing_phase", _none)())
+    _safe.call(_oom.install, torch, client, lambda: getattr(watcher_ref(), "failing_phase", _none)(),
+               lambda: getattr(watcher_ref(), "failing_step", _none)())
     client.census_target = watcher_ref  # the monitor's census requests arm the latest watch
     handle = Handle(watcher, client)
     with _lock:

@@ -190,6 +190,12 @@ class BackwardMixin:
         step, phase = self._unwound
         return phase if step == self._client.step else None
 
+    def failing_step(self):
+        """The step of the phase failing_phase names: an open evaluation's
+        own (one between steps is the step's it follows), else the step in
+        progress."""
+        return self._eval_step if self._open is EVAL else self._client.step
+
     def _on_output_grad(self, grad):
         # Fallback: autograd reached the model output of a backward that did not
         # enter through the wrapper (torch.autograd.grad, a C++ caller).

@@ -17,17 +17,21 @@ from . import _devices, _fragments, _messages, _safe
 
 OOM_BUDGET = 2.0  # seconds: the process is about to die; say what was alive
 
-_state = {"client": None, "phase": None, "observer": False, "error": False, "sent": False}
+_state = {"client": None, "phase": None, "step": None, "observer": False, "error": False,
+          "sent": False}
 
 
-def install(torch, client, open_phase):
+def install(torch, client, open_phase, phase_step=None):
     """Route out-of-memory reports of this process to ``client``.
 
-    ``open_phase`` returns the name of the phase in progress (or None). The
+    ``open_phase`` returns the name of the phase in progress (or None), and
+    ``phase_step`` the step that phase belongs to (None: the step in
+    progress; an evaluation between steps is the step's it follows). The
     observer and the excepthook are installed once per process; later calls
     only switch the client.
     """
     _state["client"], _state["phase"], _state["sent"] = client, open_phase, False
+    _state["step"] = phase_step
     attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
     # The CUDA allocator's observer, for a CUDA (or ROCm) reader only: other
     # sources' readers are _devices._Seam (a CPU run on a CUDA build of torch
@@ -95,14 +99,17 @@ def _send(requested, device_free, device_total, tb=None):
     if device_total is None and client.cuda is not None:
         info = client.cuda.device_info()  # None for a source with no CUDA device
         device_total = info.get("total") if info else None
+    step = _state["step"]() if _state["step"] is not None else None
+    if step is None:
+        step = client.step
     mem = client.read_mem()
-    msg = _messages.build_oom(client.step, phase, mem, requested, device_free, device_total)
+    msg = _messages.build_oom(step, phase, mem, requested, device_free, device_total)
     if client.emit(msg):
         _state["sent"] = True
-    _safe.call(_census_at_oom, client, mem, requested, device_free, device_total, tb)
+    _safe.call(_census_at_oom, client, mem, requested, device_free, device_total, tb, step)
 
 
-def _census_at_oom(client, mem, requested, device_free, device_total, tb):
+def _census_at_oom(client, mem, requested, device_free, device_total, tb, step=None):
     """What was alive, by category, and the allocator's cache (docs/census.md);
     ``tb``: an uncaught error's traceback, whose frames' locals are holders."""
     ref = client.census_target
@@ -114,7 +121,7 @@ def _census_at_oom(client, mem, requested, device_free, device_total, tb):
     # another source's torch for them would initialise CUDA.
     if client.cuda is not None and not isinstance(client.cuda, _devices._Seam):
         state = _fragments.state(watcher._torch, mem, requested, device_free, device_total)
-    watcher.take_census("oom", budget=OOM_BUDGET,
+    watcher.take_census("oom", step=step, budget=OOM_BUDGET,
                         extra={"allocator": state} if state is not None else None,
                         ended_frames=_frames_of(tb))
 
