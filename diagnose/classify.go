@@ -82,7 +82,7 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 		}
 	}
 	// The warmup is read against the first level, not the newest.
-	d.Levels = levels
+	d.Levels = joinRamps(p, pk, levels)
 	first := level
 	if len(d.Levels) > 0 {
 		first = d.Levels[0].PeakFrom

@@ -97,9 +97,16 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 		start = settled
 		i = settled + LevelMinSteps - 1
 	}
+	finishLevels(p, pk, out)
+	return out
+}
+
+// finishLevels reads each change's new level (up to LevelWindow steps from
+// where it settled, before the next change) and its causes.
+func finishLevels(p *session.Process, pk []session.StepPeak, out []LevelChange) {
 	for k := range out {
 		c := &out[k]
-		from, to := indexOf(pk, c.Settled), n
+		from, to := indexOf(pk, c.Settled), len(pk)
 		if k+1 < len(out) {
 			to = indexOf(pk, out[k+1].Step)
 		}
@@ -107,6 +114,37 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 		c.PeakTo, c.HeldTo = median(win), medianHeld(win)
 		before := pk[max(WarmupMaxSteps, indexOf(pk, c.Step)-LevelWindow):indexOf(pk, c.Step)]
 		c.causes(p, before, win)
+	}
+}
+
+// joinRamps returns levels with each run of changes that follow one
+// another as soon as a new level may (each within LevelMinSteps of where
+// the last settled) made one: a rise over many steps that then stops (a
+// cache that fills, memory kept for a while) is one change, from the
+// first's step and level to where the last settled, its causes read over
+// those; read one by one it was a change every 5 steps, each of a few MiB.
+// A rise that has not stopped is the growth rules' (they read levels
+// unjoined).
+func joinRamps(p *session.Process, pk []session.StepPeak, levels []LevelChange) []LevelChange {
+	if len(levels) < 2 {
+		return levels
+	}
+	out := make([]LevelChange, 0, len(levels))
+	joined := false
+	for k := 0; k < len(levels); {
+		j := k
+		for j+1 < len(levels) && levels[j+1].Step <= levels[j].Settled+LevelMinSteps {
+			j++
+		}
+		c := levels[k]
+		if j > k {
+			c.Settled, joined = levels[j].Settled, true
+		}
+		out = append(out, c)
+		k = j + 1
+	}
+	if joined {
+		finishLevels(p, pk, out)
 	}
 	return out
 }

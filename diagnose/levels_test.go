@@ -73,3 +73,23 @@ func TestALateRiseIsALevelChange(t *testing.T) {
 		}
 	}
 }
+
+// Memory kept across steps for 100 steps, then no more (a cache that
+// fills): one level change over the whole rise, settled where it stopped,
+// not a change every LevelMinSteps steps of the few MiB each rose by.
+func TestARiseThatStopsIsOneLevelChange(t *testing.T) {
+	held := func(i int) int64 { return 1900 + 8*int64(min(max(i-60, 0), 100)) }
+	s, p := storeOf(t, levelRun(400, held, func(int) int64 { return 2000 }, func(int) int64 { return 2048 }), false)
+	d := Diagnose(s, p)
+	if d.Pattern == PatternGrowth || len(d.Levels) != 1 {
+		t.Fatalf("%s, %d level changes: %s", d.Pattern, len(d.Levels), d.Headline())
+	}
+	c := d.Levels[0]
+	if c.Step < 60 || c.Step > 64 || c.Settled < 150 || c.Settled > 160 ||
+		absDiff(c.HeldTo-c.HeldFrom, mibs(800)) > mibs(40) {
+		t.Errorf("change %+v", c)
+	}
+	if h := d.Headline(); !strings.HasPrefix(h, "level change at step ") || !strings.Contains(h, "not a leak") {
+		t.Errorf("headline %q", h)
+	}
+}
