@@ -111,7 +111,8 @@ class Memory:
         if self.step == self.kept_at:
             return
         self.kept_at = self.step
-        if k.leak and self.step >= k.leak_from and (k.leak_rank is None or k.leak_rank == self.rank):
+        if k.leak and k.leak_from <= self.step < k.leak_until \
+                and (k.leak_rank is None or k.leak_rank == self.rank):
             self.kept.append(self.sim.malloc(k.leak))
         if k.buffer_at is not None and self.step == k.buffer_at:
             self.kept.append(self.sim.malloc(k.buffer))

@@ -91,6 +91,7 @@ and (``failed_reason``) "error".
 ``layout="gan"``: a GAN's loop with both models watched (drive.run_gan),
 ``critic`` updates of D for each of G; ``leak_rank=0`` leaks in D alone.
 
+``leak_until``: the step from which the leak stops (a cache that filled).
 ``eval_leak=True``: each evaluation's concatenated predictions are kept
 for good (appended to a list never cleared).
 
@@ -128,7 +129,8 @@ class Kind:
                         eval_grad=False, skip_failed=False, no_backward=(), resume=False, folds=1,
                         optimizers="adam", in_step_phase=None, around_phase=None, forwards=1, attack=0, attack_mode="train", attack_grad="input",
                         zero_model=False, backwards=1, closure=False, first=None,
-                        train_in_eval=False, bad_batches=(), critic=1, eval_leak=False)
+                        train_in_eval=False, bad_batches=(), critic=1, eval_leak=False,
+                        leak_until=1 << 62)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -450,6 +452,11 @@ K = [
               rate=4 * sizes.GPT2_SMALL.logits(4, 512) // 20, oom=True),
          eval_every=20, eval_batches=4, eval_keep=True, eval_leak=True,
          limit=sizes.GPT2_SMALL.weights() * 4 + 12 * GIB, batch=4, seq=512),
+    # Memory kept across steps for 100 steps, 8 MiB each, then no more (a
+    # cache that fills): one level change from step 50, not a leak, not
+    # twenty changes of a few MiB.
+    Kind("cache-fills-then-stops", 400, dict(pattern="warmup", level=[50]), leak=8 * MIB,
+         leak_from=50, leak_until=150, batch=4, seq=512),
     # accelerate's own loop with gradient accumulation: step() and
     # zero_grad() after every batch, passed on to the optimizer on sync
     # steps only.
