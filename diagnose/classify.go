@@ -66,11 +66,11 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	hp := heldAsPeaks(pk) // the held series, read by the leak rule and the level changes
 	// Level changes after steady stretches, when each level is flat,
 	// explain a rise that the growth rules would fit a line through.
+	if s, from, to := heldStairs(p, pk, hp); s != nil {
+		return d.stairsLeak(pk, s, from, to) // flat stairs that keep coming are a leak, not levels
+	}
 	levels := levelChanges(p, pk, hp, band)
 	stairs := levelsExplain(pk, hp, levels, band)
-	if s := leakStairs(pk, levels); stairs && s != nil {
-		return d.stairsLeak(pk, levels, s) // flat stairs that keep coming are a leak, not levels
-	}
 	if !stairs {
 		if g := d.heldGrowing(pk, hp); g != nil {
 			return g

@@ -33,6 +33,21 @@ func TestRisesThatKeepComingAtAPaceAreALeakInStairs(t *testing.T) {
 	}
 }
 
+// Inputs of every length from step to step move the peaks, and with them
+// the peaks' levels, at steps of their own; held memory does not move with
+// them, and its stairs are read all the same.
+func TestStairsAreReadThroughVaryingInputs(t *testing.T) {
+	held := func(i int) int64 { return 1900 + 800*int64(i/25) }
+	tokens := func(i int) int64 { return 256 + 64*int64((i*7919+13)%13) }
+	peak := func(i int) int64 { return 2 * tokens(i) }
+	s, p := storeOf(t, levelRun(300, held, peak, tokens), false)
+	d := Diagnose(s, p)
+	if d.Pattern != PatternGrowth || d.GrowthKind != GrowthLeak || d.GrowthFrom != 25 || d.Stairs == nil ||
+		d.HeldPerStep != session.Bytes(800*session.MiB/25) {
+		t.Fatalf("%s %s from %d at %d B/step, stairs %+v: %s", d.Pattern, d.GrowthKind, d.GrowthFrom, d.HeldPerStep, d.Stairs, d.Headline())
+	}
+}
+
 // Stairs that stop, fewer than LeakStairs, or a larger input each time are
 // level changes, as before.
 func TestStairsThatStopOrFollowTheInputAreLevelChanges(t *testing.T) {

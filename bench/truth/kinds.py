@@ -429,11 +429,17 @@ K = [
     # An evaluation every 20 steps whose concatenated predictions are
     # appended to a list never cleared: held memory rises in stairs, each
     # flat until the next evaluation, a leak of a stair's bytes over 20
-    # steps; and every 50 steps in a loop that zeroes after the update,
-    # with noise.
+    # steps; with packed batches of 256 to 1024 tokens a row (the
+    # evaluation's are step 0's, 256); and every 50 steps in a loop that
+    # zeroes after the update, with noise.
     Kind("eval-keeps-predictions", 400, dict(pattern="growth", growth_kind="leak", growth_from=20,
                                              rate=4 * sizes.GPT2_SMALL.logits(4, 512) // 20),
          eval_every=20, eval_batches=4, eval_keep=True, eval_leak=True, batch=4, seq=512),
+    Kind("eval-keeps-predictions-varlen", 400,
+         dict(pattern="growth", growth_kind="leak", growth_from=20,
+              rate=4 * sizes.GPT2_SMALL.logits(4, 256) // 20),
+         eval_every=20, eval_batches=4, eval_keep=True, eval_leak=True, batch=4,
+         seq=lambda step: 256 + 64 * ((step * 7919 + 13) % 13)),
     Kind("eval-keeps-predictions-noisy", 400,
          dict(pattern="growth", growth_kind="leak", growth_from=50,
               rate=8 * sizes.GPT2_SMALL.logits(4, 512) // 50),
