@@ -64,11 +64,11 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	// A leak is read from the memory held between steps first: noise
 	// within steps (lengths, evaluation, autocast) does not move it.
 	hp := heldAsPeaks(pk) // the held series, read by the leak rule and the level changes
-	// Level changes after steady stretches, when each level is flat,
-	// explain a rise that the growth rules would fit a line through.
 	if s, from, to := heldStairs(p, pk, hp); s != nil {
 		return d.stairsLeak(pk, s, from, to) // flat stairs that keep coming are a leak, not levels
 	}
+	// Level changes after steady stretches, when each level is flat,
+	// explain a rise that the growth rules would fit a line through.
 	levels := levelChanges(p, pk, hp, band)
 	stairs := levelsExplain(pk, hp, levels, band)
 	if !stairs {

@@ -126,7 +126,7 @@ type Diagnosis struct {
 	// first (levels.go); empty when none.
 	Levels []LevelChange `json:"level_changes"`
 	// Stairs: a leak (growth) that rises in stairs of held memory at a
-	// regular pace, each as level changes would (leakStairs); nil otherwise.
+	// regular pace, each as level changes would (heldStairs); nil otherwise.
 	Stairs *Stairs `json:"stairs"`
 	// InputFrom and InputTo are the input sizes (in InputUnit) at the start
 	// and the end of a host-memory growth that follows the input
@@ -286,10 +286,8 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 		d.AllocRetries = p.Mem.AllocRetries
 	}
 	finished := finishedPeaks(p)
-	pk := turns(finished)
-	if len(pk) < len(finished) {
-		d.Turn = turnLength(finished)
-	}
+	pk, turn := turns(finished)
+	d.Turn = turn
 	tail := d.classify(p, pk)
 	if d.Turn > 0 { // the steps read, not the turns' highest
 		d.Steps, d.FirstStep, d.LastStep = len(finished), finished[0].Index, finished[len(finished)-1].Index

@@ -14,13 +14,14 @@ const MaxTurn = 8
 // levels of their own, which are no noise about one level: a turn of them
 // all is what repeats, and what the classifier reads as a step. pk itself
 // when one name (or none) names every step, or the names keep no period.
-func turns(pk []session.StepPeak) []session.StepPeak {
+// It also returns the turn's length in steps, 0 when pk is returned as it is.
+func turns(pk []session.StepPeak) ([]session.StepPeak, int) {
 	if len(pk) < 2 || !named(pk) {
-		return pk
+		return pk, 0
 	}
 	c := turnLength(pk)
 	if c == 0 {
-		return pk
+		return pk, 0
 	}
 	base := pk[0].Index
 	out := make([]session.StepPeak, 0, len(pk)/c+1)
@@ -36,7 +37,7 @@ func turns(pk []session.StepPeak) []session.StepPeak {
 		out = append(out, sp)
 		i = j
 	}
-	return out
+	return out, c
 }
 
 // named reports whether pk's steps carry more than one model name.
