@@ -243,6 +243,7 @@ def test_the_tree_cache_answers_as_the_walk_after_every_change(torch_mod):
         got = tree.module_tensors(model)
         want = list(model.parameters()), list(model.buffers())
         assert [list(map(id, g)) for g in got] == [list(map(id, w)) for w in want]
+        assert list(map(id, tree.modules(model))) == list(map(id, model.modules()))
         return got
 
     same()

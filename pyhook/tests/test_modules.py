@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from conftest import ROOT, make_config, queued
-from vramscope import _client, _meter, _modules, _safe, _saved_hooks, _watch
+from vramscope import _anatomy, _client, _meter, _modules, _safe, _saved_hooks, _watch
 
 F32, I64 = 4, 8
 
@@ -702,3 +702,64 @@ def test_a_forward_under_a_function_dynamo_leaves_alone_is_measured(torch_mod):
     under = [m for m in queued(client) if m["type"] == "anatomy"]
     assert [m["activations"] for m in under] == [m["activations"] for m in got] \
         == [(4 * 8 + 4 * 16) * F32] * 2
+
+
+def test_runs_compiled_from_the_modules_list_answers_as_the_walk(torch_mod):
+    # A measured step asks whether the model runs compiled code with the
+    # modules the tree cache listed (maps in C); it must answer as the walk
+    # over model.modules() does for each way a module is compiled.
+    torch = torch_mod
+    import functools
+
+    def compiled_fn(*a):
+        return None
+
+    compiled_fn._torchdynamo_orig_callable = lambda *a: None  # what torch.compile makes
+
+    class Optimized(torch.nn.Module):  # holds its original as _orig_mod, as OptimizedModule does
+        def __init__(self, m):
+            super().__init__()
+            self._orig_mod = m
+
+    def build():
+        return torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.ReLU()))
+
+    @functools.wraps(compiled_fn)
+    def wrapper(*a):
+        return compiled_fn(*a)
+
+    cases = {"plain": lambda m: None,
+             "submodule compiled": lambda m: m.append(Optimized(torch.nn.Linear(2, 2))),
+             "Module.compile()": lambda m: setattr(m[1][0], "_compiled_call_impl", compiled_fn),
+             "forward compiled": lambda m: m[0].__dict__.__setitem__("forward", compiled_fn),
+             "training_step wrapped": lambda m: m[1].__dict__.__setitem__("training_step", wrapper),
+             "forward plain": lambda m: m[0].__dict__.__setitem__("forward", lambda x: x)}
+    for name, change in cases.items():
+        model = build()
+        change(model)
+        tree = _anatomy.TreeCache()
+        want = _meter.runs_compiled(model)
+        assert want == (name not in ("plain", "forward plain")), name
+        assert _meter.runs_compiled(model, tree.modules(model)) == want, name
+        assert _meter.runs_compiled(model, tree.modules(model)) == want, name + " (cached)"
+
+
+def test_in_compiled_call_sees_a_dynamo_frame_anywhere_up_the_stack(monkeypatch):
+    # The callers' file names are read in C; a frame of dynamo's
+    # eval_frame.py at any depth within the limit is found, none past it.
+    import sys
+    import types
+    monkeypatch.setitem(sys.modules, "torch._dynamo.eval_frame", types.ModuleType("eval_frame"))
+    path = os.path.join("/x", "torch", "_dynamo", "eval_frame.py")
+    ns = {}
+    exec(compile("def under(f):\n    return f()\n", path, "exec"), ns)
+
+    def nest(n, f):
+        return f() if n == 0 else nest(n - 1, f)
+
+    here = sys._getframe
+    assert not _meter.in_compiled_call(here())
+    assert ns["under"](lambda: _meter.in_compiled_call(here()))
+    assert ns["under"](lambda: nest(30, lambda: _meter.in_compiled_call(here())))
+    assert not ns["under"](lambda: nest(30, lambda: _meter.in_compiled_call(here(), depth=20)))
+    assert not _meter.in_compiled_call(None)

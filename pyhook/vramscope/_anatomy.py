@@ -304,8 +304,9 @@ class TreeCache:
         # What the weak references' callbacks append to (one list per walk)
         self._died = []
 
-    def module_tensors(self, model):
-        """Return :func:`module_tensors` of ``model``."""
+    def _held(self, model):
+        """The modules of the last walk, the model first, while the walk
+        would visit them again; else None."""
         refs = self._mods
         if refs and not self._died:
             try:
@@ -313,9 +314,24 @@ class TreeCache:
                 if mods[0] is model and list(map(id, chain.from_iterable(map(
                         _values, chain.from_iterable(map(_own, map(_dict, mods))))))) \
                         == self._ids:
-                    return list(map(_deref, self._params)), list(map(_deref, self._buffers))
+                    return mods
             except Exception:  # noqa: BLE001 - a module without the dicts: walk
                 pass
+        return None
+
+    def modules(self, model):
+        """Return the modules ``model.modules()`` lists (of a model that
+        lists them as torch.nn.Module does: :func:`plain_tree`), or None
+        when a module lacks the dicts the walk reads."""
+        mods = self._held(model)
+        if mods is None and self.module_tensors(model) is not None and self._mods:
+            mods = list(map(_deref, self._mods))
+        return mods
+
+    def module_tensors(self, model):
+        """Return :func:`module_tensors` of ``model``."""
+        if self._held(model) is not None:
+            return list(map(_deref, self._params)), list(map(_deref, self._buffers))
         mods = []
         walked = module_tensors(model, mods)
         self._mods = ()

@@ -6,26 +6,34 @@ or a call runs compiled code, where they must not run.
 import os
 import sys
 import threading
-from itertools import compress
-from operator import itemgetter
+from itertools import accumulate, chain, compress, repeat, takewhile
+from operator import attrgetter, itemgetter, methodcaller
 from weakref import ref as _weakref
 
 from . import _patch, _saved_hooks
-from ._anatomy import (StorageCache, TreeCache, _deref, _not_none, plain_tree, storage_of,
-                       storages_of)
+from ._anatomy import (StorageCache, TreeCache, _deref, _dict, _not_none, plain_tree,
+                       storage_of, storages_of)
 
 
-def runs_compiled(model):
+def runs_compiled(model, modules=None):
     """Whether ``model`` or one of its modules was compiled with
     ``torch.compile`` (an ``OptimizedModule``, which holds ``_orig_mod``),
     ``Module.compile()`` (``_compiled_call_impl``) or in its instance's
     ``forward`` or ``training_step`` (:func:`_dynamo_wrapped`). The meter's saved-tensor
     and module hooks would run inside the compiled code, where dynamo
     traces them and breaks the graph: measured on torch 2.15 with inductor,
-    no call of the model ran compiled any more."""
+    no call of the model ran compiled any more. ``modules``: the list
+    ``model.modules()`` gives, where the caller has it (asked in C then)."""
     if model is None:
         return False
     try:
+        if modules is not None:
+            own = list(map(_dict, modules))
+            if any(map(_holds_orig, map(_submodules, own))) \
+                    or any(map(_not_none, map(_compiled_impl, own))):
+                return True
+            return any(map(_dynamo_wrapped, filter(_not_none, chain(
+                map(_own_forward, own), map(_own_training_step, own)))))
         for m in model.modules():
             own = m.__dict__
             if "_orig_mod" in m._modules or own.get("_compiled_call_impl") is not None \
@@ -35,6 +43,14 @@ def runs_compiled(model):
     except Exception:  # noqa: BLE001 - a module that cannot be walked: not known compiled
         pass
     return False
+
+
+# C-level callables for runs_compiled's maps over the modules' __dict__s
+_submodules = itemgetter("_modules")
+_holds_orig = methodcaller("__contains__", "_orig_mod")
+_compiled_impl = methodcaller("get", "_compiled_call_impl")
+_own_forward = methodcaller("get", "forward")
+_own_training_step = methodcaller("get", "training_step")
 
 
 def _dynamo_wrapped(fn, depth=4):
@@ -52,6 +68,8 @@ def _dynamo_wrapped(fn, depth=4):
 
 
 _DYNAMO_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
+_filename = attrgetter("f_code.co_filename")
+_is_dynamo = methodcaller("endswith", _DYNAMO_FRAME)
 
 
 def in_compiled_call(frame, depth=200):
@@ -61,7 +79,13 @@ def in_compiled_call(frame, depth=200):
     leave alone (``torch._dynamo.disable``: ``torch.utils.checkpoint``
     is one). Walked on measured steps only, and only once dynamo is
     imported (``import torch`` does not import it; a compiled call must)."""
-    if "torch._dynamo.eval_frame" not in sys.modules:
+    if frame is None or "torch._dynamo.eval_frame" not in sys.modules:
+        return False
+    # The callers' file names, taken in C (getattr(f, "f_back") folded over
+    # the stack until None): the frames are walked in Python only when one
+    # of them is dynamo's.
+    frames = takewhile(_not_none, accumulate(repeat("f_back", depth - 1), getattr, initial=frame))
+    if not any(map(_is_dynamo, map(_filename, frames))):
         return False
     while frame is not None and depth > 0:
         if frame.f_code.co_filename.endswith(_DYNAMO_FRAME) and not _disabling(frame):
@@ -153,6 +177,14 @@ class SavedTensorMeter:
         runs no compiled code (:func:`runs_compiled`)."""
         graph = getattr(getattr(torch, "autograd", None), "graph", None)
         return hasattr(graph, "saved_tensors_hooks") and not runs_compiled(model)
+
+    def runs_compiled(self):
+        """:func:`runs_compiled` of the model, its modules listed by the
+        walk's cache where the model lists them as torch.nn.Module does."""
+        model = self._model()
+        if model is None or not self._plain:
+            return runs_compiled(model)
+        return runs_compiled(model, self._tree.modules(model))
 
     def reset(self):
         """Forget what was counted (start of a new micro-step). Nothing is

@@ -5,7 +5,7 @@ fields; docs/anatomy.md, "When the split is taken").
 
 import sys
 
-from ._meter import in_compiled_call, runs_compiled
+from ._meter import in_compiled_call
 
 
 FIRST_MEASURED = 3  # steps 0, 1 and 2 are always measured
@@ -166,7 +166,7 @@ class Activations:
             # in_compiled_call's first test, written out: no frame walked
             # before dynamo is imported
             if "torch._dynamo.eval_frame" in sys.modules and (
-                    in_compiled_call(sys._getframe(1)) or runs_compiled(self.meter._model())):
+                    in_compiled_call(sys._getframe(1)) or self.meter.runs_compiled()):
                 # The model, or a module of it, was compiled after watch()
                 # (or is called from compiled code, as the HF Trainer's
                 # torch_compile does): the meter's hooks would run inside it.
