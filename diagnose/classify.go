@@ -14,6 +14,13 @@ const (
 	// state, the allocator's first segments and kernel autotuning all
 	// happen in the first two or three steps.
 	WarmupMaxSteps = 3
+	// WarmupLongMaxSteps bounds a warmup that lasts longer: the steps after
+	// the first WarmupMaxSteps that still peak above the level's band, up
+	// to a return to it (autotuning or recompiling over several steps), are
+	// the warmup's when the return comes within this many steps and within
+	// the run's first quarter. A high stretch that lasts longer is the run's
+	// first level, not a warmup.
+	WarmupLongMaxSteps = 25
 	// SpreadK is how many robust standard deviations of the step-to-step
 	// noise a peak may stray from the level and still be at it.
 	SpreadK = 3.0
@@ -96,6 +103,9 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 			k = i + 1
 		}
 	}
+	if k == WarmupMaxSteps {
+		k = longWarmup(pk, k, first+band)
+	}
 	body := pk[k:]
 	if g := d.growing(p, body, band); !stairs && g != nil {
 		return g
@@ -137,6 +147,20 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	d.WarmupStep, d.WarmupPeak = pk[at].Index, pk[at].PeakAllocated
 	d.WarmupPhase = phaseOf(p, d.WarmupStep)
 	return body
+}
+
+// longWarmup is where a warmup that covered the first k steps ends: the
+// first step after them that peaks at most top (the first level's band),
+// when the steps before it all peaked above and it comes within
+// WarmupLongMaxSteps and the run's first quarter; k otherwise.
+func longWarmup(pk []session.StepPeak, k int, top session.Bytes) int {
+	limit := min(WarmupLongMaxSteps, len(pk)/4)
+	for j := k; j < limit; j++ {
+		if pk[j].PeakAllocated <= top {
+			return j
+		}
+	}
+	return k
 }
 
 // growing applies the growth rule: it finds where the growth starts (the

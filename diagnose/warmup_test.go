@@ -67,3 +67,36 @@ func TestWarmupOfTheFirstStepAlone(t *testing.T) {
 		t.Errorf("headline %q", h)
 	}
 }
+
+// A warmup that lasts longer than WarmupMaxSteps (autotuning over six
+// steps) ends where the steps come back to the level: the steady peak
+// and the need are the level's, not the warmup's. A high stretch that
+// lasts past the run's first quarter is no warmup.
+func TestALongWarmupEndsWhereTheStepsReturnToTheLevel(t *testing.T) {
+	same := func(int) string { return "" }
+	held := func(int) int64 { return 2000 }
+	for _, c := range []struct {
+		name        string
+		steps, high int
+		pattern     Pattern
+		from        int
+		need        int64
+	}{
+		{"six warmup steps", 100, 6, PatternWarmup, 6, 3000},
+		{"twenty warmup steps", 100, 20, PatternWarmup, 20, 3000},
+		{"a high first level", 100, 40, PatternWarmup, 3, 5100},
+	} {
+		peak := func(i int) int64 {
+			if i < c.high {
+				return 3000 + int64(i%2)*100 // two autotuning highs, taking turns
+			}
+			return 1000
+		}
+		s, p := storeOf(t, namedRun(c.steps, same, held, peak), false)
+		d := Diagnose(s, p)
+		if d.Pattern != c.pattern || d.SteadyFrom != c.from || d.Need.Allocated != mibs(c.need) {
+			t.Errorf("%s: %s since step %d, need %s; want %s since %d, need %d MiB: %s",
+				c.name, d.Pattern, d.SteadyFrom, d.Need.Allocated.MiBString(), c.pattern, c.from, c.need, d.Headline())
+		}
+	}
+}

@@ -11,6 +11,8 @@ Expectations, all optional:
 * ``growth_from`` and ``rate``: a leak's onset step and bytes per step
   (rate within 2 %, onset within 2 steps).
 * ``growth_kind``: "leak" or "input" for growth.
+* ``warmup``: how many first steps the warmup covers, where more than
+  3 (autotuning over several steps): the need is read after them.
 * ``level``: the steps where held memory or the steady peak rose after a
   steady stretch (a level change, never a warmup or a leak).
 * ``oom``: True when the run dies of an out-of-memory error (``observer``
@@ -212,6 +214,17 @@ K = [
     Kind("fsdp-gather", 120, dict(pattern="warmup"), gather=8, batch=4, seq=512),
     Kind("compile-warmup", 100, dict(pattern="warmup"), compile_warmup=3,
          compile_workspace=3 * GIB, batch=4, seq=512),
+    # Autotuning that lasts longer than the first steps (a compiled model
+    # recompiling as it meets new shapes, max-autotune benchmarking): the
+    # warmup ends where the steps come back to the level, and the need is
+    # the level's, read after it.
+    Kind("compile-warmup-long", 100, dict(pattern="warmup", warmup=6), compile_warmup=6,
+         compile_workspace=3 * GIB, batch=4, seq=512),
+    Kind("compile-warmup-long-accum", 200, dict(pattern="warmup", warmup=20), compile_warmup=20,
+         compile_workspace=2 * GIB, micro=4, batch=4, seq=512),
+    Kind("compile-warmup-long-ckpt-zero-after", 200, dict(pattern="warmup", warmup=8),
+         compile_warmup=8, compile_workspace=2 * GIB, checkpointed=True, zero="after",
+         batch=4, seq=512),
     Kind("cuda-graph-pool", 100, dict(pattern="warmup", level=[40]), buffer_at=40,
          buffer=1536 * MIB, batch=4, seq=512),
     Kind("checkpoint-saves", 300, dict(pattern="warmup"), save_every=100, batch=4, seq=512),

@@ -12,7 +12,7 @@ Checks (a cell is ``ok``, ``FAIL`` with why, or ``-`` where it does not apply):
   over several steps is found where it passes the band).
 * rate: a growth's bytes per step, within 2 %.
 * need: the need equals the allocator's highest peak after the first 3
-  steps (of all steps for growth), and an evaluation above it is the
+  steps (the kind's ``warmup`` where longer; of all steps for growth), and an evaluation above it is the
   need's evaluation part.
 * phase: the session peak and its phase are the allocator's (or, for a
   step read once that repeats no breakdown step, said to be unknown).
@@ -47,7 +47,7 @@ import kinds  # noqa: E402
 
 CHECKS = ("pattern", "onset", "rate", "need", "phase", "labels", "held", "ending")
 KEEP = None  # --keep
-WARMUP = 3  # the diagnosis's WarmupMaxSteps: a need is read after them
+WARMUP = 3  # the diagnosis's WarmupMaxSteps: a need is read after them (or the kind's ``warmup``)
 
 
 def record(binary, kind, work):
@@ -175,7 +175,8 @@ def judge(kind, expect, proc, truth):
         cells["rate"] = "-"
 
     growth = expect["pattern"] == "growth"
-    after = [v for i, v in truth.peak.items() if growth or i >= WARMUP] or list(truth.peak.values())
+    warm = expect.get("warmup", WARMUP)
+    after = [v for i, v in truth.peak.items() if growth or i >= warm] or list(truth.peak.values())
     need = d["need"]
     want = max(after) if after else None
     why = []
@@ -226,7 +227,7 @@ def judge(kind, expect, proc, truth):
         # A GAN's models take turns: its first steps are its first turns
         turn = kind.critic + 1 if kind.layout == "gan" else 1
         for s in steps:
-            if s["step"] >= (WARMUP + 2) * turn and s["plain"] and (s["moved"] or s["same_as"] < 0) \
+            if s["step"] >= (warm + 2) * turn and s["plain"] and (s["moved"] or s["same_as"] < 0) \
                     and not any(0 <= s["step"] - k <= 2 for k in starts):
                 bad.append("step %d read once, moved %s, same_as %s" % (s["step"], s["moved"], s["same_as"]))
     cell("labels", not bad, "%d: %s" % (len(bad), "; ".join(bad[:3])))
