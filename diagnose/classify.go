@@ -76,7 +76,7 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	}
 	// Level changes after steady stretches, when each level is flat,
 	// explain a rise that the growth rules would fit a line through.
-	levels := levelChanges(p, pk, hp, band)
+	levels := levelChanges(p, pk, hp, band, WarmupMaxSteps, false)
 	stairs := levelsExplain(pk, hp, levels, band)
 	if !stairs {
 		if g := d.heldGrowing(pk, hp); g != nil {
@@ -121,6 +121,11 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	}
 	d.SteadyFrom, d.WarmupEnd = body[0].Index, body[0].Index
 	d.PeakAfter, _, _ = maxOf(body)
+	// Not growing: the falls to a lower level are level changes too, read
+	// after the warmup with the rises.
+	if both := levelChanges(p, pk, hp, band, k, true); anyFall(both) {
+		d.Levels = joinRamps(p, pk, both)
+	}
 	if len(d.Levels) > 0 {
 		// Steady at the newest level: the need is its peak.
 		d.SteadyFrom = d.Levels[len(d.Levels)-1].Settled

@@ -12,7 +12,9 @@ import (
 // held between steps rises to a new level and stays there (a fine-tune
 // unfreezes its backbone, a scheduler doubles the batch, a CUDA graph's
 // pool is captured). It is neither a warmup (which only the first steps
-// make) nor a leak (which keeps rising).
+// make) nor a leak (which keeps rising). Once the run is known not to
+// grow, a fall to a lower level that stays there is one too (layers
+// frozen, the batch halved, a teacher model let go).
 
 // LevelWindow is how many steps of a level its figure is read from (their
 // median), so a long run costs no more than a short one; LevelMinSteps how
@@ -23,8 +25,11 @@ const (
 	LevelMinSteps = 5
 )
 
-// LevelChange is one rise to a new level, with its causes in numbers.
+// LevelChange is one rise (or, Fall, one fall) to a new level, with its
+// causes in numbers.
 type LevelChange struct {
+	// Fall is set for a fall to a lower level.
+	Fall bool `json:"fall,omitempty"`
 	// Step is the first step above the old level; Settled the first step
 	// of the new level (a change, like a warmup, may take up to
 	// WarmupMaxSteps steps: optimizer state is made in the first step's
@@ -41,6 +46,7 @@ type LevelChange struct {
 	// after (newly trained parameters), the input size before and after
 	// (tokens, else samples; 0 when the same or unknown), and the held
 	// memory they leave unexplained (a new buffer kept across steps).
+	// Sizes of the change: for a fall, what was let go.
 	Gradients   session.Bytes `json:"gradients"`
 	Optimizer   session.Bytes `json:"optimizer"`
 	InputFrom   int64         `json:"input_from"`
@@ -50,55 +56,80 @@ type LevelChange struct {
 }
 
 // levelChanges finds the rises to a new level in pk after its first
-// WarmupMaxSteps steps: a step whose peak passes the current level by more
-// than band, or whose held memory passes the level's held memory by more
-// than its own band, where the steps after it (up to LevelWindow, at least
-// SteadyMinSteps) have their median above too (a spike is not a level).
-// hp is heldAsPeaks(pk).
-func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.Bytes) []LevelChange {
+// start steps (WarmupMaxSteps, or where a longer warmup ended): a step
+// whose peak passes the current level by more than band, or whose held
+// memory passes the level's held memory by more than its own band, where
+// the steps after it (up to LevelWindow, at least SteadyMinSteps) have
+// their median above too (a spike is not a level). With falls, the same
+// below the level finds the falls too. hp is heldAsPeaks(pk).
+func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.Bytes, start int, falls bool) []LevelChange {
 	n := len(pk)
-	if n < WarmupMaxSteps+2*SteadyMinSteps+1 {
+	if n < start+2*SteadyMinSteps+1 {
 		return nil
 	}
 	heldBand := heldBandOf(pk, hp)
+	// above and below: a over b by more than the band, held memory by its own
+	above := func(a, b, ha, hb session.Bytes) bool {
+		return a > b+band || heldBand.Known() && ha.Known() && hb.Known() && ha > hb+heldBand
+	}
+	below := func(a, b, ha, hb session.Bytes) bool { return falls && above(b, a, hb, ha) }
 	var out []LevelChange
-	start := WarmupMaxSteps
-	var lv, hv session.Bytes
+	// The level: the median of its window, and for a fall its lowest step,
+	// which a falling step and the new level must be below (the level's
+	// own noise is not a fall)
+	var lv, hv, lo, hlo session.Bytes
 	for i := start + LevelMinSteps; i < n-SteadyMinSteps; i++ {
 		if i-start <= LevelWindow { // the level's window is full after that: read once
 			win := pk[start:i]
 			lv, hv = median(win), medianHeld(win)
+			lo, hlo = minPeak(win), minHeld(win)
 		}
-		if !(pk[i].PeakAllocated > lv+band || heldBand.Known() && hv.Known() && pk[i].Held > hv+heldBand) {
+		up := above(pk[i].PeakAllocated, lv, pk[i].Held, hv)
+		if !up && !below(pk[i].PeakAllocated, lo, pk[i].Held, hlo) {
 			continue
 		}
 		// The level after it, not single steps: a run whose noise is
 		// skewed (most steps at a floor, some above) passes lv+band now and
 		// then without moving its median.
-		// Near the end, with fewer steps to tell by, every one must be above.
+		// Near the end, with fewer steps to tell by, every one must be
+		// above (below, for a fall).
 		next := pk[i+1 : min(i+1+LevelWindow, n)]
 		peakTo, heldTo := median(next), medianHeld(next)
 		if len(next) < LevelWindow {
-			peakTo = minPeak(next)
-			heldTo = minHeld(next)
+			if up {
+				peakTo, heldTo = minPeak(next), minHeld(next)
+			} else {
+				peakTo, _, _ = maxOf(next)
+				heldTo = maxHeld(next)
+			}
 		}
-		if !(peakTo > lv+band || heldBand.Known() && hv.Known() && heldTo.Known() && heldTo > hv+heldBand) {
+		if up && !above(peakTo, lv, heldTo, hv) || !up && !below(peakTo, lo, heldTo, hlo) {
 			continue
 		}
-		// Settled: the first step from which the next ones rise no more.
+		// Settled: the first step from which the next ones move on no more.
 		settled := i
 		for s := i + 1; s < min(i+WarmupMaxSteps, n); s++ {
-			if pk[s].PeakAllocated > pk[s-1].PeakAllocated+band ||
-				heldBand.Known() && pk[s].Held > pk[s-1].Held+heldBand {
+			a, b, ha, hb := pk[s].PeakAllocated, pk[s-1].PeakAllocated, pk[s].Held, pk[s-1].Held
+			if up && above(a, b, ha, hb) || !up && below(a, b, ha, hb) {
 				settled = s
 			}
 		}
-		out = append(out, LevelChange{Step: pk[i].Index, Settled: pk[settled].Index, PeakFrom: lv, HeldFrom: hv})
+		out = append(out, LevelChange{Fall: !up, Step: pk[i].Index, Settled: pk[settled].Index, PeakFrom: lv, HeldFrom: hv})
 		start = settled
 		i = settled + LevelMinSteps - 1
 	}
 	finishLevels(p, pk, out)
 	return out
+}
+
+// anyFall reports whether one of levels is a fall.
+func anyFall(levels []LevelChange) bool {
+	for i := range levels {
+		if levels[i].Fall {
+			return true
+		}
+	}
+	return false
 }
 
 // finishLevels reads each change's new level (up to LevelWindow steps from
@@ -132,8 +163,8 @@ func joinRamps(p *session.Process, pk []session.StepPeak, levels []LevelChange) 
 	out := make([]LevelChange, 0, len(levels))
 	joined := false
 	for k := 0; k < len(levels); {
-		j := k
-		for j+1 < len(levels) && levels[j+1].Step <= levels[j].Settled+LevelMinSteps {
+		j, c0 := k, &levels[k]
+		for j+1 < len(levels) && levels[j+1].Step <= levels[j].Settled+LevelMinSteps && levels[j+1].Fall == c0.Fall {
 			j++
 		}
 		c := levels[k]
@@ -206,9 +237,14 @@ func levelsExplain(pk, hp []session.StepPeak, levels []LevelChange, band session
 // what of the held memory's rise they leave unexplained.
 func (c *LevelChange) causes(p *session.Process, before, after []session.StepPeak) {
 	c.Gradients, c.Optimizer, c.Unexplained = session.Unknown, session.Unknown, session.Unknown
+	// by: how far a figure moved in the change's direction (0 the other way)
+	by := gap
+	if c.Fall {
+		by = func(to, from session.Bytes) session.Bytes { return gap(from, to) }
+	}
 	a, b := anatomyAt(p, before[len(before)-1].Index), anatomyAt(p, after[len(after)-1].Index)
 	if a != nil && b != nil && a != b {
-		c.Gradients, c.Optimizer = gap(b.Gradients, a.Gradients), gap(b.Optimizer, a.Optimizer)
+		c.Gradients, c.Optimizer = by(b.Gradients, a.Gradients), by(b.Optimizer, a.Optimizer)
 	}
 	inFrom, inTo, unit := medianInput(before, true), medianInput(after, true), "tokens"
 	if inFrom <= 0 || inTo <= 0 {
@@ -217,7 +253,7 @@ func (c *LevelChange) causes(p *session.Process, before, after []session.StepPea
 	if inFrom > 0 && inTo > 0 && inFrom != inTo {
 		c.InputFrom, c.InputTo, c.InputUnit = inFrom, inTo, unit
 	}
-	if rise := gap(c.HeldTo, c.HeldFrom); rise.Known() {
+	if rise := by(c.HeldTo, c.HeldFrom); rise.Known() {
 		explained := session.Bytes(0)
 		if c.Gradients.Known() {
 			explained += c.Gradients + c.Optimizer
@@ -228,30 +264,48 @@ func (c *LevelChange) causes(p *session.Process, before, after []session.StepPea
 
 // Line is "level change at step 100: peak 1491→11499 MiB, held
 // 1191→4662 MiB: gradients +1152, optimizer state +2304 MiB, ..."; the
-// rise, where it settled and what made it.
+// change, where it settled and what made it.
 func (c *LevelChange) Line() string {
 	s := fmt.Sprintf("level change at step %d: peak %s→%s MiB", c.Step, c.PeakFrom.MiBString(), c.PeakTo.MiBString())
-	if c.HeldFrom.Known() && c.HeldTo.Known() && c.HeldTo-c.HeldFrom > Tolerance(c.HeldTo) {
+	if c.HeldFrom.Known() && c.HeldTo.Known() && absDiff(c.HeldTo, c.HeldFrom) > Tolerance(max(c.HeldTo, c.HeldFrom)) {
 		s += fmt.Sprintf(", held between steps %s→%s MiB", c.HeldFrom.MiBString(), c.HeldTo.MiBString())
 	}
-	var why []string
-	if c.Gradients.Known() && c.Gradients > Tolerance(c.HeldTo) {
-		why = append(why, "gradients +"+c.Gradients.MiBString()+" MiB")
+	// what moved by more than the tolerance, signed by the change's direction
+	tol := Tolerance(max(c.HeldTo, c.HeldFrom))
+	moved := func(b session.Bytes) bool { return b.Known() && b > tol }
+	sign := "+"
+	if c.Fall {
+		sign = "−"
 	}
-	if c.Optimizer.Known() && c.Optimizer > Tolerance(c.HeldTo) {
-		why = append(why, "optimizer state +"+c.Optimizer.MiBString()+" MiB (newly trained parameters)")
+	var why []string
+	if moved(c.Gradients) {
+		why = append(why, "gradients "+sign+c.Gradients.MiBString()+" MiB")
+	}
+	if moved(c.Optimizer) {
+		trained := "newly trained parameters"
+		if c.Fall {
+			trained = "fewer parameters trained, or state let go"
+		}
+		why = append(why, "optimizer state "+sign+c.Optimizer.MiBString()+" MiB ("+trained+")")
 	}
 	if c.InputTo > 0 {
 		why = append(why, fmt.Sprintf("input %d→%d %s (%.1f×)", c.InputFrom, c.InputTo, c.InputUnit, float64(c.InputTo)/float64(c.InputFrom)))
 	}
-	if c.Unexplained.Known() && c.Unexplained > Tolerance(c.HeldTo) {
-		why = append(why, "kept across steps +"+c.Unexplained.MiBString()+" MiB (a new buffer, or state the anatomy does not count)")
+	if moved(c.Unexplained) {
+		if c.Fall {
+			why = append(why, "no longer kept across steps −"+c.Unexplained.MiBString()+" MiB (a buffer let go, or state the anatomy does not count)")
+		} else {
+			why = append(why, "kept across steps +"+c.Unexplained.MiBString()+" MiB (a new buffer, or state the anatomy does not count)")
+		}
 	}
 	if len(why) > 0 {
 		s += ": " + strings.Join(why, ", ")
 	}
 	if c.Settled != c.Step {
 		s += fmt.Sprintf("; settled by step %d", c.Settled)
+	}
+	if c.Fall {
+		return s + " — it stays at its new, lower level"
 	}
 	return s + " — not a leak: it stays at its new level"
 }

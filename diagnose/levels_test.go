@@ -93,3 +93,49 @@ func TestARiseThatStopsIsOneLevelChange(t *testing.T) {
 		t.Errorf("headline %q", h)
 	}
 }
+
+// A fall to a lower level after a steady stretch (layers frozen: their
+// gradients and optimizer state let go; the batch halved) is a level
+// change too, told as a fall; the need and the steady peak are the new
+// level's. A level that wobbles within itself, and a single low step, are
+// no fall.
+func TestALateFallIsALevelChange(t *testing.T) {
+	const at = 120
+	lower := func(hi, lo int64) func(int) int64 {
+		return func(i int) int64 { return map[bool]int64{true: hi, false: lo}[i < at] }
+	}
+	flat := func(v int64) func(int) int64 { return func(int) int64 { return v } }
+	for _, c := range []struct {
+		name       string
+		held, peak func(int) int64
+		tokens     func(int) int64
+		fall       bool
+		says       string
+	}{
+		{"layers frozen", lower(3436, 1900), flat(2000), flat(2048), true, "no longer kept across steps −1536 MiB"},
+		{"the batch halved", flat(1900), lower(4000, 2000), lower(4096, 2048), true, "input 4096→2048 tokens (0.5×)"},
+		{"a level that wobbles", flat(1900), func(i int) int64 { return 4000 + int64(i%2)*200 }, flat(2048), false, ""},
+		{"one low step", flat(1900), func(i int) int64 { return map[bool]int64{true: 1000, false: 4000}[i == at] }, flat(2048), false, ""},
+	} {
+		s, p := storeOf(t, levelRun(240, c.held, c.peak, c.tokens), false)
+		d := Diagnose(s, p)
+		if !c.fall {
+			if len(d.Levels) != 0 || d.Pattern == PatternGrowth {
+				t.Errorf("%s: %s, level changes %+v: %s", c.name, d.Pattern, d.Levels, d.Headline())
+			}
+			continue
+		}
+		if len(d.Levels) != 1 || !d.Levels[0].Fall || d.Levels[0].Step != at {
+			t.Fatalf("%s: level changes %+v, want one fall at step %d (%s)", c.name, d.Levels, at, d.Headline())
+		}
+		want := session.Bytes((c.held(at+1) + c.peak(at+1)) * session.MiB)
+		if d.Need.Allocated != want || d.SteadyFrom != at || d.Pattern == PatternGrowth {
+			t.Errorf("%s: %s since %d, need %d MiB, want the new level's %d since %d", c.name, d.Pattern, d.SteadyFrom,
+				d.Need.Allocated/session.MiB, want/session.MiB, at)
+		}
+		h := d.Headline()
+		if !strings.HasPrefix(h, "level change at step 120: ") || !strings.Contains(h, c.says) || !strings.Contains(h, "lower level") {
+			t.Errorf("%s: headline %q", c.name, h)
+		}
+	}
+}

@@ -71,20 +71,19 @@ func TestWarmupOfTheFirstStepAlone(t *testing.T) {
 // A warmup that lasts longer than WarmupMaxSteps (autotuning over six
 // steps) ends where the steps come back to the level: the steady peak
 // and the need are the level's, not the warmup's. A high stretch that
-// lasts past the run's first quarter is no warmup.
+// lasts past the run's first quarter is no warmup: it is the run's first
+// level, and the fall from it a level change.
 func TestALongWarmupEndsWhereTheStepsReturnToTheLevel(t *testing.T) {
 	same := func(int) string { return "" }
 	held := func(int) int64 { return 2000 }
 	for _, c := range []struct {
 		name        string
 		steps, high int
-		pattern     Pattern
-		from        int
-		need        int64
+		from, fall  int
 	}{
-		{"six warmup steps", 100, 6, PatternWarmup, 6, 3000},
-		{"twenty warmup steps", 100, 20, PatternWarmup, 20, 3000},
-		{"a high first level", 100, 40, PatternWarmup, 3, 5100},
+		{"six warmup steps", 100, 6, 6, -1},
+		{"twenty warmup steps", 100, 20, 20, -1},
+		{"a high first level", 100, 40, 40, 40},
 	} {
 		peak := func(i int) int64 {
 			if i < c.high {
@@ -94,9 +93,13 @@ func TestALongWarmupEndsWhereTheStepsReturnToTheLevel(t *testing.T) {
 		}
 		s, p := storeOf(t, namedRun(c.steps, same, held, peak), false)
 		d := Diagnose(s, p)
-		if d.Pattern != c.pattern || d.SteadyFrom != c.from || d.Need.Allocated != mibs(c.need) {
-			t.Errorf("%s: %s since step %d, need %s; want %s since %d, need %d MiB: %s",
-				c.name, d.Pattern, d.SteadyFrom, d.Need.Allocated.MiBString(), c.pattern, c.from, c.need, d.Headline())
+		fall := -1
+		if len(d.Levels) == 1 && d.Levels[0].Fall {
+			fall = d.Levels[0].Settled
+		}
+		if d.Pattern != PatternWarmup || d.SteadyFrom != c.from || d.Need.Allocated != mibs(3000) || fall != c.fall || len(d.Levels) > 1 {
+			t.Errorf("%s: %s since step %d, need %s, fall settled at %d; want warmup since %d, need 3000 MiB, fall %d: %s",
+				c.name, d.Pattern, d.SteadyFrom, d.Need.Allocated.MiBString(), fall, c.from, c.fall, d.Headline())
 		}
 	}
 }

@@ -13,8 +13,11 @@ Expectations, all optional:
 * ``growth_kind``: "leak" or "input" for growth.
 * ``warmup``: how many first steps the warmup covers, where more than
   3 (autotuning over several steps): the need is read after them.
-* ``level``: the steps where held memory or the steady peak rose after a
-  steady stretch (a level change, never a warmup or a leak).
+* ``need_from``: after a fall to a lower level, the newest level's first
+  step at it (a change made in a step's update shows in the next step's
+  peak): the need is that level's peak.
+* ``level``: the steps where held memory or the steady peak rose or fell
+  after a steady stretch (a level change, never a warmup or a leak).
 * ``oom``: True when the run dies of an out-of-memory error (``observer``
   False: a torch without the allocator's out-of-memory observer, where the
   hook reports it from the uncaught exception).
@@ -269,6 +272,19 @@ K = [
     Kind("nan-skip", 200, dict(pattern="warmup"), no_backward=(60, 140), batch=4, seq=512),
     Kind("oom-early", 3, dict(pattern="unknown", oom=True),
          batch=lambda step: 12 if step == 2 else 4, seq=1024, limit=_OOM_LIMIT),
+    # The other way: most layers frozen mid-run (their gradients and Adam
+    # state let go), the batch halved: a fall to a lower level, the need
+    # the new level's peak.
+    Kind("freeze", 300, dict(pattern="warmup", level=[150], need_from=151),
+         trained=lambda step: 1.0 if step < 150 else 0.05, batch=4, seq=512),
+    Kind("batch-halved", 300, dict(pattern="warmup", level=[150], need_from=150),
+         batch=lambda step: 8 if step < 150 else 4, seq=512),
+    Kind("freeze-noisy-5pct", 400, dict(pattern=("warmup", "steady"), level=[200], need_from=201), noise=0.05,
+         trained=lambda step: 1.0 if step < 200 else 0.3, batch=4, seq=512),
+    Kind("unfreeze-then-freeze", 400, dict(pattern="warmup", level=[100, 250], need_from=251),
+         trained=lambda step: 1.0 if 100 <= step < 250 else 0.3, batch=4, seq=512),
+    Kind("batch-halved-accum", 200, dict(pattern="warmup", level=[120], need_from=120), micro=4,
+         batch=lambda step: 8 if step < 120 else 4, seq=512),
     Kind("unfreeze-early", 60, dict(pattern="warmup", level=[8]),
          trained=lambda step: 0.1 if step < 8 else 1.0, batch=4, seq=512),
     # A vision batch copied to the device at the top of each iteration: the

@@ -12,7 +12,8 @@ Checks (a cell is ``ok``, ``FAIL`` with why, or ``-`` where it does not apply):
   over several steps is found where it passes the band).
 * rate: a growth's bytes per step, within 2 %.
 * need: the need equals the allocator's highest peak after the first 3
-  steps (the kind's ``warmup`` where longer; of all steps for growth), and an evaluation above it is the
+  steps (the kind's ``warmup`` where longer, its ``need_from`` after a
+  fall; of all steps for growth), and an evaluation above it is the
   need's evaluation part.
 * phase: the session peak and its phase are the allocator's (or, for a
   step read once that repeats no breakdown step, said to be unknown).
@@ -176,7 +177,8 @@ def judge(kind, expect, proc, truth):
 
     growth = expect["pattern"] == "growth"
     warm = expect.get("warmup", WARMUP)
-    after = [v for i, v in truth.peak.items() if growth or i >= warm] or list(truth.peak.values())
+    start = expect.get("need_from", warm)
+    after = [v for i, v in truth.peak.items() if growth or i >= start] or list(truth.peak.values())
     need = d["need"]
     want = max(after) if after else None
     why = []
