@@ -43,7 +43,7 @@ func advise(d *Diagnosis) []Advice {
 	case PatternWarmup:
 		// Only when the first steps peaked above a steady peak that is
 		// known: a warmup that rose to the steady need is that need.
-		if d.PeakAfterKnown.Is.Stated() && d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
+		if d.PeakAfterKnown.Is.Stated() && d.warmupHigh {
 			out = append(out, Advice{
 				Text:    "nothing to fix: the first steps' peak is not a requirement, the steady peak is what matters",
 				Because: fmt.Sprintf("step %d peaked at %s MiB, steady peak %s MiB since step %d", d.WarmupStep, d.WarmupPeak.MiBString(), d.PeakAfter.MiBString(), d.SteadyFrom),

@@ -79,12 +79,26 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	levels := levelChanges(p, pk, hp, band, WarmupMaxSteps, false)
 	stairs := levelsExplain(pk, hp, levels, band)
 	if !stairs {
-		if g := d.heldGrowing(pk, hp); g != nil {
-			return g
+		g := d.heldGrowing(pk, hp)
+		if g == nil {
+			// Growth is tested on every step first: a leak that starts at
+			// once looks like a warmup to the rule below.
+			g = d.growing(p, pk, band)
 		}
-		// Growth is tested on every step first: a leak that starts at once
-		// looks like a warmup to the rule below.
-		if g := d.growing(p, pk, band); g != nil {
+		if g != nil {
+			if tail := d.growthAfterJump(p, pk, hp, levels, band); tail != nil {
+				return tail
+			}
+			// The rises that settled before the growth began stay level
+			// changes where each level before it is flat (a growth that
+			// began earlier than its fit says is no level).
+			k := 0
+			for k < len(levels) && levels[k].Settled < d.GrowthFrom {
+				k++
+			}
+			if at := indexOf(pk, d.GrowthFrom); k > 0 && levelsExplain(pk[:at], hp[:indexOf(hp, d.GrowthFrom)], levels[:k], band) {
+				d.Levels = joinRamps(p, pk, levels[:k])
+			}
 			return g
 		}
 	}
@@ -141,7 +155,11 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	d.WarmupChange = int64(d.PeakAfter - d.PeakBefore)
 	prefixMax, _, _ := maxOf(pk[:k])
 	at := k - 1
-	if prefixMax > d.PeakAfter+Tolerance(d.PeakAfter) {
+	settled := d.PeakAfter // the level the warmup settled at: the first one
+	if len(d.Levels) > 0 {
+		settled, _, _ = maxOf(pk[k:max(k+1, indexOf(pk, d.Levels[0].Step))])
+	}
+	if d.warmupHigh = prefixMax > settled+Tolerance(settled); d.warmupHigh {
 		for i := range pk[:k] { // the first steps' high, never reached again
 			if pk[i].PeakAllocated == prefixMax {
 				at = i
@@ -152,6 +170,46 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	d.WarmupStep, d.WarmupPeak = pk[at].Index, pk[at].PeakAllocated
 	d.WarmupPhase = phaseOf(p, d.WarmupStep)
 	return body
+}
+
+// JumpSteps: a level change whose rise is more than this many steps of a
+// growth's rate is a jump of its own, not a stretch of the growth.
+const JumpSteps = 4 * LevelWindow
+
+// growthAfterJump reads a growth found through a level change again from
+// where that change settled. A rise to a new level (newly trained
+// parameters, a larger batch) and a leak after it made one line to the
+// growth rules, its onset before the rise and its rate the rise's share.
+// The change: the first rise after the growth's onset larger than
+// JumpSteps of its rate, with no growth before it. Returns the growing
+// steps after it, d set from them and the level changes up to it kept;
+// nil, d as it was, when there is no such change or nothing grows after it.
+func (d *Diagnosis) growthAfterJump(p *session.Process, pk, hp []session.StepPeak, levels []LevelChange, band session.Bytes) []session.StepPeak {
+	saved := *d
+	for i, c := range levels {
+		jump := max(gap(c.PeakTo, c.PeakFrom), gap(c.HeldTo, c.HeldFrom))
+		if c.Fall || c.Step <= d.GrowthFrom || float64(jump) <= JumpSteps*float64(d.GrowthPerStep) {
+			continue
+		}
+		before, held := pk[:indexOf(pk, c.Step)], hp[:indexOf(hp, c.Step)]
+		grew := d.heldGrowing(before, held) != nil || d.growing(p, before, band) != nil
+		*d = saved
+		if grew {
+			return nil // growing before it too: the first reading stands
+		}
+		tail, htail := pk[indexOf(pk, c.Settled):], hp[indexOf(hp, c.Settled):]
+		g := d.heldGrowing(tail, htail)
+		if g == nil {
+			g = d.growing(p, tail, band)
+		}
+		if g == nil {
+			*d = saved
+			return nil
+		}
+		d.Levels = joinRamps(p, pk, levels[:i+1])
+		return g
+	}
+	return nil
 }
 
 // longWarmup is where a warmup that covered the first k steps ends: the

@@ -96,6 +96,9 @@ type Diagnosis struct {
 	WarmupPhase string `json:"warmup_phase"`
 	// WarmupPeak is the allocated peak of WarmupStep.
 	WarmupPeak session.Bytes `json:"warmup_peak"`
+	// warmupHigh: the first steps peaked above the level they settled at
+	// (the first level, where the level changed later), never again.
+	warmupHigh bool
 	// GrowthPerStep is the least-squares slope of the step peaks over
 	// GrowthFrom..GrowthTo (growth only).
 	// GrowthFrom is the onset: the change point where the growth starts.
@@ -312,7 +315,7 @@ func Diagnose(s *session.Store, p *session.Process) Diagnosis {
 	d.Rise = warmupRise(p, &d, pk)
 	d.FirstStepPhase = firstStepPhases(p)
 	d.Spike = spike(p, d.LastStep)
-	d.Need = need(s, p, &d, tail)
+	d.Need = need(s, p, &d, needSteps(&d, pk, tail))
 	d.End.inputCause(p, d.Need.Allocated)
 	d.Need.PhasePeak = session.Unknown
 	for _, u := range d.Phases {

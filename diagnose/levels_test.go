@@ -112,7 +112,10 @@ func TestALateFallIsALevelChange(t *testing.T) {
 		fall       bool
 		says       string
 	}{
-		{"layers frozen", lower(3436, 1900), flat(2000), flat(2048), true, "no longer kept across steps −1536 MiB"},
+		// step 0 holds no optimizer state yet: a warmup that rose to the
+		// first level, not a high of the first steps above the newest
+		{"layers frozen", func(i int) int64 { return map[bool]int64{true: 1900, false: lower(3436, 1900)(i)}[i == 0] },
+			flat(2000), flat(2048), true, "no longer kept across steps −1536 MiB"},
 		{"the batch halved", flat(1900), lower(4000, 2000), lower(4096, 2048), true, "input 4096→2048 tokens (0.5×)"},
 		{"a level that wobbles", flat(1900), func(i int) int64 { return 4000 + int64(i%2)*200 }, flat(2048), false, ""},
 		{"one low step", flat(1900), func(i int) int64 { return map[bool]int64{true: 1000, false: 4000}[i == at] }, flat(2048), false, ""},
@@ -134,8 +137,47 @@ func TestALateFallIsALevelChange(t *testing.T) {
 				d.Need.Allocated/session.MiB, want/session.MiB, at)
 		}
 		h := d.Headline()
-		if !strings.HasPrefix(h, "level change at step 120: ") || !strings.Contains(h, c.says) || !strings.Contains(h, "lower level") {
+		if !strings.HasPrefix(h, "level change at step 120: ") || !strings.Contains(h, c.says) || !strings.Contains(h, "lower level") ||
+			strings.Contains(h, "first steps peaked") {
 			t.Errorf("%s: headline %q", c.name, h)
 		}
+	}
+}
+
+// A leak that starts after a rise to a new level (the backbone unfrozen
+// at step 100: gradients and optimizer state kept; a list of losses kept
+// from step 150): the growth is read from where the rise settled, its
+// onset and rate the leak's, and the rise stays a level change; one line
+// through both put the onset before the rise and doubled the rate. The
+// figures of the truth corpus's unfreeze kind.
+func TestALeakAfterALevelChangeIsReadAfterIt(t *testing.T) {
+	held := func(i int) int64 {
+		h := int64(546)
+		if i >= 100 {
+			h = 1899
+		}
+		if i >= 150 {
+			h += 4 * int64(i-149)
+		}
+		return h
+	}
+	above := func(i int) int64 { // the backward's peak over the held memory
+		switch {
+		case i < 100:
+			return 2486
+		case i == 100: // held memory rose in its update: its peak is the old level's
+			return 3032 - 1899
+		}
+		return 2035
+	}
+	s, p := storeOf(t, levelRun(300, held, above, func(int) int64 { return 2048 }), false)
+	d := Diagnose(s, p)
+	if d.Pattern != PatternGrowth || d.GrowthKind != GrowthLeak || d.GrowthFrom < 148 || d.GrowthFrom > 152 ||
+		absDiff(d.GrowthPerStep, mibs(4)) > mibs(4)/50 {
+		t.Fatalf("%s %s from step %d at %s/step, want a leak from step 150 at 4 MiB/step: %s",
+			d.Pattern, d.GrowthKind, d.GrowthFrom, d.GrowthPerStep.Human(), d.Headline())
+	}
+	if len(d.Levels) != 1 || d.Levels[0].Step != 100 || d.Levels[0].Fall {
+		t.Errorf("level changes %+v, want the rise at step 100", d.Levels)
 	}
 }

@@ -57,7 +57,7 @@ func (d *Diagnosis) pattern() string {
 		return d.growthLine()
 	case PatternWarmup:
 		site := Where(d.WarmupStep, d.WarmupPhase)
-		if d.WarmupPeak > d.PeakAfter+Tolerance(d.PeakAfter) {
+		if d.warmupHigh {
 			return fmt.Sprintf("warmup: first steps peaked at %s MiB (%s), steady peak %s since step %d%s",
 				d.WarmupPeak.MiBString(), site, k.MiB(d.PeakAfter), d.SteadyFrom, note)
 		}

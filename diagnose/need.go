@@ -15,7 +15,7 @@ func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.Ste
 	if len(tail) == 0 {
 		return n
 	}
-	n.AllocatedKnown = d.PeakAfterKnown
+	n.AllocatedKnown = knownOf(tail) // PeakAfterKnown, but for a growth's earlier high
 	n.Steady = d.Pattern == PatternSteady || d.Pattern == PatternWarmup
 	n.Allocated, n.Reserved, _ = maxOf(tail)
 	n.DeviceTotal = deviceTotal(s, p)
@@ -52,6 +52,20 @@ func need(s *session.Store, p *session.Process, d *Diagnosis, tail []session.Ste
 		n.Batch = batch(p, n.Headroom, n.UsedBasis)
 	}
 	return n
+}
+
+// needSteps is the steps the need is read from: the steady (or newest)
+// level's, tail; for a growth, every step where one before the growth (a
+// long warmup's autotuning) peaked above its newest high: the highest peak
+// so far is what the run has needed.
+func needSteps(d *Diagnosis, pk, tail []session.StepPeak) []session.StepPeak {
+	if d.Pattern != PatternGrowth || len(tail) == 0 {
+		return tail
+	}
+	if all, _, _ := maxOf(pk); all > d.PeakAfter {
+		return pk
+	}
+	return tail
 }
 
 // lastBefore is a series' value in effect at t, ok false when unknown.

@@ -260,6 +260,49 @@ K = [
     # and the update, on every step: the phase's reads fall inside steps
     # read once, after the backward's peak.
     Kind("clip-phase-in-step", 100, dict(pattern="warmup"), in_step_phase="clip", batch=4, seq=512),
+    # A leak after a level change: the growth is read from where the change
+    # settled (one line through both put its onset before the change and
+    # doubled its rate); the change stays a level change.
+    Kind("unfreeze-then-leak", 300, dict(pattern="growth", growth_kind="leak",
+                                         growth_from=150, rate=4 * MIB, level=[100]),
+         leak=4 * MIB, leak_from=150, trained=lambda step: 0.05 if step < 100 else 1.0, batch=4,
+         seq=512),
+    Kind("unfreeze-then-leak-noisy", 400, dict(pattern="growth", growth_kind="leak",
+                                               growth_from=200, rate=4 * MIB, level=[100]),
+         leak=4 * MIB, leak_from=200, noise=0.05, trained=lambda step: 0.05 if step < 100 else 1.0,
+         batch=4, seq=512),
+    Kind("unfreeze-leak-at-once", 300, dict(pattern="growth", growth_kind="leak",
+                                            growth_from=101, rate=4 * MIB, level=[100]),
+         leak=4 * MIB, leak_from=101, trained=lambda step: 0.05 if step < 100 else 1.0, batch=4,
+         seq=512),
+    Kind("batch-doubled-then-leak", 400, dict(pattern="growth", growth_kind="leak",
+                                              growth_from=200, rate=2 * MIB, level=[100]),
+         leak=2 * MIB, leak_from=200, batch=lambda step: 4 if step < 100 else 8, seq=512),
+    Kind("cuda-graph-pool-then-leak-zero-after", 300, dict(pattern="growth", growth_kind="leak",
+                                                           growth_from=120, rate=4 * MIB, level=[80]),
+         leak=4 * MIB, leak_from=120, buffer_at=80, buffer=1536 * MIB, zero="after", batch=4,
+         seq=512),
+    Kind("leak-empty-cache-every-step", 300, dict(pattern="growth", growth_kind="leak",
+                                                  growth_from=100, rate=2 * MIB),
+         leak=2 * MIB, leak_from=100, empty_cache_every=1, batch=4, seq=512),
+    # A long warmup's autotuning peaks above a leak's newest high: the need
+    # is the highest peak so far.
+    Kind("compile-warmup-long-leak", 300, dict(pattern="growth", growth_kind="leak",
+                                               growth_from=50, rate=4 * MIB),
+         leak=4 * MIB, leak_from=50, compile_warmup=6, compile_workspace=3 * GIB, batch=4, seq=512),
+    Kind("compile-warmup-long-gradscaler-skips", 200, dict(pattern="warmup", warmup=6),
+         compile_warmup=6, compile_workspace=3 * GIB, skipped=(0, 1), batch=4, seq=512),
+    # Falls with an evaluation, with accumulation zeroing after the update,
+    # and after a batch that ran out of memory (the loop skips it and goes on
+    # with a smaller batch).
+    Kind("freeze-with-eval", 300, dict(pattern="warmup", level=[150], need_from=151),
+         trained=lambda step: 1.0 if step < 150 else 0.05, eval_every=25, eval_batches=2, batch=4,
+         seq=512),
+    Kind("freeze-accum-zero-after", 300, dict(pattern="warmup", level=[150], need_from=151),
+         trained=lambda step: 1.0 if step < 150 else 0.05, zero="after", micro=2, batch=4, seq=512),
+    Kind("oom-skip-then-smaller-batch", 300, dict(pattern="warmup", level=[101], need_from=101),
+         limit=_OOM_LIMIT, skip_failed=True,
+         batch=lambda step: 12 if step == 100 else (8 if step < 100 else 6), seed=9),
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
