@@ -118,7 +118,7 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 		}
 	}
 	if k == WarmupMaxSteps {
-		k = longWarmup(pk, k, first+band)
+		k = longWarmup(pk, k, first+band, band)
 	}
 	body := pk[k:]
 	if g := d.growing(p, body, band); !stairs && g != nil {
@@ -213,15 +213,31 @@ func (d *Diagnosis) growthAfterJump(p *session.Process, pk, hp []session.StepPea
 }
 
 // longWarmup is where a warmup that covered the first k steps ends: the
-// first step after them that peaks at most top (the first level's band),
-// when the steps before it all peaked above and it comes within
-// WarmupLongMaxSteps and the run's first quarter; k otherwise.
-func longWarmup(pk []session.StepPeak, k int, top session.Bytes) int {
+// first step after them at the level, when the steps between all peaked
+// above it and it comes within WarmupLongMaxSteps and the run's first
+// quarter; k otherwise. The level is the run's (top: its band's top), or,
+// where the run's level falls later (layers frozen at step 150), the one
+// that follows the warmup: the median of up to LevelWindow steps from
+// there, which the steps between must pass its highest step by band.
+func longWarmup(pk []session.StepPeak, k int, top, band session.Bytes) int {
 	limit := min(WarmupLongMaxSteps, len(pk)/4)
 	for j := k; j < limit; j++ {
 		if pk[j].PeakAllocated <= top {
 			return j
 		}
+	}
+	for j := k; j < limit; j++ {
+		win := pk[j:min(j+LevelWindow, len(pk))]
+		if pk[j].PeakAllocated > median(win)+band {
+			continue
+		}
+		high, _, _ := maxOf(win)
+		for _, sp := range pk[k:j] {
+			if sp.PeakAllocated <= high+band {
+				return k
+			}
+		}
+		return j
 	}
 	return k
 }

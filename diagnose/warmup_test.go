@@ -103,3 +103,26 @@ func TestALongWarmupEndsWhereTheStepsReturnToTheLevel(t *testing.T) {
 		}
 	}
 }
+
+// A long warmup in a run whose level falls later (layers frozen at step
+// 150): the warmup ends where the steps come down to the level that
+// follows it, not the run's last one, and the fall is the only level
+// change.
+func TestALongWarmupBeforeAFallEndsAtTheLevelAfterIt(t *testing.T) {
+	peak := func(i int) int64 {
+		switch {
+		case i < 8:
+			return 3000
+		case i < 150:
+			return 1000
+		}
+		return 500
+	}
+	s, p := storeOf(t, namedRun(300, func(int) string { return "" }, func(int) int64 { return 2000 }, peak), false)
+	d := Diagnose(s, p)
+	if d.Pattern != PatternWarmup || d.WarmupEnd != 8 || len(d.Levels) != 1 || !d.Levels[0].Fall ||
+		d.Levels[0].Step != 150 || d.Need.Allocated != mibs(2500) {
+		t.Errorf("%s, warmup to step %d, level changes %+v, need %s; want a warmup to step 8, one fall at 150, need 2500 MiB: %s",
+			d.Pattern, d.WarmupEnd, d.Levels, d.Need.Allocated.MiBString(), d.Headline())
+	}
+}

@@ -303,6 +303,31 @@ K = [
     Kind("oom-skip-then-smaller-batch", 300, dict(pattern="warmup", level=[101], need_from=101),
          limit=_OOM_LIMIT, skip_failed=True,
          batch=lambda step: 12 if step == 100 else (8 if step < 100 else 6), seed=9),
+    # Levels, leaks and warmups together: two batch doublings in noise; a
+    # leak under noisy accumulation that zeroes after the update, beside
+    # evaluations, beside checkpoint saves, and late in a long run; a long
+    # warmup before a fall; a fall beside GradScaler skips; an unfreeze
+    # beside evaluations that keep their outputs.
+    Kind("batch-schedule-two-levels-noisy", 600, dict(pattern="warmup", level=[200, 400]),
+         batch=lambda step: 2 if step < 200 else (4 if step < 400 else 8), seq=512, noise=0.03),
+    Kind("leak-accum-zero-after-noisy-10pct", 400, dict(pattern="growth", growth_kind="leak",
+                                                        growth_from=150, rate=2 * MIB),
+         leak=2 * MIB, leak_from=150, noise=0.10, zero="after", micro=2, batch=4, seq=512),
+    Kind("leak-with-eval", 300, dict(pattern="growth", growth_kind="leak", growth_from=100, rate=4 * MIB),
+         leak=4 * MIB, leak_from=100, eval_every=50, eval_batches=4, batch=4, seq=512),
+    Kind("leak-with-checkpoint-saves", 300, dict(pattern="growth", growth_kind="leak",
+                                                 growth_from=100, rate=4 * MIB),
+         leak=4 * MIB, leak_from=100, save_every=50, batch=4, seq=512),
+    Kind("late-leak-long-run", 1500, dict(pattern="growth", growth_kind="leak", growth_from=1000, rate=MIB),
+         leak=MIB, leak_from=1000, batch=4, seq=512),
+    Kind("compile-warmup-long-then-freeze", 300, dict(pattern="warmup", warmup=8, level=[150], need_from=151),
+         compile_warmup=8, compile_workspace=3 * GIB,
+         trained=lambda step: 1.0 if step < 150 else 0.05, batch=4, seq=512),
+    Kind("freeze-gradscaler-skips", 300, dict(pattern="warmup", level=[100], need_from=101),
+         trained=lambda step: 1.0 if step < 100 else 0.05, skipped=(100, 101), batch=4, seq=512),
+    Kind("unfreeze-eval-keeps-outputs", 300, dict(pattern="warmup", level=[150]),
+         trained=lambda step: 0.05 if step < 150 else 1.0, eval_every=25, eval_batches=2,
+         eval_keep=True, batch=4, seq=512),
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
