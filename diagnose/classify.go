@@ -136,8 +136,10 @@ func (d *Diagnosis) classify(p *session.Process, pk []session.StepPeak) []sessio
 	d.SteadyFrom, d.WarmupEnd = body[0].Index, body[0].Index
 	d.PeakAfter, _, _ = maxOf(body)
 	// Not growing: the falls to a lower level are level changes too, read
-	// after the warmup with the rises.
-	if both := levelChanges(p, pk, hp, band, k, true); anyFall(both) {
+	// after the warmup with the rises, where every level they make is flat
+	// (a sawtooth of lengths makes rises and falls of no level).
+	if both := levelChanges(p, pk, hp, band, k, true); anyFall(both) &&
+		levelsExplain(body, hp[indexOf(hp, body[0].Index):], both, band) {
 		d.Levels = joinRamps(p, pk, both)
 	}
 	if len(d.Levels) > 0 {

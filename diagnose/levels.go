@@ -84,26 +84,30 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 			lv, hv = median(win), medianHeld(win)
 			lo, hlo = minPeak(win), minHeld(win)
 		}
-		up := above(pk[i].PeakAllocated, lv, pk[i].Held, hv)
-		if !up && !below(pk[i].PeakAllocated, lo, pk[i].Held, hlo) {
-			continue
-		}
 		// The level after it, not single steps: a run whose noise is
 		// skewed (most steps at a floor, some above) passes lv+band now and
 		// then without moving its median.
 		// Near the end, with fewer steps to tell by, every one must be
 		// above (below, for a fall).
 		next := pk[i+1 : min(i+1+LevelWindow, n)]
-		peakTo, heldTo := median(next), medianHeld(next)
-		if len(next) < LevelWindow {
+		moved := func(up bool) bool {
+			peakTo, heldTo := median(next), medianHeld(next)
 			if up {
-				peakTo, heldTo = minPeak(next), minHeld(next)
-			} else {
+				if len(next) < LevelWindow {
+					peakTo, heldTo = minPeak(next), minHeld(next)
+				}
+				return above(pk[i].PeakAllocated, lv, pk[i].Held, hv) && above(peakTo, lv, heldTo, hv)
+			}
+			if len(next) < LevelWindow {
 				peakTo, _, _ = maxOf(next)
 				heldTo = maxHeld(next)
 			}
+			return below(pk[i].PeakAllocated, lo, pk[i].Held, hlo) && below(peakTo, lo, heldTo, hlo)
 		}
-		if up && !above(peakTo, lv, heldTo, hv) || !up && !below(peakTo, lo, heldTo, hlo) {
+		// a step above in its peak may be below in its held memory (a
+		// long batch in the step whose update let go of state)
+		up := moved(true)
+		if !up && !moved(false) {
 			continue
 		}
 		// Settled: the first step from which the next ones move on no more.

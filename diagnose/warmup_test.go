@@ -79,15 +79,16 @@ func TestALongWarmupEndsWhereTheStepsReturnToTheLevel(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		steps, high int
+		wobble      int64
 		from, fall  int
 	}{
-		{"six warmup steps", 100, 6, 6, -1},
-		{"twenty warmup steps", 100, 20, 20, -1},
-		{"a high first level", 100, 40, 40, 40},
+		{"six warmup steps", 100, 6, 100, 6, -1},
+		{"twenty warmup steps", 100, 20, 100, 20, -1},
+		{"a high first level", 100, 40, 0, 40, 40},
 	} {
 		peak := func(i int) int64 {
 			if i < c.high {
-				return 3000 + int64(i%2)*100 // two autotuning highs, taking turns
+				return 3000 + int64(i%2)*c.wobble // two autotuning highs, taking turns
 			}
 			return 1000
 		}

@@ -328,6 +328,28 @@ K = [
     Kind("unfreeze-eval-keeps-outputs", 300, dict(pattern="warmup", level=[150]),
          trained=lambda step: 0.05 if step < 150 else 1.0, eval_every=25, eval_batches=2,
          eval_keep=True, batch=4, seq=512),
+    # A leak in packed batches of 256 to 1024 tokens a row; falls beside an
+    # epoch's smaller last batch and with two optimizers; a leak after an
+    # unfreeze under accumulation that zeroes after the update; an unfreeze
+    # and a freeze in noise.
+    Kind("leak-packed-batches", 400, dict(pattern="growth", growth_kind="leak",
+                                          growth_from=150, rate=4 * MIB),
+         leak=4 * MIB, leak_from=150, seq=lambda step: 256 + 64 * ((step * 7919 + 13) % 13),
+         batch=4),
+    Kind("freeze-epoch-last-batch", 400, dict(pattern="warmup", level=[150], need_from=151),
+         trained=lambda step: 1.0 if step < 150 else 0.05,
+         batch=lambda step: 4 if step % 13 == 12 else 8, seq=512),
+    Kind("freeze-muon-adamw", 300, dict(pattern="warmup", level=[150], need_from=151),
+         trained=lambda step: 1.0 if step < 150 else 0.05, optimizers="muon+adamw", batch=4,
+         seq=512),
+    Kind("unfreeze-then-leak-accum-zero-after", 300, dict(pattern="growth", growth_kind="leak",
+                                                          growth_from=100, rate=4 * MIB, level=[50]),
+         leak=4 * MIB, leak_from=100, trained=lambda step: 0.05 if step < 50 else 1.0, zero="after",
+         micro=4, batch=4, seq=512),
+    Kind("unfreeze-then-freeze-noisy", 300,
+         dict(pattern=("warmup", "steady"), level=[100, 200], need_from=201),
+         trained=lambda step: 0.05 if step < 100 else (1.0 if step < 200 else 0.3), noise=0.05,
+         batch=4, seq=512),
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
