@@ -42,6 +42,13 @@ no backward, no ``optimizer.step()``; the batch's graph dropped), in a
 loop that zeroes first. Each is a step that skipped its update, as a
 step of ``skipped`` (whose backward ran) is.
 
+``schedule_only=True``: the kind's loop is one that earlier kinds run
+(the same calls into the hook, on the same paths); only when its memory
+moves is new (levels, warmups and leaks together). The diagnosis that
+judges it is the same on every torch, so the torch 2.x suite of `make
+test` leaves it to the torch 1.13 suite's corpus (the scorecard runs it on
+any torch by name).
+
 ``eval_grad=True`` evaluates in eval mode with gradients enabled (a loop
 that forgot ``torch.no_grad()``): each batch's graph, with the activations
 it saved, lives as long as its output.
@@ -135,7 +142,7 @@ class Kind:
                         optimizers="adam", in_step_phase=None, around_phase=None, forwards=1, attack=0, attack_mode="train", attack_grad="input",
                         zero_model=False, backwards=1, closure=False, first=None,
                         train_in_eval=False, bad_batches=(), critic=1, eval_leak=False,
-                        leak_until=1 << 62)
+                        leak_until=1 << 62, schedule_only=False)
         for key, value in defaults.items():
             setattr(self, key, kw.pop(key, value))
         if kw:
@@ -222,12 +229,12 @@ K = [
     # warmup ends where the steps come back to the level, and the need is
     # the level's, read after it.
     Kind("compile-warmup-long", 100, dict(pattern="warmup", warmup=6), compile_warmup=6,
-         compile_workspace=3 * GIB, batch=4, seq=512),
+         compile_workspace=3 * GIB, batch=4, seq=512, schedule_only=True),
     Kind("compile-warmup-long-accum", 200, dict(pattern="warmup", warmup=20), compile_warmup=20,
-         compile_workspace=2 * GIB, micro=4, batch=4, seq=512),
+         compile_workspace=2 * GIB, micro=4, batch=4, seq=512, schedule_only=True),
     Kind("compile-warmup-long-ckpt-zero-after", 200, dict(pattern="warmup", warmup=8),
          compile_warmup=8, compile_workspace=2 * GIB, checkpointed=True, zero="after",
-         batch=4, seq=512),
+         batch=4, seq=512, schedule_only=True),
     Kind("cuda-graph-pool", 100, dict(pattern="warmup", level=[40]), buffer_at=40,
          buffer=1536 * MIB, batch=4, seq=512),
     Kind("checkpoint-saves", 300, dict(pattern="warmup"), save_every=100, batch=4, seq=512),
@@ -266,68 +273,73 @@ K = [
     Kind("unfreeze-then-leak", 300, dict(pattern="growth", growth_kind="leak",
                                          growth_from=150, rate=4 * MIB, level=[100]),
          leak=4 * MIB, leak_from=150, trained=lambda step: 0.05 if step < 100 else 1.0, batch=4,
-         seq=512),
+         seq=512, schedule_only=True),
     Kind("unfreeze-then-leak-noisy", 400, dict(pattern="growth", growth_kind="leak",
                                                growth_from=200, rate=4 * MIB, level=[100]),
          leak=4 * MIB, leak_from=200, noise=0.05, trained=lambda step: 0.05 if step < 100 else 1.0,
-         batch=4, seq=512),
+         batch=4, seq=512, schedule_only=True),
     Kind("unfreeze-leak-at-once", 300, dict(pattern="growth", growth_kind="leak",
                                             growth_from=101, rate=4 * MIB, level=[100]),
          leak=4 * MIB, leak_from=101, trained=lambda step: 0.05 if step < 100 else 1.0, batch=4,
-         seq=512),
+         seq=512, schedule_only=True),
     Kind("batch-doubled-then-leak", 400, dict(pattern="growth", growth_kind="leak",
                                               growth_from=200, rate=2 * MIB, level=[100]),
-         leak=2 * MIB, leak_from=200, batch=lambda step: 4 if step < 100 else 8, seq=512),
+         leak=2 * MIB, leak_from=200, batch=lambda step: 4 if step < 100 else 8, seq=512, schedule_only=True),
     Kind("cuda-graph-pool-then-leak-zero-after", 300, dict(pattern="growth", growth_kind="leak",
                                                            growth_from=120, rate=4 * MIB, level=[80]),
          leak=4 * MIB, leak_from=120, buffer_at=80, buffer=1536 * MIB, zero="after", batch=4,
-         seq=512),
+         seq=512, schedule_only=True),
     Kind("leak-empty-cache-every-step", 300, dict(pattern="growth", growth_kind="leak",
                                                   growth_from=100, rate=2 * MIB),
-         leak=2 * MIB, leak_from=100, empty_cache_every=1, batch=4, seq=512),
+         leak=2 * MIB, leak_from=100, empty_cache_every=1, batch=4, seq=512, schedule_only=True),
     # A long warmup's autotuning peaks above a leak's newest high: the need
     # is the highest peak so far.
     Kind("compile-warmup-long-leak", 300, dict(pattern="growth", growth_kind="leak",
                                                growth_from=50, rate=4 * MIB),
-         leak=4 * MIB, leak_from=50, compile_warmup=6, compile_workspace=3 * GIB, batch=4, seq=512),
+         leak=4 * MIB, leak_from=50, compile_warmup=6, compile_workspace=3 * GIB, batch=4, seq=512,
+         schedule_only=True),
     Kind("compile-warmup-long-gradscaler-skips", 200, dict(pattern="warmup", warmup=6),
-         compile_warmup=6, compile_workspace=3 * GIB, skipped=(0, 1), batch=4, seq=512),
+         compile_warmup=6, compile_workspace=3 * GIB, skipped=(0, 1), batch=4, seq=512, schedule_only=True),
     # Falls with an evaluation, with accumulation zeroing after the update,
     # and after a batch that ran out of memory (the loop skips it and goes on
     # with a smaller batch).
     Kind("freeze-with-eval", 300, dict(pattern="warmup", level=[150], need_from=151),
          trained=lambda step: 1.0 if step < 150 else 0.05, eval_every=25, eval_batches=2, batch=4,
-         seq=512),
+         seq=512, schedule_only=True),
     Kind("freeze-accum-zero-after", 300, dict(pattern="warmup", level=[150], need_from=151),
-         trained=lambda step: 1.0 if step < 150 else 0.05, zero="after", micro=2, batch=4, seq=512),
+         trained=lambda step: 1.0 if step < 150 else 0.05, zero="after", micro=2, batch=4, seq=512,
+         schedule_only=True),
     Kind("oom-skip-then-smaller-batch", 300, dict(pattern="warmup", level=[101], need_from=101),
          limit=_OOM_LIMIT, skip_failed=True,
-         batch=lambda step: 12 if step == 100 else (8 if step < 100 else 6), seed=9),
+         batch=lambda step: 12 if step == 100 else (8 if step < 100 else 6), seed=9, schedule_only=True),
     # Levels, leaks and warmups together: two batch doublings in noise; a
     # leak under noisy accumulation that zeroes after the update, beside
     # evaluations, beside checkpoint saves, and late in a long run; a long
     # warmup before a fall; a fall beside GradScaler skips; an unfreeze
     # beside evaluations that keep their outputs.
     Kind("batch-schedule-two-levels-noisy", 600, dict(pattern="warmup", level=[200, 400]),
-         batch=lambda step: 2 if step < 200 else (4 if step < 400 else 8), seq=512, noise=0.03),
+         batch=lambda step: 2 if step < 200 else (4 if step < 400 else 8), seq=512, noise=0.03,
+         schedule_only=True),
     Kind("leak-accum-zero-after-noisy-10pct", 400, dict(pattern="growth", growth_kind="leak",
                                                         growth_from=150, rate=2 * MIB),
-         leak=2 * MIB, leak_from=150, noise=0.10, zero="after", micro=2, batch=4, seq=512),
+         leak=2 * MIB, leak_from=150, noise=0.10, zero="after", micro=2, batch=4, seq=512,
+         schedule_only=True),
     Kind("leak-with-eval", 300, dict(pattern="growth", growth_kind="leak", growth_from=100, rate=4 * MIB),
-         leak=4 * MIB, leak_from=100, eval_every=50, eval_batches=4, batch=4, seq=512),
+         leak=4 * MIB, leak_from=100, eval_every=50, eval_batches=4, batch=4, seq=512, schedule_only=True),
     Kind("leak-with-checkpoint-saves", 300, dict(pattern="growth", growth_kind="leak",
                                                  growth_from=100, rate=4 * MIB),
-         leak=4 * MIB, leak_from=100, save_every=50, batch=4, seq=512),
+         leak=4 * MIB, leak_from=100, save_every=50, batch=4, seq=512, schedule_only=True),
     Kind("late-leak-long-run", 1500, dict(pattern="growth", growth_kind="leak", growth_from=1000, rate=MIB),
-         leak=MIB, leak_from=1000, batch=4, seq=512),
+         leak=MIB, leak_from=1000, batch=4, seq=512, schedule_only=True),
     Kind("compile-warmup-long-then-freeze", 300, dict(pattern="warmup", warmup=8, level=[150], need_from=151),
          compile_warmup=8, compile_workspace=3 * GIB,
-         trained=lambda step: 1.0 if step < 150 else 0.05, batch=4, seq=512),
+         trained=lambda step: 1.0 if step < 150 else 0.05, batch=4, seq=512, schedule_only=True),
     Kind("freeze-gradscaler-skips", 300, dict(pattern="warmup", level=[100], need_from=101),
-         trained=lambda step: 1.0 if step < 100 else 0.05, skipped=(100, 101), batch=4, seq=512),
+         trained=lambda step: 1.0 if step < 100 else 0.05, skipped=(100, 101), batch=4, seq=512,
+         schedule_only=True),
     Kind("unfreeze-eval-keeps-outputs", 300, dict(pattern="warmup", level=[150]),
          trained=lambda step: 0.05 if step < 150 else 1.0, eval_every=25, eval_batches=2,
-         eval_keep=True, batch=4, seq=512),
+         eval_keep=True, batch=4, seq=512, schedule_only=True),
     # A leak in packed batches of 256 to 1024 tokens a row; falls beside an
     # epoch's smaller last batch and with two optimizers; a leak after an
     # unfreeze under accumulation that zeroes after the update; an unfreeze
@@ -335,21 +347,21 @@ K = [
     Kind("leak-packed-batches", 400, dict(pattern="growth", growth_kind="leak",
                                           growth_from=150, rate=4 * MIB),
          leak=4 * MIB, leak_from=150, seq=lambda step: 256 + 64 * ((step * 7919 + 13) % 13),
-         batch=4),
+         batch=4, schedule_only=True),
     Kind("freeze-epoch-last-batch", 400, dict(pattern="warmup", level=[150], need_from=151),
          trained=lambda step: 1.0 if step < 150 else 0.05,
-         batch=lambda step: 4 if step % 13 == 12 else 8, seq=512),
+         batch=lambda step: 4 if step % 13 == 12 else 8, seq=512, schedule_only=True),
     Kind("freeze-muon-adamw", 300, dict(pattern="warmup", level=[150], need_from=151),
          trained=lambda step: 1.0 if step < 150 else 0.05, optimizers="muon+adamw", batch=4,
-         seq=512),
+         seq=512, schedule_only=True),
     Kind("unfreeze-then-leak-accum-zero-after", 300, dict(pattern="growth", growth_kind="leak",
                                                           growth_from=100, rate=4 * MIB, level=[50]),
          leak=4 * MIB, leak_from=100, trained=lambda step: 0.05 if step < 50 else 1.0, zero="after",
-         micro=4, batch=4, seq=512),
+         micro=4, batch=4, seq=512, schedule_only=True),
     Kind("unfreeze-then-freeze-noisy", 300,
          dict(pattern=("warmup", "steady"), level=[100, 200], need_from=201),
          trained=lambda step: 0.05 if step < 100 else (1.0 if step < 200 else 0.3), noise=0.05,
-         batch=4, seq=512),
+         batch=4, seq=512, schedule_only=True),
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
@@ -366,15 +378,15 @@ K = [
     # state let go), the batch halved: a fall to a lower level, the need
     # the new level's peak.
     Kind("freeze", 300, dict(pattern="warmup", level=[150], need_from=151),
-         trained=lambda step: 1.0 if step < 150 else 0.05, batch=4, seq=512),
+         trained=lambda step: 1.0 if step < 150 else 0.05, batch=4, seq=512, schedule_only=True),
     Kind("batch-halved", 300, dict(pattern="warmup", level=[150], need_from=150),
-         batch=lambda step: 8 if step < 150 else 4, seq=512),
+         batch=lambda step: 8 if step < 150 else 4, seq=512, schedule_only=True),
     Kind("freeze-noisy-5pct", 400, dict(pattern=("warmup", "steady"), level=[200], need_from=201), noise=0.05,
-         trained=lambda step: 1.0 if step < 200 else 0.3, batch=4, seq=512),
+         trained=lambda step: 1.0 if step < 200 else 0.3, batch=4, seq=512, schedule_only=True),
     Kind("unfreeze-then-freeze", 400, dict(pattern="warmup", level=[100, 250], need_from=251),
-         trained=lambda step: 1.0 if 100 <= step < 250 else 0.3, batch=4, seq=512),
+         trained=lambda step: 1.0 if 100 <= step < 250 else 0.3, batch=4, seq=512, schedule_only=True),
     Kind("batch-halved-accum", 200, dict(pattern="warmup", level=[120], need_from=120), micro=4,
-         batch=lambda step: 8 if step < 120 else 4, seq=512),
+         batch=lambda step: 8 if step < 120 else 4, seq=512, schedule_only=True),
     Kind("unfreeze-early", 60, dict(pattern="warmup", level=[8]),
          trained=lambda step: 0.1 if step < 8 else 1.0, batch=4, seq=512),
     # A vision batch copied to the device at the top of each iteration: the

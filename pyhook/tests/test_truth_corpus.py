@@ -3,7 +3,12 @@ through the real hook with default settings on the simulated allocator,
 recorded by the real ``vramscope record`` and judged from ``vramscope
 report --json`` against the allocator's own ledger. Every cell of the
 scorecard must be right: a regression in any kind fails here, with the
-scorecard printed (``make truth`` prints it alone)."""
+scorecard printed (``make truth`` prints it alone).
+
+Under torch 2.x the kinds whose loop earlier kinds already run, only their
+memory schedule new (``schedule_only``: kinds.py), are left to the torch
+1.13 suite: the diagnosis that judges them is the same, and the corpus is
+the longest part of `make test`."""
 
 import concurrent.futures
 import os
@@ -21,7 +26,8 @@ def test_every_kind_of_run_is_judged_right(torch_mod, vs_bin):
     assert min(k.steps for k in kinds.K) <= 10 and max(k.steps for k in kinds.K) >= 2000
     # (a kind whose framework is not installed is left out: torch 1.13's
     # suite runs no Lightning)
-    chosen = [k for k in kinds.K if kinds.available(k)]
+    torch2 = int(torch_mod.__version__.split(".")[0]) >= 2
+    chosen = [k for k in kinds.K if kinds.available(k) and not (torch2 and k.schedule_only)]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda k: scorecard.run_kind(vs_bin, k), chosen))
     rows = [row for rs, _ in results for row in rs]
