@@ -127,3 +127,27 @@ func TestALongWarmupBeforeAFallEndsAtTheLevelAfterIt(t *testing.T) {
 			d.Pattern, d.WarmupEnd, d.Levels, d.Need.Allocated.MiBString(), d.Headline())
 	}
 }
+
+// A long warmup's autotuning peaks above where a slow leak has reached by
+// the end: the need of the growing run is the highest peak so far, the
+// warmup's, not the leak's newest high.
+func TestAGrowthsNeedIsTheHighestPeakSoFar(t *testing.T) {
+	held := func(i int) int64 {
+		if i < 50 {
+			return 2000
+		}
+		return 2000 + 4*int64(i-49)
+	}
+	above := func(i int) int64 {
+		if i < 6 {
+			return 4000 // autotuning workspaces
+		}
+		return 1000
+	}
+	s, p := storeOf(t, namedRun(300, func(int) string { return "" }, held, above), false)
+	d := Diagnose(s, p)
+	if d.Pattern != PatternGrowth || d.Need.Allocated != mibs(6000) || d.Need.Steady {
+		t.Errorf("%s, need %s (steady %v); want growth, need the warmup's 6000 MiB: %s",
+			d.Pattern, d.Need.Allocated.MiBString(), d.Need.Steady, d.Headline())
+	}
+}
