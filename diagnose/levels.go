@@ -90,19 +90,25 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 		// Near the end, with fewer steps to tell by, every one must be
 		// above (below, for a fall).
 		next := pk[i+1 : min(i+1+LevelWindow, n)]
+		// (the step itself first: most steps stay at the level, and the
+		// window after them is read only for one that moved)
 		moved := func(up bool) bool {
+			if up && !above(pk[i].PeakAllocated, lv, pk[i].Held, hv) ||
+				!up && !below(pk[i].PeakAllocated, lo, pk[i].Held, hlo) {
+				return false
+			}
 			peakTo, heldTo := median(next), medianHeld(next)
 			if up {
 				if len(next) < LevelWindow {
 					peakTo, heldTo = minPeak(next), minHeld(next)
 				}
-				return above(pk[i].PeakAllocated, lv, pk[i].Held, hv) && above(peakTo, lv, heldTo, hv)
+				return above(peakTo, lv, heldTo, hv)
 			}
 			if len(next) < LevelWindow {
 				peakTo, _, _ = maxOf(next)
 				heldTo = maxHeld(next)
 			}
-			return below(pk[i].PeakAllocated, lo, pk[i].Held, hlo) && below(peakTo, lo, heldTo, hlo)
+			return below(peakTo, lo, heldTo, hlo)
 		}
 		// a step above in its peak may be below in its held memory (a
 		// long batch in the step whose update let go of state)
@@ -167,8 +173,8 @@ func joinRamps(p *session.Process, pk []session.StepPeak, levels []LevelChange) 
 	out := make([]LevelChange, 0, len(levels))
 	joined := false
 	for k := 0; k < len(levels); {
-		j, c0 := k, &levels[k]
-		for j+1 < len(levels) && levels[j+1].Step <= levels[j].Settled+LevelMinSteps && levels[j+1].Fall == c0.Fall {
+		j := k
+		for j+1 < len(levels) && levels[j+1].Step <= levels[j].Settled+LevelMinSteps && levels[j+1].Fall == levels[k].Fall {
 			j++
 		}
 		c := levels[k]
