@@ -188,8 +188,14 @@ const JumpSteps = 4 * LevelWindow
 // nil, d as it was, when there is no such change or nothing grows after it.
 func (d *Diagnosis) growthAfterJump(p *session.Process, pk, hp []session.StepPeak, levels []LevelChange, band session.Bytes) []session.StepPeak {
 	saved := *d
+	vary := varyingInput(pk)
 	for i, c := range levels {
-		jump := max(gap(c.PeakTo, c.PeakFrom), gap(c.HeldTo, c.HeldFrom))
+		rise := gap(c.PeakTo, c.PeakFrom)
+		if vary != nil { // the peaks' rise beyond what inputs varying step to step explain
+			at, from := indexOf(pk, c.Step), indexOf(pk, c.Settled)
+			rise = session.Bytes(max(0, math.Round(adjustedRise(pk[max(0, at-LevelWindow):at], pk[from:min(from+LevelWindow, len(pk))], vary))))
+		}
+		jump := max(rise, gap(c.HeldTo, c.HeldFrom))
 		if c.Fall || c.Step <= d.GrowthFrom || float64(jump) <= JumpSteps*float64(d.GrowthPerStep) {
 			continue
 		}
@@ -268,6 +274,13 @@ func (d *Diagnosis) growing(p *session.Process, body []session.StepPeak, band se
 	// Growth has not levelled off: the recent half sets a new high beyond
 	// the band over everything before it (a warmup's recent half does not).
 	if b < float64(MinGrowthPerStep) || t < GrowthMinT || b*span <= float64(band) || top <= before+band {
+		return nil
+	}
+	// Inputs that vary step to step (a sawtooth of lengths) make rising
+	// stretches of their own: within the inputs seen before, the recent
+	// peaks must rise beyond what the input explains.
+	if x := varyingInput(body); x != nil && c > 0 && inputsWithin(seg, body[:c], x) &&
+		adjustedRise(body[max(0, c-LevelWindow):c], recent, x) <= float64(band) {
 		return nil
 	}
 	d.Pattern = PatternGrowth

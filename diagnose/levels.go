@@ -68,6 +68,7 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 		return nil
 	}
 	heldBand := heldBandOf(pk, hp)
+	vary := varyingInput(pk[start:]) // nil unless the input varies step to step
 	// above and below: a over b by more than the band, held memory by its own
 	above := func(a, b, ha, hb session.Bytes) bool {
 		return a > b+band || heldBand.Known() && ha.Known() && hb.Known() && ha > hb+heldBand
@@ -113,7 +114,21 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 		// a step above in its peak may be below in its held memory (a
 		// long batch in the step whose update let go of state)
 		up := moved(true)
-		if !up && !moved(false) {
+		down := !up && moved(false)
+		if vary != nil {
+			// Inputs that vary step to step: a change of the input's own
+			// level is one, at its sharpest split (inputLevelAt); the peaks
+			// alone moving is one only beyond what the input explains
+			// (explainedByInput), the step itself and the steps after it.
+			win := pk[max(start, i-LevelWindow):i]
+			if j, rise, ok := inputLevelAt(pk, i, start, vary, falls); ok {
+				i, up = j, rise
+			} else if !up && !down ||
+				!heldMoved(pk[i:i+1], hv, hlo, heldBand, up) && explainedByInput(win, pk[i:i+1], vary, band, up) ||
+				!heldMoved(next, hv, hlo, heldBand, up) && explainedByInput(win, next, vary, band, up) {
+				continue
+			}
+		} else if !up && !down {
 			continue
 		}
 		// Settled: the first step from which the next ones move on no more.
@@ -130,6 +145,20 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 	}
 	finishLevels(p, pk, out)
 	return out
+}
+
+// heldMoved reports whether the median held memory of next passed the
+// level's (hv; for a fall, its lowest, hlo) by more than heldBand, up or
+// down.
+func heldMoved(next []session.StepPeak, hv, hlo, heldBand session.Bytes, up bool) bool {
+	h := medianHeld(next)
+	if !heldBand.Known() || !h.Known() || !hv.Known() || !hlo.Known() {
+		return false
+	}
+	if up {
+		return h > hv+heldBand
+	}
+	return h+heldBand < hlo
 }
 
 // anyFall reports whether one of levels is a fall.
