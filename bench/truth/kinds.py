@@ -170,6 +170,20 @@ def _oom_limit(model, batch, seq):
 
 _OOM_LIMIT = _oom_limit(sizes.GPT2_SMALL, 12, 1024)
 
+# Row lengths that vary step to step, each a fixed sequence (the same every
+# run): a sawtooth of 256 to 1024 tokens, lengths of 256 to 1024 drawn per
+# step (a multiplicative hash), and 512 with one step in five at 1024.
+def _sawtooth(step):
+    return 256 + 64 * ((step * 7919 + 13) % 13)
+
+
+def _drawn(step):
+    return 128 * (2 + (step * 2654435761 >> 7) % 7)
+
+
+def _bimodal(step):
+    return 1024 if (step * 40503 >> 5) % 5 == 0 else 512
+
 K = [
     Kind("steady-short", 10, dict(pattern="warmup")),
     Kind("steady-long", 2000, dict(pattern="warmup"), batch=4, seq=512),
@@ -362,6 +376,42 @@ K = [
          dict(pattern=("warmup", "steady"), level=[100, 200], need_from=201),
          trained=lambda step: 0.05 if step < 100 else (1.0 if step < 200 else 0.3), noise=0.05,
          batch=4, seq=512, schedule_only=True),
+    # Lengths that vary step to step (dynamic padding): packed batches of
+    # a sawtooth of lengths, lengths drawn per step, and mostly short rows
+    # with a long one now and then; steady, with a level change of their
+    # own (layers unfrozen or frozen, the batch doubled or halved), under
+    # accumulation, with evaluations, and leaking.
+    Kind("varlen-unfreeze", 300, dict(pattern="warmup", level=[150]),
+         trained=lambda step: 0.05 if step < 150 else 1.0, batch=4, seq=_sawtooth, schedule_only=True),
+    Kind("varlen-freeze", 300, dict(pattern="warmup", level=[150], need_from=151),
+         trained=lambda step: 1.0 if step < 150 else 0.05, batch=4, seq=_sawtooth, schedule_only=True),
+    Kind("varlen-eval-keeps-logits", 300, dict(pattern=("warmup", "steady"), eval_need=True),
+         eval_every=50, eval_batches=16, eval_keep=True, batch=4, seq=_sawtooth, schedule_only=True),
+    Kind("varlen-accum", 200, dict(pattern=("warmup", "steady")),
+         micro=4, batch=2, seq=_sawtooth, schedule_only=True),
+    Kind("drawn-lengths", 300, dict(pattern=("warmup", "steady")), batch=4, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-leak", 300, dict(pattern="growth", growth_kind="leak", growth_from=100, rate=4 * MIB),
+         leak=4 * MIB, leak_from=100, batch=4, seq=_drawn, schedule_only=True),
+    Kind("varlen-zero-in-place-after", 300, dict(pattern=("warmup", "steady")),
+         zero="after", set_to_none=False, batch=4, seq=_sawtooth, schedule_only=True),
+    Kind("drawn-lengths-batch-doubled", 300, dict(pattern="warmup", level=[150]),
+         batch=lambda step: 4 if step < 150 else 8, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-noisy-5pct", 500, dict(pattern=("warmup", "steady")),
+         noise=0.05, batch=4, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-accum-leak", 400, dict(pattern="growth", growth_kind="leak", growth_from=200, rate=2 * MIB),
+         leak=2 * MIB, leak_from=200, micro=4, batch=2, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-eval-keeps-logits", 300, dict(pattern=("warmup", "steady"), eval_need=True),
+         eval_every=50, eval_batches=16, eval_keep=True, batch=4, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-batch-halved", 400, dict(pattern="warmup", level=[200], need_from=200),
+         batch=lambda step: 8 if step < 200 else 4, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-unfreeze-then-leak", 400, dict(pattern="growth", growth_kind="leak", growth_from=200, rate=4 * MIB, level=[100]),
+         leak=4 * MIB, leak_from=200, trained=lambda step: 0.05 if step < 100 else 1.0, batch=4, seq=_drawn, schedule_only=True),
+    Kind("bimodal-lengths", 400, dict(pattern=("warmup", "steady")),
+         batch=4, seq=_bimodal, schedule_only=True),
+    Kind("varlen-leak-zero-in-place-after", 400, dict(pattern="growth", growth_kind="leak", growth_from=150, rate=4 * MIB),
+         leak=4 * MIB, leak_from=150, zero="after", set_to_none=False, batch=4, seq=_sawtooth, schedule_only=True),
+    Kind("bimodal-lengths-freeze-noisy", 400, dict(pattern="warmup", level=[200], need_from=201),
+         trained=lambda step: 1.0 if step < 200 else 0.05, noise=0.03, batch=4, seq=_bimodal, schedule_only=True),
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
