@@ -16,6 +16,12 @@ import (
 // input's own level moved or the peaks moved beyond what the input
 // explains.
 
+// InputDriftShare is how far, as a share of a change of the input's own
+// level, the input may drift along a line over the stretch before or
+// after it (inputLevelsFlat): drawn lengths drift slowly (measured: 0.58 of
+// a batch 6→8 change over 150 steps of the truth corpus's drawn lengths).
+const InputDriftShare = 0.75
+
 // VaryingInputShare is the share of steps whose input size differs from
 // the step before's above which a run's input varies step to step (an
 // epoch's short last batch, or a batch-size schedule, changes it far
@@ -106,20 +112,25 @@ func inputsWithin(seg, before []session.StepPeak, x func(*session.StepPeak) int6
 	return true
 }
 
-// inputLevelAt finds a change of the input's own level at step i of pk (a
-// batch-size schedule in a run of drawn lengths): the median input of the
-// LevelWindow steps from i lies beyond the upper quartile of the inputs of
-// the level's window before it (up to LevelWindow steps after start), or,
-// with falls, below its lower quartile. The change is placed at the
-// sharpest split within a window after i: the step j where the mean
-// inputs of the windows before and from it differ most (the first such;
-// means, which a window of a periodic pattern's whole periods holds
-// still, where a median moves with the phase); or where the batch
-// (samples) changed in that window and stayed, at that step. Returns j, whether it rose, and whether there is one.
+// inputLevelAt finds a change of the input's own level at step i of pk,
+// after start. A batch (samples) that changes at i and stays, from a
+// batch that held before it, is one, at i (a batch-size schedule). Else
+// the mean inputs of the InputShiftWindow steps before i and those from
+// it must differ by InputShiftZ standard errors (Welch's), each window's
+// median beyond the other's quartile; the change is then placed at the
+// least-squares split of the inputs from a window before i to two after
+// it (the step that leaves the least squared error about the two sides'
+// means). Returns the step, whether it rose, and whether there is one.
+// (Falls only with falls.)
 func inputLevelAt(pk []session.StepPeak, i, start int, x func(*session.StepPeak) int64, falls bool) (int, bool, bool) {
-	const w = LevelWindow
-	win := pk[max(start, i-w):i]
-	if len(win) < w || len(pk)-i < w {
+	if i-start >= SteadyMinSteps && len(pk)-i >= SteadyMinSteps {
+		if b, a := pk[i-1].Batch, pk[i].Batch; b > 0 && a > 0 && a != b && (a > b || falls) &&
+			sameBatch(pk[i-SteadyMinSteps:i], b) && sameBatch(pk[i:i+SteadyMinSteps], a) {
+			return i, a > b, true
+		}
+	}
+	const w = InputShiftWindow
+	if i-start < w || len(pk)-i < w || !sameBatch(pk[i-w:i+w], pk[i].Batch) {
 		return 0, false, false
 	}
 	inputs := func(pk []session.StepPeak) []float64 {
@@ -127,34 +138,63 @@ func inputLevelAt(pk []session.StepPeak, i, start int, x func(*session.StepPeak)
 		for k := range pk {
 			v[k] = float64(x(&pk[k]))
 		}
-		slices.Sort(v)
 		return v
 	}
-	before, after := inputs(win), inputs(pk[i:i+w])
-	// each window's median beyond the other's quartile
-	q1, q3 := func(v []float64) float64 { return v[len(v)/4] }, func(v []float64) float64 { return v[3*len(v)/4] }
-	mb, ma := medianF(slices.Clone(before)), medianF(slices.Clone(after))
-	up := ma > q3(before) && mb < q1(after)
-	if !up && !(falls && ma < q1(before) && mb > q3(after)) {
+	before, after := inputs(pk[i-w:i]), inputs(pk[i:i+w])
+	mb, vb := meanVar(before)
+	ma, va := meanVar(after)
+	if se := math.Sqrt((vb + va) / w); se == 0 || math.Abs(ma-mb) < InputShiftZ*se {
 		return 0, false, false
 	}
-	// The batch (samples) changed at one step and stayed: that step.
-	for j := i; j < min(i+w, len(pk)-SteadyMinSteps); j++ {
-		if b, a := pk[j-1].Batch, pk[j].Batch; b > 0 && a > 0 && a != b && (a > b) == up && sameBatch(pk[j:j+SteadyMinSteps], a) {
-			return j, up, true
-		}
+	slices.Sort(before)
+	slices.Sort(after)
+	q1, q3 := func(v []float64) float64 { return v[len(v)/4] }, func(v []float64) float64 { return v[3*len(v)/4] }
+	mdb, mda := medianF(before), medianF(after)
+	up := mda > q3(before) && mdb < q1(after)
+	if !up && !(falls && mda < q1(before) && mdb > q3(after)) {
+		return 0, false, false
 	}
-	best, bestSep := i, -1.0
-	for j := i; j <= min(i+w, len(pk)-w); j++ {
-		sep := meanInput(pk[j:j+w], x) - meanInput(pk[max(start, j-w):j], x)
-		if !up {
-			sep = -sep
+	// the least-squares split of the span, no nearer its ends than LevelMinSteps
+	span := inputs(pk[i-w : min(len(pk), i+2*w)])
+	var total, sq float64
+	for _, v := range span {
+		total += v
+		sq += v * v
+	}
+	best, bestSSE, left := i, math.Inf(1), 0.0
+	for k := 1; k < len(span); k++ {
+		left += span[k-1]
+		if k < LevelMinSteps || len(span)-k < LevelMinSteps {
+			continue
 		}
-		if sep > bestSep {
-			best, bestSep = j, sep
+		n1, n2 := float64(k), float64(len(span)-k)
+		right := total - left
+		if sse := sq - left*left/n1 - right*right/n2; sse < bestSSE {
+			best, bestSSE = i-w+k, sse
 		}
 	}
 	return best, up, true
+}
+
+// InputShiftWindow is how many steps on each side of a step the input's
+// own level is compared over; InputShiftZ how many standard errors its
+// means must differ by (a run tests each of its steps: a 1,500-step run
+// of lengths drawn per step must pass none by chance).
+const (
+	InputShiftWindow = 2 * LevelWindow
+	InputShiftZ      = 5.0
+)
+
+// meanVar is the mean and the sample variance of v.
+func meanVar(v []float64) (mean, variance float64) {
+	for _, x := range v {
+		mean += x
+	}
+	mean /= float64(len(v))
+	for _, x := range v {
+		variance += (x - mean) * (x - mean)
+	}
+	return mean, variance / float64(len(v)-1)
 }
 
 // meanInput is the mean input of pk.
@@ -174,4 +214,54 @@ func sameBatch(pk []session.StepPeak, b int64) bool {
 		}
 	}
 	return true
+}
+
+// inputLevelsFlat returns out without the changes of the input's own level
+// (byInput) whose levels are no levels: the input before the change (from
+// the last change's settling, or first) or after it (to the next change)
+// moves along a line over that stretch by more than InputDriftShare of
+// the change between their means. A curriculum of lengths that grow step
+// by step under per-step jitter passes the windows' quartile test again
+// and again; its stretches ramp.
+func inputLevelsFlat(pk []session.StepPeak, first int, out []LevelChange, byInput []bool, x func(*session.StepPeak) int64) []LevelChange {
+	keep := out[:0:0]
+	for k, c := range out {
+		if !byInput[k] {
+			keep = append(keep, c)
+			continue
+		}
+		from := first
+		if k > 0 {
+			from = indexOf(pk, out[k-1].Settled)
+		}
+		to := len(pk)
+		if k+1 < len(out) {
+			to = indexOf(pk, out[k+1].Step)
+		}
+		at, settled := indexOf(pk, c.Step), indexOf(pk, c.Settled)
+		before, after := pk[from:at], pk[settled:to]
+		if len(before) < 2 || len(after) < 2 {
+			continue
+		}
+		shift := math.Abs(meanInput(after, x) - meanInput(before, x))
+		if inputDrift(before, x) <= InputDriftShare*shift && inputDrift(after, x) <= InputDriftShare*shift {
+			keep = append(keep, c)
+		}
+	}
+	return keep
+}
+
+// inputDrift is how far a least-squares line of input on step moves over
+// pk, in input units; 0 where its slope is not significant (t below
+// GrowthMinT: lengths drawn per step tilt a line by chance).
+func inputDrift(pk []session.StepPeak, x func(*session.StepPeak) int64) float64 {
+	xs, ys := make([]float64, len(pk)), make([]float64, len(pk))
+	for i := range pk {
+		xs[i], ys[i] = float64(pk[i].Index), float64(x(&pk[i]))
+	}
+	slope, r2 := regress(xs, ys)
+	if n := float64(len(pk)); n < 3 || r2 < 1 && math.Sqrt(r2*(n-2)/(1-r2)) < GrowthMinT {
+		return 0
+	}
+	return math.Abs(slope) * (xs[len(xs)-1] - xs[0])
 }

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"math/rand"
 	"strings"
 	"testing"
 )
@@ -11,6 +12,7 @@ import (
 var (
 	sawtooth = func(i int) int64 { return 256 + 64*((int64(i)*7919+13)%13) }
 	drawn    = func(i int) int64 { return 128 * (2 + (int64(i)*2654435761>>7)%7) }
+	random   = func(i int) int64 { return 128 * int64(2+rand.New(rand.NewSource(int64(i)*7+1)).Intn(7)) }
 )
 
 // A steady run of such steps has no level change and no growth: a window's
@@ -22,7 +24,7 @@ func TestInputsThatVaryStepToStepMakeNoLevelChange(t *testing.T) {
 		name   string
 		steps  int
 		tokens func(int) int64
-	}{{"sawtooth", 300, sawtooth}, {"drawn", 300, drawn}, {"sawtooth ending on a rise", 199, sawtooth}} {
+	}{{"sawtooth", 300, sawtooth}, {"drawn", 300, drawn}, {"random", 1500, random}, {"sawtooth ending on a rise", 199, sawtooth}} {
 		s, p := storeOf(t, levelRun(c.steps, func(int) int64 { return 1900 }, func(i int) int64 { return c.tokens(i) }, c.tokens), false)
 		d := Diagnose(s, p)
 		if len(d.Levels) != 0 || d.Pattern == PatternGrowth {
@@ -49,6 +51,8 @@ func TestALevelChangeUnderInputsThatVary(t *testing.T) {
 			func(i int) int64 { return drawn(i) * 4 * batchAt(i, 1, 2) }, func(i int) int64 { return 4 * batchAt(i, 1, 2) }, false, "input"},
 		{"batch halved", func(int) int64 { return 1900 },
 			func(i int) int64 { return drawn(i) * 4 * batchAt(i, 2, 1) }, func(i int) int64 { return 4 * batchAt(i, 2, 1) }, true, "input"},
+		{"batch cut under random lengths", func(int) int64 { return 1900 },
+			func(i int) int64 { return random(i) * 2 * batchAt(i, 4, 3) }, func(i int) int64 { return 2 * batchAt(i, 4, 3) }, true, "input"},
 		{"unfrozen", func(i int) int64 { return map[bool]int64{true: 1900, false: 3436}[i < at] },
 			sawtooth, nil, false, "held between steps 1900→3436 MiB"},
 	} {
@@ -72,5 +76,16 @@ func TestALevelChangeUnderInputsThatVary(t *testing.T) {
 		if h := d.Headline(); !strings.HasPrefix(h, "level change at step ") || !strings.Contains(h, c.says) {
 			t.Errorf("%s: headline %q", c.name, h)
 		}
+	}
+}
+
+// A curriculum of lengths that grow step by step under per-step jitter is
+// input growth, not a staircase of level changes of the input.
+func TestACurriculumUnderJitterIsInputGrowth(t *testing.T) {
+	tokens := func(i int) int64 { return 4 * (128 + 2*int64(i) + random(i)/4) }
+	s, p := storeOf(t, levelRun(300, func(int) int64 { return 1900 }, func(i int) int64 { return tokens(i) }, tokens), false)
+	d := Diagnose(s, p)
+	if d.Pattern != PatternGrowth || d.GrowthKind != GrowthInput || len(d.Levels) != 0 {
+		t.Errorf("%s %s, level changes %+v: %s", d.Pattern, d.GrowthKind, d.Levels, d.Headline())
 	}
 }

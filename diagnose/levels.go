@@ -69,6 +69,8 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 	}
 	heldBand := heldBandOf(pk, hp)
 	vary := varyingInput(pk[start:]) // nil unless the input varies step to step
+	first := start
+	var byInput []bool // which changes of out the input's own level made
 	// above and below: a over b by more than the band, held memory by its own
 	above := func(a, b, ha, hb session.Bytes) bool {
 		return a > b+band || heldBand.Known() && ha.Known() && hb.Known() && ha > hb+heldBand
@@ -115,6 +117,7 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 		// long batch in the step whose update let go of state)
 		up := moved(true)
 		down := !up && moved(false)
+		fromInput := false
 		if vary != nil {
 			// Inputs that vary step to step: a change of the input's own
 			// level is one, at its sharpest split (inputLevelAt); the peaks
@@ -122,7 +125,7 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 			// (explainedByInput), the step itself and the steps after it.
 			win := pk[max(start, i-LevelWindow):i]
 			if j, rise, ok := inputLevelAt(pk, i, start, vary, falls); ok {
-				i, up = j, rise
+				i, up, fromInput = j, rise, true
 			} else if !up && !down ||
 				!heldMoved(pk[i:i+1], hv, hlo, heldBand, up) && explainedByInput(win, pk[i:i+1], vary, band, up) ||
 				!heldMoved(next, hv, hlo, heldBand, up) && explainedByInput(win, next, vary, band, up) {
@@ -140,8 +143,12 @@ func levelChanges(p *session.Process, pk, hp []session.StepPeak, band session.By
 			}
 		}
 		out = append(out, LevelChange{Fall: !up, Step: pk[i].Index, Settled: pk[settled].Index, PeakFrom: lv, HeldFrom: hv})
+		byInput = append(byInput, fromInput)
 		start = settled
 		i = settled + LevelMinSteps - 1
+	}
+	if vary != nil {
+		out = inputLevelsFlat(pk, first, out, byInput, vary)
 	}
 	finishLevels(p, pk, out)
 	return out
