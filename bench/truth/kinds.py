@@ -113,6 +113,8 @@ and Adam state), watched by a ``watch()`` of its own on the same
 connection; each fold's first update makes its Adam state again.
 """
 
+import random
+
 import sizes
 
 MIB = sizes.MIB
@@ -172,7 +174,8 @@ _OOM_LIMIT = _oom_limit(sizes.GPT2_SMALL, 12, 1024)
 
 # Row lengths that vary step to step, each a fixed sequence (the same every
 # run): a sawtooth of 256 to 1024 tokens, lengths of 256 to 1024 drawn per
-# step (a multiplicative hash), and 512 with one step in five at 1024.
+# step by a multiplicative hash (which drifts slowly) and by a generator
+# seeded per step (independent draws), and 512 with one step in five at 1024.
 def _sawtooth(step):
     return 256 + 64 * ((step * 7919 + 13) % 13)
 
@@ -183,6 +186,10 @@ def _drawn(step):
 
 def _bimodal(step):
     return 1024 if (step * 40503 >> 5) % 5 == 0 else 512
+
+
+def _random(step):
+    return random.Random(step * 7 + 1).randrange(2, 9) * 128
 
 K = [
     Kind("steady-short", 10, dict(pattern="warmup")),
@@ -412,6 +419,45 @@ K = [
          leak=4 * MIB, leak_from=150, zero="after", set_to_none=False, batch=4, seq=_sawtooth, schedule_only=True),
     Kind("bimodal-lengths-freeze-noisy", 400, dict(pattern="warmup", level=[200], need_from=201),
          trained=lambda step: 1.0 if step < 200 else 0.05, noise=0.03, batch=4, seq=_bimodal, schedule_only=True),
+    # More of them: lengths drawn independently per step (random), a
+    # curriculum of growing lengths under per-step jitter (input growth, no
+    # level changes), a length cap doubled, a batch ramped twice or cut,
+    # gradient checkpointing, skipped updates, accumulation whose count
+    # varies, a long warmup, a short run and a 1,500-step one.
+    Kind("compile-warmup-long-drawn-lengths", 200, dict(pattern="warmup", warmup=6),
+         compile_warmup=6, compile_workspace=3 * GIB, batch=4, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-checkpointed-leak", 300, dict(pattern="growth", growth_kind="leak", growth_from=120, rate=4 * MIB),
+         checkpointed=True, leak=4 * MIB, leak_from=120, batch=4, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-eval-unfreeze", 300, dict(pattern="warmup", level=[150]),
+         eval_every=25, eval_batches=2, trained=lambda step: 0.05 if step < 150 else 1.0, batch=4, seq=_drawn, schedule_only=True),
+    Kind("curriculum-drawn-jitter", 300, dict(pattern="growth", growth_kind="input"),
+         batch=4, seq=lambda step: 128 + 2 * step + 32 * (_drawn(step) // 128), schedule_only=True),
+    Kind("varlen-gradscaler-skips", 200, dict(pattern="warmup"),
+         skipped=(49, 99, 150), batch=4, seq=_sawtooth, schedule_only=True),
+    Kind("drawn-lengths-seq-doubled", 300, dict(pattern="warmup", level=[150]),
+         batch=4, seq=lambda step: _drawn(step) // (2 if step < 150 else 1), schedule_only=True),
+    Kind("drawn-lengths-batch-ramp-twice", 500, dict(pattern="warmup", level=[200, 350]),
+         batch=lambda step: 4 if step < 200 else 6 if step < 350 else 8, seq=_drawn, schedule_only=True),
+    Kind("drawn-lengths-short", 80, dict(pattern=("warmup", "steady")),
+         batch=4, seq=_drawn, schedule_only=True),
+    Kind("bimodal-lengths-late-leak-long-run", 1500, dict(pattern="growth", growth_kind="leak", growth_from=1000, rate=MIB),
+         leak=MIB, leak_from=1000, noise_bytes=41 * MIB, batch=4, seq=_bimodal, schedule_only=True),
+    Kind("drawn-lengths-accum-varies", 300, dict(pattern=("warmup", "steady")),
+         micro=lambda step: 2 + step % 3, batch=2, seq=_drawn, schedule_only=True),
+    Kind("curriculum-bimodal-jitter", 300, dict(pattern="growth", growth_kind="input"),
+         batch=4, seq=lambda step: 256 + step + (256 if _bimodal(step) > 512 else 0), schedule_only=True),
+    Kind("random-lengths", 400, dict(pattern=("warmup", "steady")),
+         batch=4, seq=_random, schedule_only=True),
+    Kind("random-lengths-batch-doubled", 400, dict(pattern=("warmup", "steady"), level=[200]),
+         batch=lambda step: 4 if step < 200 else 8, seq=_random, schedule_only=True),
+    Kind("random-lengths-leak", 400, dict(pattern="growth", growth_kind="leak", growth_from=150, rate=2 * MIB),
+         leak=2 * MIB, leak_from=150, batch=4, seq=_random, schedule_only=True),
+    Kind("random-lengths-freeze", 400, dict(pattern=("warmup", "steady"), level=[200], need_from=201),
+         trained=lambda step: 1.0 if step < 200 else 0.05, batch=4, seq=_random, schedule_only=True),
+    Kind("curriculum-random-jitter", 300, dict(pattern="growth", growth_kind="input"),
+         batch=4, seq=lambda step: 128 + 3 * step + _random(step) // 4, schedule_only=True),
+    Kind("random-lengths-batch-cut", 400, dict(pattern=("warmup", "steady"), level=[200], need_from=200),
+         batch=lambda step: 8 if step < 200 else 6, seq=_random, schedule_only=True),
     Kind("leak-zero-after-noisy", 300, dict(pattern="growth", growth_kind="leak", growth_from=120,
                                             rate=4 * MIB),
          leak=4 * MIB, leak_from=120, zero="after", noise=0.05, batch=4, seq=512),
