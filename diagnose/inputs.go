@@ -133,6 +133,12 @@ func inputLevelAt(pk []session.StepPeak, i, start int, x func(*session.StepPeak)
 	if i-start < w || len(pk)-i < w || !sameBatch(pk[i-w:i+w], pk[i].Batch) {
 		return 0, false, false
 	}
+	// (the test every step takes, without allocating)
+	mb, vb := meanVar(pk[i-w:i], x)
+	ma, va := meanVar(pk[i:i+w], x)
+	if se := math.Sqrt((vb + va) / w); se == 0 || math.Abs(ma-mb) < InputShiftZ*se {
+		return 0, false, false
+	}
 	inputs := func(pk []session.StepPeak) []float64 {
 		v := make([]float64, len(pk))
 		for k := range pk {
@@ -141,11 +147,6 @@ func inputLevelAt(pk []session.StepPeak, i, start int, x func(*session.StepPeak)
 		return v
 	}
 	before, after := inputs(pk[i-w:i]), inputs(pk[i:i+w])
-	mb, vb := meanVar(before)
-	ma, va := meanVar(after)
-	if se := math.Sqrt((vb + va) / w); se == 0 || math.Abs(ma-mb) < InputShiftZ*se {
-		return 0, false, false
-	}
 	slices.Sort(before)
 	slices.Sort(after)
 	q1, q3 := func(v []float64) float64 { return v[len(v)/4] }, func(v []float64) float64 { return v[3*len(v)/4] }
@@ -185,16 +186,17 @@ const (
 	InputShiftZ      = 5.0
 )
 
-// meanVar is the mean and the sample variance of v.
-func meanVar(v []float64) (mean, variance float64) {
-	for _, x := range v {
-		mean += x
+// meanVar is the mean and the sample variance of the inputs of pk.
+func meanVar(pk []session.StepPeak, x func(*session.StepPeak) int64) (mean, variance float64) {
+	for i := range pk {
+		mean += float64(x(&pk[i]))
 	}
-	mean /= float64(len(v))
-	for _, x := range v {
-		variance += (x - mean) * (x - mean)
+	mean /= float64(len(pk))
+	for i := range pk {
+		d := float64(x(&pk[i])) - mean
+		variance += d * d
 	}
-	return mean, variance / float64(len(v)-1)
+	return mean, variance / float64(len(pk)-1)
 }
 
 // meanInput is the mean input of pk.
