@@ -378,7 +378,9 @@ def run_lightning(kind, socket, sim, mem, model, truth):
     ``eval_batches`` batches through ``validation_step`` under Lightning's
     inference mode; with ``eval_keep`` their outputs kept on the device
     for ``on_validation_epoch_end``, which concatenates them, as the
-    common metric code does. Fixed input sizes only."""
+    common metric code does. The batch size is fixed; row lengths that
+    vary (``seq`` of the step, on one rank) come as batches made ahead,
+    each of one length, in order (a length-bucketing loader's)."""
     import lightning as L
     from vramscope.integrations.lightning import VramscopeCallback
 
@@ -412,7 +414,7 @@ def run_lightning(kind, socket, sim, mem, model, truth):
     class Ledger(L.Callback):
         def on_train_batch_start(self, trainer, module, batch, i):
             mem.step = i // kind.micro
-            truth["inputs"][mem.step] = b * s
+            truth["inputs"][mem.step] = b * kind.seq(mem.step)
 
         def on_train_batch_end(self, trainer, module, outputs, batch, i):
             if (i + 1) % kind.micro == 0:
@@ -420,7 +422,11 @@ def run_lightning(kind, socket, sim, mem, model, truth):
 
     # (on several ranks each takes its share of the batches: DistributedSampler)
     n = kind.steps * kind.micro * (kind.world or 1)
-    data = torch.utils.data.TensorDataset(torch.randint(0, 64, (b * n, s)))
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.randint(0, 64, (b * n, s))), batch_size=b)
+    if lengths_vary(kind) and not kind.world:
+        loader = torch.utils.data.DataLoader(
+            [(torch.randint(0, 64, (b, kind.seq(i // kind.micro))),) for i in range(n)], batch_size=None)
     evals = {}
     if kind.eval_every:
         val = torch.utils.data.TensorDataset(torch.randint(0, 64, (b * kind.eval_batches, s)))
@@ -434,7 +440,12 @@ def run_lightning(kind, socket, sim, mem, model, truth):
                         val_check_interval=kind.eval_every or None,
                         check_val_every_n_epoch=None if kind.eval_every else 1,
                         callbacks=[Ledger(), VramscopeCallback(socket=socket)])
-    trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=b), **evals)
+    trainer.fit(Lit(), loader, **evals)
+
+
+def lengths_vary(kind):
+    """Whether ``kind``'s row length changes from step to step."""
+    return len({kind.seq(i) for i in range(kind.steps)}) > 1
 
 
 def run_hf_trainer(kind, socket, sim, mem, model, truth):
@@ -445,7 +456,10 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
     ``model.zero_grad()`` inside the step (Trainer._inner_training_loop);
     ``gradient_accumulation_steps`` is the kind's micro. The Trainer zeroes
     through the model, so the model's zero_grad frees the simulated
-    gradients. Fixed input sizes only."""
+    gradients. The batch size is fixed; row lengths that vary (``seq`` of
+    the step) come in order, each step's rows of one length (a
+    length-grouped sampler's batches), through a Trainer whose sampler
+    keeps the dataset's order."""
     import tempfile
 
     import transformers as T
@@ -476,7 +490,7 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
     class Ledger(T.TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
             mem.step = state.global_step
-            truth["inputs"][mem.step] = b * s
+            truth["inputs"][mem.step] = b * kind.seq(mem.step)
 
         def on_step_end(self, args, state, control, **kw):
             truth["held"][state.global_step - 1] = sim.allocated
@@ -494,6 +508,16 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
 
     n = kind.steps * kind.micro * b
     data = [{"input_ids": t, "labels": t} for t in torch.randint(0, 64, (n, s))]
+    trainer_class = T.Trainer
+    if lengths_vary(kind):
+        data = [{"input_ids": t, "labels": t} for t in (
+            torch.randint(0, 64, (kind.seq(i // (kind.micro * b)),)) for i in range(n))]
+
+        class InOrder(T.Trainer):
+            def _get_train_sampler(self, train_dataset=None):
+                return torch.utils.data.SequentialSampler(
+                    self.train_dataset if train_dataset is None else train_dataset)
+        trainer_class = InOrder
     evals = dict(eval_strategy="steps", eval_steps=kind.eval_every, per_device_eval_batch_size=b,
                  prediction_loss_only=not kind.eval_keep) if kind.eval_every and not kind.eval_model else {}
     args = T.TrainingArguments(
@@ -501,7 +525,7 @@ def run_hf_trainer(kind, socket, sim, mem, model, truth):
         gradient_accumulation_steps=kind.micro, max_steps=kind.steps, use_cpu=True,
         report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
         dataloader_num_workers=0, seed=kind.seed, **evals)
-    trainer = T.Trainer(model=model, args=args, train_dataset=data,
+    trainer = trainer_class(model=model, args=args, train_dataset=data,
                         eval_dataset=data[:kind.eval_batches * b] if evals else None,
                         optimizers=(Adam(model.parameters(), mem), None),
                         callbacks=[Ledger(), VramscopeCallback(socket=socket)])

@@ -710,6 +710,20 @@ K = [
          batch=4, seq=512),
     # The Trainer on two gloo ranks: accelerate wraps the model in DDP and
     # the Trainer zeroes through the wrapper after each update.
+    # Row lengths that vary step to step through the real Trainers (batches
+    # of one length each, in order, as a length-grouped sampler makes them):
+    # keyword inputs of a new shape at every step.
+    Kind("hf-trainer-varlen", 200, dict(pattern=("warmup", "steady")), layout="hf-trainer",
+         batch=4, seq=_random),
+    Kind("hf-trainer-varlen-leak", 200, dict(pattern="growth", growth_kind="leak", growth_from=80,
+                                             rate=4 * MIB),
+         leak=4 * MIB, leak_from=80, layout="hf-trainer", batch=4, seq=_drawn),
+    Kind("hf-trainer-varlen-accum", 120, dict(pattern=("warmup", "steady")), layout="hf-trainer",
+         micro=4, batch=2, seq=_sawtooth),
+    Kind("hf-trainer-varlen-eval", 160, dict(pattern=("warmup", "steady")), layout="hf-trainer",
+         eval_every=40, eval_batches=8, eval_keep=True, batch=4, seq=_random),
+    Kind("lightning-varlen", 200, dict(pattern=("warmup", "steady")), layout="lightning", batch=4,
+         seq=_random),
     Kind("hf-trainer-ddp", 40, dict(pattern="warmup"), layout="hf-trainer", world=2, batch=4,
          seq=512),
     # Lightning's DDP strategy: it calls the wrapped model with the
