@@ -22,6 +22,7 @@ _record_memory_history and the profiler from shared/recordings/h100.
 
     PYTHONPATH=pyhook python3 bench/cost_model.py [--read-us 12.8] [--blocks 24]
         [--steps 40] [--micro 4] [--old REV] [--bin bin/vramscope] [--sample-hz HZ] [--hf] [--floor]
+        [--dynamic]
 """
 
 import argparse
@@ -50,6 +51,8 @@ H100_PROFILER_US = 0.287 * H100_STEP_US  # profiler(profile_memory=True): +28.7 
 # every phase; bench/host_cost.py skips as many).
 WARM_STEPS = 3
 SIZES = {"tiny": (256, 64, 16, 1), "wide": (512, 256, 32, 1), "h100mlp": (2048, 2048, 512, 7)}
+# --dynamic's batch sizes, step after step, for a batch of 16 (scaled to the size's)
+DYNAMIC = (16, 12, 20, 14, 18, 13)
 
 
 def old_package(rev, into):
@@ -95,6 +98,10 @@ def main():
     ap.add_argument("--old", help="also run the hook of this git revision")
     ap.add_argument("--bin", help="vramscope binary: clients stream to a real `record`")
     ap.add_argument("--no-profiler", action="store_true")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="also a loop whose batch size changes at every step (dynamic batching: "
+                         "%s times the size's batch over 16), unwatched and watched from step 0"
+                         % (DYNAMIC,))
     ap.add_argument("--floor", action="store_true",
                     help="also time bench/null_hook.py: the watch's entries taking only the time, "
                          "one read and reset a step (the floor under any hook with these entries)")
@@ -218,12 +225,28 @@ def run(args, torch, fake, work, procs):
             sync()
             acc.append((ns() - w0, tns() - c0))
 
+    dynamic_inputs = [(torch.randn(b * batch // 16, inp, device=dev),
+                       torch.randint(0, 10, (b * batch // 16,), device=dev)) for b in DYNAMIC]
+    taken = [0]
+
+    def dynamic(acc, n):
+        for _ in range(n):
+            xd, yd = dynamic_inputs[taken[0] % len(DYNAMIC)]
+            taken[0] += 1
+            w0, c0 = ns(), tns()
+            opt.zero_grad()
+            loss = model(input_ids=xd, labels=yd).loss if hf else ce(model(xd), yd)
+            loss.backward()
+            opt.step()
+            sync()
+            acc.append((ns() - w0, tns() - c0))
+
     modes = []  # (name, loop, base name, factory of a watcher or a context)
     for tag, pkg in packages:
         mod = __import__(pkg, fromlist=["_client", "_config", "_cuda", "_watch"])
         C, CF, CU, W = mod._client, mod._config, mod._cuda, mod._watch
 
-        def client(name, C=C, CF=CF, CU=CU, every_phase=False, **kw):
+        def client(name, C=C, CF=CF, CU=CU, every_phase=False, start=3, **kw):
             if args.sample_hz is not None and "sample_hz" not in kw:
                 kw["sample_hz"] = args.sample_hz
             sock = os.path.join(work, "none.sock")
@@ -235,7 +258,9 @@ def run(args, torch, fake, work, procs):
             def make(W=W):
                 # A client per block: its sampler runs only in its own blocks.
                 c = C.Client(cfg, cuda=CU.detect(torch, model), torch_version=torch.__version__)
-                c.step = 3  # past the always-measured first steps: a default plain step
+                # past the always-measured first steps: a default plain step
+                # (from 0: its first steps, untimed, measure, as in a run)
+                c.step = start
                 w = W.Watcher(torch, c, model, opt, c.config)
                 if every_phase:  # the design that reads and resets at every phase
                     w.breakdown_always = True
@@ -255,8 +280,13 @@ def run(args, torch, fake, work, procs):
                                        ("%swatch, accumulation" % tag, accum, "accumulation",
                                         default)):
             modes.append((name, loop, base, make))
+        if args.dynamic:
+            modes.append(("%swatch, dynamic batching" % tag, dynamic, "dynamic batching",
+                          client(tag + "dynamic", start=0)))
     modes.insert(0, ("plain", plain, None, None))
     modes.insert(1, ("accumulation", accum, None, None))
+    if args.dynamic:
+        modes.insert(2, ("dynamic batching", dynamic, None, None))
     prof = hasattr(torch, "profiler") and hasattr(torch.profiler, "profile") \
         and not args.no_profiler
     if prof:
@@ -390,6 +420,10 @@ def run(args, torch, fake, work, procs):
         elif m:
             print("  measured step / plain step hook cost: %.2fx (added wall time, medians)"
                   % (m[0] / cost))
+        dyn = added.get("%swatch, dynamic batching" % tag)
+        if dyn:
+            print("  dynamic batching: %.1f us per step (p10 %.1f), %.2fx the plain step's"
+                  % (dyn[col], dyn[2], dyn[col] / cost))
         a = added.get("%swatch, accumulation" % tag)
         if a and dev == "cpu":
             print("  accumulation: %.1f us per step, %.1f us per micro-step (p10: %.1f, %.1f)"

@@ -15,7 +15,12 @@ With --old REV the same step is counted again under that revision's hook
 (cost_model.old_package), in the same process after this tree's is removed.
 
     PYTHONPATH=pyhook python3 bench/hook_ops.py [--steps-before 5] [--micro 4] [--measured] [--hf]
-        [--old REV]
+        [--vary] [--old REV]
+
+With --vary each step has a new batch size (dynamic batching) and the
+watch starts at step 0: the counted step is the watch's --steps-before'th
+(after 8 steps, one whose scaled anatomy waits: _schedule.SCALED_EVERY;
+after 5, one that sends it).
 """
 
 import argparse
@@ -30,6 +35,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import fakecuda  # noqa: E402
+# --vary's batch sizes, step after step
+DYNAMIC = (16, 12, 20, 14, 18, 13)
 import shapes  # noqa: E402
 from cost_model import old_package  # noqa: E402
 
@@ -45,6 +52,9 @@ def main():
                     help="forward/backward passes per step (gradient accumulation)")
     ap.add_argument("--hf", action="store_true",
                     help="keyword inputs and a ModelOutput with the loss, as a transformers model")
+    ap.add_argument("--vary", action="store_true",
+                    help="a new batch size at every step (dynamic batching: %s), the watch "
+                         "from step 0 (its first steps measured, as in a run)" % (DYNAMIC,))
     ap.add_argument("--old", help="also count the hook of this git revision (or package directory)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # the client warns that nothing listens
@@ -57,8 +67,14 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
     ce = torch.nn.functional.cross_entropy
+    batches = {b: (torch.randn(b, 256), torch.randint(0, 10, (b,))) for b in DYNAMIC}
+    taken = [0]
 
     def step():
+        nonlocal x, y
+        if args.vary:
+            x, y = batches[DYNAMIC[taken[0] % len(DYNAMIC)]]
+            taken[0] += 1
         opt.zero_grad()
         for _ in range(args.micro):
             if args.hf:
@@ -102,14 +118,19 @@ def main():
     what = ("one measured step" if args.measured else "one plain step") \
         + (" of a transformers-shaped model" if args.hf else "") \
         + (" (every phase read+reset)" if args.every_phase else "") \
-        + (" of %d micro-steps" % args.micro if args.micro > 1 else "")
+        + (" of %d micro-steps" % args.micro if args.micro > 1 else "") \
+        + (" of a new batch size (dynamic batching), step %d of the watch" % args.steps_before
+           if args.vary else "")
     for tag, name in hooks:
         mod = __import__(name, fromlist=["_client", "_config", "_cuda", "_watch"])
         cfg = mod._config.resolve(socket=os.path.join(tempfile.mkdtemp(), "none.sock"),
                                   environ={}, activations_every=1 if args.measured else 100)
         client = mod._client.Client(cfg, cuda=mod._cuda.detect(torch, model),
                                     torch_version=torch.__version__)
-        client.step = 3  # a default plain step, past the always-measured first steps
+        # a default plain step, past the always-measured first steps (with
+        # --vary from step 0: a scaled anatomy needs a measurement)
+        client.step = 0 if args.vary else 3
+        taken[0] = 0
         watcher = mod._watch.Watcher(torch, client, model, opt, client.config)
         watcher.breakdown_always = args.every_phase
         for _ in range(args.steps_before):
