@@ -83,6 +83,29 @@ def test_sequence_length_scales_by_tokens_with_keyword_inputs(torch_mod):
     assert all(x["batch_size"] == 2 for x in a.values())
 
 
+def test_lengths_that_vary_every_step_send_a_scaled_anatomy_once_in_ten_steps(torch_mod):
+    # Dynamic padding: a new length at most steps, never twice the measured
+    # one. Once VARYING_RUN steps in a row came with a size other than the
+    # last anatomy's, a scaled anatomy goes once in SCALED_EVERY steps (the
+    # monitor scales to each step's own input, which every forward still
+    # carries); a size that then holds is sent at its second step, and a
+    # change after it at once.
+    from vramscope import _schedule
+    torch = torch_mod
+    varying = [24, 20, 28, 18, 26, 22, 30, 17, 25, 19, 27, 21, 29, 23, 31, 18, 26, 20, 28, 22,
+               30, 17, 25, 19]
+    lengths = [16, 16, 16] + varying + [20, 20, 20, 20, 24]
+    client = run(torch, mlp(torch), lengths, lambda n: torch.randn(n, 8))
+    a = anatomy(client)
+    run_from = 3 + _schedule.VARYING_RUN - 1  # the step whose run reaches VARYING_RUN
+    assert _schedule.SCALED_EVERY == 10 and run_from == 5
+    last = 3 + len(varying)  # the first step of the size that holds
+    assert sorted(a) == [0, 1, 2, 3, 4, 5, 15, 25, last + 1, last + 4]
+    assert all(a[s]["activations_source"] == "scaled" for s in (3, 4, 5, 15, 25, last + 1, last + 4))
+    assert a[15]["batch_size"] == lengths[15] and a[15]["activations_step"] == 2
+    assert [i["batch"] for i in inputs(client)] == lengths
+
+
 def test_growth_by_half_alternates_scaled_and_measured(torch_mod):
     torch = torch_mod
     sizes = [4, 4, 4, 6, 9, 13, 20]

@@ -26,8 +26,8 @@ class ForwardMixin:
             return None
         t = _monotonic()  # dynamo breaks the graph here, where it may
         # The fast path (no lock: docs/hook.md, "Threads"): a training
-        # forward of a step at rest, its first tensor input shaped as the
-        # last one (whose size it reuses): the first positional argument,
+        # forward of a step at rest, its first tensor input (whose size it
+        # reuses when shaped as the last one): the first positional argument,
         # or with none the first keyword one (model(**batch), where the hook
         # gets keyword inputs: torch >= 2.0), wanting no gradient (a probe's
         # or an attack's does: _note_perturbed). While _fast holds, only the
@@ -41,9 +41,17 @@ class ForwardMixin:
                 and (module.training or self._eval_trains or not self._idle) \
                 and self._grad_enabled() and not self._tracing():
             x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
-            if isinstance(x, self._tensor_type) and x.shape == self._last_shape \
-                    and x.dtype is self._last_dtype and not x.requires_grad:
-                size, extra = self._last_size
+            if isinstance(x, self._tensor_type) and not x.requires_grad:
+                shape = x.shape
+                if shape == self._last_shape and x.dtype is self._last_dtype:
+                    size, extra = self._last_size
+                else:
+                    # A new shape (dynamic padding: most steps): its size,
+                    # kept for the steps that repeat it (_input_size).
+                    size = _patch.size_of(x)
+                    extra = {"input": size}
+                    self._last_shape, self._last_dtype = shape, x.dtype
+                    self._last_size = size, extra
                 self._depth = 1
                 self._idle = False
                 self._trained = True

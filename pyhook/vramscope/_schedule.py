@@ -19,6 +19,14 @@ SPLIT_EVERY = 10
 # is not known yet; the next one measures it).
 LOSSLESS_RETRIES = 2
 SPLIT_NOISE = 100
+# Inputs that vary step to step (dynamic padding): once this many steps in
+# a row came with a size other than the last anatomy's and the step
+# before's, a scaled anatomy goes at most once in SCALED_EVERY steps (a
+# size that then holds a second step is sent at once). The monitor scales the last
+# measurement to each step's own input itself (the forward's ``input``),
+# labelled; the message only refreshes the static figures.
+VARYING_RUN = 3
+SCALED_EVERY = 10
 
 
 def size_ratio(batch, tokens, measured):
@@ -59,6 +67,14 @@ class Activations:
         self.every = every
         self.measured = None  # {"step", "batch", "tokens", "activations"}
         self.sent = None  # (batch, tokens) of the last anatomy message
+        # Steps in a row, up to the last (changed_at, of size changed_to),
+        # whose size was neither the last anatomy's nor the step before's;
+        # the first step that may send a scaled anatomy while they run on
+        # (VARYING_RUN, SCALED_EVERY).
+        self.changed_at = -2
+        self.changed_to = None
+        self.changes = 0
+        self.scaled_due = 0
         # (batch, tokens) last compared with the measurement (read by the
         # Watcher's inlined note_input)
         self.checked = None
@@ -253,9 +269,19 @@ class Activations:
                     "activations_source": "measured", "tokens": self.tokens,
                     "batch": self.batch, "saved": self.saved}
         known = self.batch is not None or self.tokens is not None
-        if self.scheduled or (self.measured is not None and known and size != self.sent):
+        if self.scheduled:
             if known:
                 self.sent = size
+            return self._scaled()
+        if self.measured is not None and known and size != self.sent:
+            changes = self.changes + 1 if self.changed_at == step - 1 and size != self.changed_to \
+                else 1
+            self.changed_at, self.changed_to, self.changes = step, size, changes
+            if changes >= VARYING_RUN:
+                if step < self.scaled_due:
+                    return None  # the monitor scales to this step's input itself
+                self.scaled_due = step + SCALED_EVERY
+            self.sent = size
             return self._scaled()
         return None
 

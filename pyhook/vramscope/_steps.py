@@ -600,10 +600,14 @@ class StepsMixin:
                     return
                 x = _patch.lead_tensor(batch, self._tensor_type) \
                     if last is None and name == "forward" else None
-                if x is not None and x.shape == self._last_shape and x.dtype is self._last_dtype:
-                    # a batch that leads with a tensor shaped as the last
-                    # training input, whose size it reuses
-                    size, extra = self._last_size
+                if x is not None:
+                    # a batch that leads with a tensor: its size, reused
+                    # while shaped as the last training input
+                    if x.shape == self._last_shape and x.dtype is self._last_dtype:
+                        size, extra = self._last_size
+                    else:  # a new shape (dynamic padding: most steps)
+                        size = self._input_size(x)
+                        extra = self._last_size[1]
                     self._idle = False
                     self._trained = True
                     self._open = "forward"

@@ -125,13 +125,17 @@ class TrainingStepMixin:
             # The fast path (no lock): the training_step of a step at rest,
             # its forward begun by the framework's callback, or here (a
             # watch() without the callback) for a batch that leads with a
-            # tensor shaped as the last input (the optimizers' wrappers
-            # were looked at on the first step).
+            # tensor, its size reused while shaped as the last input (the
+            # optimizers' wrappers were looked at on the first step).
             if last is None:
                 x = _patch.lead_tensor(args[0], self._tensor_type) if args else None
-                if x is None or x.shape != self._last_shape or x.dtype is not self._last_dtype:
+                if x is None:
                     return self._training_step_general(args, kwargs)
-                size, extra = self._last_size
+                if x.shape == self._last_shape and x.dtype is self._last_dtype:
+                    size, extra = self._last_size
+                else:  # a new shape (dynamic padding: most steps)
+                    size = self._input_size(x)
+                    extra = self._last_size[1]
                 self._open = "forward"
                 c = self._client  # Client.switch's tuple, queued as _fast allows
                 c._queue.append((_monotonic(), None, "forward", c.step, c.micro, extra, c.model))
