@@ -204,15 +204,24 @@ def run(args, torch, fake, work, procs):
     # On a GPU each step is synced, as in the H100 table (README: "synced per step").
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
-    def plain(acc, n):
-        for _ in range(n):
-            w0, c0 = ns(), tns()
-            opt.zero_grad()
-            loss = model(input_ids=x, labels=y).loss if hf else ce(model(x), y)
-            loss.backward()
-            opt.step()
-            sync()
-            acc.append((ns() - w0, tns() - c0))
+    taken = [0]
+
+    def stepping(batches):
+        """The plain loop over ``batches`` in turn (the pick untimed)."""
+        def loop(acc, n):
+            for _ in range(n):
+                xb, yb = batches[taken[0] % len(batches)]
+                taken[0] += 1
+                w0, c0 = ns(), tns()
+                opt.zero_grad()
+                loss = model(input_ids=xb, labels=yb).loss if hf else ce(model(xb), yb)
+                loss.backward()
+                opt.step()
+                sync()
+                acc.append((ns() - w0, tns() - c0))
+        return loop
+
+    plain = stepping([(x, y)])
 
     def accum(acc, n):
         for _ in range(n):
@@ -225,21 +234,8 @@ def run(args, torch, fake, work, procs):
             sync()
             acc.append((ns() - w0, tns() - c0))
 
-    dynamic_inputs = [(torch.randn(b * batch // 16, inp, device=dev),
-                       torch.randint(0, 10, (b * batch // 16,), device=dev)) for b in DYNAMIC]
-    taken = [0]
-
-    def dynamic(acc, n):
-        for _ in range(n):
-            xd, yd = dynamic_inputs[taken[0] % len(DYNAMIC)]
-            taken[0] += 1
-            w0, c0 = ns(), tns()
-            opt.zero_grad()
-            loss = model(input_ids=xd, labels=yd).loss if hf else ce(model(xd), yd)
-            loss.backward()
-            opt.step()
-            sync()
-            acc.append((ns() - w0, tns() - c0))
+    dynamic = stepping([(torch.randn(b * batch // 16, inp, device=dev),
+                         torch.randint(0, 10, (b * batch // 16,), device=dev)) for b in DYNAMIC])
 
     modes = []  # (name, loop, base name, factory of a watcher or a context)
     for tag, pkg in packages:
