@@ -42,15 +42,14 @@ class ForwardMixin:
                 and self._grad_enabled() and not self._tracing():
             x = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
             if isinstance(x, self._tensor_type) and not x.requires_grad:
-                shape = x.shape
-                if shape == self._last_shape and x.dtype is self._last_dtype:
+                if x.shape == self._last_shape and x.dtype is self._last_dtype:
                     size, extra = self._last_size
                 else:
                     # A new shape (dynamic padding: most steps): its size,
                     # kept for the steps that repeat it (_input_size).
                     size = _patch.size_of(x)
                     extra = {"input": size}
-                    self._last_shape, self._last_dtype = shape, x.dtype
+                    self._last_shape, self._last_dtype = x.shape, x.dtype
                     self._last_size = size, extra
                 self._depth = 1
                 self._idle = False
