@@ -35,10 +35,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "pyhook"))
 
 import fakecuda  # noqa: E402
-# --vary's batch sizes, step after step
-DYNAMIC = (16, 12, 20, 14, 18, 13)
 import shapes  # noqa: E402
-from cost_model import old_package  # noqa: E402
+from cost_model import DYNAMIC, old_package  # noqa: E402 (DYNAMIC: --vary's batch sizes)
 
 
 def main():

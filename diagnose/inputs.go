@@ -199,15 +199,6 @@ func meanVar(pk []session.StepPeak, x func(*session.StepPeak) int64) (mean, vari
 	return mean, variance / float64(len(pk)-1)
 }
 
-// meanInput is the mean input of pk.
-func meanInput(pk []session.StepPeak, x func(*session.StepPeak) int64) float64 {
-	var sum float64
-	for i := range pk {
-		sum += float64(x(&pk[i]))
-	}
-	return sum / float64(len(pk))
-}
-
 // sameBatch reports whether every step of pk had batch b.
 func sameBatch(pk []session.StepPeak, b int64) bool {
 	for i := range pk {
@@ -245,7 +236,9 @@ func inputLevelsFlat(pk []session.StepPeak, first int, out []LevelChange, byInpu
 		if len(before) < 2 || len(after) < 2 {
 			continue
 		}
-		shift := math.Abs(meanInput(after, x) - meanInput(before, x))
+		ma, _ := meanVar(after, x)
+		mb, _ := meanVar(before, x)
+		shift := math.Abs(ma - mb)
 		if inputDrift(before, x) <= InputDriftShare*shift && inputDrift(after, x) <= InputDriftShare*shift {
 			keep = append(keep, c)
 		}

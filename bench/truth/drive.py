@@ -422,11 +422,12 @@ def run_lightning(kind, socket, sim, mem, model, truth):
 
     # (on several ranks each takes its share of the batches: DistributedSampler)
     n = kind.steps * kind.micro * (kind.world or 1)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(torch.randint(0, 64, (b * n, s))), batch_size=b)
     if lengths_vary(kind) and not kind.world:
         loader = torch.utils.data.DataLoader(
             [(torch.randint(0, 64, (b, kind.seq(i // kind.micro))),) for i in range(n)], batch_size=None)
+    else:
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.randint(0, 64, (b * n, s))), batch_size=b)
     evals = {}
     if kind.eval_every:
         val = torch.utils.data.TensorDataset(torch.randint(0, 64, (b * kind.eval_batches, s)))
